@@ -1,0 +1,5 @@
+//! One module per subcommand: its clap arguments and its `run`.
+
+pub mod client;
+pub mod lab;
+pub mod server;

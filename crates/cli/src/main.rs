@@ -1,0 +1,49 @@
+//! `bloatlab`: measure, reproduce and fix bufferbloat.
+//!
+//! The binary is thin: it parses arguments (one module per subcommand under
+//! [`cmd`]), calls into the library crates, and maps their typed errors to
+//! messages and exit codes (see [`exit`]).
+
+mod cmd;
+mod exit;
+mod iperf_compat;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Measure, reproduce and fix bufferbloat.
+#[derive(Debug, Parser)]
+#[command(name = "bloatlab", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a traffic server (iperf 2 compatible; `bloatlab -s` works too).
+    Server(cmd::server::ServerArgs),
+    /// Run a traffic client against HOST (iperf 2 compatible; `bloatlab -c HOST` works too).
+    Client(cmd::client::ClientArgs),
+    /// Build, inspect and tear down an emulated network lab on this machine.
+    Lab(cmd::lab::LabArgs),
+}
+
+fn main() -> ExitCode {
+    exit::init_logging();
+    let argv = iperf_compat::rewrite_args(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints its own message; usage errors exit 2, --help/--version 0.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Server(args) => cmd::server::run(args),
+        Command::Client(args) => cmd::client::run(args),
+        Command::Lab(args) => cmd::lab::run(args),
+    };
+    exit::finish(result)
+}

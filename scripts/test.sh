@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command (README "Run the tests"): unit tests, loopback and
+# namespace integration tests, iperf 2 interop, and a short fuzz run of every
+# parser. Run as root on Linux (namespaces need CAP_NET_ADMIN).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+cargo test --workspace --all-targets
+cargo test --workspace --doc
+FUZZ_SECONDS="${FUZZ_SECONDS:-10}" bash scripts/fuzz-smoke.sh
+echo "bloatlab tests: all passed"
