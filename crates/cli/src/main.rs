@@ -27,6 +27,10 @@ enum Command {
     Client(cmd::client::ClientArgs),
     /// Build, inspect and tear down an emulated network lab on this machine.
     Lab(cmd::lab::LabArgs),
+    /// Isochronous latency probes to a bloatlab server (RTT, one-way delay, loss per direction).
+    Ping(cmd::ping::PingArgs),
+    /// Redraw saved runs: summary tables, plots, HTML report, flent export.
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,8 @@ fn main() -> ExitCode {
         Command::Server(args) => cmd::server::run(args),
         Command::Client(args) => cmd::client::run(args),
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Ping(args) => cmd::ping::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     exit::finish(result)
 }

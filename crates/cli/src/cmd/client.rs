@@ -1,9 +1,261 @@
-//! `bloatlab client` (work in progress: owned by the client work stream).
+//! `bloatlab client HOST` (also `bloatlab -c HOST`): iperf 2's client options.
 
-/// Arguments of `bloatlab client`.
+/// Option value parsers shared with `server` (iperf 2 spellings).
+#[path = "opts.rs"]
+pub mod opts;
+use bloatlab_engine::config::{
+    Amount, ClientConfig, Direction, OutputFormat, Protocol, SocketOptions,
+};
+use bloatlab_engine::config::{BitRate, Bytes};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Arguments of `bloatlab client`, spelled as iperf 2 spells them.
 #[derive(Debug, clap::Args)]
-pub struct ClientArgs {}
+#[command(disable_version_flag = true)]
+pub struct ClientArgs {
+    /// Server to connect to.
+    pub host: String,
+    /// Server port.
+    #[arg(short = 'p', long = "port", default_value_t = 5001)]
+    pub port: u16,
+    /// Seconds to send (default 10).
+    #[arg(short = 't', long = "time", value_parser = opts::positive_seconds, conflicts_with = "num")]
+    pub time: Option<Duration>,
+    /// Bytes to send instead of a time (e.g. 100M; K/M/G = 1024-based, k/m/g = 1000-based).
+    #[arg(short = 'n', long = "num", value_parser = opts::nonzero_bytes)]
+    pub num: Option<Bytes>,
+    /// Seconds between periodic reports.
+    #[arg(short = 'i', long = "interval", value_parser = opts::positive_seconds)]
+    pub interval: Option<Duration>,
+    /// Length of each write (TCP, default 128K) or datagram (UDP, default 1470).
+    #[arg(short = 'l', long = "len", value_parser = opts::nonzero_bytes)]
+    pub len: Option<Bytes>,
+    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF).
+    #[arg(short = 'w', long = "window", value_parser = opts::nonzero_bytes)]
+    pub window: Option<Bytes>,
+    /// Number of parallel streams.
+    #[arg(short = 'P', long = "parallel", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub parallel: u32,
+    /// Use UDP.
+    #[arg(short = 'u', long = "udp")]
+    pub udp: bool,
+    /// Target rate (bits/s, e.g. 10m; UDP default 1M).
+    #[arg(short = 'b', long = "bandwidth", value_parser = opts::rate)]
+    pub bandwidth: Option<BitRate>,
+    /// Enhanced reports (Write/Err, Rtry, Cwnd/RTT, NetPwr).
+    #[arg(
+        short = 'e',
+        long = "enhanced",
+        alias = "enhancedreports",
+        alias = "enhanced-reports"
+    )]
+    pub enhanced: bool,
+    /// The server sends, the client receives, on the same connection.
+    #[arg(short = 'R', long = "reverse", conflicts_with = "full_duplex")]
+    pub reverse: bool,
+    /// Both ends send at once on the same connection.
+    #[arg(long = "full-duplex")]
+    pub full_duplex: bool,
+    /// Timestamp every write so the server measures write-to-read latency.
+    #[arg(long = "trip-times")]
+    pub trip_times: bool,
+    /// Pause weight x sampled RTT after each write (default weight 0.5).
+    #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
+          default_missing_value = "0.5", value_parser = opts::weight)]
+    pub near_congestion: Option<f64>,
+    /// TCP congestion control algorithm (e.g. cubic, reno, bbr).
+    #[arg(short = 'Z', long = "tcp-congestion", value_parser = opts::congestion)]
+    pub congestion: Option<String>,
+    /// IP TOS byte (0x10, 16, ef, af41, cs1, ...).
+    #[arg(short = 'S', long = "tos", value_parser = opts::tos)]
+    pub tos: Option<u8>,
+    /// TCP_NODELAY: turn Nagle's algorithm off.
+    #[arg(short = 'N', long = "nodelay")]
+    pub nodelay: bool,
+    /// Use IPv6.
+    #[arg(short = 'V', long = "ipv6_domain", alias = "ipv6")]
+    pub ipv6: bool,
+    /// Bind to this local address (host or host:port).
+    #[arg(short = 'B', long = "bind", value_parser = opts::bind)]
+    pub bind: Option<SocketAddr>,
+    /// Report style: C for iperf 2's CSV.
+    #[arg(short = 'y', long = "reportstyle", value_parser = opts::report_style, conflicts_with = "json")]
+    pub report_style: Option<OutputFormat>,
+    /// Print one JSON document at the end (stdout holds only JSON).
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Detect the peer: wait for the server's ack and print its version.
+    #[arg(short = 'X', long = "peer-detect")]
+    pub peer_detect: bool,
+    /// Give up connecting after this many seconds.
+    #[arg(long = "connect-timeout", default_value = "5", value_parser = opts::positive_seconds)]
+    pub connect_timeout: Duration,
+}
 
-pub fn run(_args: ClientArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`bloatlab client` is not implemented yet")
+impl ClientArgs {
+    /// Resolves the arguments into the engine's configuration.
+    pub fn to_config(&self) -> anyhow::Result<ClientConfig> {
+        let mut c = ClientConfig::new(self.host.clone());
+        c.port = self.port;
+        c.protocol = if self.udp {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        };
+        c.amount = match (self.time, self.num) {
+            (_, Some(n)) => Amount::Bytes(n),
+            (Some(t), None) => Amount::Time(t),
+            (None, None) => Amount::default(),
+        };
+        c.interval = self.interval;
+        c.buffer_len = self.len;
+        c.parallel = self.parallel;
+        c.rate = self.bandwidth;
+        c.enhanced = self.enhanced;
+        c.direction = if self.full_duplex {
+            Direction::FullDuplex
+        } else if self.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        };
+        c.trip_times = self.trip_times;
+        c.near_congestion = self.near_congestion;
+        c.peer_detect = self.peer_detect;
+        c.socket = SocketOptions {
+            window: self.window,
+            congestion: self.congestion.clone(),
+            tos: self.tos,
+            ipv6: self.ipv6,
+            bind: self.bind,
+            nodelay: self.nodelay,
+        };
+        c.format = if self.json {
+            OutputFormat::Json
+        } else {
+            self.report_style.unwrap_or_default()
+        };
+        c.connect_timeout = self.connect_timeout;
+        if c.near_congestion.is_some() && (self.udp || self.bandwidth.is_some()) {
+            return Err(crate::exit::usage(
+                "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
+            ));
+        }
+        if c.trip_times && c.protocol == Protocol::Tcp && c.effective_len().0 < 92 {
+            return Err(crate::exit::usage(
+                "-l/--len must be at least 92 bytes with --trip-times (the burst header)",
+            ));
+        }
+        Ok(c)
+    }
+}
+
+pub fn run(args: ClientArgs) -> anyhow::Result<()> {
+    let cfg = args.to_config()?;
+    match cfg.protocol {
+        Protocol::Tcp => {
+            let out = bloatlab_engine::tcp::client::run(&cfg)?;
+            if !out.failures.is_empty() {
+                anyhow::bail!(
+                    "{} of {} stream(s) failed",
+                    out.failures.len(),
+                    cfg.parallel
+                );
+            }
+            Ok(())
+        }
+        Protocol::Udp => {
+            let out = bloatlab_engine::udp::run_client(&cfg)?;
+            if !out.failures.is_empty() {
+                anyhow::bail!(
+                    "{} of {} stream(s) failed",
+                    out.failures.len(),
+                    cfg.parallel
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ClientArgs,
+    }
+
+    fn cfg(args: &[&str]) -> ClientConfig {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v).unwrap().a.to_config().unwrap()
+    }
+
+    #[test]
+    fn iperf_spellings_map_to_config() {
+        let c = cfg(&[
+            "h",
+            "-t",
+            "2",
+            "-i",
+            "0.5",
+            "-l",
+            "64K",
+            "-P",
+            "3",
+            "-e",
+            "-R",
+            "-Z",
+            "reno",
+            "-S",
+            "0x10",
+            "--trip-times",
+        ]);
+        assert_eq!(c.amount, Amount::Time(Duration::from_secs(2)));
+        assert_eq!(c.interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.buffer_len, Some(Bytes(65_536)));
+        assert_eq!(c.parallel, 3);
+        assert_eq!(c.direction, Direction::Reverse);
+        assert_eq!(c.socket.congestion.as_deref(), Some("reno"));
+        assert_eq!(c.socket.tos, Some(0x10));
+        assert!(c.enhanced && c.trip_times);
+    }
+
+    #[test]
+    fn near_congestion_default_and_explicit_weight() {
+        assert_eq!(cfg(&["h", "--near-congestion"]).near_congestion, Some(0.5));
+        assert_eq!(
+            cfg(&["h", "--near-congestion=0.4"]).near_congestion,
+            Some(0.4)
+        );
+        assert_eq!(cfg(&["h"]).near_congestion, None);
+    }
+
+    #[test]
+    fn output_formats() {
+        assert_eq!(cfg(&["h", "-y", "C"]).format, OutputFormat::Csv);
+        assert_eq!(cfg(&["h", "--json"]).format, OutputFormat::Json);
+        assert_eq!(
+            cfg(&["h", "-n", "100M"]).amount,
+            Amount::Bytes(Bytes(104_857_600))
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        let e = T::try_parse_from(["t", "h", "-l", "abc"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--len"), "{e}");
+        let e = T::try_parse_from(["t", "h", "-P", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--parallel"), "{e}");
+    }
 }

@@ -1,9 +1,818 @@
-//! `bloatlab lab` (work in progress: owned by the lab work stream).
+//! `bloatlab lab`: build, use, inspect and remove an emulated network lab.
+//!
+//! `lab up` validates the options, claims the name (`/run/bloatlab/NAME.json`),
+//! then starts the emulator as a background process (this binary again, as
+//! the hidden `lab __daemon NAME`) and waits until it reports that the lab
+//! is built, or why it is not. `--foreground` builds and runs the lab in
+//! this process until Ctrl-C. Every other subcommand works from the state
+//! file, so they also work after the emulator died.
+
+use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
+use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
+use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
+use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
+use bloatlab_lab::{LabError, names, netns, signals};
+use clap::{Args, Subcommand, ValueEnum};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Arguments of `bloatlab lab`.
-#[derive(Debug, clap::Args)]
-pub struct LabArgs {}
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    cmd: LabCmd,
+}
 
-pub fn run(_args: LabArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`bloatlab lab` is not implemented yet")
+#[derive(Debug, Subcommand)]
+enum LabCmd {
+    /// Create lab NAME and start its emulator in the background.
+    Up(Box<UpArgs>),
+    /// Run CMD inside HOST's namespace of lab NAME.
+    Exec(ExecArgs),
+    /// Show the lab's hosts, emulator health and counters.
+    Status(StatusArgs),
+    /// Stop the emulator and remove every object of lab NAME (also after a crash).
+    Down(NameArg),
+    /// List labs (and leftover lab namespaces without a state file).
+    List(ListArgs),
+    /// Internal: the background emulator started by `lab up`.
+    #[command(name = "__daemon", hide = true)]
+    Daemon(NameArg),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendArg {
+    /// The bloatlab emulator in userspace between TUN devices.
+    Userspace,
+    /// veth pairs through a router namespace with kernel qdiscs (htb/tbf + bfifo).
+    Kernel,
+}
+
+/// Link options. Each value applies to both directions; `--up-X` / `--down-X`
+/// override it for one direction. *up* is client -> server, *down* is
+/// server -> client. Values are written as tc writes them.
+#[derive(Debug, Args)]
+struct LinkArgs {
+    /// Bottleneck rate, e.g. `20mbit` (omit for an unshaped link).
+    #[arg(long, allow_hyphen_values = true)]
+    rate: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_rate: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_rate: Option<String>,
+    /// One-way propagation delay, e.g. `20ms` (RTT = up + down delay).
+    #[arg(long, allow_hyphen_values = true)]
+    delay: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_delay: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_delay: Option<String>,
+    /// Delay jitter, e.g. `1ms`.
+    #[arg(long, allow_hyphen_values = true)]
+    jitter: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_jitter: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_jitter: Option<String>,
+    /// Random loss, e.g. `0.5%`.
+    #[arg(long, allow_hyphen_values = true)]
+    loss: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_loss: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_loss: Option<String>,
+    /// Queue limit in packets (`1000p`) or bytes (`64kb`).
+    #[arg(long, allow_hyphen_values = true)]
+    limit: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_limit: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_limit: Option<String>,
+    /// Queue discipline: fifo, codel, fq_codel, pie or cake.
+    #[arg(long, allow_hyphen_values = true)]
+    qdisc: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    up_qdisc: Option<String>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true)]
+    down_qdisc: Option<String>,
+    /// Queue discipline parameter as tc names it, repeatable:
+    /// `target=5ms`, `interval=100ms`, `ecn`, `noecn`, `flows=1024`, ...
+    #[arg(long = "qdisc-param", value_name = "KEY[=VALUE]")]
+    qdisc_param: Vec<String>,
+    #[arg(
+        long = "up-qdisc-param",
+        value_name = "KEY[=VALUE]",
+        hide_short_help = true
+    )]
+    up_qdisc_param: Vec<String>,
+    #[arg(
+        long = "down-qdisc-param",
+        value_name = "KEY[=VALUE]",
+        hide_short_help = true
+    )]
+    down_qdisc_param: Vec<String>,
+}
+
+impl LinkArgs {
+    fn direction(&self, up: bool) -> LinkSpec {
+        let pick = |both: &Option<String>, u: &Option<String>, d: &Option<String>| {
+            if up { u } else { d }.clone().or_else(|| both.clone())
+        };
+        let mut params = self.qdisc_param.clone();
+        params.extend(if up {
+            self.up_qdisc_param.clone()
+        } else {
+            self.down_qdisc_param.clone()
+        });
+        LinkSpec {
+            rate: pick(&self.rate, &self.up_rate, &self.down_rate),
+            delay: pick(&self.delay, &self.up_delay, &self.down_delay),
+            jitter: pick(&self.jitter, &self.up_jitter, &self.down_jitter),
+            loss: pick(&self.loss, &self.up_loss, &self.down_loss),
+            limit: pick(&self.limit, &self.up_limit, &self.down_limit),
+            qdisc: pick(&self.qdisc, &self.up_qdisc, &self.down_qdisc),
+            params,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Lab name: 1-16 characters of a-z, 0-9 and '-'.
+    name: String,
+    /// Emulation backend.
+    #[arg(long, value_enum, default_value = "userspace")]
+    backend: BackendArg,
+    /// Run in this process until Ctrl-C instead of in the background.
+    #[arg(long)]
+    foreground: bool,
+    /// Number of client hosts (client, client2, ...).
+    #[arg(long, default_value_t = 1)]
+    clients: u32,
+    /// Add a third host `peer` on the server side.
+    #[arg(long)]
+    peer: bool,
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Hosts with TCP ECN on (net.ipv4.tcp_ecn=1): comma-separated names or `all`. Repeatable.
+    #[arg(long, value_name = "HOSTS")]
+    ecn: Vec<String>,
+    /// Default TCP congestion control: `ALGO` for every host or `HOST=ALGO`. Repeatable.
+    #[arg(long, value_name = "[HOST=]ALGO")]
+    cc: Vec<String>,
+    /// MTU of the lab's interfaces, bytes.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Busy-wait the last part of each sleep (e.g. `100us`): less timing error, more CPU.
+    #[arg(long, default_value = "0")]
+    spin: String,
+    /// Run the forwarding threads with normal priority instead of SCHED_FIFO
+    /// (SCHED_FIFO cuts the p99 timing error on a busy host from ms to ~0.2 ms).
+    #[arg(long)]
+    no_realtime: bool,
+    /// Seed of the emulator's random numbers.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
+struct ExecArgs {
+    /// Lab name.
+    name: String,
+    /// Host: client, client2.., server or peer.
+    host: String,
+    /// Command and arguments.
+    #[arg(last = true, required = true)]
+    cmd: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// Lab name.
+    name: String,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct NameArg {
+    /// Lab name.
+    name: String,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Print JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    let dir = StateDir::default();
+    match args.cmd {
+        LabCmd::Up(a) => up(&dir, *a),
+        LabCmd::Exec(a) => exec(&dir, a),
+        LabCmd::Status(a) => status(&dir, a),
+        LabCmd::Down(a) => down(&dir, &a.name),
+        LabCmd::List(a) => list(&dir, a),
+        LabCmd::Daemon(a) => daemon(&dir, &a.name),
+    }
+}
+
+/// Exit code of a lab error: 2 for bad input, 3 for a missing privilege.
+fn code_of(e: &LabError) -> u8 {
+    match e {
+        LabError::Spec { .. } | LabError::InvalidName { .. } | LabError::NoSuchHost { .. } => USAGE,
+        e if e.is_permission() => PRIVILEGE,
+        _ => FAILURE,
+    }
+}
+
+fn lab_err(e: LabError) -> anyhow::Error {
+    anyhow::Error::new(Exit {
+        code: code_of(&e),
+        message: e.to_string(),
+    })
+}
+
+fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
+    names::validate(&a.name)?;
+    let mut spec = LabSpec::new(&a.name);
+    spec.backend = match a.backend {
+        BackendArg::Userspace => Backend::Userspace,
+        BackendArg::Kernel => Backend::Kernel,
+    };
+    spec.clients = a.clients;
+    spec.peer = a.peer;
+    spec.up = a.link.direction(true);
+    spec.down = a.link.direction(false);
+    spec.mtu = a.mtu;
+    let hosts: Vec<String> = spec.hosts().into_iter().map(|h| h.name).collect();
+    for list in &a.ecn {
+        for h in list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+            if h == "all" {
+                spec.ecn_hosts.extend(hosts.iter().cloned());
+            } else {
+                spec.ecn_hosts.push(h.to_string());
+            }
+        }
+    }
+    spec.ecn_hosts.sort();
+    spec.ecn_hosts.dedup();
+    let mut cc = BTreeMap::new();
+    for v in &a.cc {
+        match v.split_once('=') {
+            Some((h, algo)) => {
+                cc.insert(h.to_string(), algo.to_string());
+            }
+            None => {
+                for h in &hosts {
+                    cc.insert(h.clone(), v.clone());
+                }
+            }
+        }
+    }
+    spec.cc = cc;
+    let spin = bloatlab_emu::parse_time(&a.spin).map_err(|e| LabError::Spec {
+        field: "--spin".into(),
+        value: a.spin.clone(),
+        why: e.to_string(),
+    })?;
+    spec.driver = DriverSpec {
+        spin,
+        realtime: !a.no_realtime,
+        seed: a.seed,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// Refuses a name whose state file or namespaces exist.
+fn check_free(dir: &StateDir, name: &str) -> Result<(), LabError> {
+    if dir.state(name).exists() {
+        return Err(LabError::NameInUse {
+            name: name.into(),
+            what: format!("{} exists", dir.state(name).display()),
+        });
+    }
+    if let Some(ns) = netns::list()
+        .into_iter()
+        .find(|ns| names::is_lab_netns(name, ns))
+    {
+        return Err(LabError::NameInUse {
+            name: name.into(),
+            what: format!("namespace {ns} exists"),
+        });
+    }
+    Ok(())
+}
+
+fn up(dir: &StateDir, a: UpArgs) -> anyhow::Result<()> {
+    let spec = build_spec(&a).map_err(lab_err)?;
+    check_privilege("bloatlab lab up").map_err(lab_err)?;
+    check_free(dir, &spec.name).map_err(lab_err)?;
+    let st = LabState::new(&spec, dir);
+    dir.claim(&st).map_err(lab_err)?;
+    if a.foreground {
+        return run_lab(dir, st, None).map_err(lab_err);
+    }
+    match spawn_daemon(dir, &spec.name) {
+        Ok(()) => {
+            print_summary(&spec);
+            Ok(())
+        }
+        Err(e) => {
+            // The daemon cleans up after itself; this covers a daemon that
+            // died before it could.
+            if let Ok(Some(st)) = dir.read(&spec.name)
+                && !st.emulator_alive()
+            {
+                let _ = remove_by_name(&spec.name, &st.namespaces);
+                dir.remove(&spec.name);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn print_summary(spec: &LabSpec) {
+    println!("lab {} is up ({:?} backend)", spec.name, spec.backend);
+    for h in spec.hosts() {
+        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+    }
+    println!(
+        "run commands with: bloatlab lab exec {} HOST -- CMD; remove with: bloatlab lab down {}",
+        spec.name, spec.name
+    );
+}
+
+/// Starts `bloatlab lab __daemon NAME` in its own session and waits for
+/// its one-line readiness report on a pipe.
+fn spawn_daemon(dir: &StateDir, name: &str) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let log = std::fs::File::create(dir.log(name))?;
+    let mut child = Command::new(exe);
+    child
+        .args(["lab", "__daemon", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log));
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from
+    // our terminal and process group, so Ctrl-C here does not reach it.
+    unsafe {
+        child.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = child.spawn()?;
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no pipe"))?;
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line)?;
+    let report: serde_json::Value = serde_json::from_str(line.trim()).unwrap_or_default();
+    if report["ok"].as_bool() == Some(true) {
+        // The daemon keeps running; it is not our child to wait for.
+        std::mem::forget(child);
+        return Ok(());
+    }
+    let _ = child.wait();
+    let message = report["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            let tail = std::fs::read_to_string(dir.log(name)).unwrap_or_default();
+            format!("the emulator exited during setup: {}", tail.trim())
+        });
+    let code = report["code"].as_u64().map_or(FAILURE, |c| c as u8);
+    Err(anyhow::Error::new(Exit { code, message }))
+}
+
+/// The background emulator: builds the lab, reports on stdout, runs.
+fn daemon(dir: &StateDir, name: &str) -> anyhow::Result<()> {
+    let st = dir
+        .read(name)
+        .map_err(lab_err)?
+        .ok_or_else(|| lab_err(LabError::NoSuchLab(name.into())))?;
+    let mut ready = std::io::stdout();
+    let report = move |v: serde_json::Value| {
+        let _ = writeln!(ready, "{v}");
+        let _ = ready.flush();
+        // Nobody reads our stdout any more: point it at /dev/null.
+        if let Ok(null) = std::fs::File::open("/dev/null") {
+            use std::os::fd::AsRawFd;
+            // SAFETY: both fds are valid.
+            unsafe { libc::dup2(null.as_raw_fd(), 1) };
+        }
+    };
+    run_lab(dir, st, Some(Box::new(report))).map_err(lab_err)
+}
+
+type Ready = Box<dyn FnOnce(serde_json::Value)>;
+
+/// Builds the lab, records it as running, runs until a signal, tears down.
+fn run_lab(dir: &StateDir, mut st: LabState, ready: Option<Ready>) -> Result<(), LabError> {
+    signals::install();
+    let pid = std::process::id();
+    st.pid = pid;
+    st.pid_start = process_start(pid).unwrap_or(0);
+    let name = st.name.clone();
+    let result = (|| -> Result<Lab, LabError> {
+        dir.write(&st)?;
+        let lab = Lab::build(&st.spec)?;
+        st.phase = Phase::Running;
+        dir.write(&st)?;
+        Ok(lab)
+    })();
+    let mut lab = match result {
+        Ok(lab) => lab,
+        Err(e) => {
+            dir.remove(&name);
+            if let Some(r) = ready {
+                r(serde_json::json!({"ok": false, "code": code_of(&e), "message": e.to_string()}));
+            }
+            return Err(e);
+        }
+    };
+    match ready {
+        Some(r) => r(serde_json::json!({"ok": true})),
+        None => {
+            print_summary(&st.spec);
+            eprintln!("running in the foreground; Ctrl-C tears the lab down");
+        }
+    }
+    tracing::info!("lab {name} running (pid {pid})");
+    let outcome = lab.run(dir, signals::stop_requested);
+    drop(lab);
+    dir.remove(&name);
+    tracing::info!("lab {name} removed");
+    outcome
+}
+
+fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
+    names::validate(&a.name).map_err(lab_err)?;
+    let st = dir
+        .read(&a.name)
+        .map_err(lab_err)?
+        .ok_or_else(|| lab_err(LabError::NoSuchLab(a.name.clone())))?;
+    let Some(host) = st.hosts.iter().find(|h| h.name == a.host) else {
+        let known = st
+            .hosts
+            .iter()
+            .map(|h| h.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(lab_err(LabError::NoSuchHost {
+            lab: a.name,
+            host: a.host,
+            known,
+        }));
+    };
+    check_privilege("bloatlab lab exec").map_err(lab_err)?;
+    if st.phase == Phase::Running && !st.emulator_alive() {
+        tracing::warn!(
+            "the emulator of lab {} is not running: packets will not flow",
+            a.name
+        );
+    }
+    let fd = netns::open(&host.netns).map_err(lab_err)?;
+    netns::enter(&fd).map_err(lab_err)?;
+    remount_sys();
+    let mut cmd = Command::new(&a.cmd[0]);
+    cmd.args(&a.cmd[1..])
+        .env("BLOATLAB_LAB", &a.name)
+        .env("BLOATLAB_HOST", &host.name);
+    for h in &st.hosts {
+        cmd.env(
+            format!("BLOATLAB_{}", h.name.to_uppercase()),
+            h.addr.to_string(),
+        );
+    }
+    let err = cmd.exec();
+    Err(anyhow::Error::new(Exit {
+        code: if err.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+        message: format!("cannot run {:?}: {err}", a.cmd[0]),
+    }))
+}
+
+/// Gives the command a /sys of its own namespace, as `ip netns exec` does,
+/// so tools reading /sys/class/net see the lab's interfaces. Best effort.
+fn remount_sys() {
+    // SAFETY: single-threaded process; plain syscalls with valid strings.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return;
+        }
+        libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_SLAVE | libc::MS_REC,
+            std::ptr::null(),
+        );
+        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
+        libc::mount(
+            c"sysfs".as_ptr(),
+            c"/sys".as_ptr(),
+            c"sysfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        );
+    }
+}
+
+fn status(dir: &StateDir, a: StatusArgs) -> anyhow::Result<()> {
+    names::validate(&a.name).map_err(lab_err)?;
+    let st = dir
+        .read(&a.name)
+        .map_err(lab_err)?
+        .ok_or_else(|| lab_err(LabError::NoSuchLab(a.name.clone())))?;
+    let alive = st.emulator_alive();
+    let counters: serde_json::Value = std::fs::read(dir.status(&a.name))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let problem = (!alive).then(|| {
+        format!(
+            "the emulator of lab {} (pid {}) is not running; `bloatlab lab down {}` removes what is left",
+            st.name, st.pid, st.name
+        )
+    });
+    if a.json {
+        let v = serde_json::json!({
+            "name": st.name,
+            "backend": st.spec.backend,
+            "phase": st.phase,
+            "pid": st.pid,
+            "emulator_alive": alive,
+            "problem": problem,
+            "hosts": st.hosts,
+            "spec": st.spec,
+            "counters": counters,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_status_text(&st, alive, &counters);
+    }
+    match problem {
+        Some(p) => Err(anyhow::Error::new(Exit {
+            code: FAILURE,
+            message: p,
+        })),
+        None => Ok(()),
+    }
+}
+
+fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
+    println!(
+        "lab {}: {:?} backend, emulator pid {} {}",
+        st.name,
+        st.spec.backend,
+        st.pid,
+        if alive { "running" } else { "NOT RUNNING" }
+    );
+    for h in &st.hosts {
+        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+    }
+    let show = |dir: &str, l: &LinkSpec| {
+        let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+        println!(
+            "  {dir:<4} rate {} delay {} jitter {} loss {} limit {} qdisc {} {}",
+            f(&l.rate),
+            f(&l.delay),
+            f(&l.jitter),
+            f(&l.loss),
+            f(&l.limit),
+            f(&l.qdisc),
+            l.params.join(" ")
+        );
+    };
+    show("up", &st.spec.up);
+    show("down", &st.spec.down);
+    if let Some(dirs) = c["directions"].as_array() {
+        for d in dirs {
+            let (name, r) = (&d[0], &d[1]);
+            let io = &r["io"];
+            let lat = &r["lateness"];
+            println!(
+                "  {:<4} forwarded {} pkts / {} B, unroutable {}, lateness p50 {:.0} us p99 {:.0} us max {:.0} us",
+                name.as_str().unwrap_or("?"),
+                io["tx_packets"],
+                io["tx_bytes"],
+                io["unroutable"],
+                lat["p50_us"].as_f64().unwrap_or(0.0),
+                lat["p99_us"].as_f64().unwrap_or(0.0),
+                lat["max_us"].as_f64().unwrap_or(0.0),
+            );
+            println!("       link {}", r["link"]);
+        }
+    }
+    let drops = c["tun_ring_drops"].as_u64().unwrap_or(0);
+    if drops > 0 {
+        println!(
+            "  WARNING: emulator overloaded: {drops} packets dropped in TUN rings before emulation"
+        );
+    }
+}
+
+/// Stops the emulator (SIGTERM, then SIGKILL after 10 s) and removes
+/// everything left by name.
+fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
+    names::validate(name).map_err(lab_err)?;
+    check_privilege("bloatlab lab down").map_err(lab_err)?;
+    let st = dir.read(name).unwrap_or_else(|e| {
+        tracing::warn!("{e}; removing by name");
+        None
+    });
+    let mut stopped = false;
+    if let Some(st) = &st
+        && st.emulator_alive()
+    {
+        let pid = st.pid as libc::pid_t;
+        // SAFETY: signalling a PID verified by its start time.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while st.emulator_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if st.emulator_alive() {
+            tracing::warn!("emulator pid {pid} ignored SIGTERM; killing it");
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            while st.emulator_alive() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        stopped = true;
+    }
+    let listed = st
+        .as_ref()
+        .map(|s| s.namespaces.clone())
+        .unwrap_or_default();
+    let removed = remove_by_name(name, &listed).map_err(lab_err)?;
+    dir.remove(name);
+    if st.is_none() && removed.is_empty() {
+        return Err(lab_err(LabError::NoSuchLab(name.into())));
+    }
+    let what = if removed.is_empty() {
+        String::new()
+    } else {
+        format!(" (leftover namespaces removed: {})", removed.join(", "))
+    };
+    println!(
+        "lab {name} removed{}{what}",
+        if stopped { ", emulator stopped" } else { "" }
+    );
+    Ok(())
+}
+
+fn list(dir: &StateDir, a: ListArgs) -> anyhow::Result<()> {
+    let mut labs = Vec::new();
+    let mut owned: Vec<String> = Vec::new();
+    for name in dir.list() {
+        match dir.read(&name) {
+            Ok(Some(st)) => {
+                owned.extend(st.namespaces.iter().cloned());
+                labs.push(serde_json::json!({
+                    "name": st.name,
+                    "backend": st.spec.backend,
+                    "phase": st.phase,
+                    "pid": st.pid,
+                    "emulator_alive": st.emulator_alive(),
+                    "hosts": st.hosts.iter().map(|h| &h.name).collect::<Vec<_>>(),
+                }));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    let orphans: Vec<String> = netns::list()
+        .into_iter()
+        .filter(|ns| ns.starts_with(names::PREFIX) && !owned.contains(ns))
+        .collect();
+    if a.json {
+        let v = serde_json::json!({ "labs": labs, "orphan_namespaces": orphans });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if labs.is_empty() {
+        println!("no labs");
+    }
+    for l in &labs {
+        let alive = l["emulator_alive"].as_bool() == Some(true);
+        println!(
+            "{:<16} {:<9} {:<8} {}",
+            l["name"].as_str().unwrap_or("?"),
+            l["backend"].as_str().unwrap_or("?"),
+            if alive { "running" } else { "DEAD" },
+            l["hosts"]
+                .as_array()
+                .map(|h| h
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","))
+                .unwrap_or_default()
+        );
+    }
+    if !orphans.is_empty() {
+        println!(
+            "leftover namespaces without a lab (remove with `bloatlab lab down NAME`): {}",
+            orphans.join(" ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(subcommand)]
+        cmd: LabCmd,
+    }
+
+    fn up_args(argv: &[&str]) -> UpArgs {
+        let mut v = vec!["t", "up"];
+        v.extend_from_slice(argv);
+        match T::try_parse_from(v).unwrap().cmd {
+            LabCmd::Up(a) => *a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn direction_flags_override_shared_ones() {
+        let a = up_args(&[
+            "x",
+            "--rate",
+            "20mbit",
+            "--down-rate",
+            "5mbit",
+            "--delay",
+            "10ms",
+            "--qdisc",
+            "fq_codel",
+            "--qdisc-param",
+            "target=5ms",
+            "--up-qdisc-param",
+            "ecn",
+        ]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(s.up.rate.as_deref(), Some("20mbit"));
+        assert_eq!(s.down.rate.as_deref(), Some("5mbit"));
+        assert_eq!(s.down.delay.as_deref(), Some("10ms"));
+        assert_eq!(s.up.params, ["target=5ms", "ecn"]);
+        assert_eq!(s.down.params, ["target=5ms"]);
+    }
+
+    #[test]
+    fn ecn_and_cc_expand_to_hosts() {
+        let a = up_args(&[
+            "x",
+            "--clients",
+            "2",
+            "--ecn",
+            "all",
+            "--cc",
+            "reno",
+            "--cc",
+            "server=bbr",
+        ]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(s.ecn_hosts, ["client", "client2", "server"]);
+        assert_eq!(s.cc["client2"], "reno");
+        assert_eq!(s.cc["server"], "bbr");
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_field() {
+        for (argv, field, value) in [
+            (vec!["x", "--rate", "0mbit"], "rate", "0mbit"),
+            (vec!["x", "--delay", "-5ms"], "delay", "-5ms"),
+            (vec!["x", "--qdisc", "sfq"], "qdisc", "sfq"),
+            (vec!["x", "--up-rate", "20mbits"], "rate", "20mbits"),
+            (vec!["x", "--ecn", "nobody"], "--ecn", "nobody"),
+            (vec!["x", "--spin", "fast"], "--spin", "fast"),
+            (vec!["Bad"], "name", "Bad"),
+        ] {
+            let e = build_spec(&up_args(&argv)).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{argv:?}");
+            let m = e.to_string();
+            assert!(m.contains(field) && m.contains(value), "{argv:?}: {m}");
+        }
+    }
 }

@@ -2,4 +2,6 @@
 
 pub mod client;
 pub mod lab;
+pub mod ping;
+pub mod report;
 pub mod server;

@@ -1,9 +1,138 @@
-//! `bloatlab server` (work in progress: owned by the server work stream).
+//! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
-/// Arguments of `bloatlab server`.
+use super::client::opts;
+use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Arguments of `bloatlab server`, spelled as iperf 2 spells them.
 #[derive(Debug, clap::Args)]
-pub struct ServerArgs {}
+#[command(disable_version_flag = true)]
+pub struct ServerArgs {
+    /// Port to listen on.
+    #[arg(short = 'p', long = "port", default_value_t = 5001)]
+    pub port: u16,
+    /// Seconds between periodic reports.
+    #[arg(short = 'i', long = "interval", value_parser = opts::positive_seconds)]
+    pub interval: Option<Duration>,
+    /// Read length (TCP default 128K; sets the Reads=Dist bin width).
+    #[arg(short = 'l', long = "len", value_parser = opts::nonzero_bytes)]
+    pub len: Option<Bytes>,
+    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF).
+    #[arg(short = 'w', long = "window", value_parser = opts::nonzero_bytes)]
+    pub window: Option<Bytes>,
+    /// Serve UDP.
+    #[arg(short = 'u', long = "udp")]
+    pub udp: bool,
+    /// Enhanced reports (Reads=Dist, burst latency, inP, NetPwr, peer version).
+    #[arg(
+        short = 'e',
+        long = "enhanced",
+        alias = "enhancedreports",
+        alias = "enhanced-reports"
+    )]
+    pub enhanced: bool,
+    /// TCP congestion control for accepted connections (reverse tests send with it).
+    #[arg(short = 'Z', long = "tcp-congestion", value_parser = opts::congestion)]
+    pub congestion: Option<String>,
+    /// IP TOS byte for accepted connections.
+    #[arg(short = 'S', long = "tos", value_parser = opts::tos)]
+    pub tos: Option<u8>,
+    /// Listen on IPv6 (::).
+    #[arg(short = 'V', long = "ipv6_domain", alias = "ipv6")]
+    pub ipv6: bool,
+    /// Listen on this address (host or host:port).
+    #[arg(short = 'B', long = "bind", value_parser = opts::bind)]
+    pub bind: Option<SocketAddr>,
+    /// Report style: C for iperf 2's CSV.
+    #[arg(short = 'y', long = "reportstyle", value_parser = opts::report_style, conflicts_with = "json")]
+    pub report_style: Option<OutputFormat>,
+    /// Print one JSON document per test.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Exit after one test (all of its -P streams).
+    #[arg(short = '1', long = "one-off")]
+    pub one_off: bool,
+    /// Seconds to wait for a client's test header before dropping it.
+    #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
+    pub header_timeout: Duration,
+    /// Accepted for iperf 2 habits; client-only, ignored with a warning.
+    #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
+          default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
+    pub near_congestion: Option<f64>,
+}
 
-pub fn run(_args: ServerArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`bloatlab server` is not implemented yet")
+impl ServerArgs {
+    /// Resolves the arguments into the engine's configuration.
+    pub fn to_config(&self) -> ServerConfig {
+        ServerConfig {
+            port: self.port,
+            protocol: if self.udp {
+                Protocol::Udp
+            } else {
+                Protocol::Tcp
+            },
+            interval: self.interval,
+            buffer_len: self.len,
+            enhanced: self.enhanced,
+            socket: SocketOptions {
+                window: self.window,
+                congestion: self.congestion.clone(),
+                tos: self.tos,
+                ipv6: self.ipv6,
+                bind: self.bind,
+                nodelay: false,
+            },
+            format: if self.json {
+                OutputFormat::Json
+            } else {
+                self.report_style.unwrap_or_default()
+            },
+            one_off: self.one_off,
+            header_timeout: self.header_timeout,
+        }
+    }
+}
+
+pub fn run(args: ServerArgs) -> anyhow::Result<()> {
+    if args.near_congestion.is_some() {
+        eprintln!("WARN: option of --near-congestion not supported on the server");
+    }
+    let cfg = args.to_config();
+    match cfg.protocol {
+        Protocol::Tcp => Ok(bloatlab_engine::tcp::server::run(&cfg)?),
+        Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ServerArgs,
+    }
+
+    #[test]
+    fn iperf_spellings_map_to_config() {
+        let c = T::try_parse_from(["t", "-p", "5002", "-e", "-i", "1", "-1", "-V", "-l", "64K"])
+            .unwrap()
+            .a
+            .to_config();
+        assert_eq!(c.port, 5002);
+        assert!(c.enhanced && c.one_off && c.socket.ipv6);
+        assert_eq!(c.interval, Some(Duration::from_secs(1)));
+        assert_eq!(c.buffer_len, Some(Bytes(65_536)));
+    }
+
+    #[test]
+    fn bad_port_names_the_option() {
+        let e = T::try_parse_from(["t", "-p", "99999"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--port"), "{e}");
+    }
 }

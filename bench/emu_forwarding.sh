@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Benchmark of the userspace link emulator (issue 3, deliverable 5).
+#
+#  1. unshaped forwarding (Gbit/s, pps) at MTU 1500 through `bloatlab lab`,
+#     beside the floor: a bare TUN-to-TUN copy loop (crates/lab/examples/tun_copy.rs);
+#  2. rate accuracy at 10, 100 and 1000 Mbit/s (UDP offered at 1.1x the rate,
+#     wire rate measured from the server TUN's kernel rx counters);
+#  3. delay error at 100 Mbit/s under load (fq_codel, 2 TCP flows): the
+#     emulator's own release lateness, and fping RTT minus the configured RTT.
+#
+# Targets: >= 1.5 Gbit/s unshaped; rate error <= 1 %; delay p99 error <= 0.5 ms.
+# Needs root, iperf3, fping, jq. Traffic stays inside lab namespaces (10.77.0.0/24).
+# Usage: [NO_BUILD=1] bench/emu_forwarding.sh [SECONDS]   (results on stdout as markdown)
+set -euo pipefail
+
+SECS=${1:-5}
+echo "# emu_forwarding.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+if [ -z "${NO_BUILD:-}" ]; then # NO_BUILD=1 reuses existing release binaries
+    cargo build --release -q -p bloatlab --bin bloatlab --manifest-path "$ROOT/Cargo.toml"
+    cargo build --release -q -p bloatlab-lab --example tun_copy --manifest-path "$ROOT/Cargo.toml"
+fi
+BL=$CARGO_TARGET_DIR/release/bloatlab
+FLOOR=$CARGO_TARGET_DIR/release/examples/tun_copy
+LAB=bench$$
+LAB=${LAB:0:16}
+BGPIDS=()
+
+cleanup() {
+    for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    "$BL" lab down "$LAB" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+# Receive rate of IFNAME over SECONDS, read from /proc/PID/net/dev of a
+# process inside the namespace (no process start inside the timed window).
+rx_rate() { # NETNS IFNAME SECONDS -> "mbit_per_s pps"
+    local pid
+    pid=$SRVPID  # the iperf3 server runs in NETNS
+    python3 - "$pid" "$2" "$3" <<'EOF'
+import sys, time
+pid, ifname, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def rx():
+    for line in open(f"/proc/{pid}/net/dev"):
+        name, _, rest = line.partition(":")
+        if name.strip() == ifname:
+            f = rest.split()
+            return int(f[0]), int(f[1])
+    raise SystemExit(f"no {ifname} in /proc/{pid}/net/dev")
+(b0, p0), t0 = rx(), time.monotonic()
+time.sleep(secs)
+(b1, p1), t1 = rx(), time.monotonic()
+print(f"{(b1 - b0) * 8 / (t1 - t0) / 1e6:.3f} {round((p1 - p0) / (t1 - t0))}")
+EOF
+}
+
+SRVPID=
+iperf_server() { # NETNS (sets SRVPID; call without a subshell)
+    # `ip netns exec` execs, so $! is iperf3's PID.
+    ip netns exec "$1" iperf3 -s -1 >/tmp/bl-bench-server.log 2>&1 &
+    SRVPID=$!
+    BGPIDS+=("$SRVPID")
+    sleep 0.5
+}
+
+# --- 1. unshaped forwarding --------------------------------------------------
+tcp_through() { # NETNS-PREFIX -> prints "gbps pps" (server already started)
+    local c=$1-client s=$1-server
+    ip netns exec "$c" iperf3 -c 10.77.0.2 -t $((SECS + 2)) >/dev/null &
+    local ip=$! mbps pps
+    sleep 1.5
+    read -r mbps pps < <(rx_rate "$s" bl-server "$SECS")
+    wait $ip || true
+    echo "$(python3 -c "print($mbps / 1000)") $pps"
+}
+
+"$FLOOR" "${LAB}f" $((SECS + 4)) >/tmp/bl-bench-floor.log &
+BGPIDS+=($!)
+for _ in $(seq 50); do grep -q ready /tmp/bl-bench-floor.log && break; sleep 0.1; done
+iperf_server "bl-${LAB}f-server"
+read -r FLOOR_G FLOOR_PPS < <(tcp_through "bl-${LAB}f")
+wait "${BGPIDS[0]}" || true
+
+"$BL" lab up "$LAB" >/dev/null
+iperf_server "bl-$LAB-server"
+read -r EMU_G EMU_PPS < <(tcp_through "bl-$LAB")
+EMU_STATUS=$("$BL" lab status "$LAB" --json)
+EMU_DROPS=$(echo "$EMU_STATUS" | jq '.counters.tun_ring_drops')
+"$BL" lab down "$LAB" >/dev/null
+
+echo "## Unshaped forwarding, MTU 1500, 1 TCP flow (kernel default CC), ${SECS} s after 1.5 s warm-up"
+echo
+echo "| path | wire Gbit/s (server TUN rx) | data-direction pps | TUN ring drops |"
+echo "|---|---|---|---|"
+printf "| bare TUN copy loop (floor) | %.2f | %s | - |\n" "$FLOOR_G" "$FLOOR_PPS"
+printf "| bloatlab emulator, unshaped | %.2f | %s | %s |\n" "$EMU_G" "$EMU_PPS" "$EMU_DROPS"
+echo
+
+# --- 2. rate accuracy ----------------------------------------------------------
+echo "## Rate accuracy (4 TCP flows into a 1000-packet FIFO, so the queue never empties; wire rate = server TUN rx IP bytes over ${SECS} s after 2 s of warm-up)"
+echo
+echo "| configured | measured Mbit/s | error % | emulator lateness p99 us | TUN ring drops |"
+echo "|---|---|---|---|---|"
+for R in 10 100 1000; do
+    "$BL" lab up "$LAB" --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
+    iperf_server "bl-$LAB-server"
+    ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -P 4 -t $((SECS + 3)) >/dev/null &
+    IP=$!
+    sleep 2
+    read -r MBPS _ < <(rx_rate "bl-$LAB-server" bl-server "$SECS")
+    wait $IP || true
+    ST=$("$BL" lab status "$LAB" --json)
+    python3 - "$R" "$MBPS" "$ST" <<'EOF'
+import sys, json
+R = float(sys.argv[1]); mbps = float(sys.argv[2]); st = json.loads(sys.argv[3])
+up = [d[1] for d in st["counters"]["directions"] if d[0] == "up"][0]
+print(f"| {R:g} Mbit/s | {mbps:.2f} | {100 * (mbps - R) / R:+.2f} | {up['lateness']['p99_us']:.0f} | {st['counters']['tun_ring_drops']} |")
+EOF
+    "$BL" lab down "$LAB" >/dev/null
+done
+echo
+
+# --- 3. delay error under load ---------------------------------------------
+echo "## Delay error at 100 Mbit/s under load (10 ms each way, fq_codel, 2 TCP flows)"
+echo
+"$BL" lab up "$LAB" --rate 100mbit --delay 10ms --qdisc fq_codel >/dev/null
+iperf_server "bl-$LAB-server"
+ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -P 2 -t $((SECS + 2)) >/dev/null &
+IP=$!
+sleep 1.5
+PING=$(ip netns exec "bl-$LAB-client" fping -C $((SECS * 20)) -p 50 -q 10.77.0.2 2>&1 || true)
+wait $IP || true
+ST=$("$BL" lab status "$LAB" --json)
+"$BL" lab down "$LAB" >/dev/null
+python3 - "$PING" "$ST" <<'EOF'
+import sys, json
+line = [l for l in sys.argv[1].splitlines() if l.startswith("10.77.0.2")][0]
+rtts = sorted(float(v) for v in line.split(":")[1].split() if v != "-")
+def q(v, p): return v[min(len(v) - 1, int(p * len(v)))]
+err = [r - 20.0 for r in rtts]
+st = json.loads(sys.argv[2])
+print("| measure | p50 | p99 | max | samples |")
+print("|---|---|---|---|---|")
+for name, d in st["counters"]["directions"]:
+    l = d["lateness"]
+    print(f"| emulator release lateness, {name} (us) | {l['p50_us']:.0f} | {l['p99_us']:.0f} | {l['max_us']:.0f} | {l['count']} |")
+print(f"| fping RTT - 20 ms, under load (ms) | {q(err, .5):.3f} | {q(err, .99):.3f} | {err[-1]:.3f} | {len(err)} |")
+print()
+print(f"TUN ring drops: {st['counters']['tun_ring_drops']}")
+EOF

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Side-by-side loopback benchmark of the traffic engine (issue 2, deliverable 7).
+#
+#   bench/engine_loopback.sh                 # 3 runs x 10 s per case, ~4 min
+#   RUNS=5 DURATION=10 bench/engine_loopback.sh
+#
+# Cases, run in alternation (run 1 of every case, then run 2, ...):
+#   tcp       single TCP stream: bloatlab, iperf 2 (`iperf`), iperf 3 (`iperf3`)
+#   tcp-tt    bloatlab with `-e --trip-times` (server `-e`)
+#   udp64     UDP, 64-byte datagrams, offered far above what loopback carries
+#             (`-b 10g`): bloatlab and iperf 2
+# Recorded per run: receiver-side throughput (Gbit/s, from the server's own
+# report: bloatlab --json, iperf 2 CSV; iperf 3's sum_received), received
+# packets per second for UDP, and CPU seconds (user+sys) of the client (bash
+# `time`) and of the server (/proc/PID/stat utime+stime, read after the test).
+# Prints a markdown table of medians. Needs: cargo, iperf (2.1.8), iperf3, jq.
+# Not a test: nothing here asserts performance.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-3}"
+DURATION="${DURATION:-10}"
+PORT="${PORT:-$((20000 + RANDOM % 20000))}"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+WORK="$(mktemp -d /tmp/bl-bench-XXXXXX)"
+CLK_TCK="$(getconf CLK_TCK)"
+
+for tool in iperf iperf3 jq; do
+    command -v "$tool" >/dev/null || { echo "bench: $tool is missing" >&2; exit 1; }
+done
+
+echo "bench: building bloatlab (release) ..." >&2
+cargo build --release -p bloatlab --quiet
+BL="$TARGET_DIR/release/bloatlab"
+
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# CPU seconds (user + sys) of a live process, all threads.
+proc_cpu() {
+    awk -v tck="$CLK_TCK" '{ sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / tck }' "/proc/$1/stat"
+}
+
+wait_listen() { # $1 = tcp|udp, $2 = port
+    local hex i
+    hex="$(printf ':%04X' "$2")"
+    for i in $(seq 1 250); do
+        if cat "/proc/net/$1" "/proc/net/${1}6" 2>/dev/null | awk -v h="$hex" -v p="$1" \
+            'NR > 1 && $2 ~ h"$" && (p == "udp" || $4 == "0A") { f = 1 } END { exit !f }'; then
+            return 0
+        fi
+        sleep 0.02
+    done
+    echo "bench: server did not bind port $2" >&2
+    return 1
+}
+
+start_server() { # $1 = proto, rest = command
+    local proto="$1"; shift
+    "$@" >"$WORK/server.out" 2>"$WORK/server.err" &
+    SERVER_PID=$!
+    wait_listen "$proto" "$PORT"
+}
+
+stop_server() { # prints the server's CPU seconds
+    sleep 1 # let the server finish its final report
+    proc_cpu "$SERVER_PID"
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+}
+
+# Runs the client, prints its CPU seconds; output in $WORK/client.out.
+run_client() {
+    local t
+    t="$( { TIMEFORMAT='%3U %3S'; time "$@" >"$WORK/client.out" 2>"$WORK/client.err"; } 2>&1 )" \
+        || { echo "bench: client failed: $*" >&2; cat "$WORK/client.err" >&2; return 1; }
+    awk '{ printf "%.2f", $1 + $2 }' <<<"$t"
+}
+
+# One run of one case; appends "case gbps pps client_cpu server_cpu bytes" to results.
+run_case() {
+    local case="$1" ccpu scpu gbps bytes pps="-"
+    PORT=$((PORT + 1))
+    case "$case" in
+    bloatlab-tcp | bloatlab-tcp-tt)
+        local extra=() sextra=()
+        if [ "$case" = bloatlab-tcp-tt ]; then extra=(-e --trip-times); sextra=(-e); fi
+        start_server tcp "$BL" server -p "$PORT" --json "${sextra[@]}"
+        ccpu="$(run_client "$BL" client 127.0.0.1 -p "$PORT" -t "$DURATION" "${extra[@]}")"
+        scpu="$(stop_server)"
+        # The server's JSON (METRICS' Document): the receiving stream's summary.
+        local r='[.[0].streams[] | select(.direction == "receive") | .summary]'
+        bytes="$(jq -s "$r | map(.bytes) | add" "$WORK/server.out")"
+        gbps="$(jq -s "$r | map(.bits_per_second) | add / 1e9" "$WORK/server.out")"
+        ;;
+    iperf2-tcp)
+        start_server tcp stdbuf -oL iperf -s -p "$PORT" -y C
+        ccpu="$(run_client iperf -c 127.0.0.1 -p "$PORT" -t "$DURATION")"
+        scpu="$(stop_server)"
+        # CSV: ...,interval,bytes,bits_per_second
+        bytes="$(tail -n 1 "$WORK/server.out" | awk -F, '{ print $8 }')"
+        gbps="$(tail -n 1 "$WORK/server.out" | awk -F, '{ print $9 / 1e9 }')"
+        ;;
+    iperf3-tcp)
+        start_server tcp iperf3 -s -p "$PORT"
+        ccpu="$(run_client iperf3 -c 127.0.0.1 -p "$PORT" -t "$DURATION" -J)"
+        scpu="$(stop_server)"
+        bytes="$(jq '.end.sum_received.bytes' "$WORK/client.out")"
+        gbps="$(jq '.end.sum_received.bits_per_second / 1e9' "$WORK/client.out")"
+        ;;
+    bloatlab-udp64)
+        start_server udp "$BL" server -u -p "$PORT" --json
+        ccpu="$(run_client "$BL" client 127.0.0.1 -p "$PORT" -u -l 64 -b 10g -t "$DURATION")"
+        scpu="$(stop_server)"
+        local r='.[0].streams[0].summary'
+        bytes="$(jq -s "$r.bytes" "$WORK/server.out")"
+        gbps="$(jq -s "$r.bits_per_second / 1e9" "$WORK/server.out")"
+        pps="$(jq -s "$r.udp_recv.datagrams_received / ($r.end_s - $r.start_s) | floor" "$WORK/server.out")"
+        ;;
+    iperf2-udp64)
+        start_server udp stdbuf -oL iperf -s -u -p "$PORT" -y C
+        ccpu="$(run_client iperf -c 127.0.0.1 -p "$PORT" -u -l 64 -b 10g -t "$DURATION")"
+        scpu="$(stop_server)"
+        # CSV: ...,interval(7),bytes,bps,jitter,lost(11),total(12),pct,ooo
+        local l
+        l="$(grep -v '^$' "$WORK/server.out" | tail -n 1)"
+        bytes="$(awk -F, '{ print $8 }' <<<"$l")"
+        gbps="$(awk -F, '{ print $9 / 1e9 }' <<<"$l")"
+        pps="$(awk -F, '{ split($7, iv, "-"); printf "%d", ($12 - $11) / (iv[2] - iv[1]) }' <<<"$l")"
+        ;;
+    esac
+    echo "$case $gbps $pps $ccpu $scpu $bytes" >>"$WORK/results"
+    printf 'bench: %-16s run: %.2f Gbit/s pps=%s client %ss server %ss\n' "$case" "$gbps" "$pps" "$ccpu" "$scpu" >&2
+}
+
+CASES=(bloatlab-tcp iperf2-tcp iperf3-tcp bloatlab-tcp-tt bloatlab-udp64 iperf2-udp64)
+: >"$WORK/results"
+for run in $(seq 1 "$RUNS"); do
+    echo "bench: run $run/$RUNS" >&2
+    for c in "${CASES[@]}"; do run_case "$c"; done
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo
+echo "Loopback, ${DURATION} s per run, median of ${RUNS} alternated runs; $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), kernel $(uname -r), $(date -u +%Y-%m-%d)."
+echo
+echo "| case | receiver Gbit/s | received pps | client CPU s | server CPU s | CPU s per GB |"
+echo "|---|---:|---:|---:|---:|---:|"
+for c in "${CASES[@]}"; do
+    col() { awk -v c="$c" -v k="$1" '$1 == c { print $k }' "$WORK/results"; }
+    g="$(col 2 | median)"
+    p="$(if [ "$(col 3 | head -n 1)" = "-" ]; then echo "-"; else col 3 | median; fi)"
+    cc="$(col 4 | median)"
+    sc="$(col 5 | median)"
+    # CPU per GB: median over runs of (client+server CPU) / (bytes / 1e9).
+    per="$(awk -v c="$c" '$1 == c && $6 > 0 { print ($4 + $5) / ($6 / 1e9) }' "$WORK/results" | median)"
+    printf '| %s | %.2f | %s | %.2f | %.2f | %.3f |\n' "$c" "$g" "$p" "$cc" "$sc" "$per"
+done

@@ -1,0 +1,102 @@
+//! Option value parsers shared by `client` and `server`, with iperf 2's
+//! spellings (see `bloatlab_engine::suffix`). clap names the option in its
+//! error message and `main` exits with status 2.
+
+use bloatlab_engine::config::OutputFormat;
+use bloatlab_engine::config::{BitRate, Bytes};
+use bloatlab_engine::suffix;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+pub fn bytes(s: &str) -> Result<Bytes, String> {
+    suffix::parse_bytes(s).map_err(|e| e.to_string())
+}
+
+pub fn nonzero_bytes(s: &str) -> Result<Bytes, String> {
+    match bytes(s)? {
+        Bytes(0) => Err(format!("`{s}` must be greater than zero")),
+        b => Ok(b),
+    }
+}
+
+pub fn rate(s: &str) -> Result<BitRate, String> {
+    suffix::parse_rate(s).map_err(|e| e.to_string())
+}
+
+pub fn seconds(s: &str) -> Result<Duration, String> {
+    suffix::parse_seconds(s).map_err(|e| e.to_string())
+}
+
+pub fn positive_seconds(s: &str) -> Result<Duration, String> {
+    match seconds(s)? {
+        d if d.is_zero() => Err(format!("`{s}` must be greater than zero")),
+        d => Ok(d),
+    }
+}
+
+pub fn tos(s: &str) -> Result<u8, String> {
+    suffix::parse_tos(s).map_err(|e| e.to_string())
+}
+
+/// `-y C` (iperf 2 accepts `c` and `C`).
+pub fn report_style(s: &str) -> Result<OutputFormat, String> {
+    match s {
+        "c" | "C" => Ok(OutputFormat::Csv),
+        _ => Err(format!(
+            "`{s}` is not a report style (only C, CSV, is supported)"
+        )),
+    }
+}
+
+/// `--near-congestion=w`: a weight in (0, 100].
+pub fn weight(s: &str) -> Result<f64, String> {
+    let w: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if w.is_finite() && w > 0.0 && w <= 100.0 {
+        Ok(w)
+    } else {
+        Err(format!("`{s}` must be in (0, 100]"))
+    }
+}
+
+/// `-B host[:port]`: an address to bind (port 0 = any).
+pub fn bind(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    s.trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 0))
+        .map_err(|_| format!("`{s}` is not an IP address (optionally with :port)"))
+}
+
+/// `-Z`: a congestion control name as the kernel spells them.
+pub fn congestion(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() < 16 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "`{s}` is not a congestion control name (e.g. cubic, reno, bbr)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_with_iperf_spellings() {
+        assert_eq!(bytes("128K").unwrap(), Bytes(131_072));
+        assert!(nonzero_bytes("0").is_err());
+        assert_eq!(rate("10m").unwrap(), BitRate(10_000_000));
+        assert_eq!(report_style("C").unwrap(), OutputFormat::Csv);
+        assert!(report_style("J").is_err());
+        assert!(weight("0").is_err() && weight("x").is_err());
+        assert_eq!(weight("0.4").unwrap(), 0.4);
+        assert_eq!(bind("127.0.0.1").unwrap(), "127.0.0.1:0".parse().unwrap());
+        assert_eq!(bind("[::1]:5000").unwrap(), "[::1]:5000".parse().unwrap());
+        assert!(bind("nope").is_err());
+        assert!(congestion("cubic").is_ok() && congestion("a b").is_err());
+        assert!(positive_seconds("0").is_err());
+    }
+}

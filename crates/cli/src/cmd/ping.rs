@@ -1,0 +1,555 @@
+//! `bloatlab ping HOST`: isochronous latency probes to a bloatlab responder (or ICMP
+//! echo), a per-probe line on request and a summary; `--json` prints a results document
+//! (the `bloatlab-results` schema) with the raw samples instead.
+//!
+//! `--serve ADDR` (hidden) runs the standalone UDP probe responder that `bloatlab server`
+//! also runs on its port.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use bloatlab_probe::client::{self, ClientConfig, Mode, ProbeLine};
+use bloatlab_probe::clock::ClockMethod;
+use bloatlab_probe::report::{DelayStats, Ipdv, LossDirection, Report, Summary};
+use bloatlab_probe::session::{Limit, ReplyEvent};
+use bloatlab_probe::{ProbeError, SignedDuration, packet, responder, sys};
+use serde_json::{Value, json};
+
+use crate::cmd::opts;
+use crate::exit;
+
+/// Arguments of `bloatlab ping`.
+#[derive(Debug, clap::Args)]
+pub struct PingArgs {
+    /// The host running `bloatlab server` (or any host with --icmp).
+    #[arg(required_unless_present = "serve")]
+    pub host: Option<String>,
+    /// Server port (UDP; the same number as the server's TCP port).
+    #[arg(short = 'p', long = "port", default_value_t = 5001)]
+    pub port: u16,
+    /// Time between probes, e.g. 10ms (100 Hz), 20ms, 1s, 500us.
+    #[arg(short = 'i', long = "interval", default_value = "10ms", value_parser = interval)]
+    pub interval: Duration,
+    /// Send this many probes.
+    #[arg(short = 'c', long = "count", conflicts_with = "time",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Send probes for this many seconds (default 10 unless -c is given).
+    #[arg(short = 't', long = "time", value_parser = opts::positive_seconds)]
+    pub time: Option<Duration>,
+    /// Datagram size in bytes: UDP payload (80..=65507, default 80) or ICMP message
+    /// (32..=65507, default 64).
+    #[arg(short = 's', long = "size")]
+    pub size: Option<usize>,
+    /// ICMP echo instead of UDP probes (RTT only; needs root or CAP_NET_RAW; IPv4).
+    #[arg(long = "icmp")]
+    pub icmp: bool,
+    /// Print one JSON results document (raw samples and summary) on stdout.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// IP TOS byte of the probes (e.g. 0xb8 for DSCP EF).
+    #[arg(long = "tos", value_parser = opts::tos)]
+    pub tos: Option<u8>,
+    /// Seconds to wait for a reply before counting a probe lost (at least; grows to
+    /// 3 x the largest RTT seen).
+    #[arg(long = "timeout", default_value = "3", value_parser = opts::positive_seconds)]
+    pub timeout: Duration,
+    /// Print a line per reply (seq, RTT, one-way delays when the clocks are shared).
+    #[arg(short = 'v', long = "per-probe")]
+    pub per_probe: bool,
+    /// Run only the UDP probe responder on PORT or HOST:PORT (what `bloatlab server`
+    /// runs alongside its TCP port) until killed.
+    #[arg(long = "serve", value_name = "ADDR", hide = true, conflicts_with = "host")]
+    pub serve: Option<String>,
+}
+
+/// `--interval`: a positive duration with a unit (ns, us, ms, s); a bare number is ms.
+fn interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 10ms, 1s, 500us)"))?;
+    let scale = match unit.trim() {
+        "" | "ms" => 1e-3,
+        "s" => 1.0,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        u => return Err(format!("unknown unit `{u}` in `{s}` (use ns, us, ms or s)")),
+    };
+    let secs = v * scale;
+    if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
+        return Err(format!("`{s}` must be more than 0 and at most 1 hour"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Resolves HOST without ever sending a DNS query for something that is not a host name.
+fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let valid = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if !valid {
+        anyhow::bail!("cannot resolve `{host}`: not a valid host name or address");
+    }
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve `{host}`"))?
+        .next()
+        .with_context(|| format!("cannot resolve `{host}`: no addresses"))
+}
+
+/// Set by SIGINT/SIGTERM: stop sending and print what was measured.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_stop_handler() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+fn map_probe_error(e: ProbeError) -> anyhow::Error {
+    let code = match &e {
+        ProbeError::Privilege { .. } => Some(exit::PRIVILEGE),
+        ProbeError::BadSize { .. } | ProbeError::Unsupported(_) => Some(exit::USAGE),
+        _ => None,
+    };
+    match code {
+        Some(code) => anyhow::Error::new(exit::Exit {
+            code,
+            message: e.to_string(),
+        }),
+        None => anyhow::Error::new(e),
+    }
+}
+
+fn serve(addr: &str) -> anyhow::Result<()> {
+    let bind: SocketAddr = match addr.parse::<u16>() {
+        Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
+        Err(_) => addr
+            .parse()
+            .map_err(|_| exit::usage(format!("--serve: `{addr}` is not PORT or HOST:PORT")))?,
+    };
+    let handle = responder::spawn(bind).map_err(map_probe_error)?;
+    println!("bloatlab probe responder listening on {} (UDP)", handle.local_addr());
+    handle.join();
+    Ok(())
+}
+
+/// Runs `bloatlab ping`.
+pub fn run(args: PingArgs) -> anyhow::Result<()> {
+    if let Some(addr) = &args.serve {
+        return serve(addr);
+    }
+    let host = args.host.as_deref().unwrap_or_default();
+    let target = resolve(host, args.port)?;
+    let mode = if args.icmp { Mode::Icmp } else { Mode::Udp };
+    let limit = match (args.count, args.time) {
+        (Some(n), _) => Limit::Count(n),
+        (None, Some(t)) => Limit::Duration(t),
+        (None, None) => Limit::Duration(Duration::from_secs(10)),
+    };
+    let mut cfg = ClientConfig::new(target, limit);
+    cfg.mode = mode;
+    cfg.interval = args.interval;
+    cfg.timeout = args.timeout;
+    cfg.tos = args.tos;
+    cfg.size = args
+        .size
+        .unwrap_or(if args.icmp { 64 } else { packet::HEADER_LEN });
+    let what = if args.icmp { "ICMP echo" } else { "bloatlab UDP probes" };
+    let shown = if args.icmp { target.ip().to_string() } else { target.to_string() };
+    if !args.json {
+        println!(
+            "PING {host} ({shown}): {what}, {} bytes, every {}",
+            cfg.size,
+            fmt_interval(cfg.interval)
+        );
+    }
+    install_stop_handler();
+    let start_wall = sys::now();
+    let print_lines = args.per_probe && !args.json;
+    let report = client::run(&cfg, &STOP, |line| {
+        if print_lines {
+            println!("{}", format_line(line));
+        }
+    })
+    .map_err(map_probe_error)?;
+    let summary = report.summary();
+    if args.json {
+        let doc = results_document(&args, &cfg, &report, &summary, start_wall)?;
+        println!("{doc}");
+    } else {
+        print!("{}", format_summary(&shown, &summary));
+    }
+    Ok(())
+}
+
+fn fmt_interval(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{} s", d.as_secs_f64())
+    } else if d >= Duration::from_millis(1) {
+        format!("{} ms", d.as_secs_f64() * 1e3)
+    } else {
+        format!("{} us", d.as_secs_f64() * 1e6)
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn format_line(line: &ProbeLine) -> String {
+    let owd = |l: &ProbeLine| match l.one_way {
+        Some((up, down)) => format!(
+            " up={:.3} ms down={:.3} ms",
+            up.as_millis_f64(),
+            down.as_millis_f64()
+        ),
+        None => String::new(),
+    };
+    match line.event {
+        ReplyEvent::Answered { seq, rtt } => {
+            format!("seq={seq} rtt={:.3} ms{}", ms(rtt), owd(line))
+        }
+        ReplyEvent::Late { seq, rtt } => format!("seq={seq} rtt={:.3} ms (late)", ms(rtt)),
+        ReplyEvent::Duplicate { seq } => format!("seq={seq} (duplicate)"),
+        ReplyEvent::Ignored => String::new(),
+    }
+}
+
+fn pct(n: u64, of: u64) -> f64 {
+    if of == 0 { 0.0 } else { 100.0 * n as f64 / of as f64 }
+}
+
+fn stats_row(name: &str, s: &Option<DelayStats>) -> String {
+    match s {
+        Some(s) => {
+            let v = [s.min, s.p10, s.median, s.mean, s.p90, s.p99, s.max];
+            let cells: Vec<String> = v.iter().map(|d| format!("{:>9.3}", d.as_millis_f64())).collect();
+            format!("{name:<6}{}  n={}\n", cells.join(""), s.count)
+        }
+        None => format!("{name:<6}{:>9}\n", "-"),
+    }
+}
+
+fn ipdv_cell(i: &Option<Ipdv>) -> String {
+    match i {
+        Some(i) => format!("{:.3}/{:.3}", ms(i.mean_abs), ms(i.max_abs)),
+        None => "-".to_owned(),
+    }
+}
+
+fn format_summary(target: &str, s: &Summary) -> String {
+    let mut out = format!("--- {target} probe statistics ---\n");
+    out += &format!(
+        "{} sent, {} received, {:.1}% loss (up {}, down {}, unknown direction {}), \
+         {} duplicates, {} late, {} send slots skipped\n",
+        s.sent,
+        s.received,
+        pct(s.lost(), s.sent),
+        s.lost_up,
+        s.lost_down,
+        s.lost_unknown,
+        s.duplicates,
+        s.late,
+        s.skipped_slots
+    );
+    out += &format!(
+        "{:<6}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}  (ms)\n",
+        "", "min", "p10", "median", "mean", "p90", "p99", "max"
+    );
+    out += &stats_row("rtt", &s.rtt);
+    if s.up.is_some() || s.down.is_some() {
+        out += &stats_row("up", &s.up);
+        out += &stats_row("down", &s.down);
+    }
+    out += &format!(
+        "ipdv (mean/max |D(i+1)-D(i)|, ms): rtt {}  up {}  down {}\n",
+        ipdv_cell(&s.ipdv_rtt),
+        ipdv_cell(&s.ipdv_up),
+        ipdv_cell(&s.ipdv_down)
+    );
+    out += &match s.clock.method {
+        ClockMethod::Shared => {
+            "clock: shared with the responder (same kernel clock): offset 0, one-way delays exact\n"
+                .to_owned()
+        }
+        ClockMethod::Estimated => format!(
+            "clock: not shared; responder offset {:+.3} ms, drift {:+.2} ppm (estimated from \
+             {} minimum-delay samples; assumes equal base delay both ways)\n",
+            s.clock.offset.as_millis_f64(),
+            s.clock.drift_ppm,
+            s.clock.samples_used
+        ),
+        ClockMethod::Unknown => "clock: unknown (no responder timestamps)\n".to_owned(),
+    };
+    out
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// RFC 3339 UTC timestamp with nanoseconds.
+fn rfc3339(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs() as i64;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60,
+        since_epoch.subsec_nanos()
+    )
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn stats_json(s: &Option<DelayStats>) -> Value {
+    match s {
+        Some(s) => json!({
+            "count": s.count,
+            "min_ns": s.min.as_nanos(), "p10_ns": s.p10.as_nanos(),
+            "median_ns": s.median.as_nanos(), "mean_ns": s.mean.as_nanos(),
+            "p90_ns": s.p90.as_nanos(), "p99_ns": s.p99.as_nanos(), "max_ns": s.max.as_nanos(),
+        }),
+        None => Value::Null,
+    }
+}
+
+fn ipdv_json(i: &Option<Ipdv>) -> Value {
+    match i {
+        Some(i) => json!({
+            "pairs": i.pairs, "mean_abs_ns": ns(i.mean_abs),
+            "median_abs_ns": ns(i.median_abs), "max_abs_ns": ns(i.max_abs),
+        }),
+        None => Value::Null,
+    }
+}
+
+/// The `bloatlab-results` document: one idle phase, the RTT series and (UDP) the two
+/// one-way series, each probe with `delay_ns: null` when lost; the summary in
+/// `metadata.extra.probe`.
+fn results_document(
+    args: &PingArgs,
+    cfg: &ClientConfig,
+    report: &Report,
+    s: &Summary,
+    start: Duration,
+) -> anyhow::Result<String> {
+    let series = if args.icmp { "icmp" } else { "udp_probe" };
+    // One-way delays computed with an estimated offset can come out slightly negative;
+    // the schema holds non-negative ns, so those are written as 0 and counted.
+    let mut clamped = 0u64;
+    let mut owd = |v: Option<SignedDuration>| -> Option<u64> {
+        let v = v?;
+        if v.as_nanos() < 0 {
+            clamped += 1;
+        }
+        Some(v.as_nanos().max(0) as u64)
+    };
+    let record = |p: &bloatlab_probe::report::ProbeResult, delay: Option<u64>| {
+        let mut r = json!({ "sent_ns": ns(p.sent), "delay_ns": if p.lost.is_none() { delay } else { None } });
+        if p.duplicates > 0 {
+            r["duplicates"] = json!(p.duplicates);
+        }
+        if p.late {
+            r["late"] = json!(true);
+        }
+        r
+    };
+    let rtt: Vec<Value> = report.probes.iter().map(|p| record(p, p.rtt.map(ns))).collect();
+    let mut latency = vec![json!({"name": series, "kind": "rtt", "samples": rtt})];
+    if !args.icmp {
+        let up: Vec<Value> = report.probes.iter().map(|p| record(p, owd(p.up))).collect();
+        let down: Vec<Value> = report.probes.iter().map(|p| record(p, owd(p.down))).collect();
+        latency.push(json!({"name": series, "kind": "owd_up", "samples": up}));
+        latency.push(json!({"name": series, "kind": "owd_down", "samples": down}));
+    }
+    let end = report
+        .probes
+        .last()
+        .map_or(Duration::ZERO, |p| p.sent)
+        .saturating_add(report.interval);
+    let direction = |d: LossDirection| match d {
+        LossDirection::Up => "up",
+        LossDirection::Down => "down",
+        LossDirection::Unknown => "unknown",
+    };
+    let lost_dirs: Vec<Value> = report
+        .probes
+        .iter()
+        .filter_map(|p| Some(json!({"seq": p.seq, "direction": direction(p.lost?)})))
+        .collect();
+    let doc = json!({
+        "format": bloatlab_results::FORMAT,
+        "version": bloatlab_results::CURRENT_VERSION,
+        "metadata": {
+            "bloatlab_version": env!("CARGO_PKG_VERSION"),
+            "test": "ping",
+            "command_line": std::env::args().collect::<Vec<_>>(),
+            "start_time": rfc3339(start),
+            "interrupted": STOP.load(Ordering::Relaxed),
+            "hosts": { "remote": { "host": args.host, "address": cfg.target.to_string() } },
+            "extra": { "probe": {
+                "mode": if args.icmp { "icmp" } else { "udp" },
+                "interval_ns": ns(cfg.interval),
+                "size_bytes": cfg.size,
+                "tos": cfg.tos,
+                "timeout_ns": ns(cfg.timeout),
+                "clock": {
+                    "method": match s.clock.method {
+                        ClockMethod::Shared => "shared",
+                        ClockMethod::Estimated => "estimated",
+                        ClockMethod::Unknown => "unknown",
+                    },
+                    "shared": s.clock.method == ClockMethod::Shared,
+                    "offset_ns": s.clock.offset.as_nanos(),
+                    "drift_ppm": s.clock.drift_ppm,
+                    "samples_used": s.clock.samples_used,
+                },
+                "summary": {
+                    "sent": s.sent, "received": s.received,
+                    "lost_up": s.lost_up, "lost_down": s.lost_down, "lost_unknown": s.lost_unknown,
+                    "duplicates": s.duplicates, "late": s.late, "skipped_slots": s.skipped_slots,
+                    "server_rx_count": report.server_rx_count,
+                    "rtt": stats_json(&s.rtt), "owd_up": stats_json(&s.up), "owd_down": stats_json(&s.down),
+                    "ipdv_rtt": ipdv_json(&s.ipdv_rtt), "ipdv_up": ipdv_json(&s.ipdv_up),
+                    "ipdv_down": ipdv_json(&s.ipdv_down),
+                },
+                "lost": lost_dirs,
+                "negative_owd_clamped": clamped,
+            }},
+        },
+        "raw": {
+            "phases": [{"kind": "idle", "name": "ping", "start_ns": 0, "end_ns": ns(end)}],
+            "latency": latency,
+            "throughput": [],
+        },
+    });
+    let file: bloatlab_results::ResultsFile =
+        serde_json::from_value(doc).context("building the results document")?;
+    let file = file
+        .with_derived()
+        .context("computing the derived section of the results")?;
+    let bytes = bloatlab_results::to_vec(&file).context("serialising the results")?;
+    Ok(String::from_utf8_lossy(&bytes).trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PingArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<PingArgs, String> {
+        Cli::try_parse_from(std::iter::once("ping").chain(argv.iter().copied()))
+            .map(|c| c.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults() {
+        let a = parse(&["10.0.0.2"]).unwrap();
+        assert_eq!(a.port, 5001);
+        assert_eq!(a.interval, Duration::from_millis(10));
+        assert_eq!((a.count, a.time, a.size), (None, None, None));
+        assert_eq!(a.timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn interval_units() {
+        assert_eq!(interval("10ms"), Ok(Duration::from_millis(10)));
+        assert_eq!(interval("20"), Ok(Duration::from_millis(20)));
+        assert_eq!(interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(interval("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(interval("0.5s"), Ok(Duration::from_millis(500)));
+        assert!(interval("0ms").is_err());
+        assert!(interval("fast").is_err());
+        assert!(interval("10 parsecs").is_err());
+        assert!(parse(&["h", "--interval", "0"]).unwrap_err().contains("--interval"));
+    }
+
+    #[test]
+    fn count_and_time_conflict_and_count_is_positive() {
+        assert!(parse(&["h", "-c", "5", "-t", "2"]).is_err());
+        assert!(parse(&["h", "-c", "0"]).is_err());
+        assert_eq!(parse(&["h", "-c", "5"]).unwrap().count, Some(5));
+    }
+
+    #[test]
+    fn host_is_required_unless_serving() {
+        assert!(parse(&[]).is_err());
+        let a = parse(&["--serve", "127.0.0.1:0"]).unwrap();
+        assert_eq!(a.serve.as_deref(), Some("127.0.0.1:0"));
+    }
+
+    #[test]
+    fn tos_accepts_hex() {
+        assert_eq!(parse(&["h", "--tos", "0xb8"]).unwrap().tos, Some(0xb8));
+    }
+
+    #[test]
+    fn resolve_never_queries_dns_for_invalid_names() {
+        assert_eq!(
+            resolve("127.0.0.1", 7).unwrap(),
+            "127.0.0.1:7".parse().unwrap()
+        );
+        assert_eq!(resolve("[::1]", 7).unwrap(), "[::1]:7".parse().unwrap());
+        let e = resolve("no such host!", 7).unwrap_err().to_string();
+        assert!(e.contains("not a valid host name"), "{e}");
+        assert!(resolve("a..b", 7).is_err());
+    }
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000000000Z");
+        // 2026-12-02T12:00:00Z
+        assert_eq!(
+            rfc3339(Duration::from_secs(1_796_212_800)),
+            "2026-12-02T12:00:00.000000000Z"
+        );
+        // leap day
+        assert_eq!(
+            rfc3339(Duration::new(951_782_400, 5)),
+            "2000-02-29T00:00:00.000000005Z"
+        );
+    }
+}

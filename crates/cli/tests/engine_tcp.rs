@@ -1,0 +1,426 @@
+//! bloatlab TCP client against bloatlab TCP server over loopback.
+//!
+//! Every test uses its own free port, runs 1-2 s of traffic, and kills the
+//! server it started by PID (Drop guard).
+
+mod helpers {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::process::{Child, Command, Output, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    pub fn bin() -> &'static str {
+        env!("CARGO_BIN_EXE_bloatlab")
+    }
+
+    /// A port nobody listens on right now.
+    pub fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// A running `bloatlab server`, killed on drop.
+    pub struct Server {
+        child: Child,
+        pub port: u16,
+        stdout: Arc<Mutex<String>>,
+        stderr: Arc<Mutex<String>>,
+    }
+
+    fn collect(r: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines().map_while(Result::ok) {
+                let mut s = into.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+    }
+
+    impl Server {
+        pub fn start(extra: &[&str]) -> Server {
+            let port = free_port();
+            let mut child = Command::new(bin())
+                .args(["server", "-p", &port.to_string()])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start server");
+            let stdout = Arc::new(Mutex::new(String::new()));
+            let stderr = Arc::new(Mutex::new(String::new()));
+            collect(child.stdout.take().unwrap(), stdout.clone());
+            collect(child.stderr.take().unwrap(), stderr.clone());
+            let s = Server {
+                child,
+                port,
+                stdout,
+                stderr,
+            };
+            let t0 = Instant::now();
+            while !(s.stdout().contains("Server listening") || s.stderr().contains("Server listening"))
+            {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "server did not start"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            s
+        }
+
+        pub fn stdout(&self) -> String {
+            self.stdout.lock().unwrap().clone()
+        }
+
+        pub fn stderr(&self) -> String {
+            self.stderr.lock().unwrap().clone()
+        }
+
+        /// Waits until stdout contains `needle` (the server prints its final line
+        /// a moment after the client exits).
+        pub fn wait_for(&self, needle: &str) -> String {
+            let t0 = Instant::now();
+            loop {
+                let s = self.stdout();
+                if s.contains(needle) || t0.elapsed() > Duration::from_secs(10) {
+                    return s;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Runs `bloatlab client 127.0.0.1 -p PORT ARGS`.
+    pub fn client(port: u16, args: &[&str]) -> Output {
+        Command::new(bin())
+            .args(["client", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("run client")
+    }
+
+    pub fn text(o: &Output) -> (String, String) {
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    pub fn ok(o: &Output) -> String {
+        let (out, err) = text(o);
+        assert!(
+            o.status.success(),
+            "client failed: {:?}\n{out}\n{err}",
+            o.status
+        );
+        out
+    }
+
+    pub fn json(o: &Output) -> serde_json::Value {
+        let out = ok(o);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+    }
+
+    /// Final lines (`0.0000-...`) that end at least at `min_end` seconds.
+    pub fn final_lines(out: &str) -> Vec<&str> {
+        out.lines()
+            .filter(|l| l.contains("] 0.0000-") && l.contains("sec"))
+            .collect()
+    }
+}
+
+use helpers::*;
+use std::time::{Duration, Instant};
+
+#[test]
+fn plain_forward_test_reports_on_both_ends() {
+    let srv = Server::start(&[]);
+    let out = ok(&client(srv.port, &["-t", "1", "-i", "0.5"]));
+    assert!(out.contains("Client connecting to 127.0.0.1"), "{out}");
+    assert!(out.contains("0.0000-0.5000 sec"), "{out}");
+    let last = *final_lines(&out).last().expect("final line");
+    assert!(last.contains("bits/sec"), "{last}");
+    let s = srv.wait_for("0.0000-1.");
+    assert!(
+        final_lines(&s).iter().any(|l| l.contains("bits/sec")),
+        "{s}"
+    );
+}
+
+#[test]
+fn enhanced_shows_tcp_info_columns_and_peer_version() {
+    let srv = Server::start(&["-e"]);
+    let out = ok(&client(srv.port, &["-t", "1", "-e"]));
+    assert!(
+        out.contains("Write/Err  Rtry     Cwnd/RTT(var)        NetPwr"),
+        "{out}"
+    );
+    let last = *final_lines(&out).last().unwrap();
+    assert!(last.contains("K/") && last.contains(" us "), "{last}");
+    let s = srv.wait_for("Reads=Dist");
+    assert!(s.contains("(peer 2.1.8)"), "{s}");
+    assert!(s.contains("Reads=Dist"), "{s}");
+}
+
+/// The stream record of `id` in `direction` ("send" / "receive").
+fn stream<'a>(v: &'a serde_json::Value, id: u64, direction: &str) -> &'a serde_json::Value {
+    v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id && s["direction"] == direction)
+        .unwrap_or_else(|| panic!("no {direction} stream {id}: {v}"))
+}
+
+#[test]
+fn trip_times_latency_at_low_load_is_small_positive_and_relayed_in_json() {
+    let srv = Server::start(&["-e"]);
+    // 16 KiB writes, Nagle off, 10 Mbit/s: far from loading loopback.
+    let v = json(&client(
+        srv.port,
+        &[
+            "-t",
+            "1.5",
+            "-l",
+            "16K",
+            "-N",
+            "-b",
+            "10m",
+            "--trip-times",
+            "--json",
+        ],
+    ));
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["test"]["clock"], "realtime");
+    let server = &stream(&v, 1, "send")["server_side"];
+    let burst = &server["summary"]["tcp_recv"]["burst_latency"];
+    let mean = burst["latency_ms_mean"].as_f64().expect("mean latency");
+    let min = burst["latency_ms_min"].as_f64().unwrap();
+    assert!(burst["count"].as_u64().unwrap() > 50, "{burst}");
+    assert!(min >= 0.0 && mean > 0.0, "{burst}");
+    assert!(
+        mean < 5.0,
+        "mean {mean} ms at low load on loopback: {burst}"
+    );
+    assert_eq!(burst["negative_count"], 0);
+    // The relayed server bytes match what the client sent (header included).
+    let sent = stream(&v, 1, "send")["summary"]["bytes"].as_u64().unwrap();
+    assert_eq!(server["summary"]["bytes"].as_u64().unwrap(), sent);
+    let s = srv.wait_for("Burst Latency");
+    assert!(s.contains("Burst Latency avg/min/max/stdev"), "{s}");
+}
+
+#[test]
+fn parallel_sum_equals_sum_of_streams() {
+    let srv = Server::start(&[]);
+    let v = json(&client(srv.port, &["-t", "1", "-P", "4", "--json"]));
+    let streams = v["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4);
+    let sum: u64 = streams
+        .iter()
+        .map(|s| s["summary"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(sum > 0);
+    assert_eq!(v["sum"]["summary"]["bytes"].as_u64().unwrap(), sum);
+    assert_eq!(v["sum"]["streams"], 4);
+    // And the console shows [SUM] lines, on both ends.
+    let out = ok(&client(srv.port, &["-t", "1", "-P", "2"]));
+    assert!(out.lines().any(|l| l.starts_with("[SUM] 0.0000-")), "{out}");
+    let s = srv.wait_for("[SUM] 0.0000-");
+    assert!(s.lines().any(|l| l.starts_with("[SUM] 0.0000-")), "{s}");
+}
+
+#[test]
+fn server_json_sum_agrees_with_the_client() {
+    let srv = Server::start(&["--json"]);
+    let v = json(&client(srv.port, &["-t", "1", "-P", "3", "--json"]));
+    let sent = v["sum"]["summary"]["bytes"].as_u64().unwrap();
+    let t0 = Instant::now();
+    let doc = loop {
+        if let Ok(d) = serde_json::from_str::<serde_json::Value>(&srv.stdout()) {
+            break d;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{}", srv.stdout());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(doc["role"], "server");
+    assert_eq!(doc["sum"]["streams"], 3, "{doc}");
+    assert_eq!(doc["sum"]["summary"]["bytes"].as_u64().unwrap(), sent);
+}
+
+#[test]
+fn reverse_sends_from_server_on_the_same_connection() {
+    let srv = Server::start(&["-e"]);
+    let out = ok(&client(srv.port, &["-t", "1", "-R", "-e"]));
+    assert!(out.contains("(reverse)"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("[ *1] 0.0000-")), "{out}");
+    let v = json(&client(
+        srv.port,
+        &["-t", "1", "-R", "--trip-times", "--json"],
+    ));
+    assert_eq!(v["streams"].as_array().unwrap().len(), 1, "{v}");
+    let recv = &stream(&v, 1, "receive")["summary"];
+    assert!(recv["bytes"].as_u64().unwrap() > 1_000_000, "{recv}");
+    let burst = &recv["tcp_recv"]["burst_latency"];
+    assert!(burst["count"].as_u64().unwrap() > 0, "{recv}");
+    assert_eq!(burst["negative_count"], 0);
+}
+
+#[test]
+fn full_duplex_moves_data_both_ways() {
+    let srv = Server::start(&[]);
+    let v = json(&client(srv.port, &["-t", "1", "--full-duplex", "--json"]));
+    let sent = stream(&v, 1, "send")["summary"]["bytes"].as_u64().unwrap();
+    let got = stream(&v, 1, "receive")["summary"]["bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(sent > 1_000_000 && got > 1_000_000, "{v}");
+}
+
+#[test]
+fn near_congestion_lowers_throughput() {
+    let srv = Server::start(&[]);
+    let bps = |args: &[&str]| {
+        let v = json(&client(srv.port, args));
+        stream(&v, 1, "send")["summary"]["bits_per_second"]
+            .as_f64()
+            .unwrap()
+    };
+    let plain = bps(&["-t", "1", "--json"]);
+    let paced = bps(&["-t", "1", "--near-congestion=4", "--json"]);
+    assert!(
+        paced < 0.8 * plain,
+        "paced {paced:.3e} vs plain {plain:.3e}"
+    );
+}
+
+#[test]
+fn congestion_control_is_applied_and_reported() {
+    let srv = Server::start(&[]);
+    for cc in ["reno", "cubic", "bbr"] {
+        let v = json(&client(srv.port, &["-t", "1", "-Z", cc, "--json"]));
+        assert_eq!(v["test"]["congestion_control"], cc, "{v}");
+    }
+    let out = ok(&client(srv.port, &["-t", "1", "-Z", "bbr"]));
+    assert!(out.contains("(cc=bbr)"), "{out}");
+}
+
+#[test]
+fn csv_rows_have_iperf_field_count() {
+    let srv = Server::start(&[]);
+    let out = ok(&client(srv.port, &["-t", "1", "-i", "0.5", "-y", "C"]));
+    let rows: Vec<&str> = out.lines().collect();
+    assert!(rows.len() >= 2, "{out}");
+    for r in rows {
+        assert_eq!(r.split(',').count(), 9, "{r}");
+    }
+}
+
+#[test]
+fn peer_detect_prints_the_server_version() {
+    let srv = Server::start(&[]);
+    let out = ok(&client(srv.port, &["-t", "1", "-X", "-e"]));
+    assert!(out.contains("(peer 2.1.8)"), "{out}");
+}
+
+#[test]
+fn bad_option_value_exits_2_naming_the_option() {
+    let o = client(5001, &["-l", "abc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("--len"), "{}", text(&o).1);
+    let o = client(5001, &["--near-congestion=-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("--near-congestion"), "{}", text(&o).1);
+}
+
+#[test]
+fn refused_port_fails_quickly_with_a_clear_error() {
+    let port = free_port();
+    let t0 = Instant::now();
+    let o = client(port, &["-t", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let err = text(&o).1;
+    assert!(
+        err.contains("refused") && err.contains(&port.to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_clients_are_dropped_and_the_server_keeps_serving() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let srv = Server::start(&["--header-timeout", "1"]);
+    let addr = ("127.0.0.1", srv.port);
+    let _silent = TcpStream::connect(addr).unwrap();
+    let mut garbage = TcpStream::connect(addr).unwrap();
+    garbage
+        .write_all(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8])
+        .unwrap();
+    let mut short = TcpStream::connect(addr).unwrap();
+    // A valid-looking 60-byte header's flags (EXTEND|LEN_BIT|len=60) and only 10 bytes.
+    short
+        .write_all(&[0x40, 0x01, 0x00, 0x78, 0, 0, 0, 1, 0, 0])
+        .unwrap();
+    let mut oversized = TcpStream::connect(addr).unwrap();
+    // LEN field 255 (above what any header has), then nothing more.
+    oversized.write_all(&[0x40, 0x01, 0x01, 0xfe]).unwrap();
+    let mut bounce = TcpStream::connect(addr).unwrap();
+    bounce.write_all(&[0x00, 0x80, 0x00, 0x00]).unwrap();
+    // A real client is served while the bad ones are still open.
+    let out = ok(&client(srv.port, &["-t", "1"]));
+    assert!(
+        final_lines(&out).iter().any(|l| l.contains("bits/sec")),
+        "{out}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let err = srv.stderr();
+    let drops = err.matches("dropping connection").count();
+    assert!(drops >= 5, "expected 5 dropped connections:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // And still serves after dropping them.
+    ok(&client(srv.port, &["-t", "1"]));
+}
+
+#[test]
+fn one_off_server_exits_after_one_test() {
+    let port = free_port();
+    let mut child = std::process::Command::new(bin())
+        .args(["server", "-1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut out = client(port, &["-t", "1", "-P", "2"]);
+    while !out.status.success() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        out = client(port, &["-t", "1", "-P", "2"]);
+    }
+    ok(&out);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server -1 did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

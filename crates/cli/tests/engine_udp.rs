@@ -1,0 +1,366 @@
+//! bloatlab UDP client against bloatlab UDP server over loopback.
+//!
+//! Every test uses its own free port, runs 1-2 s of traffic, and kills the
+//! server it started by PID (Drop guard). Assertions use `--json` where
+//! numbers matter, and generous bounds where a loaded 2-core CI machine
+//! could shift them.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_bloatlab")
+}
+
+/// A UDP port nobody uses right now.
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `bloatlab server -u`, killed (by PID, via the Child) on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+fn collect(r: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines().map_while(Result::ok) {
+            let mut s = into.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let port = free_udp_port();
+        let mut child = Command::new(bin())
+            .args(["server", "-u", "-p", &port.to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start server");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        collect(child.stdout.take().unwrap(), stdout.clone());
+        collect(child.stderr.take().unwrap(), stderr.clone());
+        let s = Server {
+            child,
+            port,
+            stdout,
+            stderr,
+        };
+        if !extra.contains(&"--json") {
+            s.wait_for("Server listening");
+        } else {
+            // No banner with --json: give the socket a moment to bind.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        s
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits (up to 10 s) until stdout contains `needle` `n` times.
+    fn wait_for_n(&self, needle: &str, n: usize) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.stdout();
+            if s.matches(needle).count() >= n || t0.elapsed() > Duration::from_secs(10) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait_for_n(needle, 1)
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `bloatlab client 127.0.0.1 -u -p PORT ARGS` to completion.
+fn client(port: u16, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(["client", "127.0.0.1", "-u", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run client")
+}
+
+/// The client's stdout; panics with both streams if it failed.
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        o.status.success(),
+        "client failed: {:?}\n{out}\n{err}",
+        o.status
+    );
+    out
+}
+
+fn json(o: &Output) -> Value {
+    let s = ok(o);
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{s}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// `a/b (c%)` -> (a, b) from a UDP report line.
+fn lost_total(line: &str) -> (u64, u64) {
+    let field = line
+        .split_whitespace()
+        .find(|w| w.contains('/') && w.chars().all(|c| c.is_ascii_digit() || c == '/'))
+        .unwrap_or_else(|| panic!("no Lost/Total in {line}"));
+    let (a, b) = field.split_once('/').unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+#[test]
+fn paced_rate_is_within_a_few_percent_of_b() {
+    let s = Server::start(&[]);
+    let j = json(&client(s.port, &["-b", "10m", "-t", "2", "--json"]));
+    let st = &j["streams"][0];
+    // The pacer forgets stalls longer than 10 ms (bounded catch-up), so a
+    // starved CI machine can fall a little short; it must never overshoot.
+    let sent_bps = f(&st["summary"]["bits_per_second"]);
+    assert!(
+        (9.5e6..=10.2e6).contains(&sent_bps),
+        "sender rate {sent_bps} bit/s for -b 10m"
+    );
+    // 2 s at 10 Mbit/s of 1470-byte datagrams = 1701 datagrams.
+    let n = u(&st["summary"]["udp_send"]["datagrams"]);
+    assert!((1615..=1702).contains(&n), "{n} datagrams");
+    let server = &st["server_side"]["summary"];
+    let recv_bps = f(&server["bits_per_second"]);
+    assert!(
+        (9.5e6..=10.2e6).contains(&recv_bps),
+        "receiver rate {recv_bps}"
+    );
+}
+
+#[test]
+fn low_rate_on_loopback_has_no_loss_and_small_nonnegative_latency() {
+    let s = Server::start(&["-e"]);
+    let j = json(&client(
+        s.port,
+        &["-b", "1m", "-t", "1", "--trip-times", "--json"],
+    ));
+    let side = &j["streams"][0]["server_side"];
+    assert!(
+        side["server_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("bloatlab"),
+        "{side}"
+    );
+    let r = &side["summary"]["udp_recv"];
+    assert_eq!(u(&r["lost"]), 0, "{r}");
+    assert_eq!(u(&r["out_of_order"]), 0, "{r}");
+    let jitter = f(&r["jitter_ms"]);
+    assert!((0.0..5.0).contains(&jitter), "jitter {jitter} ms");
+    let lat = &r["latency"];
+    assert_eq!(u(&lat["negative_count"]), 0, "same host: never negative");
+    let (min, mean, max) = (
+        f(&lat["latency_ms_min"]),
+        f(&lat["latency_ms_mean"]),
+        f(&lat["latency_ms_max"]),
+    );
+    assert!(0.0 <= min && min <= mean && mean <= max, "{lat}");
+    // Tens of microseconds normally; 5 ms leaves room for a loaded CI box.
+    assert!(mean < 5.0, "mean latency {mean} ms");
+    assert!(lat["histogram"].is_object(), "the distribution is relayed");
+}
+
+#[test]
+fn server_report_relayed_equals_the_servers_own_final_numbers() {
+    let s = Server::start(&["-e"]);
+    let out = ok(&client(s.port, &["-b", "5m", "-t", "1", "-e"]));
+    let srv = s.wait_for_n(" sec ", 1);
+    // Client: the line after the Server Report header.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("Server Report:"))
+        .unwrap_or_else(|| panic!("no Server Report:\n{out}"));
+    let relayed = lines
+        .get(at + 2)
+        .copied()
+        .filter(|l| l.contains(" sec "))
+        .unwrap_or_else(|| panic!("no report line:\n{out}"));
+    let own = srv
+        .lines()
+        .rev()
+        .find(|l| l.contains(" sec "))
+        .unwrap_or_else(|| panic!("server printed no final line:\n{srv}"));
+    // Same interval, transfer and Lost/Total; the AckFIN carries counts
+    // exactly (latency and jitter only to the microsecond).
+    let head = |l: &str| l.split("Bytes").next().unwrap().to_owned();
+    assert_eq!(
+        head(relayed),
+        head(own),
+        "\nclient: {relayed}\nserver: {own}"
+    );
+    assert_eq!(lost_total(relayed), lost_total(own));
+    let (lost, total) = lost_total(own);
+    assert_eq!(lost, 0);
+    let sent: u64 = out
+        .lines()
+        .find_map(|l| l.split("Sent ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // iperf 2's counting: Total = the FIN's id, "Sent" = that + 1 per FIN sent.
+    assert!(
+        total < sent && sent - total <= 3,
+        "total {total} sent {sent}"
+    );
+    assert!(
+        relayed.contains(" pps ") && relayed.contains(" ms "),
+        "{relayed}"
+    );
+}
+
+#[test]
+fn json_carries_the_server_section_and_one_document_per_flow_on_the_server() {
+    let s = Server::start(&["--json", "-i", "0.5"]);
+    let j = json(&client(
+        s.port,
+        &["-b", "2m", "-t", "1", "-i", "0.5", "--json"],
+    ));
+    assert_eq!(j["protocol"], "udp");
+    assert_eq!(j["role"], "client");
+    let st = &j["streams"][0];
+    assert_eq!(st["intervals"].as_array().unwrap().len(), 2, "{st}");
+    let side = &st["server_side"];
+    let server_total = u(&side["summary"]["udp_recv"]["datagrams_total"]);
+    assert!(side["intervals"].as_array().unwrap().len() >= 2, "{side}");
+    let sent = u(&st["summary"]["udp_send"]["datagrams"]);
+    assert_eq!(server_total, sent + 1, "the FIN counts on the server");
+    // The server printed its own document with the same numbers.
+    let srv = s.wait_for("\"role\": \"server\"");
+    let doc: Value = serde_json::from_str(&srv).unwrap_or_else(|e| panic!("{e}: {srv}"));
+    assert_eq!(
+        u(&doc["streams"][0]["summary"]["udp_recv"]["datagrams_total"]),
+        server_total
+    );
+}
+
+#[test]
+fn parallel_streams_print_sum_lines_and_each_gets_a_server_report() {
+    let s = Server::start(&[]);
+    let out = ok(&client(
+        s.port,
+        &["-b", "2m", "-t", "2", "-i", "1", "-P", "2", "-e"],
+    ));
+    assert!(out.matches("Server Report:").count() == 2, "{out}");
+    let sums: Vec<&str> = out.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    // Two intervals and the total.
+    assert!(sums.len() >= 3, "{out}");
+    let total = sums.last().unwrap();
+    assert!(total.starts_with("[SUM] 0.0000-"), "{total}");
+    // 2 x 2 Mbit/s.
+    assert!(total.contains("Mbits/sec"), "{total}");
+    let rate: f64 = total
+        .split("Bytes")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!((3.7..=4.2).contains(&rate), "{total}");
+    s.wait_for_n(" sec ", 2);
+}
+
+#[test]
+fn bad_datagrams_do_not_kill_the_server() {
+    let mut s = Server::start(&["-e"]);
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = ("127.0.0.1", s.port);
+    for n in [0usize, 1, 7, 15] {
+        junk.send_to(&vec![0xA5; n], to).unwrap();
+    }
+    // A stale FIN (negative id) and a huge random-looking datagram.
+    let mut fin = vec![0u8; 200];
+    fin[..4].copy_from_slice(&(-5i32).to_be_bytes());
+    fin[12..16].copy_from_slice(&[0xff; 4]);
+    junk.send_to(&fin, to).unwrap();
+    junk.send_to(&vec![0x5A; 9000], to).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(s.alive(), "server died on junk: {}", s.stderr());
+    // A real test still works.
+    let out = ok(&client(s.port, &["-b", "1m", "-t", "1"]));
+    assert!(out.contains("Server Report:"), "{out}");
+    assert!(s.alive());
+    // One log line for the junk source, not one per datagram.
+    let warnings = s.stderr().matches("malformed").count();
+    assert_eq!(warnings, 1, "{}", s.stderr());
+}
+
+#[test]
+fn silent_flow_without_fin_is_finalized_after_the_idle_timeout() {
+    use bloatlab_engine::config::{ClientConfig, DEFAULT_UDP_LEN_V4, DEFAULT_UDP_RATE, Protocol};
+    use bloatlab_engine::udp::datagram::{Template, header_repr, stamp};
+
+    let s = Server::start(&["-e", "--header-timeout", "1"]);
+    let mut cfg = ClientConfig::new("127.0.0.1");
+    cfg.protocol = Protocol::Udp;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let h = header_repr(&cfg, now, DEFAULT_UDP_RATE);
+    let tmpl = Template::new(h, DEFAULT_UDP_LEN_V4).unwrap().bytes;
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for id in 1..=20i64 {
+        let mut d = tmpl.clone();
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        stamp(&mut d, id, t);
+        sock.send_to(&d, ("127.0.0.1", s.port)).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // No FIN: after ~1 s of silence the server reports the flow anyway.
+    let out = s.wait_for(" sec ");
+    let line = out
+        .lines()
+        .find(|l| l.contains(" sec "))
+        .unwrap_or_else(|| panic!("no final report:\n{out}\n{}", s.stderr()));
+    assert_eq!(lost_total(line), (0, 20), "{line}");
+    assert!(s.stderr().contains("idle"), "{}", s.stderr());
+}

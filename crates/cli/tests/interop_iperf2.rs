@@ -1,0 +1,1035 @@
+//! Interoperability with the real iperf 2.1.8 binary (Debian package `iperf`),
+//! in both roles, over loopback: our client against `iperf -s`, and `iperf -c`
+//! against our server. Each test runs 1 s of traffic on its own free port and
+//! checks that the numbers both sides print agree.
+//!
+//! Our side is read from `--json`; iperf's from its console output with
+//! `-f B` (exact byte counts) through `stdbuf -oL` (line-buffered pipes).
+//! Every process a test starts is killed by PID when its guard drops.
+
+mod util {
+    use serde_json::Value;
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Child, Command, ExitStatus, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// Generous: the machine has 2 cores shared with parallel builds.
+    pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+    pub fn bloatlab() -> &'static str {
+        env!("CARGO_BIN_EXE_bloatlab")
+    }
+
+    /// Fails loudly (the test command installs iperf; a silent skip would hide a gap).
+    pub fn require_iperf2() {
+        let out = Command::new("iperf").arg("-v").output();
+        let text = out
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout).into_owned()
+                    + &String::from_utf8_lossy(&o.stderr)
+            })
+            .unwrap_or_default();
+        assert!(
+            text.contains("iperf version 2.1"),
+            "these tests need iperf 2.1.x on PATH (apt-get install iperf); `iperf -v` said: {text:?}"
+        );
+    }
+
+    /// A port free for both TCP and UDP right now, from a per-process range
+    /// so parallel test binaries rarely collide.
+    pub fn free_port() -> u16 {
+        loop {
+            let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = t.local_addr().unwrap().port();
+            if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
+
+    /// True once something listens on `port` (TCP, state LISTEN) or has it bound (UDP).
+    /// Reads /proc so that probing does not start a test on the server.
+    pub fn port_bound(udp: bool, port: u16) -> bool {
+        let files: &[&str] = if udp {
+            &["/proc/net/udp", "/proc/net/udp6"]
+        } else {
+            &["/proc/net/tcp", "/proc/net/tcp6"]
+        };
+        let hex = format!(":{port:04X}");
+        files.iter().any(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && cols[1].ends_with(&hex) && (udp || cols[3] == "0A")
+                })
+        })
+    }
+
+    /// A child process whose output is collected in the background, killed on drop.
+    pub struct Proc {
+        pub name: String,
+        child: Child,
+        out: Arc<Mutex<String>>,
+        err: Arc<Mutex<String>>,
+    }
+
+    fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines().map_while(Result::ok) {
+                let mut s = into.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+    }
+
+    impl Proc {
+        pub fn spawn(name: &str, program: &str, args: &[String]) -> Proc {
+            let mut child = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+            let out = Arc::new(Mutex::new(String::new()));
+            let err = Arc::new(Mutex::new(String::new()));
+            collect(child.stdout.take().unwrap(), out.clone());
+            collect(child.stderr.take().unwrap(), err.clone());
+            Proc {
+                name: format!("{name} ({program} {})", args.join(" ")),
+                child,
+                out,
+                err,
+            }
+        }
+
+        pub fn out(&self) -> String {
+            self.out.lock().unwrap().clone()
+        }
+
+        pub fn err(&self) -> String {
+            self.err.lock().unwrap().clone()
+        }
+
+        /// Everything it printed, for assertion messages.
+        pub fn transcript(&self) -> String {
+            format!(
+                "--- {} stdout:\n{}--- stderr:\n{}",
+                self.name,
+                self.out(),
+                self.err()
+            )
+        }
+
+        /// Waits (up to TIMEOUT) for the process to exit and for its pipes to drain.
+        pub fn wait(&mut self) -> ExitStatus {
+            let t0 = Instant::now();
+            loop {
+                if let Some(st) = self.child.try_wait().unwrap() {
+                    std::thread::sleep(Duration::from_millis(100));
+                    return st;
+                }
+                if t0.elapsed() > TIMEOUT {
+                    let _ = self.child.kill();
+                    panic!(
+                        "{} did not exit within {TIMEOUT:?}\n{}",
+                        self.name,
+                        self.transcript()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+
+        /// Waits until `pred(stdout)` holds, then returns stdout.
+        pub fn wait_out(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            let t0 = Instant::now();
+            loop {
+                let s = self.out();
+                if pred(&s) {
+                    return s;
+                }
+                assert!(
+                    t0.elapsed() < TIMEOUT,
+                    "timed out waiting for {what}\n{}",
+                    self.transcript()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+
+        /// Waits until the JSON documents on stdout hold at least `n` stream
+        /// records, and returns them merged into one document. (Our server
+        /// prints one document per connection, so `-P 4` gives four.)
+        pub fn wait_json_streams(&self, n: usize) -> Value {
+            let count = |s: &str| -> usize {
+                json_docs(s)
+                    .iter()
+                    .map(|d| d["streams"].as_array().map_or(0, Vec::len))
+                    .sum()
+            };
+            let out = self.wait_out(&format!("JSON with {n} stream record(s)"), |s| {
+                count(s) >= n
+            });
+            let docs = json_docs(&out);
+            let mut merged = docs[0].clone();
+            merged["streams"] = Value::Array(
+                docs.iter()
+                    .flat_map(|d| d["streams"].as_array().cloned().unwrap_or_default())
+                    .collect(),
+            );
+            merged
+        }
+    }
+
+    impl Drop for Proc {
+        fn drop(&mut self) {
+            // Kill exactly the process we started (by its PID), then reap it.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Complete JSON documents in a stream of concatenated documents.
+    pub fn json_docs(s: &str) -> Vec<Value> {
+        serde_json::Deserializer::from_str(s)
+            .into_iter::<Value>()
+            .map_while(Result::ok)
+            .collect()
+    }
+
+    fn wait_bound(p: &Proc, udp: bool, port: u16) {
+        let t0 = Instant::now();
+        while !port_bound(udp, port) {
+            assert!(
+                t0.elapsed() < TIMEOUT,
+                "server never bound {port}\n{}",
+                p.transcript()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `iperf -s -p PORT -f B ARGS`, ready to accept.
+    pub fn iperf_server(port: u16, udp: bool, args: &[&str]) -> Proc {
+        let mut a = strings(&[
+            "-oL",
+            "-eL",
+            "iperf",
+            "-s",
+            "-p",
+            &port.to_string(),
+            "-f",
+            "B",
+        ]);
+        if udp {
+            a.push("-u".into());
+        }
+        a.extend(strings(args));
+        let p = Proc::spawn("iperf server", "stdbuf", &a);
+        wait_bound(&p, udp, port);
+        p
+    }
+
+    /// `iperf -c 127.0.0.1 -p PORT -f B ARGS`, run to completion.
+    pub fn iperf_client(port: u16, args: &[&str]) -> Proc {
+        let mut a = strings(&[
+            "-oL",
+            "-eL",
+            "iperf",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-f",
+            "B",
+        ]);
+        a.extend(strings(args));
+        let mut p = Proc::spawn("iperf client", "stdbuf", &a);
+        let st = p.wait();
+        assert!(
+            st.success(),
+            "iperf client failed: {st}\n{}",
+            p.transcript()
+        );
+        p
+    }
+
+    /// `bloatlab server -p PORT --json ARGS`, ready to accept.
+    pub fn our_server(port: u16, udp: bool, args: &[&str]) -> Proc {
+        let mut a = strings(&["server", "-p", &port.to_string(), "--json"]);
+        if udp {
+            a.push("-u".into());
+        }
+        a.extend(strings(args));
+        let p = Proc::spawn("bloatlab server", bloatlab(), &a);
+        wait_bound(&p, udp, port);
+        p
+    }
+
+    /// `bloatlab client 127.0.0.1 -p PORT --json ARGS`, run to completion; its JSON.
+    pub fn our_client(port: u16, args: &[&str]) -> (Proc, Value) {
+        let mut a = strings(&["client", "127.0.0.1", "-p", &port.to_string(), "--json"]);
+        a.extend(strings(args));
+        let mut p = Proc::spawn("bloatlab client", bloatlab(), &a);
+        let st = p.wait();
+        assert!(
+            st.success(),
+            "bloatlab client failed: {st}\n{}",
+            p.transcript()
+        );
+        let docs = json_docs(&p.out());
+        assert_eq!(
+            docs.len(),
+            1,
+            "expected one JSON document\n{}",
+            p.transcript()
+        );
+        let doc = docs.into_iter().next().unwrap();
+        (p, doc)
+    }
+
+    /// One report line of iperf 2 console output (with `-f B`).
+    #[derive(Debug, Clone)]
+    pub struct Line {
+        /// `1`, `*1`, `SUM`, `FD1`, ...
+        pub id: String,
+        pub start: f64,
+        pub end: f64,
+        pub bytes: u64,
+        /// Tokens after `Bytes/sec`.
+        pub rest: Vec<String>,
+        /// The `[ ID] Interval ...` header above it.
+        pub header: String,
+        /// True if it follows a `Server Report:` line.
+        pub server_report: bool,
+    }
+
+    /// What a header says the lines below it measure.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Send,
+        TcpRecv,
+        UdpRecv,
+        Plain,
+    }
+
+    impl Line {
+        pub fn kind(&self) -> Kind {
+            if self.header.contains("Jitter") {
+                Kind::UdpRecv
+            } else if self.header.contains("Write/Err") {
+                Kind::Send
+            } else if self.header.contains("Reads=Dist") || self.header.contains("Burst Latency") {
+                Kind::TcpRecv
+            } else {
+                Kind::Plain
+            }
+        }
+
+        /// UDP receive columns: (jitter ms, lost, total).
+        pub fn udp(&self) -> (f64, u64, u64) {
+            assert_eq!(self.kind(), Kind::UdpRecv, "{self:?}");
+            let jitter: f64 = self.rest[0].parse().unwrap();
+            let (lost, total) = self.rest[2].split_once('/').unwrap();
+            (jitter, lost.parse().unwrap(), total.parse().unwrap())
+        }
+
+        /// `avg/min/max/stdev ms` latency columns (UDP -e or TCP trip-times receive).
+        pub fn latency_ms(&self) -> [f64; 4] {
+            let i = self
+                .rest
+                .iter()
+                .position(|t| t.matches('/').count() == 3)
+                .unwrap_or_else(|| panic!("no latency column in {self:?}"));
+            let v: Vec<f64> = self.rest[i]
+                .split('/')
+                .map(|x| x.parse().unwrap())
+                .collect();
+            [v[0], v[1], v[2], v[3]]
+        }
+
+        /// TCP trip-times `(cnt/size)`.
+        pub fn burst_cnt_size(&self) -> (u64, u64) {
+            let t = self
+                .rest
+                .iter()
+                .find(|t| t.starts_with('(') && t.contains('/'))
+                .unwrap_or_else(|| panic!("no (cnt/size) in {self:?}"));
+            let (c, s) = t
+                .trim_matches(|c| c == '(' || c == ')')
+                .split_once('/')
+                .unwrap();
+            (c.parse().unwrap(), s.parse().unwrap())
+        }
+    }
+
+    pub fn lines(text: &str) -> Vec<Line> {
+        let mut header = String::new();
+        let mut server_report = false;
+        let mut v = Vec::new();
+        for l in text.lines() {
+            let Some(close) = l.find(']') else { continue };
+            if !l.starts_with('[') {
+                continue;
+            }
+            let id = l[1..close].trim().to_string();
+            let body = &l[close + 1..];
+            if id == "ID" {
+                header = body.to_string();
+                continue;
+            }
+            if body.contains("Server Report:") {
+                server_report = true;
+                continue;
+            }
+            let t: Vec<&str> = body.split_whitespace().collect();
+            if t.len() < 6 || t[1] != "sec" || t[3] != "Bytes" || t[5] != "Bytes/sec" {
+                continue;
+            }
+            let Some((a, b)) = t[0].split_once('-') else {
+                continue;
+            };
+            let (Ok(start), Ok(end), Ok(bytes)) = (a.parse(), b.parse(), t[2].parse()) else {
+                continue;
+            };
+            v.push(Line {
+                id,
+                start,
+                end,
+                bytes,
+                rest: t[6..].iter().map(|s| s.to_string()).collect(),
+                header: header.clone(),
+                server_report,
+            });
+        }
+        v
+    }
+
+    /// The whole-test lines of `kind` (starting at 0 and covering the 1 s
+    /// test), excluding sums and relayed server reports.
+    pub fn stream_lines(text: &str, kind: Kind) -> Vec<Line> {
+        lines(text)
+            .into_iter()
+            .filter(|l| {
+                l.kind() == kind && !l.server_report && l.id != "SUM" && !l.id.starts_with("FD")
+            })
+            .filter(|l| l.start == 0.0 && l.end >= 0.5)
+            .collect()
+    }
+
+    /// Waits for `n` final report lines of `kind` on an iperf server.
+    pub fn wait_lines(p: &Proc, kind: Kind, n: usize) -> Vec<Line> {
+        let out = p.wait_out(&format!("{n} iperf report line(s) of kind {kind:?}"), |s| {
+            stream_lines(s, kind).len() >= n
+        });
+        stream_lines(&out, kind)
+    }
+
+    /// Our JSON, normalised. `bloatlab --json` writes METRICS' `Document`
+    /// (`schema_version`); the engine's earlier `bloatlab.tcp/1` /
+    /// `bloatlab.udp/1` documents are read too so the checks below do not
+    /// depend on which one a build prints.
+    #[derive(Debug, Default)]
+    pub struct Ours {
+        /// Whole-test records of every stream.
+        pub streams: Vec<Rec>,
+        /// The server's report of each stream as relayed to the client
+        /// (`server_side`, built from the AckFIN for an iperf 2 server).
+        pub relayed: Vec<Rec>,
+    }
+
+    #[derive(Debug, Default, Clone)]
+    pub struct Rec {
+        pub send: bool,
+        pub bytes: u64,
+        pub writes: Option<u64>,
+        /// TCP trip-times: (count, negative count, min, mean, max ms).
+        pub burst: Option<(u64, u64, f64, f64, f64)>,
+        /// UDP receive: (datagrams total, lost, jitter ms).
+        pub udp: Option<(u64, u64, f64)>,
+        /// UDP latency (min, mean, max ms, negative count).
+        pub latency: Option<(f64, f64, f64, u64)>,
+    }
+
+    fn num(v: &Value) -> Option<f64> {
+        v.as_f64()
+    }
+
+    fn rec_new(send: bool, r: &Value) -> Rec {
+        let lat = |l: &Value| {
+            Some((
+                num(&l["latency_ms_min"])?,
+                num(&l["latency_ms_mean"])?,
+                num(&l["latency_ms_max"])?,
+                l["negative_count"].as_u64()?,
+            ))
+        };
+        Rec {
+            send,
+            bytes: u(&r["bytes"]),
+            writes: r["tcp_send"]["writes"]
+                .as_u64()
+                .or(r["udp_send"]["datagrams"].as_u64()),
+            burst: lat(&r["tcp_recv"]["burst_latency"]).map(|(mn, me, mx, neg)| {
+                (
+                    r["tcp_recv"]["burst_latency"]["count"]
+                        .as_u64()
+                        .unwrap_or(0),
+                    neg,
+                    mn,
+                    me,
+                    mx,
+                )
+            }),
+            udp: r["udp_recv"].is_object().then(|| {
+                (
+                    u(&r["udp_recv"]["datagrams_total"]),
+                    u(&r["udp_recv"]["lost"]),
+                    f(&r["udp_recv"]["jitter_ms"]),
+                )
+            }),
+            latency: lat(&r["udp_recv"]["latency"]),
+        }
+    }
+
+    fn rec_old(send: bool, t: &Value) -> Rec {
+        let b = &t["burst"];
+        Rec {
+            send,
+            bytes: u(&t["bytes"]),
+            writes: t["writes"].as_u64(),
+            burst: b.is_object().then(|| {
+                (
+                    b["count"].as_u64().unwrap_or(0),
+                    b["negative_count"].as_u64().unwrap_or(0),
+                    f(&b["latency_min_ms"]),
+                    f(&b["latency_mean_ms"]),
+                    f(&b["latency_max_ms"]),
+                )
+            }),
+            udp: t["jitter_ms"]
+                .is_number()
+                .then(|| (u(&t["datagrams"]), u(&t["lost"]), f(&t["jitter_ms"]))),
+            latency: t["latency_mean_ms"].as_f64().map(|me| {
+                (
+                    f(&t["latency_min_ms"]),
+                    me,
+                    f(&t["latency_max_ms"]),
+                    t["latency_negative_count"].as_u64().unwrap_or(0),
+                )
+            }),
+        }
+    }
+
+    pub fn ours(doc: &Value) -> Ours {
+        let mut o = Ours::default();
+        let streams = doc["streams"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no streams in {doc}"));
+        for s in streams {
+            if doc["schema_version"].is_number() {
+                o.streams
+                    .push(rec_new(s["direction"] == "send", &s["summary"]));
+                if s["server_side"]["summary"].is_object() {
+                    o.relayed.push(rec_new(false, &s["server_side"]["summary"]));
+                }
+            } else {
+                for (dir, send) in [("send", true), ("recv", false)] {
+                    if s[dir]["total"].is_object() {
+                        o.streams.push(rec_old(send, &s[dir]["total"]));
+                    }
+                }
+                if s["server_report"].is_object() {
+                    o.relayed.push(rec_old(false, &s["server_report"]));
+                }
+            }
+        }
+        o
+    }
+
+    impl Ours {
+        /// Sorted per-stream bytes in one direction.
+        pub fn bytes(&self, send: bool) -> Vec<u64> {
+            let mut v: Vec<u64> = self
+                .streams
+                .iter()
+                .filter(|r| r.send == send)
+                .map(|r| r.bytes)
+                .collect();
+            v.sort_unstable();
+            v
+        }
+
+        pub fn first(&self, send: bool) -> &Rec {
+            self.streams
+                .iter()
+                .find(|r| r.send == send)
+                .expect("a stream in that direction")
+        }
+    }
+
+    /// Sorted byte counts of iperf lines.
+    pub fn sorted_bytes(lines: &[Line]) -> Vec<u64> {
+        let mut v: Vec<u64> = lines.iter().map(|l| l.bytes).collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub fn f(v: &Value) -> f64 {
+        v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+    }
+
+    pub fn u(v: &Value) -> u64 {
+        v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+    }
+
+    /// iperf prints ms with 3 decimals (truncated µs), our JSON has ns.
+    pub fn close_ms(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 0.0021
+    }
+}
+
+use util::*;
+
+// ---------------------------------------------------------------- TCP: our client -> iperf -s
+
+/// Runs our TCP client with `client_args` against `iperf -s server_args` and
+/// checks the byte counts of every stream in each direction agree exactly.
+fn our_tcp_client_vs_iperf(
+    server_args: &[&str],
+    client_args: &[&str],
+    streams: usize,
+) -> (Proc, serde_json::Value) {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, false, server_args);
+    let (client, doc) = our_client(port, client_args);
+    let ctx = || format!("{}\n{}", client.transcript(), server.transcript());
+    let reverse = client_args.contains(&"-R");
+    let duplex = client_args.contains(&"--full-duplex");
+    let enhanced = server_args.contains(&"-e");
+    // What iperf received from us.
+    if !reverse {
+        let kind = if enhanced { Kind::TcpRecv } else { Kind::Plain };
+        let theirs = wait_lines(&server, kind, streams);
+        assert_eq!(
+            sorted_bytes(&theirs),
+            ours(&doc).bytes(true),
+            "bytes we sent vs iperf received\n{}",
+            ctx()
+        );
+    }
+    // What iperf sent to us.
+    if reverse || duplex {
+        let theirs = wait_lines(&server, Kind::Send, streams);
+        assert_eq!(
+            sorted_bytes(&theirs),
+            ours(&doc).bytes(false),
+            "bytes iperf sent vs we received\n{}",
+            ctx()
+        );
+    }
+    (server, doc)
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_plain() {
+    our_tcp_client_vs_iperf(&[], &["-t", "1"], 1);
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_enhanced() {
+    let (server, _) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-e"], 1);
+    assert!(server.out().contains("(peer "), "{}", server.transcript());
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_trip_times() {
+    let (server, doc) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-e", "--trip-times"], 1);
+    let out = server.out();
+    assert!(out.contains("(trip-times)"), "{}", server.transcript());
+    let line = &stream_lines(&out, Kind::TcpRecv)[0];
+    let [avg, min, max, stdev] = line.latency_ms();
+    assert!(
+        min >= 0.0 && min <= avg && avg <= max && stdev >= 0.0,
+        "{line:?}"
+    );
+    // One burst per write of -l (default 128 KiB), each framed by our 92-byte header.
+    let (cnt, size) = line.burst_cnt_size();
+    let writes = ours(&doc).first(true).writes.expect("writes in our JSON");
+    assert_eq!(size, 131_072, "{line:?}");
+    assert!(
+        cnt.abs_diff(writes) <= 1,
+        "iperf counted {cnt} bursts, we wrote {writes}\n{}",
+        server.transcript()
+    );
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_reverse() {
+    our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-R"], 1);
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_full_duplex() {
+    our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "--full-duplex"], 1);
+}
+
+#[test]
+fn our_tcp_client_to_iperf_server_parallel_4() {
+    let (server, doc) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-P", "4"], 4);
+    let sum = lines(&server.wait_out("[SUM] line", |s| s.contains("[SUM]")))
+        .into_iter()
+        .find(|l| l.id == "SUM")
+        .unwrap();
+    assert_eq!(
+        sum.bytes,
+        ours(&doc).bytes(true).iter().sum::<u64>(),
+        "{}",
+        server.transcript()
+    );
+}
+
+#[test]
+fn our_tcp_client_peer_detect_reads_the_iperf_ack() {
+    let (_, doc) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-X"], 1);
+    // With -X we wait for the server's ack and learn its version.
+    assert!(
+        doc.to_string().contains("2.1.8"),
+        "peer version missing from {doc}"
+    );
+}
+
+// ---------------------------------------------------------------- TCP: iperf -c -> our server
+
+/// Runs `iperf -c client_args` against our TCP server and compares bytes per
+/// stream in each direction; returns our server's JSON document.
+fn iperf_tcp_client_vs_ours(client_args: &[&str], streams: usize) -> (Proc, serde_json::Value) {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, false, &["-e"]);
+    let client = iperf_client(port, client_args);
+    let reverse = client_args.contains(&"-R");
+    let duplex = client_args.contains(&"--full-duplex");
+    let doc = server.wait_json_streams(streams * if duplex { 2 } else { 1 });
+    let ctx = || format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    let out = client.out();
+    let enhanced = client_args.contains(&"-e");
+    if !reverse {
+        let kind = if enhanced { Kind::Send } else { Kind::Plain };
+        let sent = stream_lines(&out, kind);
+        assert_eq!(sent.len(), streams, "{}", ctx());
+        assert_eq!(
+            sorted_bytes(&sent),
+            ours(&doc).bytes(false),
+            "iperf sent vs we received\n{}",
+            ctx()
+        );
+    }
+    if reverse || duplex {
+        let got = stream_lines(&out, if enhanced { Kind::TcpRecv } else { Kind::Plain })
+            .into_iter()
+            .filter(|l| l.id.starts_with('*') || duplex)
+            .collect::<Vec<_>>();
+        assert_eq!(got.len(), streams, "{}", ctx());
+        assert_eq!(
+            sorted_bytes(&got),
+            ours(&doc).bytes(true),
+            "we sent vs iperf received\n{}",
+            ctx()
+        );
+    }
+    (client, doc)
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_plain() {
+    iperf_tcp_client_vs_ours(&["-t", "1"], 1);
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_enhanced() {
+    iperf_tcp_client_vs_ours(&["-t", "1", "-e"], 1);
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_trip_times() {
+    let (client, doc) = iperf_tcp_client_vs_ours(&["-t", "1", "-e", "--trip-times"], 1);
+    let (cnt, negative, min, mean, max) = ours(&doc)
+        .first(false)
+        .burst
+        .expect("burst latency in our JSON");
+    let writes: u64 = stream_lines(&client.out(), Kind::Send)[0].rest[0]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        cnt.abs_diff(writes) <= 1,
+        "we de-framed {cnt} bursts, iperf wrote {writes}: {doc}"
+    );
+    assert!(0.0 <= min && min <= mean && mean <= max, "{doc}");
+    assert_eq!(negative, 0, "same host, same clock: {doc}");
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_reverse() {
+    iperf_tcp_client_vs_ours(&["-t", "1", "-e", "-R"], 1);
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_full_duplex() {
+    iperf_tcp_client_vs_ours(&["-t", "1", "-e", "--full-duplex"], 1);
+}
+
+#[test]
+fn iperf_tcp_client_to_our_server_parallel_4() {
+    let (client, doc) = iperf_tcp_client_vs_ours(&["-t", "1", "-e", "-P", "4"], 4);
+    let sum = lines(&client.out())
+        .into_iter()
+        .find(|l| l.id == "SUM")
+        .expect("[SUM] line");
+    assert_eq!(
+        sum.bytes,
+        ours(&doc).bytes(false).iter().sum::<u64>(),
+        "{}",
+        client.transcript()
+    );
+}
+
+#[test]
+fn iperf_tcp_client_peer_detect_gets_our_ack() {
+    // iperf -X blocks until our ack arrives; trip-times adds the clock check.
+    let (client, _) = iperf_tcp_client_vs_ours(&["-t", "1", "-e", "-X", "--trip-times"], 1);
+    // iperf prints the clock check (computed from our 52-byte ack) on stderr.
+    assert!(
+        client.err().contains("Clock sync check"),
+        "{}",
+        client.transcript()
+    );
+}
+
+// ---------------------------------------------------------------- UDP
+
+/// Our UDP client against `iperf -s -u`: the server report we relay equals the
+/// server's own line.
+fn our_udp_client_vs_iperf(
+    server_args: &[&str],
+    client_args: &[&str],
+) -> (Proc, Proc, serde_json::Value) {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, true, server_args);
+    let mut args = vec!["-u", "-t", "1", "-b", "10m"];
+    args.extend_from_slice(client_args);
+    let (client, doc) = our_client(port, &args);
+    let theirs = wait_lines(&server, Kind::UdpRecv, 1).remove(0);
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    let (jitter, lost, total) = theirs.udp();
+    let o = ours(&doc);
+    let relayed = o
+        .relayed
+        .first()
+        .unwrap_or_else(|| panic!("no AckFIN relayed\n{ctx}"));
+    let (r_total, r_lost, r_jitter) = relayed.udp.expect("udp receive numbers");
+    assert_eq!(relayed.bytes, theirs.bytes, "{ctx}");
+    assert_eq!(r_lost, lost, "{ctx}");
+    assert_eq!(r_total, total, "{ctx}");
+    assert!(close_ms(r_jitter, jitter), "{ctx}");
+    assert!(lost <= total && total > 0, "{ctx}");
+    // What we sent vs what iperf counted (iperf counts the FIN datagram too).
+    let sent = o.first(true).bytes;
+    let dgram = theirs.bytes / total.max(1);
+    assert!(
+        sent.abs_diff(theirs.bytes + lost * dgram) <= 2 * dgram,
+        "sent {sent}\n{ctx}"
+    );
+    (client, server, doc)
+}
+
+#[test]
+fn our_udp_client_to_iperf_server_rate() {
+    our_udp_client_vs_iperf(&[], &[]);
+}
+
+#[test]
+fn our_udp_client_to_iperf_server_enhanced_trip_times() {
+    let (_, server, doc) = our_udp_client_vs_iperf(&["-e"], &["-e", "--trip-times"]);
+    let theirs = &stream_lines(&server.out(), Kind::UdpRecv)[0];
+    let [avg, min, max, _] = theirs.latency_ms();
+    let (rmin, rmean, rmax, _) = ours(&doc).relayed[0].latency.expect("relayed latency");
+    assert!(close_ms(rmean, avg), "{doc}\n{theirs:?}");
+    assert!(close_ms(rmin, min), "{doc}\n{theirs:?}");
+    assert!(close_ms(rmax, max), "{doc}\n{theirs:?}");
+    assert!(
+        server.out().contains("(trip-times)"),
+        "{}",
+        server.transcript()
+    );
+}
+
+/// `iperf -c -u` against our UDP server: iperf's relayed "Server Report" (our
+/// AckFIN) equals our server's own numbers.
+fn iperf_udp_client_vs_ours(client_args: &[&str]) -> (Proc, serde_json::Value) {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, true, &["-e"]);
+    let mut args = vec!["-u", "-t", "1", "-b", "10m"];
+    args.extend_from_slice(client_args);
+    let client = iperf_client(port, &args);
+    let doc = server.wait_json_streams(1);
+    let out = client.out();
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    assert!(
+        !out.contains("did not receive ack"),
+        "iperf got no AckFIN\n{ctx}"
+    );
+    let report = lines(&out)
+        .into_iter()
+        .find(|l| l.server_report)
+        .unwrap_or_else(|| panic!("no Server Report line\n{ctx}"));
+    let rec = ours(&doc).first(false).clone();
+    let (o_total, o_lost, o_jitter) = rec.udp.expect("udp receive numbers");
+    let (jitter, lost, total) = report.udp();
+    assert_eq!(report.bytes, rec.bytes, "{ctx}");
+    assert_eq!(lost, o_lost, "{ctx}");
+    assert_eq!(total, o_total, "{ctx}");
+    assert!(close_ms(jitter, o_jitter), "{ctx}");
+    (client, doc)
+}
+
+#[test]
+fn iperf_udp_client_to_our_server_rate() {
+    iperf_udp_client_vs_ours(&[]);
+}
+
+#[test]
+fn iperf_udp_client_to_our_server_enhanced_trip_times() {
+    let (client, doc) = iperf_udp_client_vs_ours(&["-e", "--trip-times"]);
+    let report = lines(&client.out())
+        .into_iter()
+        .find(|l| l.server_report)
+        .unwrap();
+    let [avg, min, max, _] = report.latency_ms();
+    let (omin, omean, omax, negative) = ours(&doc)
+        .first(false)
+        .latency
+        .expect("latency in our JSON");
+    assert!(close_ms(avg, omean), "{report:?} {doc}");
+    assert!(close_ms(min, omin), "{report:?} {doc}");
+    assert!(close_ms(max, omax), "{report:?} {doc}");
+    assert_eq!(negative, 0, "{doc}");
+}
+
+// ---------------------------------------------------------------- bloatlab extension marker
+
+/// The BLAB marker in `client_hdrext.type/length` must not change how a real
+/// 2.1.8 server treats the test (docs/wire.md): it prints a normal report with
+/// exactly the bytes we sent.
+#[test]
+fn iperf_server_accepts_bloatlab_marked_tcp_header() {
+    use bloatlab_wire::*;
+    use std::io::{Read, Write};
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, false, &["-e"]);
+    let core = ClientHeaderRepr::new(Amount::Time(std::time::Duration::from_secs(1)))
+        .with_bloatlab_ext(BLOATLAB_EXT_VERSION);
+    let h = TcpTestHeaderRepr {
+        core,
+        start_fq: None,
+        isoch_settings: None,
+    };
+    let mut buf = vec![0u8; h.buffer_len()];
+    h.emit(&mut TcpTestHeader::new_unchecked(&mut buf[..]));
+    assert_eq!(&buf[24..28], b"BLAB");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(&buf).unwrap();
+    let payload = vec![b'7'; 1 << 20];
+    for _ in 0..8 {
+        s.write_all(&payload).unwrap();
+    }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    // A plain forward test from an EXTEND client gets the 28-byte ack.
+    let ack = ClientHdrAckRepr::parse(&ClientHdrAck::new_unchecked(&back[..])).unwrap();
+    assert_eq!(ack.version, PeerVersion::IPERF_2_1_8);
+    let line = wait_lines(&server, Kind::TcpRecv, 1).remove(0);
+    assert_eq!(
+        line.bytes,
+        (buf.len() + 8 * payload.len()) as u64,
+        "{}",
+        server.transcript()
+    );
+    assert!(
+        server.out().contains("(peer 2.1.8)"),
+        "{}",
+        server.transcript()
+    );
+    assert!(!server.out().contains("WARN"), "{}", server.transcript());
+}
+
+#[test]
+fn iperf_server_accepts_bloatlab_marked_udp_header() {
+    use bloatlab_wire::*;
+    use std::time::{Duration, SystemTime};
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, true, &["-e"]);
+    let mut core = ClientHeaderRepr::new(Amount::Time(Duration::from_secs(1)))
+        .with_bloatlab_ext(BLOATLAB_EXT_VERSION);
+    core.buf_len = bloatlab_engine::config::Bytes(200);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(10)))
+        .unwrap();
+    let mut pkt = [0u8; 200];
+    let mut send = |seqno: i64| {
+        let r = UdpDatagramRepr {
+            seqno,
+            timestamp: WallTime::from(SystemTime::now()),
+            header: Some(UdpHeaderRepr::new(core)),
+        };
+        r.emit(&mut UdpDatagram::new_unchecked(&mut pkt[..]));
+        assert_eq!(&pkt[40..44], b"BLAB");
+        sock.send(&pkt).unwrap();
+    };
+    for seq in 1..=100 {
+        send(seq);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut ackfin = None;
+    let mut buf = [0u8; 2048];
+    for i in 0..200 {
+        send(-(101 + i));
+        if let Ok(n) = sock.recv(&mut buf) {
+            ackfin = Some(ServerReportRepr::parse(&AckFin::new_unchecked(&buf[..n])).unwrap());
+            break;
+        }
+    }
+    let r = ackfin.unwrap_or_else(|| panic!("no AckFIN\n{}", server.transcript()));
+    let line = wait_lines(&server, Kind::UdpRecv, 1).remove(0);
+    let (_, lost, total) = line.udp();
+    assert_eq!(
+        (r.total_bytes.0, r.datagrams as u64, r.lost as u64),
+        (line.bytes, total, lost)
+    );
+    assert!(total >= 100, "{}", server.transcript());
+    assert!(
+        server.out().contains("(peer 2.1.8)"),
+        "{}",
+        server.transcript()
+    );
+}

@@ -1,0 +1,166 @@
+//! Accuracy of the userspace emulator as independent tools see it: fping
+//! and iperf3 run inside `lab exec` must measure the configured delay, rate
+//! and queueing. Each test is a few seconds of traffic; they run one at a
+//! time (a shared lock) so they do not load each other's links.
+
+mod lab_util;
+
+use lab_util::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts `iperf3 -s -1` on the server and returns it (killed on drop).
+fn iperf3_server(lab: &LabGuard) -> Bg {
+    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
+    // Wait for the listening socket.
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
+    });
+    assert!(ok, "iperf3 server did not start");
+    bg
+}
+
+/// Runs an iperf3 client from `client` and returns the receiver's goodput
+/// in bit/s (first second omitted: slow start is not the steady state).
+fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
+    let mut args = vec!["iperf3", "-c", "10.77.0.2", "-t", "3", "-O", "1", "-J", "-C", "cubic"];
+    args.extend_from_slice(extra);
+    let o = lab.exec("client", &args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 JSON: {e}: {}{}", stdout(&o), stderr(&o)));
+    let sum = if extra.contains(&"-u") {
+        &v["end"]["sum"]
+    } else {
+        &v["end"]["sum_received"]
+    };
+    sum["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no goodput in {v}"))
+}
+
+/// fping from the client to the server while `load` runs; returns RTTs (ms).
+fn rtts_under_load(lab: &LabGuard, load: impl FnOnce() -> f64) -> (Vec<f64>, f64) {
+    std::thread::scope(|s| {
+        let pinger = s.spawn(|| {
+            // Let the queue build for 1 s, then sample for ~1.5 s.
+            std::thread::sleep(Duration::from_millis(1000));
+            fping_rtts(lab, "client", "10.77.0.2", 30, 50)
+        });
+        let goodput = load();
+        (pinger.join().expect("pinger"), goodput)
+    })
+}
+
+#[test]
+fn idle_rtt_is_twice_the_one_way_delay() {
+    let _s = serial();
+    let lab = LabGuard::up("rtt", &["--delay", "20ms"]);
+    let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 20, 50);
+    assert!(rtts.len() >= 18, "{rtts:?}");
+    let m = median(&mut rtts);
+    eprintln!("idle RTT median {m:.3} ms (configured 40)");
+    assert!((m - 40.0).abs() <= 0.5, "median idle RTT {m} ms, want 40 +- 0.5 ({rtts:?})");
+    // Asymmetric delays add up the same way.
+    drop(lab);
+    let lab = LabGuard::up("rtt", &["--up-delay", "5ms", "--down-delay", "15ms"]);
+    let mut rtts = fping_rtts(&lab, "server", "10.77.0.1", 20, 50);
+    let m = median(&mut rtts);
+    assert!((m - 20.0).abs() <= 0.5, "median idle RTT {m} ms, want 20 +- 0.5 ({rtts:?})");
+}
+
+#[test]
+fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
+    let _s = serial();
+    let lab = LabGuard::up("bulk", &["--rate", "20mbit", "--delay", "5ms"]);
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput(&lab, &[]);
+    eprintln!("TCP goodput {:.2} Mbit/s through 20 Mbit/s", g / 1e6);
+    let r = 20e6;
+    assert!(
+        g >= 0.9 * r && g <= r,
+        "TCP goodput {:.2} Mbit/s through a 20 Mbit/s link",
+        g / 1e6
+    );
+}
+
+#[test]
+fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
+    let _s = serial();
+    // base RTT 20 ms; B = 50 KiB at 20 Mbit/s = 20.48 ms of queue.
+    let lab = LabGuard::up(
+        "fifo",
+        &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fifo", "--limit", "50kb"],
+    );
+    let _srv = iperf3_server(&lab);
+    // A UDP flood above the rate keeps the FIFO full (TCP's sawtooth would
+    // drain it after each loss), so every echo request that gets in waits
+    // behind B bytes.
+    let (mut rtts, _) = rtts_under_load(&lab, || {
+        iperf3_goodput(&lab, &["-u", "-b", "26M", "-l", "1400", "-t", "4"])
+    });
+    assert!(rtts.len() >= 5, "too few echo replies under load: {rtts:?}");
+    let want = 20.0 + 51_200.0 * 8.0 / 20e6 * 1e3;
+    let m = median(&mut rtts);
+    eprintln!("FIFO RTT under load median {m:.2} ms, want {want:.2} ({} replies)", rtts.len());
+    assert!(
+        (m - want).abs() <= 0.1 * want,
+        "median RTT under load {m:.2} ms, want {want:.2} +- 10% ({rtts:?})"
+    );
+}
+
+#[test]
+fn fq_codel_keeps_latency_low_at_full_throughput() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "fqc",
+        &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
+    );
+    let _srv = iperf3_server(&lab);
+    let (mut rtts, g) = rtts_under_load(&lab, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
+    assert!(rtts.len() >= 25, "{rtts:?}");
+    let m = median(&mut rtts);
+    eprintln!("fq_codel RTT under load median {m:.2} ms, goodput {:.2} Mbit/s", g / 1e6);
+    assert!(m <= 20.0 + 15.0, "median RTT under load {m:.2} ms > base 20 + 15 ({rtts:?})");
+    assert!(g >= 0.9 * 20e6, "goodput {:.2} Mbit/s < 90% of 20", g / 1e6);
+}
+
+#[test]
+fn ecn_marks_instead_of_drops_and_receiver_agrees() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "ecn",
+        &[
+            "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel", "--ecn", "all",
+        ],
+    );
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput(&lab, &["-P", "2"]);
+    assert!(g > 0.5 * 20e6, "goodput {g}");
+    // Let the queues drain and the counters be published.
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0];
+    assert_eq!(up[0], "up", "{st}");
+    let link = &up[1]["link"];
+    let marked = link["ce_marked"]["packets"].as_u64().expect("ce_marked");
+    let aqm_drops = link["dropped"]["aqm"]["packets"].as_u64().expect("aqm drops");
+    assert!(marked > 0, "no CE marks: {link}");
+    assert_eq!(aqm_drops, 0, "AQM dropped ECN-capable packets: {link}");
+    // nstat -a: absolute counters of the server's (fresh) namespace.
+    let o = lab.exec("server", &["nstat", "-asz", "IpExtInCEPkts"]);
+    let text = stdout(&o);
+    let seen: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("IpExtInCEPkts"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no IpExtInCEPkts in nstat output: {text}"));
+    eprintln!("CE marks: emulator {marked}, receiver nstat {seen}");
+    assert_eq!(seen, marked, "receiver saw {seen} CE packets, emulator marked {marked}");
+}

@@ -1,0 +1,199 @@
+//! `bloatlab lab` lifecycle in real namespaces: up, list, status, exec,
+//! down; bad input; missing privilege; names in use; a dead emulator.
+
+mod lab_util;
+
+use lab_util::*;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn up_exec_status_list_down_round_trip() {
+    let lab = LabGuard::up("rt", &["--peer", "--clients", "2"]);
+    let ns = lab.namespaces();
+    assert_eq!(ns.len(), 4, "{ns:?}");
+
+    let st = lab.status();
+    assert_eq!(st["emulator_alive"], true, "{st}");
+    assert_eq!(st["hosts"].as_array().map(Vec::len), Some(4));
+
+    let list = stdout(&bl(&["lab", "list"]));
+    assert!(list.contains(&lab.name), "{list}");
+
+    // Packets cross the emulator: client and client2 reach server and peer.
+    for (host, target) in [
+        ("client", "10.77.0.2"),
+        ("client2", "10.77.0.3"),
+        ("server", "10.77.0.12"),
+    ] {
+        let o = lab.exec(host, &["fping", "-c", "2", "-p", "50", "-q", target]);
+        assert!(o.status.success(), "{host} -> {target}: {}", stderr(&o));
+    }
+    // exec runs inside the namespace: only lo and the TUN are visible, and
+    // the environment names the hosts.
+    let o = lab.exec(
+        "client",
+        &["sh", "-c", "ls /sys/class/net; echo $BLOATLAB_SERVER"],
+    );
+    let out = stdout(&o);
+    assert!(out.contains("bl-client") && out.contains("lo"), "{out}");
+    assert!(out.contains("10.77.0.2"), "{out}");
+    assert!(!out.contains("eth0"), "{out}");
+    // The exit status of the command is passed through.
+    assert_eq!(
+        lab.exec("server", &["sh", "-c", "exit 7"]).status.code(),
+        Some(7)
+    );
+
+    // Counters reach `lab status` (published every 0.5 s).
+    assert!(wait_until(Duration::from_secs(3), || {
+        lab.status()["counters"]["directions"][0][1]["io"]["tx_packets"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 4
+    }));
+
+    let o = bl(&["lab", "down", &lab.name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(lab.namespaces().is_empty());
+    assert!(!stdout(&bl(&["lab", "list"])).contains(&lab.name));
+    let o = bl(&["lab", "status", &lab.name]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no lab named"), "{}", stderr(&o));
+}
+
+#[test]
+fn invalid_link_specs_exit_2_naming_field_and_value() {
+    for (args, field, value) in [
+        (vec!["--rate", "0mbit"], "rate", "0mbit"),
+        (vec!["--delay", "-5ms"], "delay", "-5ms"),
+        (vec!["--qdisc", "sfq"], "qdisc", "sfq"),
+        (vec!["--down-rate", "20mbits"], "rate", "20mbits"),
+        (vec!["--loss", "150%"], "loss", "150%"),
+        (vec!["--limit", "10 furlongs"], "limit", "10 furlongs"),
+    ] {
+        let name = unique("bad");
+        let mut v = vec!["lab", "up", &name];
+        v.extend_from_slice(&args);
+        let o = bl(&v);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(field) && err.contains(value),
+            "{args:?}: {err}"
+        );
+        assert!(lab_namespaces(&name).is_empty());
+    }
+    let o = bl(&["lab", "up", "Not_Valid"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn without_root_the_privilege_is_named_and_exit_is_3() {
+    let name = unique("np");
+    for args in [
+        vec!["lab", "up", name.as_str()],
+        vec!["lab", "down", name.as_str()],
+    ] {
+        let o = Command::new(BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run as nobody");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("CAP_NET_ADMIN") && err.contains("root"),
+            "{err}"
+        );
+    }
+    assert!(lab_namespaces(&name).is_empty());
+}
+
+#[test]
+fn a_name_in_use_is_refused() {
+    let lab = LabGuard::up("dup", &[]);
+    let o = bl(&["lab", "up", &lab.name]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("already in use"), "{}", stderr(&o));
+    // The refused attempt did not disturb the running lab.
+    assert_eq!(lab.status()["emulator_alive"], true);
+    assert_eq!(lab.namespaces().len(), 2);
+}
+
+#[test]
+fn a_dead_emulator_is_reported_and_down_still_cleans_up() {
+    let lab = LabGuard::up("dead", &[]);
+    let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
+    assert!(pid > 0);
+    // SAFETY: the PID is the emulator this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(wait_until(
+        Duration::from_secs(5),
+        || lab.status()["emulator_alive"] == false
+    ));
+    let o = bl(&["lab", "status", &lab.name]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("NOT RUNNING"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("not running"), "{}", stderr(&o));
+    assert!(stdout(&bl(&["lab", "list"])).contains("DEAD"));
+    let o = bl(&["lab", "down", &lab.name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(lab.namespaces().is_empty());
+}
+
+#[test]
+fn leftovers_without_state_are_removed_by_exact_name() {
+    let lab = LabGuard::up("left", &[]);
+    let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
+    // SAFETY: our own emulator.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = std::fs::remove_file(format!("/run/bloatlab/{}.json", lab.name));
+    assert_eq!(lab.namespaces().len(), 2);
+    let o = bl(&["lab", "down", &lab.name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("leftover"), "{}", stdout(&o));
+    assert!(lab.namespaces().is_empty());
+}
+
+#[test]
+fn foreground_lab_is_torn_down_by_ctrl_c() {
+    let name = unique("fg");
+    let _guard = LabGuard { name: name.clone() };
+    let mut child = Command::new(BIN)
+        .args(["lab", "up", &name, "--foreground"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let up = wait_until(Duration::from_secs(10), || {
+        let o = bl(&["lab", "status", &name, "--json"]);
+        o.status.success()
+    });
+    assert!(up, "foreground lab never came up");
+    // SAFETY: our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert!(lab_namespaces(&name).is_empty());
+    assert!(!std::path::Path::new(&format!("/run/bloatlab/{name}.json")).exists());
+}
+
+#[test]
+fn ecn_and_sysctls_are_per_host() {
+    let lab = LabGuard::up("ecn", &["--ecn", "client"]);
+    let read = |host: &str, key: &str| {
+        stdout(&lab.exec(host, &["cat", &format!("/proc/sys/net/ipv4/{key}")]))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("client", "tcp_ecn"), "1");
+    assert_eq!(read("server", "tcp_ecn"), "2");
+    assert_eq!(read("server", "ping_group_range"), "0\t2147483647");
+    let o = lab.exec("nohost", &["true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -1,0 +1,49 @@
+//! The kernel backend: veth + bridges + tbf/pfifo/bfifo in a router
+//! namespace. This kernel has no netem, fq_codel, codel, pie or cake, so
+//! asking for them must fail naming the qdisc and leave nothing behind.
+
+mod lab_util;
+
+use lab_util::*;
+use std::time::Duration;
+
+#[test]
+fn kernel_backend_shapes_with_tbf() {
+    let lab = LabGuard::up(
+        "kern",
+        &["--backend", "kernel", "--rate", "20mbit", "--limit", "30kb"],
+    );
+    assert_eq!(lab.namespaces().len(), 3, "{:?}", lab.namespaces());
+    let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 5, 50);
+    assert!(median(&mut rtts) < 5.0, "{rtts:?}");
+    let _srv = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
+    assert!(wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
+    }));
+    let o = lab.exec(
+        "client",
+        &["iperf3", "-c", "10.77.0.2", "-t", "3", "-O", "1", "-J", "-C", "cubic"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 JSON");
+    let g = v["end"]["sum_received"]["bits_per_second"].as_f64().expect("goodput");
+    eprintln!("kernel backend TCP goodput {:.2} Mbit/s through tbf 20 Mbit/s", g / 1e6);
+    assert!(g >= 0.85 * 20e6 && g <= 20e6, "goodput {g}");
+}
+
+#[test]
+fn missing_kernel_qdiscs_are_named_and_nothing_is_left() {
+    for (args, qdisc) in [
+        (vec!["--delay", "10ms"], "netem"),
+        (vec!["--rate", "10mbit", "--qdisc", "fq_codel"], "fq_codel"),
+    ] {
+        let name = unique("kmiss");
+        let mut v = vec!["lab", "up", name.as_str(), "--backend", "kernel"];
+        v.extend_from_slice(&args);
+        let o = bl(&v);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(qdisc), "{args:?}: {err}");
+        assert!(lab_namespaces(&name).is_empty(), "{:?}", lab_namespaces(&name));
+        assert!(!std::path::Path::new(&format!("/run/bloatlab/{name}.json")).exists());
+    }
+}

@@ -1,0 +1,164 @@
+//! Helpers shared by the `lab_*` integration tests: unique lab names, a
+//! guard that always runs `lab down`, and wrappers around the binary.
+
+#![allow(dead_code)]
+
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_bloatlab");
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+/// A lab name unique to this process and call: `b<pid>-<tag><n>`.
+pub fn unique(tag: &str) -> String {
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("b{}-{tag}{n}", std::process::id() % 1_000_000);
+    assert!(name.len() <= 16, "test lab name too long: {name}");
+    name
+}
+
+/// Runs `bloatlab ARGS...` and returns its output.
+pub fn bl(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bloatlab")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A lab brought up by a test; `lab down` runs when it is dropped, on every
+/// exit path including a failed assertion.
+pub struct LabGuard {
+    pub name: String,
+}
+
+impl LabGuard {
+    /// `lab up NAME ARGS...`, asserting success.
+    pub fn up(tag: &str, args: &[&str]) -> LabGuard {
+        let name = unique(tag);
+        let g = LabGuard { name: name.clone() };
+        let mut v = vec!["lab", "up", &name];
+        v.extend_from_slice(args);
+        let o = bl(&v);
+        assert!(
+            o.status.success(),
+            "lab up {name} {args:?} failed: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        g
+    }
+
+    /// `lab exec NAME HOST -- CMD...`.
+    pub fn exec(&self, host: &str, cmd: &[&str]) -> Output {
+        let mut v = vec!["lab", "exec", &self.name, host, "--"];
+        v.extend_from_slice(cmd);
+        bl(&v)
+    }
+
+    /// Starts `lab exec NAME HOST -- CMD...` in the background.
+    pub fn spawn(&self, host: &str, cmd: &[&str]) -> std::process::Child {
+        let mut v = vec!["lab", "exec", &self.name, host, "--"];
+        v.extend_from_slice(cmd);
+        Command::new(BIN)
+            .args(&v)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lab exec")
+    }
+
+    /// `lab status NAME --json`, parsed.
+    pub fn status(&self) -> serde_json::Value {
+        let o = bl(&["lab", "status", &self.name, "--json"]);
+        serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Namespaces of this lab under /run/netns.
+    pub fn namespaces(&self) -> Vec<String> {
+        lab_namespaces(&self.name)
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        let _ = bl(&["lab", "down", &self.name]);
+    }
+}
+
+/// `/run/netns` entries that belong to lab `name`.
+pub fn lab_namespaces(name: &str) -> Vec<String> {
+    let prefix = format!("bl-{name}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.strip_prefix(&prefix).is_some_and(|h| !h.contains('-')))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A server process started with `lab exec`, killed (by PID) on drop.
+pub struct Bg(pub std::process::Child);
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `f` until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+/// Round-trip times in ms reported by `fping -C N` run inside `host`.
+pub fn fping_rtts(
+    lab: &LabGuard,
+    host: &str,
+    target: &str,
+    count: u32,
+    period_ms: u32,
+) -> Vec<f64> {
+    let c = count.to_string();
+    let p = period_ms.to_string();
+    let o = lab.exec(host, &["fping", "-C", &c, "-p", &p, "-q", target]);
+    // fping -C prints "target : 40.12 40.20 - 40.11" on stderr.
+    let text = stderr(&o);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(target))
+        .unwrap_or_else(|| panic!("no fping output: {text}"));
+    line.split(':')
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect()
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -1,0 +1,191 @@
+//! `bloatlab ping` end to end on loopback: the standalone responder (`ping --serve`)
+//! in one process, the client in another. Every responder process is killed by PID on
+//! drop; each run sends 50 probes at 10 ms (about half a second of traffic).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_bloatlab")
+}
+
+/// `bloatlab ping --serve 127.0.0.1:0`, killed on drop.
+struct Responder {
+    child: Child,
+    port: u16,
+}
+
+impl Responder {
+    fn start() -> Responder {
+        let mut child = Command::new(bin())
+            .args(["ping", "--serve", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn responder");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        // "bloatlab probe responder listening on 127.0.0.1:PORT (UDP)"
+        let port = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("127.0.0.1:"))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Responder { child, port }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ping(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("ping")
+        .args(args)
+        .output()
+        .expect("run bloatlab ping")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ping_loopback_text_summary() {
+    let r = Responder::start();
+    let port = r.port.to_string();
+    let o = ping(&["127.0.0.1", "-p", &port, "-c", "50", "--interval", "10ms", "-v"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("50 sent, 50 received, 0.0% loss"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("seq=")).count(), 50, "{out}");
+    assert!(out.contains("clock: shared"), "{out}");
+    for row in ["rtt ", "up ", "down "] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "no {row} row in {out}");
+    }
+}
+
+fn ns(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn ping_loopback_json_has_exact_one_way_delays() {
+    let r = Responder::start();
+    let port = r.port.to_string();
+    let o = ping(&["127.0.0.1", "-p", &port, "-c", "50", "--interval", "10ms", "--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stderr:\n{err}");
+    let doc: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(doc["format"], "bloatlab-results");
+    assert_eq!(doc["metadata"]["test"], "ping");
+    let probe = &doc["metadata"]["extra"]["probe"];
+    assert_eq!(probe["clock"]["shared"], true);
+    assert_eq!(probe["summary"]["sent"], 50);
+    assert_eq!(probe["summary"]["received"], 50);
+    assert_eq!(probe["summary"]["lost_up"], 0);
+    assert_eq!(probe["summary"]["lost_down"], 0);
+    let latency = doc["raw"]["latency"].as_array().unwrap();
+    let series = |kind: &str| -> Vec<Value> {
+        latency
+            .iter()
+            .find(|s| s["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} series"))["samples"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let (rtt, up, down) = (series("rtt"), series("owd_up"), series("owd_down"));
+    assert_eq!((rtt.len(), up.len(), down.len()), (50, 50, 50));
+    let mut last_sent = -1;
+    for i in 0..50 {
+        let sent = ns(&rtt[i]["sent_ns"]);
+        assert!(sent > last_sent, "send times increase");
+        last_sent = sent;
+        let (rt, u, d) = (
+            ns(&rtt[i]["delay_ns"]),
+            ns(&up[i]["delay_ns"]),
+            ns(&down[i]["delay_ns"]),
+        );
+        assert!(rt > 0 && rt < 1_000_000_000, "rtt {rt} ns");
+        assert!(u >= 0 && d >= 0);
+        // On one clock up + down = RTT minus the responder's turnaround (microseconds).
+        assert!(u + d <= rt, "up {u} + down {d} > rtt {rt}");
+        assert!(rt - (u + d) < 50_000_000, "turnaround {} ns", rt - (u + d));
+    }
+    // isochronous: 49 intervals of 10 ms, give or take scheduling
+    assert!(last_sent >= 480_000_000 && last_sent < 2_000_000_000, "{last_sent}");
+}
+
+#[test]
+fn ping_icmp_localhost() {
+    let o = ping(&["127.0.0.1", "--icmp", "-c", "20", "--interval", "10ms"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("ICMP echo"), "{out}");
+    assert!(out.contains("20 sent, 20 received"), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("up ")), "ICMP has no one-way rows: {out}");
+}
+
+#[test]
+fn ping_without_responder_says_so() {
+    // A UDP port nobody listens on (bound, then released).
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let start = Instant::now();
+    let o = ping(&["127.0.0.1", "-p", &port, "-c", "5"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "127.0.0.1:{port} did not answer bloatlab probes (is `bloatlab server` running there?)"
+        )),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn ping_invalid_host_is_a_clear_error() {
+    let o = ping(&["no such host!", "-c", "1"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot resolve `no such host!`"), "{err}");
+}
+
+#[test]
+fn ping_bad_size_is_a_usage_error() {
+    let o = ping(&["127.0.0.1", "-c", "1", "--size", "10"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("probe size 10 bytes"), "{err}");
+}
+
+#[test]
+fn responder_survives_garbage_then_answers() {
+    let r = Responder::start();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for len in [0usize, 1, 79, 80, 81, 1400] {
+        sock.send_to(&vec![0xa5; len], ("127.0.0.1", r.port)).unwrap();
+    }
+    let port = r.port.to_string();
+    let o = ping(&["127.0.0.1", "-p", &port, "-c", "10", "--interval", "10ms"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("10 sent, 10 received"), "{out}");
+}

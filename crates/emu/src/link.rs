@@ -1,0 +1,376 @@
+//! One direction of an emulated link, sans-IO.
+//!
+//! ```text
+//! enqueue(now, pkt) -> loss model -> qdisc -> serializer (rate, overhead, framing) -> delay line -> dequeue(now)
+//! ```
+//!
+//! **Virtual time.** The serializer keeps its own schedule: a packet starts serializing at
+//! `start = max(link_free, its arrival)` and the link is busy until
+//! `link_free = start + wire_bytes·8/rate`; it is delivered at `link_free + delay (+ jitter)`.
+//! The qdisc is asked for each packet at that virtual `start`, so its sojourn times and control
+//! laws see the link's schedule, not the caller's wake-up times. A driver that wakes late only
+//! delays the hand-off of packets whose delivery time has already come; it never changes the rate
+//! or the queueing (mahimahi's `rationalize()` idea, with nanosecond times).
+//!
+//! **Calling contract.** `now` is a [`Duration`] since an origin the caller picks (a virtual clock
+//! in tests, `CLOCK_MONOTONIC` in the driver). Times must not go backwards; a smaller `now` than
+//! seen before is treated as the latest time seen. Call [`Link::dequeue`] until it returns `None`,
+//! then sleep until [`Link::next_event`] (or until a new packet arrives). Nothing here allocates
+//! per packet except the packet buffer the caller hands in.
+
+use crate::config::{JitterDistribution, LinkConfig, Overhead};
+use crate::counters::{Counters, PacketBytes};
+use crate::loss::LossState;
+use crate::packet::FlowMeta;
+use crate::qdisc::{DropReason, QueueDiscipline, QueuedPacket, Sink};
+use crate::spec::SpecError;
+use crate::trace::{TraceEvent, TraceFn, Verdict};
+use bloatlab_units::{BitRate, Bytes};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+/// One direction of an emulated link.
+pub struct Link {
+    rate: Option<BitRate>,
+    overhead: Overhead,
+    delay: Duration,
+    jitter: Duration,
+    distribution: JitterDistribution,
+    qdisc: Box<dyn QueueDiscipline>,
+    loss: LossState,
+    rng: Xoshiro256PlusPlus,
+    hash_key: u64,
+    /// The latest time seen (times never go backwards).
+    clock: Duration,
+    /// Time of the latest enqueue.
+    last_input: Duration,
+    /// When the serializer finishes the packet it is sending.
+    link_free: Duration,
+    line: DelayLine,
+    counters: Counters,
+    trace: Option<TraceFn>,
+}
+
+impl fmt::Debug for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Link")
+            .field("rate", &self.rate)
+            .field("delay", &self.delay)
+            .field("qdisc", &self.qdisc)
+            .field("clock", &self.clock)
+            .field("link_free", &self.link_free)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+/// SplitMix64, to derive independent sub-seeds from the user's seed.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Link {
+    /// Builds a link from a validated config. The same `(cfg, seed)` gives the same behaviour
+    /// for the same inputs: loss, jitter, AQM coin flips and the flow-hash key derive from `seed`.
+    pub fn new(cfg: &LinkConfig, seed: u64) -> Result<Link, SpecError> {
+        cfg.validate()?;
+        Ok(Link {
+            rate: cfg.rate,
+            overhead: cfg.overhead,
+            delay: cfg.delay,
+            jitter: cfg.jitter,
+            distribution: cfg.jitter_distribution,
+            qdisc: cfg.qdisc.build(splitmix(seed ^ 0x0071_6469_7363), cfg.rate),
+            loss: LossState::new(cfg.loss),
+            rng: Xoshiro256PlusPlus::seed_from_u64(splitmix(seed)),
+            hash_key: splitmix(seed ^ 0x6861_7368),
+            clock: Duration::ZERO,
+            last_input: Duration::ZERO,
+            link_free: Duration::ZERO,
+            line: if cfg.allow_reorder && !cfg.jitter.is_zero() {
+                DelayLine::Reorder(BinaryHeap::new(), 0)
+            } else {
+                DelayLine::InOrder(VecDeque::new(), Duration::ZERO)
+            },
+            counters: Counters::default(),
+            trace: None,
+        })
+    }
+
+    /// Offers an IPv4/IPv6 packet (no link-layer header) at `now`. What happens to it is counted:
+    /// lost, dropped by the qdisc, or queued for delivery.
+    pub fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        let now = self.tick(now);
+        self.advance(now);
+        let len = packet.len() as u64;
+        self.counters.enqueued.add(len);
+        let meta = FlowMeta::of(&packet, self.hash_key);
+        if !meta.parsed {
+            self.counters.unparsed += 1;
+        }
+        let pkt = QueuedPacket {
+            data: packet,
+            enqueued_at: now,
+            meta,
+        };
+        let mut sink = LinkSink {
+            counters: &mut self.counters,
+            trace: &mut self.trace,
+        };
+        if self.loss.lose(&mut self.rng) {
+            sink.dropped(now, pkt, DropReason::Loss);
+        } else {
+            self.qdisc.enqueue(now, pkt, &mut sink);
+        }
+        self.last_input = now;
+        self.advance(now);
+    }
+
+    /// The next packet whose delivery time is at or before `now`, if any.
+    pub fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let now = self.tick(now);
+        self.advance(now);
+        let data = self.line.pop_due(now)?;
+        let len = data.len() as u64;
+        self.counters.in_transit.sub(len);
+        self.counters.dequeued.add(len);
+        Some(data)
+    }
+
+    /// The earliest time at which [`Link::dequeue`] may return a packet: the next delivery, or,
+    /// while the qdisc holds packets, a lower bound on when the next of them can be delivered.
+    /// `None` when the link is empty.
+    pub fn next_event(&self) -> Option<Duration> {
+        let queued = (self.qdisc.backlog().packets > 0).then(|| {
+            let start = self.next_start();
+            let t = start + self.delay.saturating_sub(self.max_negative_jitter());
+            match &self.line {
+                DelayLine::InOrder(_, last) => t.max(*last),
+                DelayLine::Reorder(..) => t,
+            }
+        });
+        match (self.line.next_release(), queued) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Everything this direction did so far.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Installs (or removes, with `None`) a per-packet trace callback. It is called for every
+    /// drop, CE mark and departure from the qdisc, with virtual times.
+    pub fn set_trace(&mut self, trace: Option<TraceFn>) {
+        self.trace = trace;
+    }
+
+    /// The configured rate (`None` = unlimited).
+    pub fn rate(&self) -> Option<BitRate> {
+        self.rate
+    }
+
+    fn tick(&mut self, now: Duration) -> Duration {
+        self.clock = self.clock.max(now);
+        self.clock
+    }
+
+    /// When the serializer could take the next packet from the qdisc.
+    fn next_start(&self) -> Duration {
+        self.link_free
+            .max(self.last_input)
+            .max(self.qdisc.ready_at())
+    }
+
+    fn max_negative_jitter(&self) -> Duration {
+        match self.distribution {
+            JitterDistribution::Uniform => self.jitter,
+            JitterDistribution::Normal => self.jitter * 4,
+        }
+    }
+
+    /// Runs the serializer in virtual time up to `now`: every packet that could have started
+    /// serializing by `now` leaves the qdisc at its virtual start time and enters the delay line.
+    fn advance(&mut self, now: Duration) {
+        loop {
+            if self.qdisc.backlog().packets == 0 {
+                break;
+            }
+            let start = self.next_start();
+            if start > now {
+                break;
+            }
+            let mut sink = LinkSink {
+                counters: &mut self.counters,
+                trace: &mut self.trace,
+            };
+            let Some(pkt) = self.qdisc.dequeue(start, &mut sink) else {
+                // Everything left was dropped (or the qdisc's shaper is not ready yet).
+                break;
+            };
+            let len = pkt.len();
+            let sojourn = start.saturating_sub(pkt.enqueued_at);
+            self.counters.sojourn.record(sojourn);
+            if let Some(trace) = self.trace.as_mut() {
+                trace(&TraceEvent {
+                    time: start,
+                    flow: pkt.meta.flow,
+                    size: Bytes(len),
+                    sojourn: Some(sojourn),
+                    verdict: Verdict::Sent,
+                });
+            }
+            let wire = self.overhead.wire_bytes(len);
+            let serialization = self
+                .rate
+                .and_then(|r| r.transmit_time(Bytes(wire)))
+                .unwrap_or(Duration::ZERO);
+            self.link_free = start + serialization;
+            let release = self.link_free + self.sample_delay();
+            self.line.push(release, pkt.data);
+            self.counters.in_transit.add(len);
+        }
+        let b = self.qdisc.backlog();
+        self.counters.backlog = PacketBytes {
+            packets: b.packets,
+            bytes: b.bytes,
+        };
+    }
+
+    fn sample_delay(&mut self) -> Duration {
+        if self.jitter.is_zero() {
+            return self.delay;
+        }
+        let j = self.jitter.as_secs_f64();
+        let offset = match self.distribution {
+            JitterDistribution::Uniform => (self.rng.random::<f64>() * 2.0 - 1.0) * j,
+            JitterDistribution::Normal => {
+                // Box-Muller; u1 in (0, 1] so ln is finite.
+                let u1 = 1.0 - self.rng.random::<f64>();
+                let u2 = self.rng.random::<f64>();
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                z.clamp(-4.0, 4.0) * j
+            }
+        };
+        let d = (self.delay.as_secs_f64() + offset).max(0.0);
+        Duration::from_nanos((d * 1e9).round() as u64)
+    }
+}
+
+/// Packets between the serializer and the output, ordered by delivery time.
+enum DelayLine {
+    /// Delivery times made monotonic (`release = max(release, last release)`); the second field
+    /// is the last release time.
+    InOrder(VecDeque<(Duration, Vec<u8>)>, Duration),
+    /// netem-style: jitter may reorder. The second field is a sequence number breaking ties in
+    /// arrival order.
+    Reorder(BinaryHeap<Reverse<Pending>>, u64),
+}
+
+struct Pending {
+    release: Duration,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.release, self.seq) == (o.release, o.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.release, self.seq).cmp(&(o.release, o.seq))
+    }
+}
+
+impl DelayLine {
+    fn push(&mut self, release: Duration, data: Vec<u8>) {
+        match self {
+            DelayLine::InOrder(q, last) => {
+                let r = release.max(*last);
+                *last = r;
+                q.push_back((r, data));
+            }
+            DelayLine::Reorder(h, seq) => {
+                *seq += 1;
+                h.push(Reverse(Pending {
+                    release,
+                    seq: *seq,
+                    data,
+                }));
+            }
+        }
+    }
+
+    fn next_release(&self) -> Option<Duration> {
+        match self {
+            DelayLine::InOrder(q, _) => q.front().map(|(t, _)| *t),
+            DelayLine::Reorder(h, _) => h.peek().map(|Reverse(p)| p.release),
+        }
+    }
+
+    fn pop_due(&mut self, now: Duration) -> Option<Vec<u8>> {
+        if self.next_release()? > now {
+            return None;
+        }
+        match self {
+            DelayLine::InOrder(q, _) => q.pop_front().map(|(_, d)| d),
+            DelayLine::Reorder(h, _) => h.pop().map(|Reverse(p)| p.data),
+        }
+    }
+}
+
+/// Counts and traces what the qdisc reports.
+struct LinkSink<'a> {
+    counters: &'a mut Counters,
+    trace: &'a mut Option<TraceFn>,
+}
+
+impl Sink for LinkSink<'_> {
+    fn dropped(&mut self, now: Duration, pkt: QueuedPacket, reason: DropReason) {
+        let len = pkt.len();
+        match reason {
+            DropReason::Overflow => self.counters.dropped.overflow.add(len),
+            DropReason::Aqm => self.counters.dropped.aqm.add(len),
+            DropReason::Loss => self.counters.dropped.loss.add(len),
+        }
+        if let Some(trace) = self.trace.as_mut() {
+            let queued = reason != DropReason::Loss;
+            trace(&TraceEvent {
+                time: now,
+                flow: pkt.meta.flow,
+                size: Bytes(len),
+                sojourn: queued.then(|| now.saturating_sub(pkt.enqueued_at)),
+                verdict: Verdict::Dropped(reason),
+            });
+        }
+    }
+
+    fn marked(&mut self, now: Duration, pkt: &QueuedPacket) {
+        self.counters.ce_marked.add(pkt.len());
+        if let Some(trace) = self.trace.as_mut() {
+            trace(&TraceEvent {
+                time: now,
+                flow: pkt.meta.flow,
+                size: Bytes(pkt.len()),
+                sojourn: Some(now.saturating_sub(pkt.enqueued_at)),
+                verdict: Verdict::Marked,
+            });
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Typed test configuration shared by the TCP and UDP drivers.
+//!
+//! The CLI parses iperf 2 spellings (see [`crate::suffix`]) and builds a
+//! [`ClientConfig`] or [`ServerConfig`]; the drivers never see strings. Every
+//! field documents its unit and its iperf 2 option.
+
+pub use bloatlab_units::{BitRate, Bytes};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// iperf 2's default port for TCP and UDP (`-p`).
+pub const DEFAULT_PORT: u16 = 5001;
+/// iperf 2's default TCP read/write length (`-l`): 128 KiB.
+pub const DEFAULT_TCP_LEN: Bytes = Bytes(128 * 1024);
+/// iperf 2's default UDP datagram length over IPv4 (`-l`).
+pub const DEFAULT_UDP_LEN_V4: Bytes = Bytes(1470);
+/// iperf 2's default UDP datagram length over IPv6 (`-l`).
+pub const DEFAULT_UDP_LEN_V6: Bytes = Bytes(1450);
+/// iperf 2's default UDP rate (`-b`): 1 Mbit/s with iperf's 1024-based `M`.
+pub const DEFAULT_UDP_RATE: BitRate = BitRate(1024 * 1024);
+/// iperf 2's default test duration (`-t`).
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// iperf 2's default `--near-congestion` weight.
+pub const DEFAULT_NEAR_CONGESTION_WEIGHT: f64 = 0.5;
+/// How long a server waits for a client's test header (iperf 2.1.8 uses 4 s).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long a client waits for `connect()` to complete.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Transport protocol (`-u` selects UDP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+/// How long a client sends: `-t` seconds or `-n` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// Send for this long (`-t`).
+    Time(Duration),
+    /// Send this many bytes (`-n`), the test header included (as in iperf 2).
+    Bytes(Bytes),
+}
+
+impl Default for Amount {
+    fn default() -> Self {
+        Amount::Time(DEFAULT_DURATION)
+    }
+}
+
+/// Which way the data flows on the one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Direction {
+    /// Client sends, server receives (iperf 2's default).
+    #[default]
+    Forward,
+    /// Server sends, client receives (`-R` / `--reverse`).
+    Reverse,
+    /// Both send at once on the same socket (`--full-duplex`).
+    FullDuplex,
+}
+
+/// What goes to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// iperf 2's console lines.
+    #[default]
+    Console,
+    /// iperf 2's `-y C` CSV rows.
+    Csv,
+    /// One JSON document at the end (`--json`).
+    Json,
+}
+
+/// Options that apply to every socket either role opens.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SocketOptions {
+    /// `-w`: SO_SNDBUF and SO_RCVBUF; `None` keeps the kernel default.
+    pub window: Option<Bytes>,
+    /// `-Z` / `--tcp-congestion`: TCP_CONGESTION name (e.g. `cubic`, `bbr`, `reno`).
+    pub congestion: Option<String>,
+    /// `-S` / `--tos`: IP_TOS (IPv4) or IPV6_TCLASS (IPv6) byte.
+    pub tos: Option<u8>,
+    /// `-V`: use IPv6 (the server listens on `::`).
+    pub ipv6: bool,
+    /// `-B`: local address (and optional port, 0 = any) to bind.
+    pub bind: Option<SocketAddr>,
+    /// `-N`: TCP_NODELAY (Nagle off).
+    pub nodelay: bool,
+}
+
+/// Everything a client run needs. Build with [`ClientConfig::new`] and adjust fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Server host name or address (resolved by the driver).
+    pub host: String,
+    /// `-p`: server port.
+    pub port: u16,
+    /// `-u` selects UDP.
+    pub protocol: Protocol,
+    /// `-t` or `-n`.
+    pub amount: Amount,
+    /// `-i`: interval between reports; `None` prints only the final report.
+    pub interval: Option<Duration>,
+    /// `-l`: length of each write (TCP) or datagram (UDP); `None` is the protocol default.
+    pub buffer_len: Option<Bytes>,
+    /// `-P`: number of parallel streams (at least 1).
+    pub parallel: u32,
+    /// `-b`: target rate per stream (UDP pacing); `None` is the default (1 Mbit/s for UDP).
+    pub rate: Option<BitRate>,
+    /// `-e`: enhanced reports.
+    pub enhanced: bool,
+    /// `-R`, `--full-duplex`.
+    pub direction: Direction,
+    /// `--trip-times`: frame writes with the 92-byte burst header carrying write timestamps.
+    pub trip_times: bool,
+    /// `--near-congestion[=w]`: pause `w` x sampled RTT after each `-l` write. `None` = off.
+    pub near_congestion: Option<f64>,
+    /// `-X`: ask the server for its ack and print the peer version.
+    pub peer_detect: bool,
+    /// `-w -Z -S -V -B`.
+    pub socket: SocketOptions,
+    /// Console, `-y C` or `--json`.
+    pub format: OutputFormat,
+    /// Bound on `connect()`.
+    pub connect_timeout: Duration,
+}
+
+impl ClientConfig {
+    /// iperf 2's defaults for a client of `host`.
+    pub fn new(host: impl Into<String>) -> Self {
+        ClientConfig {
+            host: host.into(),
+            port: DEFAULT_PORT,
+            protocol: Protocol::Tcp,
+            amount: Amount::default(),
+            interval: None,
+            buffer_len: None,
+            parallel: 1,
+            rate: None,
+            enhanced: false,
+            direction: Direction::Forward,
+            trip_times: false,
+            near_congestion: None,
+            peer_detect: false,
+            socket: SocketOptions::default(),
+            format: OutputFormat::Console,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The effective `-l`: the explicit value or the protocol's default.
+    pub fn effective_len(&self) -> Bytes {
+        self.buffer_len
+            .unwrap_or(match (self.protocol, self.socket.ipv6) {
+                (Protocol::Tcp, _) => DEFAULT_TCP_LEN,
+                (Protocol::Udp, false) => DEFAULT_UDP_LEN_V4,
+                (Protocol::Udp, true) => DEFAULT_UDP_LEN_V6,
+            })
+    }
+
+    /// The effective `-b` for UDP (TCP is unpaced unless `-b` is given).
+    pub fn effective_rate(&self) -> Option<BitRate> {
+        match self.protocol {
+            Protocol::Udp => Some(self.rate.unwrap_or(DEFAULT_UDP_RATE)),
+            Protocol::Tcp => self.rate,
+        }
+    }
+}
+
+/// Everything a server run needs. Build with [`ServerConfig::default`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// `-p`: port to listen on.
+    pub port: u16,
+    /// `-u` selects UDP.
+    pub protocol: Protocol,
+    /// `-i`: interval between reports.
+    pub interval: Option<Duration>,
+    /// `-l`: read length; `None` is the protocol default (128 KiB for TCP).
+    pub buffer_len: Option<Bytes>,
+    /// `-e`: enhanced reports.
+    pub enhanced: bool,
+    /// `-w -Z -S -V -B` (`-B` is the listen address).
+    pub socket: SocketOptions,
+    /// Console, `-y C` or `--json` (one document per test).
+    pub format: OutputFormat,
+    /// `-1` / `--one-off`: exit after one test.
+    pub one_off: bool,
+    /// How long to wait for a test header before dropping a connection.
+    pub header_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            port: DEFAULT_PORT,
+            protocol: Protocol::Tcp,
+            interval: None,
+            buffer_len: None,
+            enhanced: false,
+            socket: SocketOptions::default(),
+            format: OutputFormat::Console,
+            one_off: false,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The effective `-l`: the explicit value or the protocol's default.
+    pub fn effective_len(&self) -> Bytes {
+        self.buffer_len
+            .unwrap_or(match (self.protocol, self.socket.ipv6) {
+                (Protocol::Tcp, _) => DEFAULT_TCP_LEN,
+                (Protocol::Udp, false) => DEFAULT_UDP_LEN_V4,
+                (Protocol::Udp, true) => DEFAULT_UDP_LEN_V6,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_iperf2() {
+        let c = ClientConfig::new("h");
+        assert_eq!(c.port, 5001);
+        assert_eq!(c.effective_len(), Bytes(131_072));
+        assert_eq!(c.effective_rate(), None);
+        let mut u = c.clone();
+        u.protocol = Protocol::Udp;
+        assert_eq!(u.effective_len(), Bytes(1470));
+        assert_eq!(u.effective_rate(), Some(BitRate(1_048_576)));
+        u.socket.ipv6 = true;
+        assert_eq!(u.effective_len(), Bytes(1450));
+        assert_eq!(ServerConfig::default().effective_len(), Bytes(131_072));
+    }
+}

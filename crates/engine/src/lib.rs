@@ -1,0 +1,14 @@
+//! Traffic engine: iperf 2 compatible TCP and UDP clients and servers.
+//!
+//! The drivers here move bytes between sockets and the sans-IO accumulators of
+//! `bloatlab-metrics`; wire layouts come from `bloatlab-wire`. The CLI turns
+//! options into a [`config::ClientConfig`] / [`config::ServerConfig`] and calls
+//! the entry points.
+
+pub mod clock;
+pub mod config;
+pub mod sock;
+pub mod suffix;
+pub mod tcp;
+pub mod tcpinfo;
+pub mod udp;

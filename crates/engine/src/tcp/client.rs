@@ -1,0 +1,297 @@
+//! The TCP client: one thread per `-P` stream.
+
+use super::handshake::{self, client_header, find_report, read_ack};
+use super::io::is_transient;
+use super::recv::{self, RecvPlan};
+use super::report::{self, Collected, ReportSettings};
+use super::send::{self, SendPlan};
+use super::{ConnInfo, Event, Role, Sink};
+use crate::clock::wall_now;
+use crate::config::{Amount, ClientConfig, Direction};
+use crate::sock::{self, SockError};
+use crate::tcpinfo;
+use bloatlab_metrics::interval::Span;
+use bloatlab_metrics::json::TestInfo;
+use bloatlab_units::Bytes;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Extra time a receiver waits past the test duration (iperf 2's SLOPSECS).
+const SLOP: Duration = Duration::from_secs(2);
+/// How long a client waits for the server to close after its shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a client run failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Sock(#[from] SockError),
+    #[error("all {n} stream(s) failed; first: {first}")]
+    AllFailed { n: u32, first: String },
+}
+
+/// Runs a TCP client test; prints per `cfg.format`; returns what was reported.
+pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
+    let addr = sock::resolve(&cfg.host, cfg.port, cfg.socket.ipv6)?;
+    if cfg.format == crate::config::OutputFormat::Console {
+        print_banner(cfg);
+    }
+    let (sink, reporter) = report::spawn(ReportSettings {
+        role: Role::Client,
+        enhanced: cfg.enhanced,
+        format: cfg.format,
+        streams: cfg.parallel.max(1),
+        full_duplex: cfg.direction == Direction::FullDuplex,
+        test: test_info(cfg, addr),
+    });
+    let handles: Vec<_> = (1..=cfg.parallel.max(1))
+        .map(|id| {
+            let cfg = cfg.clone();
+            let sink = sink.clone();
+            std::thread::Builder::new()
+                .name(format!("tcp-client-{id}"))
+                .spawn(move || {
+                    if let Err(e) = stream(&cfg, addr, id, &sink) {
+                        let _ = sink.send(Event::Failed {
+                            stream: id,
+                            error: e.to_string(),
+                        });
+                    }
+                })
+                .expect("spawning a stream thread")
+        })
+        .collect();
+    drop(sink);
+    for h in handles {
+        let _ = h.join();
+    }
+    let collected = reporter.join().unwrap_or_default();
+    if collected.connections.is_empty()
+        && let Some((_, first)) = collected.failures.first()
+    {
+        return Err(ClientError::AllFailed {
+            n: cfg.parallel.max(1),
+            first: first.clone(),
+        });
+    }
+    Ok(collected)
+}
+
+fn print_banner(cfg: &ClientConfig) {
+    println!("------------------------------------------------------------");
+    println!("Client connecting to {}, TCP port {}", cfg.host, cfg.port);
+    if cfg.enhanced {
+        println!("Write buffer size: {} Byte", cfg.effective_len().0);
+    }
+    if let Some(w) = cfg.near_congestion {
+        println!("TCP near-congestion delay weight set to {w:.4}");
+    }
+    if let Some(cc) = &cfg.socket.congestion {
+        println!("TCP congestion control set to {cc}");
+    }
+    println!("------------------------------------------------------------");
+}
+
+/// One stream, start to finish.
+fn stream(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    id: u32,
+    sink: &Sink,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let c = sock::connect_tcp(addr, &cfg.socket, cfg.connect_timeout)?;
+    let mut s = c.stream;
+    let initial = tcpinfo::sample(&s).ok();
+    let start_wall = wall_now();
+    let hdr = client_header(cfg, start_wall);
+    // iperf 2 sends the header on its own before any data (Client.cpp:1659).
+    s.write_all(&hdr)?;
+    let t0 = Instant::now();
+    let mut tags = Vec::new();
+    if cfg.trip_times {
+        tags.push("(trip-times)".to_owned());
+    }
+    match cfg.direction {
+        Direction::Reverse => tags.push("(reverse)".to_owned()),
+        Direction::FullDuplex => tags.push("(full-duplex)".to_owned()),
+        Direction::Forward => {}
+    }
+    if cfg.peer_detect {
+        let ack = read_ack(&mut s, Instant::now() + Duration::from_secs(10))?;
+        tags.push(format!("(peer {})", ack.version));
+    }
+    let _ = sink.send(Event::Connected {
+        stream: id,
+        info: ConnInfo {
+            local: s.local_addr()?,
+            peer: s.peer_addr()?,
+            tags,
+            congestion: c.congestion,
+            initial,
+            connect_time: Some(c.connect_time),
+        },
+    });
+    let len = cfg.effective_len().0 as usize;
+    let send_plan = SendPlan {
+        stream: id,
+        len,
+        amount: cfg.amount,
+        trip_times: cfg.trip_times,
+        start_wall,
+        near_congestion: cfg.near_congestion,
+        rate: cfg.rate,
+        tcpinfo: cfg.enhanced,
+        interval: cfg.interval,
+        already_sent: Bytes(hdr.len() as u64),
+    };
+    let recv_deadline = match cfg.amount {
+        Amount::Time(d) => Some(t0 + d + SLOP),
+        Amount::Bytes(_) => None,
+    };
+    match cfg.direction {
+        Direction::Forward => {
+            let (mut acc, mut ticker) = send::run(&s, &send_plan, t0, sink)?;
+            let _ = s.shutdown(Shutdown::Write);
+            let drained = drain(&mut s);
+            let end = t0.elapsed();
+            if let Some(json) = find_report(&drained) {
+                let _ = sink.send(Event::PeerReport { stream: id, json });
+            }
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            let _ = sink.send(Event::SendFinal {
+                stream: id,
+                partial,
+                total,
+            });
+        }
+        Direction::Reverse => {
+            let already = read_server_header(&mut s, cfg.trip_times)?;
+            let plan = RecvPlan {
+                stream: id,
+                len,
+                trip_times: cfg.trip_times,
+                interval: cfg.interval,
+                deadline: recv_deadline,
+                already_read: already,
+                keep_intervals: false,
+            };
+            let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
+            let end = t0.elapsed();
+            let _ = s.shutdown(Shutdown::Write);
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            let _ = sink.send(Event::RecvFinal {
+                stream: id,
+                partial,
+                total,
+            });
+        }
+        Direction::FullDuplex => {
+            let mut rs = s.try_clone()?;
+            let rsink = sink.clone();
+            let trip = cfg.trip_times;
+            let interval = cfg.interval;
+            let reader = std::thread::spawn(move || -> std::io::Result<()> {
+                let already = read_server_header(&mut rs, trip).map_err(std::io::Error::other)?;
+                let plan = RecvPlan {
+                    stream: id,
+                    len,
+                    trip_times: trip,
+                    interval,
+                    deadline: recv_deadline,
+                    already_read: already,
+                    keep_intervals: false,
+                };
+                let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
+                let end = t0.elapsed();
+                let partial = ticker.partial(end, &mut acc);
+                let total = acc.total(Span::from_zero(end));
+                let _ = rsink.send(Event::RecvFinal {
+                    stream: id,
+                    partial,
+                    total,
+                });
+                Ok(())
+            });
+            let (mut acc, mut ticker) = send::run(&s, &send_plan, t0, sink)?;
+            let _ = s.shutdown(Shutdown::Write);
+            let end = t0.elapsed();
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            let _ = sink.send(Event::SendFinal {
+                stream: id,
+                partial,
+                total,
+            });
+            match reader.join() {
+                Ok(r) => r?,
+                Err(_) => return Err("receiver thread panicked".into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// On reverse/full-duplex trip-times tests the server's sender starts with
+/// its own test header (README 5.6); read it and count it as received.
+fn read_server_header(
+    s: &mut TcpStream,
+    trip_times: bool,
+) -> Result<Vec<usize>, handshake::HandshakeError> {
+    if !trip_times {
+        return Ok(Vec::new());
+    }
+    let (raw, _) = handshake::read_header(s, Instant::now() + Duration::from_secs(10))?;
+    Ok(vec![raw.len()])
+}
+
+/// Reads until EOF (or [`DRAIN_TIMEOUT`]), keeping up to 1 MiB + change
+/// of what arrived: an unread iperf ack and/or bloatlab's report frame.
+fn drain(s: &mut TcpStream) -> Vec<u8> {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if kept.len() < (1 << 20) + 4096 {
+                    kept.extend_from_slice(&buf[..n]);
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(_) => break,
+        }
+    }
+    kept
+}
+
+/// The `--json` test description on the client side.
+fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
+    TestInfo {
+        start_unix_us: Some(wall_now().as_micros() as u64),
+        clock: Some("realtime".into()),
+        interval_s: cfg.interval.map(|d| d.as_secs_f64()),
+        duration_s: match cfg.amount {
+            Amount::Time(d) => Some(d.as_secs_f64()),
+            Amount::Bytes(_) => None,
+        },
+        amount_bytes: match cfg.amount {
+            Amount::Bytes(b) => Some(b.0),
+            Amount::Time(_) => None,
+        },
+        buffer_bytes: Some(cfg.effective_len().0),
+        target_bits_per_second: cfg.rate.map(|r| r.0),
+        parallel: cfg.parallel,
+        trip_times: cfg.trip_times,
+        reverse: cfg.direction == Direction::Reverse,
+        full_duplex: cfg.direction == Direction::FullDuplex,
+        near_congestion_weight: cfg.near_congestion,
+        congestion_control: cfg.socket.congestion.clone(),
+        remote: Some(addr.to_string()),
+        ..TestInfo::default()
+    }
+}

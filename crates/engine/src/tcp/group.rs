@@ -1,0 +1,174 @@
+//! Server side of `-P N`: the N connections of one client share one
+//! reporter, so the server prints `[SUM]` lines like iperf 2 does.
+//!
+//! A connection whose header says `numThreads = N > 1` joins the open group
+//! of the same client address and N, or opens one. A group closes to new
+//! members once N have joined or [`JOIN_WINDOW`] has passed (a client that
+//! announced N but connected fewer never blocks later tests; its `[SUM]`
+//! lines just never complete).
+
+use super::Sink;
+use super::report::Collected;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a group accepts members after its first connection.
+pub const JOIN_WINDOW: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct Shared {
+    reporter: Mutex<Option<JoinHandle<Collected>>>,
+    /// Members that have not finished yet (including ones that never came
+    /// while the group was open).
+    left: AtomicU32,
+}
+
+#[derive(Debug)]
+struct Open {
+    sink: Sink,
+    joined: u32,
+    expected: u32,
+    opened: Instant,
+    shared: Arc<Shared>,
+}
+
+/// Open groups, keyed by client address and stream count.
+#[derive(Debug, Default)]
+pub struct Groups {
+    open: Mutex<HashMap<(IpAddr, u32), Open>>,
+}
+
+/// One connection's share of a group's reporter.
+#[derive(Debug)]
+pub struct Member {
+    pub sink: Sink,
+    shared: Arc<Shared>,
+}
+
+impl Member {
+    /// Leaves the group; the last member waits for the reporter to print
+    /// the final lines (so a `--one-off` server does not exit before them).
+    pub fn finish(self) {
+        drop(self.sink);
+        if self.shared.left.fetch_sub(1, Ordering::SeqCst) == 1
+            && let Some(h) = self.shared.reporter.lock().ok().and_then(|mut h| h.take())
+        {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Groups {
+    /// Joins (or opens, with `spawn(expected)`) the group for `peer` and `expected` streams.
+    pub fn join(
+        &self,
+        peer: IpAddr,
+        expected: u32,
+        now: Instant,
+        spawn: impl FnOnce(u32) -> (Sink, JoinHandle<Collected>),
+    ) -> Member {
+        let expected = expected.max(1);
+        let Ok(mut open) = self.open.lock() else {
+            return solo(spawn(1));
+        };
+        // Close groups whose window passed: their missing members never come.
+        open.retain(|_, g| {
+            let keep = now.duration_since(g.opened) < JOIN_WINDOW;
+            if !keep {
+                g.shared
+                    .left
+                    .fetch_sub(g.expected - g.joined, Ordering::SeqCst);
+            }
+            keep
+        });
+        if expected == 1 {
+            return solo(spawn(1));
+        }
+        let key = (peer, expected);
+        let g = open.entry(key).or_insert_with(|| {
+            let (sink, h) = spawn(expected);
+            Open {
+                sink,
+                joined: 0,
+                expected,
+                opened: now,
+                shared: Arc::new(Shared {
+                    reporter: Mutex::new(Some(h)),
+                    left: AtomicU32::new(expected),
+                }),
+            }
+        });
+        g.joined += 1;
+        let member = Member {
+            sink: g.sink.clone(),
+            shared: Arc::clone(&g.shared),
+        };
+        if g.joined >= g.expected {
+            open.remove(&key);
+        }
+        member
+    }
+}
+
+fn solo((sink, h): (Sink, JoinHandle<Collected>)) -> Member {
+    Member {
+        sink,
+        shared: Arc::new(Shared {
+            reporter: Mutex::new(Some(h)),
+            left: AtomicU32::new(1),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn spawner(count: Arc<AtomicU32>) -> impl FnOnce(u32) -> (Sink, JoinHandle<Collected>) {
+        move |_| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let (tx, rx) = mpsc::channel();
+            (tx, std::thread::spawn(move || {
+                for _ in rx {}
+                Collected::default()
+            }))
+        }
+    }
+
+    #[test]
+    fn members_of_one_client_share_a_reporter_and_the_group_closes_when_full() {
+        let groups = Groups::default();
+        let spawned = Arc::new(AtomicU32::new(0));
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let t = Instant::now();
+        let a = groups.join(ip, 2, t, spawner(spawned.clone()));
+        let b = groups.join(ip, 2, t, spawner(spawned.clone()));
+        assert_eq!(spawned.load(Ordering::SeqCst), 1);
+        // Full: the next connection opens a new group.
+        let c = groups.join(ip, 2, t, spawner(spawned.clone()));
+        assert_eq!(spawned.load(Ordering::SeqCst), 2);
+        a.finish();
+        b.finish(); // joins the first reporter, which ends once every sink is gone
+        // An expired group lets its lone member finish and join its reporter.
+        let _ = groups.join(ip, 3, t + JOIN_WINDOW * 2, spawner(spawned.clone()));
+        c.finish();
+        assert!(groups.open.lock().unwrap().len() <= 1);
+    }
+
+    #[test]
+    fn single_streams_get_their_own_reporter() {
+        let groups = Groups::default();
+        let spawned = Arc::new(AtomicU32::new(0));
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = groups.join(ip, 1, Instant::now(), spawner(spawned.clone()));
+        let b = groups.join(ip, 1, Instant::now(), spawner(spawned.clone()));
+        assert_eq!(spawned.load(Ordering::SeqCst), 2);
+        a.finish();
+        b.finish();
+    }
+}

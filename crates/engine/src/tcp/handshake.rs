@@ -1,0 +1,304 @@
+//! The in-band exchanges around a TCP test (README 5.3-5.6): the client's
+//! test header, the server's ack, the server's own header on reverse
+//! trip-times tests, and bloatlab's end-of-test report frame.
+
+use super::io::{ReadError, read_exact_by};
+use crate::clock::wall_now;
+use crate::config::{Amount, ClientConfig, Direction};
+use bloatlab_units::Bytes;
+use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, ReportFrame, ReportFrameRepr};
+use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, StartFqRepr};
+use bloatlab_wire::{
+    AckTimes, ClientHdrAck, ClientHdrAckRepr, HeaderFlags, PeerVersion, TcpTestHeader,
+    TcpTestHeaderRepr, UpperFlags, WallTime, WireError,
+};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Why a peer's header was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("test header: {0}")]
+    Read(#[from] ReadError),
+    #[error("malformed test header: {0}")]
+    Wire(#[from] WireError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a test header asks for, in engine terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestRequest {
+    pub direction: Direction,
+    pub trip_times: bool,
+    pub amount: Amount,
+    /// `-P` of the client (for grouping and `--one-off`).
+    pub parallel: u32,
+    /// `-l` if the client set it.
+    pub buffer_len: Option<Bytes>,
+    /// IP TOS the client asked the server to use.
+    pub tos: u8,
+    /// The client's start time (wall clock), sent with trip-times.
+    pub start: Option<WallTime>,
+    pub peer_version: PeerVersion,
+    /// The server must answer with an ack (README 5.4 rule).
+    pub wants_ack: bool,
+    /// The client is bloatlab (BLAB magic): send the BLXR report at the end.
+    pub bloatlab: bool,
+    /// Header length on the wire (counts in the receive totals).
+    pub header_len: usize,
+}
+
+fn to_wire_amount(a: Amount) -> WireAmount {
+    match a {
+        Amount::Time(d) => WireAmount::Time(d),
+        Amount::Bytes(b) => WireAmount::Bytes(b),
+    }
+}
+
+/// Builds the client's test header bytes (60, or 80 with trip-times).
+pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Vec<u8> {
+    let mut core =
+        ClientHeaderRepr::new(to_wire_amount(cfg.amount)).with_bloatlab_ext(BLOATLAB_EXT_VERSION);
+    core.num_threads = cfg.parallel;
+    core.port = u32::from(cfg.port);
+    core.buf_len = cfg.buffer_len.unwrap_or(Bytes(0));
+    core.tos = u16::from(cfg.socket.tos.unwrap_or(0));
+    let mut upper = UpperFlags(0);
+    if cfg.trip_times {
+        upper = upper | UpperFlags::TRIPTIME;
+    }
+    match cfg.direction {
+        Direction::Forward => {}
+        Direction::Reverse => {
+            upper = upper | UpperFlags::REVERSE;
+            core.flags = core.flags | HeaderFlags::VERSION2;
+        }
+        Direction::FullDuplex => {
+            upper = upper | UpperFlags::FULLDUPLEX;
+            core.flags = core.flags | HeaderFlags::VERSION2;
+        }
+    }
+    if cfg.peer_detect {
+        core.flags = core.flags | HeaderFlags::VERSION2 | HeaderFlags::V2PEERDETECT;
+    }
+    core.upper_flags = upper;
+    let repr = TcpTestHeaderRepr {
+        core,
+        start_fq: cfg.trip_times.then(|| StartFqRepr {
+            start: WallTime::from_since_epoch(start_wall),
+            fq_rate_bytes_per_sec: 0,
+        }),
+        isoch_settings: None,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut TcpTestHeader::new_unchecked(&mut buf[..]));
+    buf
+}
+
+/// The 80-byte header a server sends first on a reverse/full-duplex
+/// trip-times test (flags `0x400100a0`, upper TRIPTIME, its start time).
+pub fn server_reverse_header(amount: Amount, start_wall: Duration) -> Vec<u8> {
+    let mut core = ClientHeaderRepr::new(to_wire_amount(amount));
+    core.upper_flags = UpperFlags::TRIPTIME;
+    let repr = TcpTestHeaderRepr {
+        core,
+        start_fq: Some(StartFqRepr {
+            start: WallTime::from_since_epoch(start_wall),
+            fq_rate_bytes_per_sec: 0,
+        }),
+        isoch_settings: None,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut TcpTestHeader::new_unchecked(&mut buf[..]));
+    buf
+}
+
+/// Reads one test header (4 bytes of flags, then the rest per the LEN
+/// field) before `deadline`. Returns the raw bytes and the parsed header.
+pub fn read_header(
+    stream: &mut TcpStream,
+    deadline: Instant,
+) -> Result<(Vec<u8>, TcpTestHeaderRepr), HandshakeError> {
+    let mut buf = vec![0u8; 4];
+    read_exact_by(stream, &mut buf, deadline)?;
+    loop {
+        let more = bloatlab_wire::tcp_header::bytes_needed(&buf)?;
+        if more == 0 {
+            break;
+        }
+        let at = buf.len();
+        buf.resize(at + more, 0);
+        read_exact_by(stream, &mut buf[at..], deadline)?;
+    }
+    let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&buf[..]))?;
+    Ok((buf, repr))
+}
+
+/// Largest `-P` a peer may announce (more is clamped: it only sizes `[SUM]` grouping).
+pub const MAX_PARALLEL: u32 = 1024;
+/// Largest `-l` a peer may ask our reverse sender to use (its buffer is allocated).
+pub const MAX_PEER_LEN: Bytes = Bytes(16 << 20);
+
+/// Interprets a parsed client header. Values that would make us allocate or
+/// wait without bound are clamped ([`MAX_PARALLEL`], [`MAX_PEER_LEN`]).
+pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr) -> TestRequest {
+    let f = h.core.flags;
+    let up = h.core.upper_flags;
+    let direction = if up.contains(UpperFlags::FULLDUPLEX) {
+        Direction::FullDuplex
+    } else if up.contains(UpperFlags::REVERSE) {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    let amount = match h.core.amount {
+        WireAmount::Time(d) => Amount::Time(d),
+        WireAmount::Bytes(b) => Amount::Bytes(b),
+    };
+    TestRequest {
+        direction,
+        trip_times: up.contains(UpperFlags::TRIPTIME),
+        amount,
+        parallel: h.core.num_threads.clamp(1, MAX_PARALLEL),
+        buffer_len: (h.core.buf_len.0 > 0).then_some(Bytes(h.core.buf_len.0.min(MAX_PEER_LEN.0))),
+        tos: (h.core.tos & 0xff) as u8,
+        start: h.start_fq.map(|s| s.start),
+        peer_version: h.core.version,
+        wants_ack: (f.contains(HeaderFlags::EXTEND) && !f.contains(HeaderFlags::VERSION2))
+            || f.contains(HeaderFlags::V2PEERDETECT),
+        bloatlab: h.core.bloatlab_ext().is_some(),
+        header_len: raw_len,
+    }
+}
+
+/// Our version as sent in headers and acks (we speak 2.1.8's protocol).
+pub const OUR_VERSION: PeerVersion = PeerVersion::IPERF_2_1_8;
+
+/// Sends the server's ack (28 bytes, or 52 with trip-times times), with
+/// TCP_NODELAY on for that one send as iperf 2 does.
+pub fn send_ack(
+    stream: &mut TcpStream,
+    req: &TestRequest,
+    accepted_at: Duration,
+) -> std::io::Result<()> {
+    let repr = ClientHdrAckRepr {
+        flags: 0,
+        version: OUR_VERSION,
+        times: req.trip_times.then(|| AckTimes {
+            sent: req.start.unwrap_or_default(),
+            sent_rx: WallTime::from_since_epoch(accepted_at),
+            ack: WallTime::from_since_epoch(wall_now()),
+        }),
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut ClientHdrAck::new_unchecked(&mut buf[..]));
+    let nodelay = stream.nodelay().unwrap_or(false);
+    stream.set_nodelay(true)?;
+    stream.write_all(&buf)?;
+    stream.set_nodelay(nodelay)
+}
+
+/// Reads the server's ack (`-X`) before `deadline`.
+pub fn read_ack(
+    stream: &mut TcpStream,
+    deadline: Instant,
+) -> Result<ClientHdrAckRepr, HandshakeError> {
+    let mut buf = vec![0u8; 8];
+    read_exact_by(stream, &mut buf, deadline)?;
+    loop {
+        let more = bloatlab_wire::ack::bytes_needed(&buf)?;
+        if more == 0 {
+            break;
+        }
+        let at = buf.len();
+        buf.resize(at + more, 0);
+        read_exact_by(stream, &mut buf[at..], deadline)?;
+    }
+    Ok(ClientHdrAckRepr::parse(&ClientHdrAck::new_unchecked(
+        &buf[..],
+    ))?)
+}
+
+/// Finds bloatlab's report frame in the bytes a client drained after its
+/// shutdown. They may start with an iperf ack (28 or 52 bytes) that a
+/// plain forward test leaves unread. Returns the JSON payload.
+pub fn find_report(drained: &[u8]) -> Option<String> {
+    let mut rest = drained;
+    if ClientHdrAck::<&[u8]>::new_checked(rest).is_ok_and(|a| a.msg_type() == 2) {
+        let len = ClientHdrAck::new_unchecked(rest).length() as usize;
+        rest = rest.get(len..)?;
+    }
+    let frame = ReportFrame::new_checked(rest).ok()?;
+    ReportFrameRepr::parse(&frame)
+        .ok()
+        .map(|r| r.payload.to_owned())
+}
+
+/// Frames `json` as a BLXR report.
+pub fn report_frame(json: &str) -> Result<Vec<u8>, WireError> {
+    Ok(ReportFrameRepr::new(json)?.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_header_round_trips_into_a_request() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.trip_times = true;
+        cfg.direction = Direction::Reverse;
+        cfg.parallel = 4;
+        cfg.amount = Amount::Time(Duration::from_secs(3));
+        let raw = client_header(&cfg, Duration::from_secs(1_800_000_000));
+        assert_eq!(raw.len(), 80);
+        // flags: EXTEND|VERSION2|LEN_BIT|len=80 (README 5.6 shows 0x440100a0).
+        assert_eq!(&raw[0..4], &[0x44, 0x01, 0x00, 0xa0]);
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        let req = request_of(raw.len(), &repr);
+        assert_eq!(req.direction, Direction::Reverse);
+        assert!(req.trip_times && req.bloatlab && !req.wants_ack);
+        assert_eq!(req.parallel, 4);
+        assert_eq!(req.amount, Amount::Time(Duration::from_secs(3)));
+        assert_eq!(req.start.unwrap().sec, 1_800_000_000);
+    }
+
+    #[test]
+    fn hostile_sizes_are_clamped() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.parallel = u32::MAX;
+        cfg.buffer_len = Some(Bytes(0x7fff_ffff));
+        let raw = client_header(&cfg, Duration::ZERO);
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        let req = request_of(raw.len(), &repr);
+        assert_eq!(req.parallel, MAX_PARALLEL);
+        assert_eq!(req.buffer_len, Some(MAX_PEER_LEN));
+    }
+
+    #[test]
+    fn plain_forward_header_is_60_bytes_and_wants_an_ack() {
+        let cfg = ClientConfig::new("h");
+        let raw = client_header(&cfg, Duration::ZERO);
+        assert_eq!(raw.len(), 60);
+        assert_eq!(&raw[0..4], &[0x40, 0x01, 0x00, 0x78]);
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        assert!(request_of(60, &repr).wants_ack);
+    }
+
+    #[test]
+    fn report_is_found_after_an_unread_ack() {
+        let mut drained = vec![0u8; 28];
+        ClientHdrAckRepr {
+            flags: 0,
+            version: OUR_VERSION,
+            times: None,
+        }
+        .emit(&mut ClientHdrAck::new_unchecked(&mut drained[..]));
+        drained.extend(report_frame("{\"a\":1}").unwrap());
+        assert_eq!(find_report(&drained).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(find_report(&drained[..28]), None);
+        assert_eq!(find_report(b"garbage garbage garbage garbage"), None);
+    }
+}

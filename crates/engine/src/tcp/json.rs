@@ -1,0 +1,99 @@
+//! `--json` for TCP: METRICS' versioned [`Document`] (schema in
+//! `bloatlab_metrics::json` and docs/metrics.md), filled from what the
+//! reporter collected.
+//!
+//! * one [`StreamRecord`] per stream and direction (a full-duplex stream has
+//!   a `send` and a `receive` record with the same id);
+//! * `sum` with `-P > 1` (the sending side, or the receiving side for `-R`);
+//! * on a client whose server is bloatlab, `server_side` of each sending
+//!   stream holds the server's own measurements of that stream (burst
+//!   latency and its histogram, Reads=Dist), relayed in the BLXR frame.
+
+use super::Role;
+use super::report::Collected;
+use bloatlab_metrics::json::{
+    Direction, Document, IntervalRecord, Protocol, Role as JsonRole, ServerSideReport,
+    StreamRecord, SumRecord, TestInfo,
+};
+
+/// Builds the document.
+pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
+    let role = match role {
+        Role::Client => JsonRole::Client,
+        Role::Server => JsonRole::Server,
+    };
+    let mut doc = Document::new(role, Protocol::Tcp, test);
+    // Report the congestion control in effect (the kernel default when -Z is absent).
+    if let Some(cc) = c.connections.values().find_map(|i| i.congestion.clone()) {
+        doc.test.congestion_control = Some(cc);
+    }
+    for (&id, info) in &c.connections {
+        let local = Some(info.local.to_string());
+        let remote = Some(info.peer.to_string());
+        if let Some(total) = c.send_totals.get(&id) {
+            let server_side = c.peer_reports.get(&id).and_then(|text| {
+                ServerSideReport::from_json(text.as_bytes())
+                    .map_err(|e| tracing::warn!("stream {id}: server report ignored: {e}"))
+                    .ok()
+            });
+            doc.streams.push(StreamRecord {
+                id,
+                direction: Direction::Send,
+                local: local.clone(),
+                remote: remote.clone(),
+                intervals: c
+                    .send_intervals
+                    .iter()
+                    .filter(|(s, _)| *s == id)
+                    .map(|(_, x)| IntervalRecord::from_tcp_send(x))
+                    .collect(),
+                summary: IntervalRecord::from_tcp_send(total),
+                server_side,
+            });
+        }
+        if let Some(total) = c.recv_totals.get(&id) {
+            doc.streams.push(StreamRecord {
+                id,
+                direction: Direction::Receive,
+                local,
+                remote,
+                intervals: c
+                    .recv_intervals
+                    .iter()
+                    .filter(|(s, _)| *s == id)
+                    .map(|(_, x)| IntervalRecord::from_tcp_recv(x, false))
+                    .collect(),
+                summary: IntervalRecord::from_tcp_recv(total, true),
+                server_side: None,
+            });
+        }
+    }
+    let streams = c.connections.len() as u32;
+    if streams > 1 {
+        let send: Vec<IntervalRecord> = c
+            .send_sums
+            .iter()
+            .map(IntervalRecord::from_tcp_send)
+            .collect();
+        let recv: Vec<IntervalRecord> = c
+            .recv_sums
+            .iter()
+            .map(|s| IntervalRecord::from_tcp_recv(s, false))
+            .collect();
+        let (direction, mut records) = if send.is_empty() {
+            (Direction::Receive, recv)
+        } else {
+            (Direction::Send, send)
+        };
+        // The whole-test sum is the last one the reporter produced.
+        if let Some(summary) = records.pop() {
+            doc.sum = Some(SumRecord {
+                direction,
+                streams,
+                intervals: records,
+                summary,
+            });
+        }
+    }
+    doc
+}

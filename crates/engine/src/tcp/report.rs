@@ -1,0 +1,340 @@
+//! The reporter: turns [`Event`]s into console lines (METRICS' iperf 2
+//! formatting), `-y C` rows, or one JSON document at the end.
+//!
+//! Runs on its own thread so formatting and stdout never stall a data loop.
+
+use super::{ConnInfo, Event, Role};
+use crate::config::OutputFormat;
+use crate::tcp::json;
+use bloatlab_metrics::console::{
+    BW_HEADER, Console, HeaderOnce, StreamLabel, TCP_RECV_HEADER, TCP_RECV_TRIP_HEADER,
+    TCP_SEND_HEADER,
+};
+use bloatlab_metrics::interval::Span;
+use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
+use bloatlab_metrics::tcp_send::TcpSendSnapshot;
+use bloatlab_units::Bytes;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How the reporter prints.
+#[derive(Debug, Clone)]
+pub struct ReportSettings {
+    pub role: Role,
+    pub enhanced: bool,
+    pub format: OutputFormat,
+    /// Streams in this test (`[SUM]` lines when more than one).
+    pub streams: u32,
+    /// Test description for `--json`.
+    pub test: bloatlab_metrics::json::TestInfo,
+    /// Full-duplex: print `[FD n]` lines summing both directions of a stream.
+    pub full_duplex: bool,
+}
+
+/// Everything a test reported, for `--json` and for the caller's checks.
+#[derive(Debug, Clone, Default)]
+pub struct Collected {
+    pub connections: BTreeMap<u32, ConnInfo>,
+    pub send_intervals: Vec<(u32, TcpSendSnapshot)>,
+    pub recv_intervals: Vec<(u32, TcpRecvSnapshot)>,
+    pub send_totals: BTreeMap<u32, TcpSendSnapshot>,
+    pub recv_totals: BTreeMap<u32, TcpRecvSnapshot>,
+    pub send_sums: Vec<TcpSendSnapshot>,
+    pub recv_sums: Vec<TcpRecvSnapshot>,
+    pub peer_reports: BTreeMap<u32, String>,
+    pub failures: Vec<(u32, String)>,
+}
+
+/// Starts the reporter; drop every [`super::Sink`] clone, then join to get
+/// what was collected.
+pub fn spawn(settings: ReportSettings) -> (super::Sink, JoinHandle<Collected>) {
+    let (tx, rx) = mpsc::channel();
+    let h = std::thread::Builder::new()
+        .name("reporter".into())
+        .spawn(move || Reporter::new(settings).run(rx))
+        .expect("spawning the reporter thread");
+    (tx, h)
+}
+
+struct Reporter {
+    s: ReportSettings,
+    console: Console,
+    headers: HeaderOnce,
+    out: Collected,
+    /// Interval snapshots waiting for the other streams, keyed by span start.
+    pending_send: BTreeMap<Duration, Vec<TcpSendSnapshot>>,
+    pending_recv: BTreeMap<Duration, Vec<TcpRecvSnapshot>>,
+    /// Full-duplex halves waiting for the other direction: (stream, span start) -> (span, bytes).
+    pending_fd: BTreeMap<(u32, Duration), (Span, Bytes)>,
+}
+
+impl Reporter {
+    fn new(s: ReportSettings) -> Reporter {
+        Reporter {
+            s,
+            console: Console::default(),
+            headers: HeaderOnce::new(),
+            out: Collected::default(),
+            pending_send: BTreeMap::new(),
+            pending_recv: BTreeMap::new(),
+            pending_fd: BTreeMap::new(),
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Event>) -> Collected {
+        for ev in rx {
+            self.handle(ev);
+        }
+        if self.s.format == OutputFormat::Json {
+            let doc = json::document(&self.out, self.s.role, self.s.test.clone());
+            println!("{}", doc.to_json_pretty());
+        }
+        self.out
+    }
+
+    fn print(&self, line: &str) {
+        if self.s.format == OutputFormat::Console {
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "{line}");
+            let _ = o.flush();
+        }
+    }
+
+    fn header(&mut self, h: &'static str) {
+        if let Some(h) = self.headers.first(h) {
+            self.print(h);
+        }
+    }
+
+    fn label(&self, stream: u32, sending: bool) -> StreamLabel {
+        // The reversed role is the server's sender or the client's receiver.
+        let reversed = match self.s.role {
+            Role::Client => !sending,
+            Role::Server => sending,
+        };
+        if reversed {
+            StreamLabel::Reverse(stream)
+        } else {
+            StreamLabel::Id(stream)
+        }
+    }
+
+    fn send_line(&mut self, label: StreamLabel, snap: &TcpSendSnapshot) {
+        if self.s.format == OutputFormat::Csv {
+            self.csv(label, snap.span, snap.bytes.0);
+        } else if self.s.enhanced {
+            self.header(TCP_SEND_HEADER);
+            let l = self.console.tcp_send_line(label, snap);
+            self.print(&l);
+        } else {
+            self.header(BW_HEADER);
+            let l = self.console.bw_line(label, snap.span, snap.bytes);
+            self.print(&l);
+        }
+    }
+
+    fn recv_line(&mut self, label: StreamLabel, snap: &TcpRecvSnapshot) {
+        if self.s.format == OutputFormat::Csv {
+            self.csv(label, snap.span, snap.bytes.0);
+        } else if self.s.enhanced {
+            self.header(if snap.burst.is_some() {
+                TCP_RECV_TRIP_HEADER
+            } else {
+                TCP_RECV_HEADER
+            });
+            let l = self.console.tcp_recv_line(label, snap);
+            self.print(&l);
+        } else {
+            self.header(BW_HEADER);
+            let l = self.console.bw_line(label, snap.span, snap.bytes);
+            self.print(&l);
+        }
+    }
+
+    fn csv(&self, label: StreamLabel, span: Span, bytes: u64) {
+        let id = match label {
+            StreamLabel::Id(n) | StreamLabel::Reverse(n) => n,
+            _ => return, // iperf 2.1.8 prints no SUM rows
+        };
+        let Some(c) = self.out.connections.get(&id) else {
+            return;
+        };
+        let row = super::csv::row(c, self.s.role, self.s.enhanced, id, span, Bytes(bytes));
+        println!("{row}");
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Connected { stream, info } => {
+                let l = connected_line(stream, &info, self.s.enhanced);
+                self.print(&l);
+                self.out.connections.insert(stream, info);
+            }
+            Event::SendInterval { stream, snap } => {
+                let label = self.label(stream, true);
+                self.send_line(label, &snap);
+                self.full_duplex(stream, snap.span, snap.bytes, false);
+                self.out.send_intervals.push((stream, snap));
+                self.sum_send(snap, false);
+            }
+            Event::RecvInterval { stream, snap } => {
+                let label = self.label(stream, false);
+                self.recv_line(label, &snap);
+                self.full_duplex(stream, snap.span, snap.bytes, false);
+                self.sum_recv(snap.clone(), false);
+                self.out.recv_intervals.push((stream, snap));
+            }
+            Event::SendFinal {
+                stream,
+                partial,
+                total,
+            } => {
+                let label = self.label(stream, true);
+                if let Some(p) = partial {
+                    self.send_line(label, &p);
+                    self.full_duplex(stream, p.span, p.bytes, false);
+                    self.out.send_intervals.push((stream, p));
+                    self.sum_send(p, false);
+                }
+                self.send_line(label, &total);
+                self.full_duplex(stream, total.span, total.bytes, true);
+                self.out.send_totals.insert(stream, total);
+                self.sum_send(total, true);
+            }
+            Event::RecvFinal {
+                stream,
+                partial,
+                total,
+            } => {
+                let label = self.label(stream, false);
+                if let Some(p) = partial {
+                    self.recv_line(label, &p);
+                    self.full_duplex(stream, p.span, p.bytes, false);
+                    self.sum_recv(p.clone(), false);
+                    self.out.recv_intervals.push((stream, p));
+                }
+                self.recv_line(label, &total);
+                self.full_duplex(stream, total.span, total.bytes, true);
+                self.sum_recv(total.clone(), true);
+                self.out.recv_totals.insert(stream, total);
+            }
+            Event::PeerReport { stream, json } => {
+                self.out.peer_reports.insert(stream, json);
+            }
+            Event::Failed { stream, error } => {
+                eprintln!("[{stream:3}] {error}");
+                self.out.failures.push((stream, error));
+            }
+        }
+    }
+
+    /// `[FD n]`: once both directions of stream `n` reported a span, print their sum.
+    fn full_duplex(&mut self, stream: u32, span: Span, bytes: Bytes, total: bool) {
+        if !self.s.full_duplex || self.s.format != OutputFormat::Console {
+            return;
+        }
+        let key = (stream, if total { Duration::MAX } else { span.start });
+        match self.pending_fd.remove(&key) {
+            None => {
+                self.pending_fd.insert(key, (span, bytes));
+            }
+            Some((other, b)) => {
+                let span = sum_span([span, other].into_iter());
+                self.header(BW_HEADER);
+                let l = self
+                    .console
+                    .bw_line(StreamLabel::FullDuplex(stream), span, bytes + b);
+                self.print(&l);
+            }
+        }
+    }
+
+    /// Queues a snapshot for `[SUM]`; prints the sum once every stream reported it.
+    fn sum_send(&mut self, snap: TcpSendSnapshot, total: bool) {
+        if self.s.streams < 2 {
+            return;
+        }
+        let key = if total {
+            Duration::MAX
+        } else {
+            snap.span.start
+        };
+        let v = self.pending_send.entry(key).or_default();
+        v.push(snap);
+        if v.len() as u32 == self.s.streams {
+            let parts = self.pending_send.remove(&key).unwrap_or_default();
+            let span = sum_span(parts.iter().map(|p| p.span));
+            let sum = TcpSendSnapshot::sum(span, parts.iter());
+            self.send_line(StreamLabel::Sum, &sum);
+            self.out.send_sums.push(sum);
+        }
+    }
+
+    fn sum_recv(&mut self, snap: TcpRecvSnapshot, total: bool) {
+        if self.s.streams < 2 {
+            return;
+        }
+        let key = if total {
+            Duration::MAX
+        } else {
+            snap.span.start
+        };
+        let v = self.pending_recv.entry(key).or_default();
+        v.push(snap);
+        if v.len() as u32 == self.s.streams {
+            let parts = self.pending_recv.remove(&key).unwrap_or_default();
+            let span = sum_span(parts.iter().map(|p| p.span));
+            let width = parts
+                .first()
+                .map_or(Bytes(131_072), |p| Bytes(p.reads.bin_width.0 * 8));
+            let sum = TcpRecvSnapshot::sum(span, width, parts.iter());
+            self.recv_line(StreamLabel::Sum, &sum);
+            self.out.recv_sums.push(sum);
+        }
+    }
+}
+
+/// The span a `[SUM]` covers: earliest start to latest end.
+fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
+    let mut it = spans.peekable();
+    let first = it.peek().copied().unwrap_or_default();
+    let (start, end) = it.fold((first.start, first.end), |(s, e), x| {
+        (s.min(x.start), e.max(x.end))
+    });
+    Span::new(start, end)
+}
+
+/// `[  1] local 127.0.0.1 port 5001 connected with 127.0.0.1 port 41234 (...)`.
+pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
+    let mut l = format!(
+        "[{stream:3}] local {} port {} connected with {} port {}",
+        c.local.ip(),
+        c.local.port(),
+        c.peer.ip(),
+        c.peer.port()
+    );
+    for t in &c.tags {
+        if enhanced || !t.starts_with("(peer") {
+            l.push(' ');
+            l.push_str(t);
+        }
+    }
+    if let Some(cc) = &c.congestion {
+        l.push_str(&format!(" (cc={cc})"));
+    }
+    if let Some(i) = c.initial {
+        l.push_str(&format!(
+            " (icwnd/mss/irtt={}/{}/{})",
+            i.snd_cwnd,
+            i.snd_mss,
+            i.rtt.as_micros()
+        ));
+    }
+    if enhanced && let Some(ct) = c.connect_time {
+        l.push_str(&format!(" (ct={:.2} ms)", ct.as_secs_f64() * 1e3));
+    }
+    l
+}

@@ -1,0 +1,399 @@
+//! The TCP server: an accept loop and one thread per connection.
+//!
+//! A connection that does not deliver a valid test header within
+//! `header_timeout` (silent, short, oversized, garbage) gets one warning line
+//! on stderr and is closed; the server keeps serving others.
+
+use super::group::Groups;
+use super::handshake::{self, TestRequest, read_header, request_of, send_ack};
+use super::io::is_transient;
+use super::recv::{self, RecvPlan};
+use super::report::{self, ReportSettings};
+use super::send::{self, SendPlan};
+use super::{ConnInfo, Event, Role, Sink};
+use crate::clock::wall_now;
+use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
+use crate::sock::{self, SockError};
+use crate::tcpinfo;
+use bloatlab_metrics::interval::Span;
+use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
+use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
+use bloatlab_units::Bytes;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Extra time past the requested duration before a receiver gives up.
+const SLOP: Duration = Duration::from_secs(10);
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Sock(#[from] SockError),
+    #[error("accept: {0}")]
+    Accept(std::io::Error),
+}
+
+/// Binds the listener (so callers can learn the port before serving).
+pub fn bind(cfg: &ServerConfig) -> Result<TcpListener, ServerError> {
+    Ok(sock::listen_tcp(cfg.port, &cfg.socket)?)
+}
+
+/// Listens and serves until killed (or after one test with `one_off`).
+pub fn run(cfg: &ServerConfig) -> Result<(), ServerError> {
+    let listener = bind(cfg)?;
+    serve(cfg, listener)
+}
+
+/// Shared bookkeeping for `--one-off`.
+#[derive(Debug, Default)]
+struct OneOff {
+    expected: AtomicU32,
+    finished: AtomicU32,
+    done: AtomicBool,
+}
+
+/// Serves on an already bound listener.
+pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerError> {
+    if cfg.format == crate::config::OutputFormat::Console {
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
+        println!("------------------------------------------------------------");
+        println!("Server listening on TCP port {port}");
+        let len = cfg.effective_len().0;
+        if cfg.enhanced {
+            println!(
+                "Read buffer size: {} (Dist bin width={})",
+                bloatlab_metrics::cfmt::byte_snprintf(
+                    len as f64,
+                    bloatlab_metrics::cfmt::ByteFormat::AdaptiveBytes
+                ),
+                bloatlab_metrics::cfmt::byte_snprintf(
+                    (len / 8) as f64,
+                    bloatlab_metrics::cfmt::ByteFormat::AdaptiveBytes
+                )
+            );
+        }
+        println!("------------------------------------------------------------");
+    } else {
+        // stdout carries only CSV/JSON; say we are ready on stderr.
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
+        eprintln!("Server listening on TCP port {port}");
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(ServerError::Accept)?;
+    let one = Arc::new(OneOff::default());
+    let groups = Arc::new(Groups::default());
+    let next_id = AtomicU32::new(1);
+    let mut workers = Vec::new();
+    loop {
+        if cfg.one_off && one.done.load(Ordering::SeqCst) {
+            break;
+        }
+        match listener.accept() {
+            Ok((s, peer)) => {
+                let id = next_id.fetch_add(1, Ordering::SeqCst);
+                let cfg = cfg.clone();
+                let one = Arc::clone(&one);
+                let groups = Arc::clone(&groups);
+                workers.push(
+                    std::thread::Builder::new()
+                        .name(format!("tcp-conn-{id}"))
+                        .spawn(move || connection(&cfg, &groups, s, peer, id, &one))
+                        .expect("spawning a connection thread"),
+                );
+                workers.retain(|h| !h.is_finished());
+            }
+            Err(e) if is_transient(&e) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                // EMFILE and friends: log and keep going, like iperf -s.
+                tracing::warn!("accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+fn connection(
+    cfg: &ServerConfig,
+    groups: &Groups,
+    mut s: TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    one: &OneOff,
+) {
+    let accepted_wall = wall_now();
+    if let Err(e) = s.set_nonblocking(false) {
+        tracing::warn!("{peer}: {e}");
+        return;
+    }
+    let deadline = Instant::now() + cfg.header_timeout;
+    let (raw, hdr) = match read_header(&mut s, deadline) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("bloatlab server: dropping connection from {peer}: {e}");
+            return;
+        }
+    };
+    let req = request_of(raw.len(), &hdr);
+    if cfg.one_off {
+        let _ = one
+            .expected
+            .compare_exchange(0, req.parallel, Ordering::SeqCst, Ordering::SeqCst);
+    }
+    if let Err(e) = test(cfg, groups, &mut s, peer, id, &req, accepted_wall) {
+        eprintln!("bloatlab server: connection from {peer}: {e}");
+    }
+    if cfg.one_off {
+        let n = one.finished.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= one.expected.load(Ordering::SeqCst) {
+            one.done.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+fn test(
+    cfg: &ServerConfig,
+    groups: &Groups,
+    s: &mut TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    req: &TestRequest,
+    accepted_wall: Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if req.wants_ack {
+        send_ack(s, req, accepted_wall)?;
+    }
+    if req.tos != 0 && cfg.socket.tos.is_none() {
+        let sref = socket2::SockRef::from(&*s);
+        let _ = if peer.is_ipv6() {
+            sref.set_tclass_v6(u32::from(req.tos))
+        } else {
+            sref.set_tos_v4(u32::from(req.tos))
+        };
+    }
+    let test = test_info(req, peer, s.local_addr().ok());
+    let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
+        report::spawn(ReportSettings {
+            role: Role::Server,
+            enhanced: cfg.enhanced,
+            format: cfg.format,
+            streams,
+            full_duplex: req.direction == Direction::FullDuplex,
+            test,
+        })
+    });
+    let sink = member.sink.clone();
+    let mut tags = Vec::new();
+    if req.trip_times {
+        tags.push("(trip-times)".to_owned());
+    }
+    match req.direction {
+        Direction::Reverse => tags.push("(reverse)".to_owned()),
+        Direction::FullDuplex => tags.push("(full-duplex)".to_owned()),
+        Direction::Forward => {}
+    }
+    tags.push(format!("(peer {})", req.peer_version));
+    let _ = sink.send(Event::Connected {
+        stream: id,
+        info: ConnInfo {
+            local: s.local_addr()?,
+            peer,
+            tags,
+            congestion: sock::congestion_in_effect(&socket2::SockRef::from(&*s)),
+            initial: tcpinfo::sample(&*s).ok(),
+            connect_time: None,
+        },
+    });
+    let t0 = Instant::now();
+    let result = run_directions(cfg, s, id, req, t0, &sink);
+    drop(sink);
+    member.finish();
+    result
+}
+
+fn run_directions(
+    cfg: &ServerConfig,
+    s: &mut TcpStream,
+    id: u32,
+    req: &TestRequest,
+    t0: Instant,
+    sink: &Sink,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let read_len = cfg.effective_len().0 as usize;
+    let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
+    let deadline = match req.amount {
+        Amount::Time(d) => Some(t0 + d + SLOP),
+        Amount::Bytes(_) => None,
+    };
+    let recv_plan = RecvPlan {
+        stream: id,
+        len: read_len,
+        trip_times: req.trip_times,
+        interval: cfg.interval,
+        deadline,
+        already_read: if req.direction == Direction::Forward {
+            vec![req.header_len]
+        } else {
+            Vec::new()
+        },
+        keep_intervals: req.bloatlab,
+    };
+    let start_wall = wall_now();
+    let send_plan = |already: usize| SendPlan {
+        stream: id,
+        len: write_len,
+        amount: req.amount,
+        trip_times: req.trip_times,
+        start_wall,
+        near_congestion: None,
+        rate: None,
+        tcpinfo: cfg.enhanced,
+        interval: cfg.interval,
+        already_sent: Bytes(already as u64),
+    };
+    // Reverse senders with trip-times announce themselves with their own header.
+    let own_header = |s: &mut TcpStream| -> std::io::Result<usize> {
+        if !req.trip_times {
+            return Ok(0);
+        }
+        let h = handshake::server_reverse_header(req.amount, start_wall);
+        s.write_all(&h)?;
+        Ok(h.len())
+    };
+    match req.direction {
+        Direction::Forward => {
+            let (mut acc, mut ticker, mut kept) = recv::run(s, &recv_plan, t0, sink)?;
+            let end = t0.elapsed();
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            if req.bloatlab {
+                kept.extend(partial.clone());
+                send_report(s, id, &kept, &total);
+            }
+            let _ = sink.send(Event::RecvFinal {
+                stream: id,
+                partial,
+                total,
+            });
+        }
+        Direction::Reverse => {
+            let sent = own_header(s)?;
+            let (mut acc, mut ticker) = send::run(s, &send_plan(sent), t0, sink)?;
+            let _ = s.shutdown(Shutdown::Write);
+            let end = t0.elapsed();
+            drain(s);
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            let _ = sink.send(Event::SendFinal {
+                stream: id,
+                partial,
+                total,
+            });
+        }
+        Direction::FullDuplex => {
+            let rs = s.try_clone()?;
+            let rsink = sink.clone();
+            let plan = recv_plan.clone();
+            let reader = std::thread::spawn(move || -> std::io::Result<()> {
+                let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
+                let end = t0.elapsed();
+                let partial = ticker.partial(end, &mut acc);
+                let total = acc.total(Span::from_zero(end));
+                let _ = rsink.send(Event::RecvFinal {
+                    stream: plan.stream,
+                    partial,
+                    total,
+                });
+                Ok(())
+            });
+            let sent = own_header(s)?;
+            let (mut acc, mut ticker) = send::run(s, &send_plan(sent), t0, sink)?;
+            let _ = s.shutdown(Shutdown::Write);
+            let end = t0.elapsed();
+            let partial = ticker.partial(end, &mut acc);
+            let total = acc.total(Span::from_zero(end));
+            let _ = sink.send(Event::SendFinal {
+                stream: id,
+                partial,
+                total,
+            });
+            match reader.join() {
+                Ok(r) => r?,
+                Err(_) => return Err("receiver thread panicked".into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// bloatlab extension: after the client's shutdown, send the server-side
+/// measurements of the test (METRICS' `ServerSideReport`) as one BLXR
+/// frame, then close. A client that is gone by then just misses it.
+fn send_report(s: &mut TcpStream, id: u32, intervals: &[TcpRecvSnapshot], total: &TcpRecvSnapshot) {
+    let rep = ServerSideReport::new(
+        id,
+        intervals
+            .iter()
+            .map(|x| IntervalRecord::from_tcp_recv(x, false))
+            .collect(),
+        IntervalRecord::from_tcp_recv(total, true),
+    );
+    let payload = String::from_utf8(rep.to_json()).unwrap_or_default();
+    match handshake::report_frame(&payload) {
+        Ok(frame) => {
+            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+            if let Err(e) = s.write_all(&frame) {
+                tracing::debug!("report frame not delivered: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("report frame: {e}"),
+    }
+}
+
+/// Waits (briefly) for the client to close after a reverse test.
+fn drain(s: &mut TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut buf = [0u8; 4096];
+    while Instant::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// The `--json` test description on the server side.
+fn test_info(req: &TestRequest, peer: SocketAddr, local: Option<SocketAddr>) -> TestInfo {
+    TestInfo {
+        start_unix_us: req.start.map(|w| w.as_micros() as u64),
+        clock: Some("realtime".into()),
+        duration_s: match req.amount {
+            Amount::Time(d) => Some(d.as_secs_f64()),
+            Amount::Bytes(_) => None,
+        },
+        amount_bytes: match req.amount {
+            Amount::Bytes(b) => Some(b.0),
+            Amount::Time(_) => None,
+        },
+        buffer_bytes: req.buffer_len.map(|b| b.0),
+        parallel: req.parallel,
+        trip_times: req.trip_times,
+        reverse: req.direction == Direction::Reverse,
+        full_duplex: req.direction == Direction::FullDuplex,
+        local: local.map(|a| a.to_string()),
+        remote: Some(peer.to_string()),
+        peer_version: Some(req.peer_version.to_string()),
+        ..TestInfo::default()
+    }
+}

@@ -1,0 +1,101 @@
+//! `getsockopt(TCP_INFO)`: the sender-side numbers behind iperf 2's
+//! `Rtry`, `Cwnd/RTT(var)` and `NetPwr` columns.
+//!
+//! The struct is zero-initialised and only fields that lie entirely within
+//! the length the kernel wrote back are trusted (`libc::tcp_info` grows with
+//! libc releases; an older kernel copies fewer bytes).
+
+use std::mem::{offset_of, size_of};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+pub use bloatlab_metrics::tcp_send::TcpInfoSample;
+
+/// Reads TCP_INFO from a connected TCP socket. Costs one syscall (about a
+/// microsecond); see docs/engine.md for how often the drivers call it.
+pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, which outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let len = len as usize;
+    let has = |end: usize| end <= len;
+    let us = |v: u32| Duration::from_micros(u64::from(v));
+    Ok(TcpInfoSample {
+        rtt: if has(offset_of!(libc::tcp_info, tcpi_rtt) + 4) {
+            us(info.tcpi_rtt)
+        } else {
+            Duration::ZERO
+        },
+        rttvar: if has(offset_of!(libc::tcp_info, tcpi_rttvar) + 4) {
+            us(info.tcpi_rttvar)
+        } else {
+            Duration::ZERO
+        },
+        snd_cwnd: if has(offset_of!(libc::tcp_info, tcpi_snd_cwnd) + 4) {
+            info.tcpi_snd_cwnd
+        } else {
+            0
+        },
+        snd_mss: if has(offset_of!(libc::tcp_info, tcpi_snd_mss) + 4) {
+            info.tcpi_snd_mss
+        } else {
+            0
+        },
+        total_retrans: if has(offset_of!(libc::tcp_info, tcpi_total_retrans) + 4) {
+            info.tcpi_total_retrans
+        } else {
+            0
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn loopback_sample_has_plausible_values() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let buf = vec![7u8; 256 * 1024];
+        let reader = std::thread::spawn(move || {
+            let mut sink = vec![0u8; 64 * 1024];
+            let mut total = 0;
+            while total < 256 * 1024 {
+                total += s.read(&mut sink).unwrap();
+            }
+        });
+        c.write_all(&buf).unwrap();
+        reader.join().unwrap();
+        let t = sample(&c).unwrap();
+        assert!(t.snd_mss > 1000, "{t:?}");
+        assert!(t.snd_cwnd >= 1, "{t:?}");
+        assert!(
+            t.rtt > Duration::ZERO && t.rtt < Duration::from_secs(1),
+            "{t:?}"
+        );
+        assert_eq!(t.cwnd().0, u64::from(t.snd_cwnd) * u64::from(t.snd_mss));
+    }
+
+    #[test]
+    fn not_a_tcp_socket_is_an_error() {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(sample(&u).is_err());
+    }
+}

@@ -1,0 +1,444 @@
+//! The UDP client: one thread per `-P` stream, each with its own connected
+//! socket, pacer and statistics; one reporter thread prints.
+//!
+//! A stream's life (README 5.9):
+//! 1. send `-l`-byte datagrams with ids 1, 2, 3, ... and CLOCK_REALTIME send
+//!    times, paced by the sans-IO [`Pacer`] (absolute-deadline sleeps, short
+//!    spin) or unpaced with `sendmmsg` batches for `-b 0`;
+//! 2. at the end (`-t` elapsed or `-n` bytes sent) send the FIN, a datagram
+//!    with id `-(next id)`, every 10 ms with an ever more negative id, up to
+//!    200 times, until the server's AckFIN arrives;
+//! 3. report the final line, `Sent N datagrams` and the `Server Report:`
+//!    decoded from the AckFIN (plus the bloatlab report frame, if any).
+
+use super::clock::{self, Mono, realtime_now};
+use super::conn::ConnInfo;
+use super::datagram::{Template, header_repr, stamp};
+use super::mmsg::SendBatch;
+use super::pacer::{Pace, Pacer};
+use super::report::{self, Collected, Event, ReportSettings, ServerOutcome, Side};
+use super::server_report::parse_ack_fin;
+use super::{UdpError, sock};
+use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFormat};
+use bloatlab_metrics::interval::{IntervalClock, Span};
+use bloatlab_metrics::json::TestInfo;
+use bloatlab_metrics::udp_send::UdpSendStats;
+use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::ack_fin::ACK_FIN_LEN;
+use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// Gap between FIN sends (iperf 2.1.8 `AwaitServerFinPacket`: select 10 ms).
+pub const FIN_RETRY: Duration = Duration::from_millis(10);
+/// FIN sends before giving up (2 s in all).
+pub const FIN_TRIES: u32 = 200;
+/// Start offset between consecutive `-P` streams (see `stream`).
+pub const STREAM_STAGGER: Duration = Duration::from_millis(5);
+
+/// Runs a UDP client test; prints per `cfg.format`; returns what was reported.
+/// Fails only if no stream could even start (every stream's error is in
+/// the result otherwise).
+pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
+    if cfg.direction != Direction::Forward {
+        return Err(UdpError::Config(
+            "-R/--reverse and --full-duplex are not supported over UDP yet".into(),
+        ));
+    }
+    let addr = sock::resolve(&cfg.host, cfg.port, cfg.socket.ipv6)?;
+    let rate = cfg.rate.unwrap_or(DEFAULT_UDP_RATE);
+    let len = cfg.effective_len();
+    // Validate the length once, before any thread starts.
+    Template::new(header_repr(cfg, Duration::ZERO, rate), len)?;
+    if cfg.format == OutputFormat::Console {
+        print_banner(cfg, addr, len, rate);
+    }
+    let streams = cfg.parallel.max(1);
+    let start_wall = realtime_now();
+    let (sink, reporter) = report::spawn(ReportSettings {
+        side: Side::Client,
+        enhanced: cfg.enhanced,
+        format: cfg.format,
+        streams,
+        test: test_info(cfg, rate, len, start_wall),
+    });
+    // Sockets first, so the shared time origin (and every stream's first
+    // datagram) comes right before sending starts, not before set-up.
+    let mut socks = Vec::new();
+    for id in 1..=streams {
+        match open_stream(cfg, addr, id, &sink) {
+            Ok(sock) => socks.push((id, sock)),
+            Err(e) => {
+                let _ = sink.send(Event::Failed {
+                    stream: id,
+                    error: e.to_string(),
+                });
+            }
+        }
+    }
+    // One origin for every stream so their intervals line up for [SUM].
+    let mono = Mono::start();
+    let mut handles = Vec::new();
+    for (id, sock) in socks {
+        let cfg = cfg.clone();
+        let sink = sink.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("udp-client-{id}"))
+            .spawn(move || {
+                if let Err(e) = stream(&cfg, sock, id, mono, start_wall, &sink) {
+                    let _ = sink.send(Event::Failed {
+                        stream: id,
+                        error: e.to_string(),
+                    });
+                }
+            })
+            .map_err(|e| UdpError::Io {
+                op: "thread spawn",
+                source: e,
+            })?;
+        handles.push(h);
+    }
+    drop(sink);
+    for h in handles {
+        let _ = h.join();
+    }
+    let collected = reporter.join().map_err(|_| UdpError::ThreadPanicked)?;
+    if collected.streams.is_empty()
+        && let Some((_, first)) = collected.failures.first()
+    {
+        return Err(UdpError::Config(format!(
+            "all {streams} stream(s) failed; first: {first}"
+        )));
+    }
+    Ok(collected)
+}
+
+fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration) -> TestInfo {
+    TestInfo {
+        start_unix_us: u64::try_from(start_wall.as_micros()).ok(),
+        clock: Some("realtime".into()),
+        interval_s: cfg.interval.map(|d| d.as_secs_f64()),
+        duration_s: match cfg.amount {
+            Amount::Time(d) => Some(d.as_secs_f64()),
+            Amount::Bytes(_) => None,
+        },
+        amount_bytes: match cfg.amount {
+            Amount::Bytes(b) => Some(b.0),
+            Amount::Time(_) => None,
+        },
+        buffer_bytes: Some(len.0),
+        target_bits_per_second: Some(rate.0),
+        parallel: cfg.parallel.max(1),
+        trip_times: cfg.trip_times,
+        remote: Some(format!("{}:{}", cfg.host, cfg.port)),
+        ..TestInfo::default()
+    }
+}
+
+fn print_banner(cfg: &ClientConfig, addr: SocketAddr, len: Bytes, rate: BitRate) {
+    println!("------------------------------------------------------------");
+    if cfg.enhanced {
+        println!(
+            "Client connecting to {}, UDP port {} with pid {} ({} flows)",
+            cfg.host,
+            addr.port(),
+            std::process::id(),
+            cfg.parallel.max(1)
+        );
+        if let Some(tos) = cfg.socket.tos {
+            println!("TOS set to {tos:#x}");
+        }
+    } else {
+        println!(
+            "Client connecting to {}, UDP port {}",
+            cfg.host,
+            addr.port()
+        );
+    }
+    let pacer = Pacer::new(rate, len, Duration::ZERO);
+    match pacer.gap() {
+        Some(g) => println!(
+            "Sending {} byte datagrams, IPG target: {:.2} us (exact schedule, bounded catch-up)",
+            len.0,
+            g.as_secs_f64() * 1e6
+        ),
+        None => println!(
+            "Sending {} byte datagrams, unpaced (as fast as possible)",
+            len.0
+        ),
+    }
+    println!("------------------------------------------------------------");
+}
+
+/// The per-stream send state between the loop and the FIN exchange.
+struct StreamTx {
+    sock: UdpSocket,
+    batch: SendBatch,
+    stats: UdpSendStats,
+    /// Next sequence number to use.
+    seq: i64,
+    /// When the last datagram went out (test clock).
+    last_sent: Option<Duration>,
+    len: Bytes,
+}
+
+/// Opens and connects one stream's socket and announces it.
+fn open_stream(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    id: u32,
+    sink: &Sender<Event>,
+) -> Result<UdpSocket, UdpError> {
+    let sock = sock::client_socket(addr, &cfg.socket)?;
+    let local = sock.local_addr().map_err(|e| UdpError::Io {
+        op: "getsockname",
+        source: e,
+    })?;
+    let mut tags = Vec::new();
+    if cfg.trip_times {
+        tags.push("(trip-times)".to_owned());
+    }
+    let _ = sink.send(Event::Connected {
+        stream: id,
+        info: ConnInfo {
+            local,
+            peer: addr,
+            tags,
+        },
+    });
+    Ok(sock)
+}
+
+fn stream(
+    cfg: &ClientConfig,
+    sock: UdpSocket,
+    id: u32,
+    mono: Mono,
+    start_wall: Duration,
+    sink: &Sender<Event>,
+) -> Result<(), UdpError> {
+    clock::tighten_timer_slack();
+    let rate = cfg.rate.unwrap_or(DEFAULT_UDP_RATE);
+    let len = cfg.effective_len();
+    let tmpl = Template::new(header_repr(cfg, start_wall, rate), len)?;
+    // Stagger -P streams by a few ms: a 2.1.8 server hands its listening
+    // socket to the first flow with connect() and opens a new one, and a
+    // second flow's first datagram landing in that window is counted in
+    // the wrong flow (seen here as 1 out-of-order + 1 lost).
+    let stagger = STREAM_STAGGER.saturating_mul(id.saturating_sub(1).min(20));
+    let t0 = mono.now().max(stagger);
+    let pacer = Pacer::new(rate, len, t0);
+    // Every datagram of a batch carries the batch's send time, and loopback
+    // spends ~3 us per datagram inside sendmmsg: 32 keeps that skew under
+    // ~100 us while the syscall cost stays a few % of the kernel's. Paced:
+    // the pacer rarely has more than a few datagrams due.
+    let slots = if pacer.is_paced() { 8 } else { 32 };
+    let mut tx = StreamTx {
+        batch: SendBatch::new(slots, &tmpl.bytes),
+        sock,
+        stats: UdpSendStats::new(t0),
+        seq: 1,
+        last_sent: None,
+        len,
+    };
+    let ivl = cfg.interval.map(IntervalClock::new);
+    let pacer_gap = pacer.gap();
+    let last_boundary = send_loop(
+        cfg,
+        &mut tx,
+        pacer.with_max_batch(slots as u32),
+        mono,
+        t0,
+        ivl,
+        id,
+        sink,
+    );
+    // The test ends when the last datagram's slot ends (its send time plus
+    // one gap), not when a possibly descheduled loop noticed the deadline.
+    let gap = pacer_gap.unwrap_or(Duration::ZERO);
+    let end = match tx.last_sent {
+        Some(t) => mono.now().min(t + gap).max(last_boundary),
+        None => mono.now(),
+    };
+    let partial = ivl.and_then(|c| {
+        let span = Span::new(last_boundary, end);
+        let snap = tx.stats.take_interval(span);
+        // A partial interval starting at 0 is the whole test: the total says it.
+        (c.is_significant_partial(span) && snap.writes > 0 && !span.start.is_zero())
+            .then_some(snap)
+    });
+    let total = tx.stats.total(Span::from_zero(end));
+    let (server, last_fin) = fin_exchange(&mut tx);
+    let _ = sink.send(Event::SendFinal {
+        stream: id,
+        partial,
+        total,
+        // iperf 2.1.8 prints the id after the last FIN: 2553 data datagrams
+        // and one FIN (-2554) print "Sent 2555 datagrams" (captures/08b).
+        sent: last_fin.unsigned_abs() + 1,
+        server,
+    });
+    Ok(())
+}
+
+/// Sends until the amount is reached; emits interval events. Returns the
+/// start of the interval in progress (for the final partial line).
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+fn send_loop(
+    cfg: &ClientConfig,
+    tx: &mut StreamTx,
+    mut pacer: Pacer,
+    mono: Mono,
+    t0: Duration,
+    ivl: Option<IntervalClock>,
+    id: u32,
+    sink: &Sender<Event>,
+) -> Duration {
+    let end = match cfg.amount {
+        Amount::Time(d) => Some(t0 + d),
+        Amount::Bytes(_) => None,
+    };
+    // -n: datagrams to send, rounded up (iperf 2 sends whole datagrams).
+    let mut budget = match cfg.amount {
+        Amount::Bytes(b) => Some(b.0.div_ceil(tx.len.0.max(1))),
+        Amount::Time(_) => None,
+    };
+    let mut interval_start = Duration::ZERO;
+    let mut next_report = ivl.map(|c| c.next_boundary(t0));
+    let len = tx.len;
+    loop {
+        let now = mono.now();
+        while let (Some(c), Some(b)) = (ivl, next_report) {
+            if now < b {
+                break;
+            }
+            let snap = tx.stats.take_interval(Span::new(interval_start, b));
+            let _ = sink.send(Event::SendInterval { stream: id, snap });
+            interval_start = b;
+            next_report = Some(b + c.every());
+        }
+        if end.is_some_and(|e| now >= e) || budget == Some(0) {
+            return interval_start;
+        }
+        match pacer.poll(now) {
+            Pace::WaitUntil(t) => {
+                let mut wake = t;
+                if let Some(b) = next_report {
+                    wake = wake.min(b);
+                }
+                if let Some(e) = end {
+                    wake = wake.min(e);
+                }
+                mono.sleep_until(wake);
+            }
+            Pace::SendNow(n) => {
+                let mut n = n as usize;
+                if let Some(b) = budget {
+                    n = n.min(usize::try_from(b).unwrap_or(usize::MAX));
+                }
+                let wall = realtime_now();
+                for i in 0..n {
+                    stamp(tx.batch.datagram_mut(i), tx.seq + i as i64, wall);
+                }
+                let used = match tx.batch.send(&tx.sock, n) {
+                    Ok(k) => {
+                        for _ in 0..k {
+                            tx.stats.on_datagram(len, now);
+                        }
+                        if k > 0 {
+                            tx.last_sent = Some(now);
+                        }
+                        k.max(1).min(n)
+                    }
+                    Err(e) => {
+                        // ENOBUFS, ECONNREFUSED (ICMP port unreachable from
+                        // an earlier datagram), EAGAIN: iperf 2 counts these
+                        // as Write/Err and keeps going; the id is consumed so
+                        // the server counts it as lost.
+                        tracing::debug!(stream = id, error = %e, "UDP send failed");
+                        tx.stats.on_write_error();
+                        if e.kind() == io::ErrorKind::WouldBlock {
+                            mono.sleep_until(mono.now() + Duration::from_micros(50));
+                        }
+                        1
+                    }
+                };
+                tx.seq += used as i64;
+                pacer.on_sent(used as u32);
+                if let Some(b) = &mut budget {
+                    *b = b.saturating_sub(used as u64);
+                }
+            }
+        }
+    }
+}
+
+/// Sends the FIN until the AckFIN arrives. Returns the outcome and the last
+/// FIN id sent (negative).
+fn fin_exchange(tx: &mut StreamTx) -> (ServerOutcome, i64) {
+    let mut buf = vec![0u8; 65_536];
+    let mut fin = -tx.seq;
+    let _ = tx.sock.set_read_timeout(Some(FIN_RETRY));
+    for tries in 1..=FIN_TRIES {
+        let d = tx.batch.datagram_mut(0);
+        stamp(d, fin, realtime_now());
+        let _ = tx.batch.send(&tx.sock, 1);
+        let deadline = std::time::Instant::now() + FIN_RETRY;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let _ = tx.sock.set_read_timeout(Some(left));
+            match tx.sock.recv(&mut buf) {
+                Ok(n) => {
+                    if let Some(outcome) = decode_ack(&buf[..n]) {
+                        return (outcome, fin);
+                    }
+                    // A stale client_hdr_ack or stray datagram: keep waiting.
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break;
+                }
+                Err(e) => {
+                    // ECONNREFUSED: nobody listens. Wait out the retry gap so
+                    // 200 tries still take 2 s, as in iperf 2.
+                    tracing::debug!(error = %e, tries, "waiting for the AckFIN");
+                    std::thread::sleep(left);
+                    break;
+                }
+            }
+        }
+        if tries < FIN_TRIES {
+            fin -= 1;
+        }
+    }
+    (ServerOutcome::NoAck { tries: FIN_TRIES }, fin)
+}
+
+/// An AckFIN, optionally followed by a bloatlab report frame in the same
+/// datagram (see `docs/engine.md`, UDP section).
+fn decode_ack(bytes: &[u8]) -> Option<ServerOutcome> {
+    let report = parse_ack_fin(bytes).ok()?;
+    let frame_json = bytes.get(ACK_FIN_LEN..).and_then(|rest| {
+        if rest.is_empty() {
+            return None;
+        }
+        let v = ReportFrame::new_checked(rest).ok()?;
+        match ReportFrameRepr::parse(&v) {
+            Ok(f) => Some(f.payload.to_owned()),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a malformed bloatlab report frame");
+                None
+            }
+        }
+    });
+    Some(ServerOutcome::Report { report, frame_json })
+}

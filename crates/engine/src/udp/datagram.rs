@@ -1,0 +1,227 @@
+//! Building the client's datagram template and reading a received datagram.
+//!
+//! iperf 2.1.8 builds one buffer per stream and rewrites only the sequence
+//! number and send time before each `write()` (README 5.9); the test header
+//! is repeated in every datagram. [`Template`] does the same: the header is
+//! emitted once by `bloatlab-wire`, the payload is iperf's `0123456789`
+//! pattern, and [`stamp`] rewrites the 16-byte prefix in place.
+
+use super::UdpError;
+use crate::config::{Amount, ClientConfig};
+use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::bloatlab::BLOATLAB_EXT_VERSION;
+use bloatlab_wire::udp::PREFIX_LEN;
+use bloatlab_wire::{
+    Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr, UdpDatagram, UdpDatagramRepr,
+    UdpHeaderRepr, UdpTestsRepr, UpperFlags, WallTime,
+};
+use std::time::Duration;
+
+/// Largest UDP payload over IPv4 (65535 − 8 − 20).
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// What a client stream sends.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// One full datagram (`-l` bytes) with sequence number 0 and time 0.
+    pub bytes: Vec<u8>,
+}
+
+/// The test header a bloatlab UDP client repeats in every datagram.
+pub fn header_repr(cfg: &ClientConfig, start_wall: Duration, rate: BitRate) -> UdpHeaderRepr {
+    let amount = match cfg.amount {
+        Amount::Time(d) => WireAmount::Time(d),
+        Amount::Bytes(b) => WireAmount::Bytes(b),
+    };
+    let mut core = ClientHeaderRepr::new(amount).with_bloatlab_ext(BLOATLAB_EXT_VERSION);
+    core.num_threads = cfg.parallel.max(1);
+    core.port = u32::from(cfg.port);
+    core.buf_len = cfg.buffer_len.unwrap_or(Bytes(0));
+    core.tos = u16::from(cfg.socket.tos.unwrap_or(0));
+    core.rate = Rate::Bits(rate);
+    let mut header = UdpHeaderRepr::new(core);
+    if cfg.trip_times {
+        header.core.upper_flags = header.core.upper_flags.with(UpperFlags::TRIPTIME);
+        header.tests = Some(UdpTestsRepr {
+            start_fq: Some(StartFqRepr {
+                start: WallTime::from_since_epoch(start_wall),
+                fq_rate_bytes_per_sec: 0,
+            }),
+            ..UdpTestsRepr::default()
+        });
+    }
+    header
+}
+
+impl Template {
+    /// A `len`-byte datagram carrying `header`. Fails for lengths that cannot
+    /// hold the 16-byte sequence/timestamp prefix or exceed a UDP datagram.
+    pub fn new(header: UdpHeaderRepr, len: Bytes) -> Result<Template, UdpError> {
+        let len = usize::try_from(len.0).unwrap_or(usize::MAX);
+        if !(PREFIX_LEN..=MAX_DATAGRAM).contains(&len) {
+            return Err(UdpError::Config(format!(
+                "-l {len}: a UDP datagram must be {PREFIX_LEN}..={MAX_DATAGRAM} bytes"
+            )));
+        }
+        let mut bytes: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+        let repr = UdpDatagramRepr {
+            seqno: 0,
+            timestamp: WallTime::default(),
+            header: Some(header),
+        };
+        // Short datagrams get a truncated header, exactly like iperf 2's.
+        repr.emit(&mut UdpDatagram::new_unchecked(&mut bytes[..]));
+        Ok(Template { bytes })
+    }
+}
+
+/// Writes sequence number `seqno` and send time `wall` into a datagram
+/// built from a [`Template`] (the per-datagram hot path: four stores).
+#[inline]
+pub fn stamp(datagram: &mut [u8], seqno: i64, wall: Duration) {
+    let mut v = UdpDatagram::new_unchecked(datagram);
+    v.set_seqno(seqno);
+    v.set_timestamp(WallTime::from_since_epoch(wall));
+}
+
+/// What the server needs from every received datagram (the hot path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Incoming {
+    /// Sequence number (negative for the FIN).
+    pub seqno: i64,
+    /// Sender CLOCK_REALTIME.
+    pub sent: Duration,
+}
+
+/// The header fields a server acts on when a flow starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderInfo {
+    /// Upper flag TRIPTIME.
+    pub trip_times: bool,
+    /// The BLAB magic: the client is bloatlab and wants the report frame.
+    pub bloatlab: bool,
+    /// `-P` of the client.
+    pub parallel: u32,
+    /// The client's version, for the `(peer x.y.z)` tag.
+    pub version: bloatlab_wire::PeerVersion,
+    /// IP TOS the client asked for.
+    pub tos: u8,
+    /// The client's `-b`, for the idle timeout of slow flows.
+    pub rate: Rate,
+}
+
+/// Reads a received datagram's prefix. Fails (never panics) when it is
+/// shorter than the 16 bytes; a missing or partial header is not an error
+/// (iperf 2 truncates it for small `-l`).
+#[inline]
+pub fn parse_incoming(data: &[u8]) -> Result<Incoming, bloatlab_wire::WireError> {
+    let v = UdpDatagram::new_checked(data)?;
+    Ok(Incoming {
+        seqno: v.seqno(),
+        sent: v.timestamp().since_epoch(),
+    })
+}
+
+/// The repeated test header, when the datagram carries all 60 bytes of it.
+pub fn parse_header(data: &[u8]) -> Option<HeaderInfo> {
+    let c = ClientHeaderRepr::parse(&UdpDatagram::new_unchecked(data).core()?).ok()?;
+    Some(HeaderInfo {
+        trip_times: c.upper_flags.contains(UpperFlags::TRIPTIME),
+        bloatlab: c.bloatlab_ext().is_some(),
+        parallel: c.num_threads,
+        version: c.version,
+        tos: (c.tos & 0xff) as u8,
+        rate: c.rate,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// First datagram of `wire/w07_udp_e_triptimes.decoded.txt` (200 bytes),
+    /// the header words only (the rest is payload).
+    const W07_FIRST: [u32; 30] = [
+        0x00000001, 0x6b0feba6, 0x0001ce70, 0x00000000, 0x680100d8, 0x00000001, 0x00001457,
+        0x000000c8, 0x00000000, 0xffffff9c, 0x00000000, 0x00000000, 0x00100000, 0x00020001,
+        0x00080003, 0x00000000, 0x000186a0, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x6b0feba6, 0x0001ce70,
+    ];
+
+    fn w07_bytes() -> Vec<u8> {
+        W07_FIRST.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    fn w07_config() -> ClientConfig {
+        // iperf -c 127.0.0.1 -p 5207 -u -e -t 1 -b 100k -l 200 --trip-times
+        let mut c = ClientConfig::new("127.0.0.1");
+        c.port = 5207;
+        c.protocol = crate::config::Protocol::Udp;
+        c.amount = Amount::Time(Duration::from_secs(1));
+        c.buffer_len = Some(Bytes(200));
+        c.trip_times = true;
+        c
+    }
+
+    #[test]
+    fn template_matches_iperf_218_except_the_bloatlab_marker() {
+        let start = WallTime {
+            sec: 0x6b0feba6,
+            usec: 0x0001ce70,
+        }
+        .since_epoch();
+        let h = header_repr(&w07_config(), start, BitRate(100_000));
+        let t = Template::new(h, Bytes(200)).unwrap();
+        assert_eq!(t.bytes.len(), 200);
+        let mut d = t.bytes.clone();
+        stamp(&mut d, 1, start);
+        let want = w07_bytes();
+        // Offsets 40..48 are client_hdrext.type/length: "BLAB" and version 1
+        // instead of iperf's zeros; everything else is byte-identical.
+        assert_eq!(&d[..40], &want[..40]);
+        assert_eq!(&d[40..44], b"BLAB");
+        assert_eq!(&d[44..48], &BLOATLAB_EXT_VERSION.to_be_bytes());
+        assert_eq!(&d[48..120], &want[48..120]);
+    }
+
+    #[test]
+    fn stamp_writes_negative_fin_ids_as_64_bit() {
+        let h = header_repr(&w07_config(), Duration::ZERO, BitRate(1));
+        let mut d = Template::new(h, Bytes(200)).unwrap().bytes;
+        stamp(&mut d, -66, Duration::from_micros(1_500_000));
+        // w07 FIN: ffffffbe ... ffffffff.
+        assert_eq!(&d[0..4], &[0xff, 0xff, 0xff, 0xbe]);
+        assert_eq!(&d[12..16], &[0xff; 4]);
+        let inc = parse_incoming(&d).unwrap();
+        assert_eq!(inc.seqno, -66);
+        assert_eq!(inc.sent, Duration::from_micros(1_500_000));
+    }
+
+    #[test]
+    fn iperf_datagram_parses_with_its_header() {
+        let inc = parse_incoming(&w07_bytes()).unwrap();
+        assert_eq!(inc.seqno, 1);
+        let h = parse_header(&w07_bytes()).unwrap();
+        assert_eq!(h.rate, Rate::Bits(BitRate(100_000)));
+        assert!(h.trip_times && !h.bloatlab);
+        assert_eq!(h.parallel, 1);
+        assert_eq!(h.version, bloatlab_wire::PeerVersion::IPERF_2_1_8);
+    }
+
+    #[test]
+    fn short_and_tiny_datagrams() {
+        assert!(parse_incoming(&[1, 2, 3]).is_err());
+        let mut d = [0u8; 16];
+        d[3] = 9;
+        let inc = parse_incoming(&d).unwrap();
+        assert_eq!((inc.seqno, parse_header(&d)), (9, None));
+        // 64-byte datagrams carry a truncated header: no header info, still data.
+        let h = header_repr(&w07_config(), Duration::ZERO, BitRate(1));
+        let t = Template::new(h, Bytes(64)).unwrap();
+        assert_eq!(parse_header(&t.bytes), None);
+        assert_eq!(parse_incoming(&t.bytes).unwrap().seqno, 0);
+        assert!(Template::new(h, Bytes(15)).is_err());
+        assert!(Template::new(h, Bytes(70_000)).is_err());
+    }
+}

@@ -1,0 +1,51 @@
+//! Errors of the UDP drivers. Each names what failed and where.
+
+use std::net::SocketAddr;
+
+/// A UDP client or server failure.
+#[derive(Debug, thiserror::Error)]
+pub enum UdpError {
+    /// Resolution or a shared socket set-up step failed.
+    #[error(transparent)]
+    Sock(#[from] crate::sock::SockError),
+    /// `socket()` failed.
+    #[error("cannot create a UDP socket: {source}")]
+    Socket {
+        #[source]
+        source: std::io::Error,
+    },
+    /// A socket option was refused (`option` names the flag or sockopt).
+    #[error("cannot apply {option}: {source}")]
+    SocketOption {
+        option: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `bind()` failed (port in use, address not local).
+    #[error("cannot bind UDP {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `connect()` failed (no route).
+    #[error("cannot connect UDP socket to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A socket call failed mid-test.
+    #[error("UDP {op} failed: {source}")]
+    Io {
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration cannot be run (e.g. a datagram length too small).
+    #[error("invalid UDP configuration: {0}")]
+    Config(String),
+    /// A worker thread died.
+    #[error("UDP stream thread panicked")]
+    ThreadPanicked,
+}

@@ -1,0 +1,358 @@
+//! Sans-IO UDP flow table: which flow does a datagram belong to, and what
+//! should the server do with it?
+//!
+//! iperf 2 has no control channel for UDP: a flow *is* a source address
+//! (the server's 5-tuple demux, iperf 2.1.8 `Listener::udp_accept`). This
+//! table reproduces that model on one unconnected socket:
+//!
+//! * the first datagram with a non-negative id from an unknown source starts
+//!   a flow ([`Verdict::Start`]);
+//! * a negative id from an unknown source is the FIN of a flow we no longer
+//!   know (an old test, a server restart) and is dropped
+//!   ([`Verdict::StaleFin`]), as iperf 2 does;
+//! * a negative id from a receiving flow is its FIN ([`Verdict::Fin`]): the
+//!   driver finalizes the statistics and hands the AckFIN bytes back with
+//!   [`FlowTable::ack`];
+//! * while a flow is acking, every datagram from it (typically the client
+//!   re-sending its FIN because our AckFIN was lost) triggers a resend, up to
+//!   [`MAX_ACK_SENDS`] sends in all; the flow is forgotten after
+//!   [`ACK_QUIET`] of silence (iperf 2.1.8 `write_UDP_AckFIN`: 250 ms
+//!   silence windows, at most 10 sends);
+//! * a receiving flow silent for `idle_timeout` is finalized without an ack
+//!   ([`Expired::Idle`]): a client that died must not hold state forever.
+//!
+//! The table owns per-flow driver state `F` (statistics, names), so its
+//! lifetime matches the flow's. Time is whatever monotonic-enough clock the
+//! driver passes as `now` (the server uses the receive-timestamp clock).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Silence after an AckFIN send that ends a flow (iperf 2.1.8: 250 ms).
+pub const ACK_QUIET: Duration = Duration::from_millis(250);
+/// AckFIN sends per flow, the first included (iperf 2.1.8 loops 10 times).
+pub const MAX_ACK_SENDS: u32 = 10;
+
+/// What to do with one datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<'a, F> {
+    /// Unknown source, non-negative id: a new flow. Create its state and
+    /// [`FlowTable::insert`] it, then account this datagram to it.
+    Start,
+    /// A data datagram of a receiving flow, whose state is handed back
+    /// (one hash lookup per datagram on the hot path).
+    Data(&'a mut F),
+    /// The FIN of a receiving flow: finalize, then [`FlowTable::ack`].
+    Fin,
+    /// Datagram from a flow that is acking: resend these AckFIN bytes.
+    ResendAck(&'a [u8]),
+    /// From an acking flow that already used all its sends: ignore.
+    Ignore,
+    /// Negative id from an unknown source: drop it.
+    StaleFin,
+}
+
+/// Why a flow left the table in [`FlowTable::expire`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Expired {
+    /// No datagram for `idle_timeout` while receiving, and no FIN: finalize
+    /// the statistics (no ack can be sent).
+    Idle,
+    /// The ack phase ended (silence or all sends used). Already reported.
+    Acked {
+        /// How many AckFINs were sent.
+        sends: u32,
+    },
+}
+
+#[derive(Debug)]
+enum Phase {
+    Receiving,
+    Acking {
+        ack: Vec<u8>,
+        sends: u32,
+        quiet_until: Duration,
+    },
+}
+
+#[derive(Debug)]
+struct Entry<F> {
+    phase: Phase,
+    last_rx: Duration,
+    idle_timeout: Duration,
+    state: F,
+}
+
+/// The flow table (see the module docs).
+#[derive(Debug)]
+pub struct FlowTable<F> {
+    flows: HashMap<SocketAddr, Entry<F>>,
+    idle_timeout: Duration,
+}
+
+impl<F> FlowTable<F> {
+    /// An empty table whose receiving flows expire after `idle_timeout` of silence.
+    pub fn new(idle_timeout: Duration) -> FlowTable<F> {
+        FlowTable {
+            flows: HashMap::new(),
+            idle_timeout,
+        }
+    }
+
+    /// Number of flows (receiving or acking).
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// True when no flow is known.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Number of flows still receiving data.
+    pub fn receiving(&self) -> usize {
+        self.flows
+            .values()
+            .filter(|e| matches!(e.phase, Phase::Receiving))
+            .count()
+    }
+
+    /// Classifies a datagram with sequence number `id` from `peer` at `now`.
+    pub fn classify(&mut self, now: Duration, peer: SocketAddr, id: i64) -> Verdict<'_, F> {
+        let Some(entry) = self.flows.get_mut(&peer) else {
+            return if id < 0 {
+                Verdict::StaleFin
+            } else {
+                Verdict::Start
+            };
+        };
+        match &mut entry.phase {
+            Phase::Receiving => {
+                entry.last_rx = entry.last_rx.max(now);
+                if id < 0 {
+                    Verdict::Fin
+                } else {
+                    Verdict::Data(&mut entry.state)
+                }
+            }
+            Phase::Acking {
+                ack,
+                sends,
+                quiet_until,
+            } => {
+                if *sends >= MAX_ACK_SENDS {
+                    return Verdict::Ignore;
+                }
+                *sends += 1;
+                *quiet_until = now + ACK_QUIET;
+                Verdict::ResendAck(ack)
+            }
+        }
+    }
+
+    /// Adds a flow after [`Verdict::Start`] with the table's idle timeout.
+    /// Replaces any existing state.
+    pub fn insert(&mut self, now: Duration, peer: SocketAddr, state: F) {
+        self.insert_with_idle(now, peer, state, self.idle_timeout);
+    }
+
+    /// Adds a flow with its own idle timeout (e.g. longer for a client that
+    /// paces datagrams seconds apart).
+    pub fn insert_with_idle(&mut self, now: Duration, peer: SocketAddr, state: F, idle: Duration) {
+        self.flows.insert(
+            peer,
+            Entry {
+                phase: Phase::Receiving,
+                last_rx: now,
+                idle_timeout: idle,
+                state,
+            },
+        );
+    }
+
+    /// The state of `peer`'s flow.
+    pub fn get_mut(&mut self, peer: &SocketAddr) -> Option<&mut F> {
+        self.flows.get_mut(peer).map(|e| &mut e.state)
+    }
+
+    /// All flows' states, shared.
+    pub fn states(&self) -> impl Iterator<Item = &F> {
+        self.flows.values().map(|e| &e.state)
+    }
+
+    /// All flows' states (e.g. to emit interval reports).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&SocketAddr, &mut F)> {
+        self.flows.iter_mut().map(|(a, e)| (a, &mut e.state))
+    }
+
+    /// After [`Verdict::Fin`]: the flow moves to acking with `ack` as the
+    /// bytes to (re)send; the caller sends them once now. Returns false if
+    /// the flow is unknown.
+    pub fn ack(&mut self, now: Duration, peer: &SocketAddr, ack: Vec<u8>) -> bool {
+        match self.flows.get_mut(peer) {
+            Some(e) => {
+                e.phase = Phase::Acking {
+                    ack,
+                    sends: 1,
+                    quiet_until: now + ACK_QUIET,
+                };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The earliest time at which [`expire`](Self::expire) has work.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.flows.values().map(deadline_of).min()
+    }
+
+    /// Removes every flow whose deadline is `<= now`, with the reason.
+    pub fn expire(&mut self, now: Duration) -> Vec<(SocketAddr, Expired, F)> {
+        let due: Vec<SocketAddr> = self
+            .flows
+            .iter()
+            .filter(|(_, e)| deadline_of(e) <= now)
+            .map(|(a, _)| *a)
+            .collect();
+        let mut out = Vec::with_capacity(due.len());
+        for peer in due {
+            if let Some(e) = self.flows.remove(&peer) {
+                let why = match e.phase {
+                    Phase::Receiving => Expired::Idle,
+                    Phase::Acking { sends, .. } => Expired::Acked { sends },
+                };
+                out.push((peer, why, e.state));
+            }
+        }
+        out
+    }
+
+    /// Removes every flow (server shutdown), receiving ones first.
+    pub fn drain(&mut self) -> Vec<(SocketAddr, Expired, F)> {
+        self.flows
+            .drain()
+            .map(|(a, e)| {
+                let why = match e.phase {
+                    Phase::Receiving => Expired::Idle,
+                    Phase::Acking { sends, .. } => Expired::Acked { sends },
+                };
+                (a, why, e.state)
+            })
+            .collect()
+    }
+}
+
+fn deadline_of<F>(e: &Entry<F>) -> Duration {
+    match &e.phase {
+        Phase::Receiving => e.last_rx + e.idle_timeout,
+        Phase::Acking { quiet_until, .. } => *quiet_until,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(3);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn first_datagram_starts_a_flow_and_later_ones_are_data() {
+        let mut t: FlowTable<u32> = FlowTable::new(IDLE);
+        assert_eq!(t.classify(ms(0), peer(1), 1), Verdict::Start);
+        t.insert(ms(0), peer(1), 7);
+        assert_eq!(t.classify(ms(1), peer(1), 2), Verdict::Data(&mut 7));
+        // A second source is a second flow.
+        assert_eq!(t.classify(ms(1), peer(2), 5), Verdict::Start);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get_mut(&peer(1)), Some(&mut 7));
+    }
+
+    #[test]
+    fn stale_negative_id_from_unknown_source_is_dropped() {
+        let mut t: FlowTable<()> = FlowTable::new(IDLE);
+        assert_eq!(t.classify(ms(0), peer(1), -66), Verdict::StaleFin);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn fin_then_ack_resends_on_each_retransmitted_fin_up_to_ten_sends() {
+        let mut t: FlowTable<()> = FlowTable::new(IDLE);
+        t.insert(ms(0), peer(1), ());
+        assert_eq!(t.classify(ms(10), peer(1), -66), Verdict::Fin);
+        assert!(t.ack(ms(10), &peer(1), vec![0xAA; 128]));
+        assert_eq!(t.receiving(), 0);
+        // The client's FIN retransmissions (every 10 ms) each trigger a resend.
+        for k in 1..MAX_ACK_SENDS {
+            let now = ms(10 + 10 * u64::from(k));
+            match t.classify(now, peer(1), -66 - i64::from(k)) {
+                Verdict::ResendAck(b) => assert_eq!(b.len(), 128),
+                v => panic!("send {k}: {v:?}"),
+            }
+        }
+        // Ten sends used: further FINs are ignored.
+        assert_eq!(t.classify(ms(200), peer(1), -80), Verdict::Ignore);
+        // And the flow goes after 250 ms of silence since the last resend.
+        let last_resend = ms(10 + 10 * u64::from(MAX_ACK_SENDS - 1));
+        assert_eq!(t.next_deadline(), Some(last_resend + ACK_QUIET));
+        assert!(t.expire(last_resend + ACK_QUIET - ms(1)).is_empty());
+        let gone = t.expire(last_resend + ACK_QUIET);
+        assert_eq!(gone, vec![(peer(1), Expired::Acked { sends: 10 }, ())]);
+        assert!(t.is_empty());
+        // A FIN after that is stale.
+        assert_eq!(t.classify(ms(900), peer(1), -90), Verdict::StaleFin);
+    }
+
+    #[test]
+    fn acked_flow_ends_after_one_quiet_window_when_client_got_the_ack() {
+        let mut t: FlowTable<()> = FlowTable::new(IDLE);
+        t.insert(ms(0), peer(1), ());
+        let _ = t.classify(ms(5), peer(1), -3);
+        t.ack(ms(5), &peer(1), vec![0; 128]);
+        assert_eq!(t.next_deadline(), Some(ms(255)));
+        assert_eq!(
+            t.expire(ms(255)),
+            vec![(peer(1), Expired::Acked { sends: 1 }, ())]
+        );
+    }
+
+    #[test]
+    fn silent_flow_expires_as_idle_and_data_postpones_it() {
+        let mut t: FlowTable<&str> = FlowTable::new(IDLE);
+        t.insert(ms(0), peer(1), "a");
+        t.insert(ms(0), peer(2), "b");
+        assert_eq!(t.classify(ms(2000), peer(2), 9), Verdict::Data(&mut "b"));
+        assert_eq!(t.next_deadline(), Some(IDLE));
+        let gone = t.expire(IDLE);
+        assert_eq!(gone, vec![(peer(1), Expired::Idle, "a")]);
+        assert_eq!(t.next_deadline(), Some(ms(2000) + IDLE));
+        let rest = t.drain();
+        assert_eq!(rest, vec![(peer(2), Expired::Idle, "b")]);
+    }
+
+    #[test]
+    fn out_of_order_timestamps_never_move_the_idle_deadline_back() {
+        let mut t: FlowTable<()> = FlowTable::new(IDLE);
+        t.insert(ms(100), peer(1), ());
+        let _ = t.classify(ms(50), peer(1), 2);
+        assert_eq!(t.next_deadline(), Some(ms(100) + IDLE));
+    }
+
+    #[test]
+    fn per_flow_idle_timeout() {
+        let mut t: FlowTable<u8> = FlowTable::new(IDLE);
+        t.insert_with_idle(ms(0), peer(1), 1, ms(30_000));
+        t.insert(ms(0), peer(2), 2);
+        assert_eq!(t.expire(ms(29_999)), vec![(peer(2), Expired::Idle, 2)]);
+        assert_eq!(t.expire(ms(30_000)), vec![(peer(1), Expired::Idle, 1)]);
+    }
+}

@@ -1,0 +1,94 @@
+//! `--json` for UDP: METRICS' versioned [`Document`] filled from what the
+//! reporter collected.
+//!
+//! * Client: one `send` stream record per `-P` stream (intervals and
+//!   summary with datagrams, write errors, PPS), a `[SUM]` record with
+//!   `-P > 1`, and per stream a `server_side` report: the bloatlab server's
+//!   own [`ServerSideReport`] (from the BLXR frame: loss, jitter, latency
+//!   with percentiles and the full histogram, per interval and total), or,
+//!   from an iperf 2 server, the AckFIN's numbers as a summary-only report
+//!   whose `server_version` is [`ACKFIN_SOURCE`].
+//! * Server: one document per finished flow, a `receive` stream record.
+
+use super::report::{Collected, StreamResult};
+use bloatlab_metrics::json::{
+    Direction, Document, IntervalRecord, Protocol, Role, SCHEMA_VERSION, ServerSideReport,
+    StreamRecord, SumRecord, TestInfo,
+};
+
+/// `server_version` of a server-side report rebuilt from an iperf 2 AckFIN.
+pub const ACKFIN_SOURCE: &str = "iperf 2 AckFIN server_hdr";
+
+fn server_side(id: u32, r: &StreamResult) -> Option<ServerSideReport> {
+    if let Some(s) = &r.server_side {
+        return Some(s.clone());
+    }
+    r.server_snapshot.as_ref().map(|snap| ServerSideReport {
+        schema_version: SCHEMA_VERSION,
+        server_version: ACKFIN_SOURCE.to_owned(),
+        stream_id: id,
+        intervals: Vec::new(),
+        summary: IntervalRecord::from_udp_recv(snap, false),
+    })
+}
+
+/// The client's document.
+pub fn client_document(c: &Collected, test: &TestInfo) -> Document {
+    let mut doc = Document::new(Role::Client, Protocol::Udp, test.clone());
+    for (id, r) in &c.streams {
+        let Some(total) = &r.send_total else {
+            continue;
+        };
+        doc.streams.push(StreamRecord {
+            id: *id,
+            direction: Direction::Send,
+            local: r.info.as_ref().map(|i| i.local.to_string()),
+            remote: r.info.as_ref().map(|i| i.peer.to_string()),
+            intervals: r
+                .send_intervals
+                .iter()
+                .map(IntervalRecord::from_udp_send)
+                .collect(),
+            summary: IntervalRecord::from_udp_send(total),
+            server_side: server_side(*id, r),
+        });
+    }
+    if let Some(sum) = &c.sum_total {
+        doc.sum = Some(SumRecord {
+            direction: Direction::Send,
+            streams: u32::try_from(c.streams.len()).unwrap_or(u32::MAX),
+            intervals: c
+                .sum_intervals
+                .iter()
+                .map(IntervalRecord::from_udp_send)
+                .collect(),
+            summary: IntervalRecord::from_udp_send(sum),
+        });
+    }
+    doc
+}
+
+/// The server's document for one finished flow.
+pub fn server_document(id: u32, r: &StreamResult, test: &TestInfo) -> Option<Document> {
+    let total = r.recv_total.as_ref()?;
+    let mut test = test.clone();
+    if let Some(i) = &r.info {
+        test.local = Some(i.local.to_string());
+        test.remote = Some(i.peer.to_string());
+    }
+    let mut doc = Document::new(Role::Server, Protocol::Udp, test);
+    doc.streams.push(StreamRecord {
+        id,
+        direction: Direction::Receive,
+        local: None,
+        remote: None,
+        intervals: r
+            .recv_intervals
+            .iter()
+            .map(|s| IntervalRecord::from_udp_recv(s, false))
+            .collect(),
+        summary: IntervalRecord::from_udp_recv(total, true),
+        server_side: None,
+    });
+    Some(doc)
+}

@@ -1,0 +1,535 @@
+//! The UDP server: one unconnected socket, one thread, a flow table.
+//!
+//! **Flow model.** iperf 2.1.8 `connect()`s its listening socket to the
+//! first sender and opens a new listener for the next (a 5-tuple demux by
+//! the kernel, one thread per flow). We keep one socket and demultiplex by
+//! source address in [`FlowTable`] instead: one `recvmmsg` drains every
+//! flow's datagrams in a batch, there is no window in which a second client's
+//! first datagram reaches the wrong socket, and the AckFIN goes out with
+//! `sendto` from the same local port, which is all a connected iperf 2
+//! client accepts. The per-flow semantics are iperf 2's (see `flows`).
+//!
+//! **Sans-IO core.** [`ServerCore`] takes received datagrams and the time,
+//! and returns datagrams to send plus report [`Event`]s; [`run_server`] is
+//! the thin driver around a socket. Time is CLOCK_REALTIME since the epoch,
+//! the clock of the kernel receive timestamps (`SO_TIMESTAMPNS`) that
+//! latency, jitter, PPS and the report intervals use.
+//!
+//! **Bad input.** Datagrams shorter than the 16-byte prefix are counted per
+//! flow (or per unknown source) and logged once; nothing here panics on
+//! network input. A flow silent for its idle timeout without a FIN is
+//! finalized and reported (no AckFIN: nobody is waiting for one).
+
+use super::clock::realtime_now;
+use super::conn::ConnInfo;
+use super::datagram::{HeaderInfo, parse_header, parse_incoming};
+use super::flows::{Expired, FlowTable, Verdict};
+use super::json;
+use super::mmsg::{self, RecvBatch};
+use super::report::{Event, ReportSettings, Reporter, Side};
+use super::server_report::ack_fin_bytes;
+use super::{UdpError, sock};
+use crate::config::{OutputFormat, ServerConfig};
+use bloatlab_metrics::interval::{IntervalClock, Span};
+use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
+use bloatlab_metrics::udp_recv::{UdpRecvSnapshot, UdpRecvStats};
+use bloatlab_units::Bytes;
+use bloatlab_wire::Rate;
+use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
+use std::collections::HashSet;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Largest datagram we send (AckFIN plus report frame).
+const MAX_SEND: usize = 65_507;
+/// Unknown sources whose bad datagrams we remember (to log each once)
+/// before we stop remembering: bounded memory under a flood.
+const MAX_LOGGED_SOURCES: usize = 1024;
+/// Concurrent flows kept; beyond this new sources are ignored (spoofed
+/// source addresses must not exhaust memory before the idle timeout).
+pub const MAX_FLOWS: usize = 4096;
+/// Longest the driver blocks without checking the stop flag.
+const MAX_WAIT: Duration = Duration::from_millis(100);
+
+/// One datagram as the core sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    /// Sender.
+    pub from: SocketAddr,
+    /// Local address it was sent to (IP_PKTINFO), if known.
+    pub to: Option<IpAddr>,
+    /// Bytes received (possibly truncated to the receive buffer).
+    pub data: &'a [u8],
+    /// Real datagram length.
+    pub wire_len: usize,
+    /// Receive time (kernel timestamp or clock fallback), CLOCK_REALTIME.
+    pub rx: Duration,
+}
+
+/// Something the driver must send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub to: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Flow {
+    id: u32,
+    stats: UdpRecvStats,
+    /// Receive time of the first datagram: the flow's time zero.
+    start: Duration,
+    ivl: Option<IntervalClock>,
+    interval_start: Duration,
+    next_report: Option<Duration>,
+    header: Option<HeaderInfo>,
+    /// Receive time of the latest datagram.
+    last_rx: Duration,
+    /// Interval records for the bloatlab report frame.
+    records: Vec<IntervalRecord>,
+    bad: u64,
+    logged_bad: bool,
+    finished: bool,
+}
+
+impl Flow {
+    fn offset(&self, rx: Duration) -> Duration {
+        rx.saturating_sub(self.start)
+    }
+
+    /// Emits every interval whose end is at or before `offset`.
+    fn intervals_until(&mut self, offset: Duration, events: &mut Vec<Event>) {
+        while let (Some(c), Some(b)) = (self.ivl, self.next_report) {
+            if offset < b {
+                break;
+            }
+            let snap = self.stats.take_interval(Span::new(self.interval_start, b));
+            self.records
+                .push(IntervalRecord::from_udp_recv(&snap, false));
+            events.push(Event::RecvInterval {
+                stream: self.id,
+                snap,
+            });
+            self.interval_start = b;
+            self.next_report = Some(b + c.every());
+        }
+    }
+
+    fn account(&mut self, seq: u64, sent: Duration, d: &Datagram<'_>, events: &mut Vec<Event>) {
+        self.intervals_until(self.offset(d.rx), events);
+        self.last_rx = self.last_rx.max(d.rx);
+        self.stats
+            .on_datagram(seq, sent, d.rx, Bytes(d.wire_len as u64));
+    }
+
+    /// Final partial interval and total, ending at `end` (CLOCK_REALTIME).
+    fn finalize(&mut self, end: Duration, events: &mut Vec<Event>) -> UdpRecvSnapshot {
+        let end = self.offset(end);
+        self.intervals_until(end, events);
+        let partial = self.ivl.and_then(|c| {
+            let span = Span::new(self.interval_start, end);
+            let snap = self.stats.take_interval(span);
+            // A partial interval starting at 0 is the whole test: the total says it.
+            (c.is_significant_partial(span) && snap.ipg_count > 0 && !span.start.is_zero())
+                .then_some(snap)
+        });
+        if let Some(p) = &partial {
+            self.records.push(IntervalRecord::from_udp_recv(p, false));
+        }
+        let total = self.stats.total(Span::from_zero(end));
+        self.finished = true;
+        events.push(Event::RecvFinal {
+            stream: self.id,
+            partial,
+            total: total.clone(),
+            bad_datagrams: self.bad,
+        });
+        total
+    }
+}
+
+/// The server's sans-IO core (see the module docs).
+#[derive(Debug)]
+pub struct ServerCore {
+    enhanced: bool,
+    interval: Option<Duration>,
+    idle_timeout: Duration,
+    local_port: u16,
+    table: FlowTable<Flow>,
+    next_id: u32,
+    stray_bad: u64,
+    logged_sources: HashSet<SocketAddr>,
+    logged_full: bool,
+    finished_flows: u64,
+    /// Report events produced since the last [`take_events`](Self::take_events).
+    events: Vec<Event>,
+}
+
+impl ServerCore {
+    /// A core for a server on `local_port`. `idle_timeout` is the minimum
+    /// silence after which a flow without FIN is finalized.
+    pub fn new(cfg: &ServerConfig, local_port: u16, idle_timeout: Duration) -> ServerCore {
+        ServerCore {
+            enhanced: cfg.enhanced,
+            interval: cfg.interval,
+            idle_timeout,
+            local_port,
+            table: FlowTable::new(idle_timeout),
+            next_id: 1,
+            stray_bad: 0,
+            logged_sources: HashSet::new(),
+            logged_full: false,
+            finished_flows: 0,
+            events: Vec::new(),
+        }
+    }
+
+    /// Report events produced so far, oldest first.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Flows whose ack phase or idle finalization completed.
+    pub fn finished_flows(&self) -> u64 {
+        self.finished_flows
+    }
+
+    /// Flows in the table.
+    pub fn active_flows(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bad datagrams from sources without a flow.
+    pub fn stray_bad_datagrams(&self) -> u64 {
+        self.stray_bad
+    }
+
+    /// Handles one datagram; returns what to send (AckFINs).
+    pub fn on_datagram(&mut self, d: &Datagram<'_>) -> Option<Outgoing> {
+        let inc = match parse_incoming(d.data) {
+            Ok(inc) => inc,
+            Err(e) => {
+                self.bad(d.from, &e);
+                return None;
+            }
+        };
+        match self.table.classify(d.rx, d.from, inc.seqno) {
+            Verdict::Start => {
+                if self.table.len() >= MAX_FLOWS {
+                    if !self.logged_full {
+                        self.logged_full = true;
+                        tracing::warn!(peer = %d.from, max = MAX_FLOWS,
+                            "too many concurrent UDP flows; ignoring new sources until some end");
+                    }
+                    return None;
+                }
+                let header = parse_header(d.data);
+                let flow = self.start_flow(d, header);
+                let idle = idle_for(header.as_ref(), d.wire_len, self.idle_timeout);
+                self.table.insert_with_idle(d.rx, d.from, flow, idle);
+                self.data(d, inc.seqno, inc.sent);
+                None
+            }
+            Verdict::Data(flow) => {
+                // id 0 is ignored by the accumulator, like iperf 2.
+                flow.account(inc.seqno.unsigned_abs(), inc.sent, d, &mut self.events);
+                None
+            }
+            Verdict::Fin => self.fin(d, inc.seqno, inc.sent),
+            Verdict::ResendAck(bytes) => {
+                tracing::debug!(peer = %d.from, "client repeated its FIN; resending the AckFIN");
+                Some(Outgoing {
+                    to: d.from,
+                    bytes: bytes.to_vec(),
+                })
+            }
+            Verdict::Ignore => None,
+            Verdict::StaleFin => {
+                tracing::debug!(peer = %d.from, id = inc.seqno, "dropping a FIN of an unknown flow");
+                None
+            }
+        }
+    }
+
+    fn start_flow(&mut self, d: &Datagram<'_>, header: Option<HeaderInfo>) -> Flow {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let mut tags = Vec::new();
+        if header.is_some_and(|h| h.trip_times) {
+            tags.push("(trip-times)".to_owned());
+        }
+        if let Some(h) = header {
+            tags.push(format!("(peer {})", h.version));
+        }
+        let local = SocketAddr::new(d.to.unwrap_or(IpAddr::from([0, 0, 0, 0])), self.local_port);
+        self.events.push(Event::Connected {
+            stream: id,
+            info: ConnInfo {
+                local,
+                peer: d.from,
+                tags,
+            },
+        });
+        let ivl = self.interval.map(IntervalClock::new);
+        Flow {
+            id,
+            stats: UdpRecvStats::new(d.rx),
+            start: d.rx,
+            ivl,
+            interval_start: Duration::ZERO,
+            next_report: ivl.map(|c| c.every()),
+            header,
+            last_rx: d.rx,
+            records: Vec::new(),
+            bad: 0,
+            logged_bad: false,
+            finished: false,
+        }
+    }
+
+    fn data(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) {
+        if let Some(flow) = self.table.get_mut(&d.from) {
+            flow.account(seqno.unsigned_abs(), sent, d, &mut self.events);
+        }
+    }
+
+    fn fin(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) -> Option<Outgoing> {
+        let flow = self.table.get_mut(&d.from)?;
+        // The FIN is the last datagram of the test: iperf 2 counts it (its
+        // |id| is the Total, its bytes are in the Transfer).
+        flow.account(seqno.unsigned_abs(), sent, d, &mut self.events);
+        let total = flow.finalize(d.rx, &mut self.events);
+        let header = flow.header;
+        let extended = self.enhanced || header.is_some_and(|h| h.trip_times);
+        let mut bytes = ack_fin_bytes(&total, extended);
+        if header.is_some_and(|h| h.bloatlab) {
+            let report = ServerSideReport::new(
+                flow.id,
+                std::mem::take(&mut flow.records),
+                IntervalRecord::from_udp_recv(&total, true),
+            );
+            append_report_frame(&mut bytes, &report);
+        }
+        self.table.ack(d.rx, &d.from, bytes.clone());
+        Some(Outgoing { to: d.from, bytes })
+    }
+
+    fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError) {
+        if let Some(flow) = self.table.get_mut(&from) {
+            flow.bad += 1;
+            if !flow.logged_bad {
+                flow.logged_bad = true;
+                tracing::warn!(peer = %from, flow = flow.id, error = %e,
+                    "ignoring malformed UDP datagrams from this flow (logged once)");
+            }
+            return;
+        }
+        self.stray_bad += 1;
+        if self.logged_sources.len() < MAX_LOGGED_SOURCES && self.logged_sources.insert(from) {
+            tracing::warn!(peer = %from, error = %e,
+                "ignoring a malformed UDP datagram (logged once per source)");
+        }
+    }
+
+    /// Emits due intervals and expires flows at `now`.
+    pub fn on_timer(&mut self, now: Duration) {
+        for (_, flow) in self.table.iter_mut() {
+            if !flow.finished {
+                let off = flow.offset(now);
+                flow.intervals_until(off, &mut self.events);
+            }
+        }
+        for (peer, why, mut flow) in self.table.expire(now) {
+            match why {
+                Expired::Idle => {
+                    tracing::warn!(peer = %peer, flow = flow.id,
+                        "no datagram and no FIN for the idle timeout; finalizing the flow");
+                    let last = flow.last_rx;
+                    flow.finalize(last, &mut self.events);
+                }
+                Expired::Acked { sends } => {
+                    tracing::debug!(peer = %peer, sends, "AckFIN phase over");
+                }
+            }
+            self.finished_flows += 1;
+        }
+    }
+
+    /// When [`on_timer`](Self::on_timer) next has work.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let intervals = self
+            .table
+            .states()
+            .filter(|f| !f.finished)
+            .filter_map(|f| f.next_report.map(|b| f.start + b))
+            .min();
+        match (intervals, self.table.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The idle timeout of a new flow: the server's, or four datagram gaps at
+/// the client's announced rate when that is longer (a client pacing
+/// datagrams seconds apart is slow, not dead).
+fn idle_for(h: Option<&HeaderInfo>, wire_len: usize, base: Duration) -> Duration {
+    let gap = match h.map(|h| h.rate) {
+        Some(Rate::Bits(r)) if r.0 > 0 => r.transmit_time(Bytes(wire_len as u64)),
+        Some(Rate::PacketsPerSec(p)) if p > 0 => Duration::try_from_secs_f64(1.0 / p as f64).ok(),
+        _ => None,
+    };
+    gap.map_or(base, |g| base.max(g.saturating_mul(4)))
+}
+
+/// Appends the bloatlab report frame (`BLXR`, JSON payload) after the
+/// 128-byte AckFIN, if the datagram stays within the UDP limit.
+fn append_report_frame(ack: &mut Vec<u8>, report: &ServerSideReport) {
+    let payload = report.to_json();
+    let Ok(payload) = std::str::from_utf8(&payload) else {
+        return;
+    };
+    let Ok(repr) = ReportFrameRepr::new(payload) else {
+        return;
+    };
+    if ack.len() + repr.buffer_len() > MAX_SEND {
+        tracing::warn!(
+            bytes = repr.buffer_len(),
+            "server report frame too large for one datagram; sent AckFIN only"
+        );
+        return;
+    }
+    let start = ack.len();
+    ack.resize(start + repr.buffer_len(), 0);
+    repr.emit(&mut ReportFrame::new_unchecked(&mut ack[start..]));
+}
+
+/// Runs the UDP server until the process ends (or after one test with `-1`).
+pub fn run_server(cfg: &ServerConfig) -> Result<(), UdpError> {
+    run_server_until(cfg, &AtomicBool::new(false))
+}
+
+/// Runs the UDP server until `stop` is set (checked at least every 100 ms),
+/// or after one finished test when `cfg.one_off`.
+pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), UdpError> {
+    let sock = sock::server_socket(cfg.port, &cfg.socket)?;
+    let local = sock.local_addr().map_err(|e| UdpError::Io {
+        op: "getsockname",
+        source: e,
+    })?;
+    let _ = mmsg::enable_pktinfo(sock.as_raw_fd(), local.is_ipv6());
+    if cfg.format == OutputFormat::Console {
+        print_banner(cfg, local);
+    }
+    let mut reporter = Reporter::new(ReportSettings {
+        side: Side::Server,
+        enhanced: cfg.enhanced,
+        format: cfg.format,
+        streams: 1,
+        test: TestInfo {
+            clock: Some("realtime".into()),
+            interval_s: cfg.interval.map(|d| d.as_secs_f64()),
+            ..TestInfo::default()
+        },
+    });
+    let mut core = ServerCore::new(
+        cfg,
+        local.port(),
+        cfg.header_timeout.max(Duration::from_secs(1)),
+    );
+    // Headers live in the first 160 bytes; MSG_TRUNC still reports the real
+    // length, so small buffers keep a 64-datagram batch in cache.
+    let mut rb = RecvBatch::new(64, 512);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        loop {
+            match rb.recv(&sock) {
+                Ok(n) => {
+                    for i in 0..n {
+                        let Some(r) = rb.get(i) else { continue };
+                        let Some(from) = r.from else { continue };
+                        let d = Datagram {
+                            from,
+                            to: r.local,
+                            data: r.data,
+                            wire_len: r.wire_len,
+                            rx: r.kernel_rx.unwrap_or_else(realtime_now),
+                        };
+                        if let Some(out) = core.on_datagram(&d) {
+                            send(&sock, &out);
+                        }
+                    }
+                    flush(&mut core, &mut reporter, cfg.format);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Unconnected UDP sockets only see transient errors here.
+                    tracing::warn!(error = %e, "UDP receive failed");
+                    break;
+                }
+            }
+        }
+        let now = realtime_now();
+        core.on_timer(now);
+        flush(&mut core, &mut reporter, cfg.format);
+        if cfg.one_off && core.finished_flows() > 0 && core.active_flows() == 0 {
+            break;
+        }
+        let wait = core
+            .next_deadline()
+            .map_or(MAX_WAIT, |d| d.saturating_sub(now))
+            .min(MAX_WAIT);
+        if !wait.is_zero() {
+            mmsg::wait_readable(sock.as_raw_fd(), wait).map_err(|e| UdpError::Io {
+                op: "poll",
+                source: e,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn send(sock: &std::net::UdpSocket, out: &Outgoing) {
+    if let Err(e) = sock.send_to(&out.bytes, out.to) {
+        tracing::warn!(peer = %out.to, error = %e, "sending the AckFIN failed");
+    }
+}
+
+/// Forwards the core's events to the reporter; prints a flow's JSON
+/// document when it finishes.
+fn flush(core: &mut ServerCore, reporter: &mut Reporter, format: OutputFormat) {
+    for ev in core.take_events() {
+        let done = match &ev {
+            Event::RecvFinal { stream, .. } => Some(*stream),
+            _ => None,
+        };
+        reporter.handle(ev);
+        if let Some(id) = done
+            && let Some(r) = reporter.take_stream(id)
+            && format == OutputFormat::Json
+            && let Some(doc) = json::server_document(id, &r, &reporter.settings().test)
+        {
+            println!("{}", doc.to_json_pretty());
+        }
+    }
+}
+
+fn print_banner(cfg: &ServerConfig, local: SocketAddr) {
+    println!("------------------------------------------------------------");
+    if cfg.enhanced {
+        println!(
+            "Server listening on UDP port {} with pid {}",
+            local.port(),
+            std::process::id()
+        );
+    } else {
+        println!("Server listening on UDP port {}", local.port());
+    }
+    println!("------------------------------------------------------------");
+}

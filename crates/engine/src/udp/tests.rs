@@ -1,0 +1,269 @@
+//! Server core tests with synthetic datagrams and virtual time (no sockets),
+//! plus one in-process loopback run of client and server.
+
+use super::datagram::{Template, header_repr, stamp};
+use super::report::Event;
+use super::server::{Datagram, ServerCore};
+use super::server_report::{parse_ack_fin, snapshot_from_server_report};
+use crate::config::{Amount, ClientConfig, OutputFormat, Protocol, ServerConfig};
+use bloatlab_metrics::json::ServerSideReport;
+use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const T0: Duration = Duration::from_secs(1_800_000_000);
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+fn client_cfg(trip_times: bool) -> ClientConfig {
+    let mut c = ClientConfig::new("127.0.0.1");
+    c.protocol = Protocol::Udp;
+    c.amount = Amount::Time(Duration::from_secs(1));
+    c.buffer_len = Some(Bytes(200));
+    c.trip_times = trip_times;
+    c
+}
+
+fn server_cfg(interval: Option<Duration>) -> ServerConfig {
+    ServerConfig {
+        protocol: Protocol::Udp,
+        interval,
+        enhanced: true,
+        ..ServerConfig::default()
+    }
+}
+
+/// A peer that builds real client datagrams.
+struct Peer {
+    addr: SocketAddr,
+    tmpl: Vec<u8>,
+}
+
+impl Peer {
+    fn new(port: u16, cfg: &ClientConfig) -> Peer {
+        let h = header_repr(cfg, T0, BitRate(1_000_000));
+        Peer {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            tmpl: Template::new(h, Bytes(200)).unwrap().bytes,
+        }
+    }
+
+    fn datagram(&self, seq: i64, sent: Duration) -> Vec<u8> {
+        let mut d = self.tmpl.clone();
+        stamp(&mut d, seq, sent);
+        d
+    }
+}
+
+fn feed(core: &mut ServerCore, peer: &Peer, bytes: &[u8], rx: Duration) -> Option<Vec<u8>> {
+    let d = Datagram {
+        from: peer.addr,
+        to: None,
+        data: bytes,
+        wire_len: bytes.len(),
+        rx,
+    };
+    core.on_datagram(&d).map(|o| {
+        assert_eq!(o.to, peer.addr);
+        o.bytes
+    })
+}
+
+#[test]
+fn server_core_full_flow_with_loss_reorder_fin_and_ack_resends() {
+    let mut core = ServerCore::new(
+        &server_cfg(Some(Duration::from_secs(1))),
+        5001,
+        Duration::from_secs(4),
+    );
+    let p = Peer::new(40000, &client_cfg(true));
+    // ids 1..=100 every 10 ms, 20 us transit; 50 is lost, 60 and 61 swapped.
+    let mut order: Vec<i64> = (1..=100).filter(|&i| i != 50).collect();
+    let i60 = order.iter().position(|&i| i == 60).unwrap();
+    order.swap(i60, i60 + 1);
+    for (k, id) in order.iter().enumerate() {
+        let sent = T0 + us(10_000 * k as u64);
+        let ack = feed(&mut core, &p, &p.datagram(*id, sent), sent + us(20));
+        assert!(ack.is_none());
+    }
+    // FIN -101 at 1.0 s.
+    let fin_at = T0 + us(1_000_000);
+    let ack = feed(&mut core, &p, &p.datagram(-101, fin_at), fin_at + us(20)).expect("AckFIN");
+    let events = core.take_events();
+    assert!(matches!(events[0], Event::Connected { stream: 1, .. }));
+    // Interval 0-1 s was emitted when the FIN (at 1.00002 s) crossed it.
+    let ivl: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RecvInterval { snap, .. } => Some(snap.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ivl.len(), 1);
+    assert_eq!(ivl[0].span.end, Duration::from_secs(1));
+    let Some(Event::RecvFinal {
+        total,
+        bad_datagrams,
+        ..
+    }) = events.last()
+    else {
+        panic!("no final event: {events:?}");
+    };
+    assert_eq!(*bad_datagrams, 0);
+    // Total 101 (the FIN counts), lost = gaps(50, and 60 jumping to 61) - ooo.
+    assert_eq!(total.datagrams, 101);
+    assert_eq!(total.lost, 1);
+    assert_eq!(total.out_of_order, 1);
+    assert_eq!(total.bytes, Bytes(200 * 100));
+    let w = total.latency.welford_secs();
+    assert!((w.mean() - 20e-6).abs() < 1e-9 && (w.min() - 20e-6).abs() < 1e-9);
+
+    // The AckFIN carries exactly the final numbers, plus the BLXR frame.
+    let r = parse_ack_fin(&ack).unwrap();
+    let back = snapshot_from_server_report(&r);
+    assert_eq!((back.datagrams, back.lost, back.out_of_order), (101, 1, 1));
+    assert_eq!(back.bytes, total.bytes);
+    assert!(r.ext.is_some(), "trip-times client: extended report");
+    let frame = ReportFrame::new_checked(&ack[128..]).unwrap();
+    let side =
+        ServerSideReport::from_json(ReportFrameRepr::parse(&frame).unwrap().payload.as_bytes())
+            .unwrap();
+    let recv = side.summary.udp_recv.as_ref().unwrap();
+    assert_eq!((recv.datagrams_total, recv.lost), (101, 1));
+    assert_eq!(side.intervals.len(), 1, "the 0-1 s interval");
+    let lat = recv.latency.as_ref().unwrap();
+    assert!(lat.histogram.is_some(), "the distribution travels too");
+
+    // The client repeats its FIN: the same bytes come back, up to 10 sends in all.
+    let mut resends = 0;
+    for k in 0..20u64 {
+        let t = fin_at + us(10_000 * (k + 1));
+        if let Some(b) = feed(&mut core, &p, &p.datagram(-102 - k as i64, t), t) {
+            assert_eq!(b, ack);
+            resends += 1;
+        }
+    }
+    assert_eq!(resends, 9);
+    assert!(core.take_events().is_empty(), "no second final report");
+    // After 250 ms of silence the flow is gone.
+    core.on_timer(fin_at + us(200_000 + 250_000));
+    assert_eq!(core.active_flows(), 0);
+    assert_eq!(core.finished_flows(), 1);
+}
+
+#[test]
+fn iperf_client_gets_a_plain_128_byte_ackfin() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let mut cfg = client_cfg(false);
+    cfg.trip_times = false;
+    let mut p = Peer::new(40001, &cfg);
+    // Erase the BLAB marker: this is what iperf 2.1.8 sends.
+    p.tmpl[40..48].fill(0);
+    feed(&mut core, &p, &p.datagram(1, T0), T0 + us(5));
+    let ack = feed(&mut core, &p, &p.datagram(-2, T0 + us(1000)), T0 + us(1005)).unwrap();
+    assert_eq!(ack.len(), 128);
+    // Server -e: extended even without trip-times (iperf 2.1.8 does the same).
+    assert!(parse_ack_fin(&ack).unwrap().ext.is_some());
+}
+
+#[test]
+fn garbage_is_counted_and_a_silent_flow_is_finalized_after_the_idle_timeout() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let p = Peer::new(40002, &client_cfg(false));
+    // Short garbage from a stranger: counted, no flow.
+    assert!(feed(&mut core, &p, &[1, 2, 3], T0).is_none());
+    assert_eq!(core.stray_bad_datagrams(), 1);
+    assert_eq!(core.active_flows(), 0);
+    // A flow, then garbage inside it, then silence.
+    for i in 1..=10 {
+        feed(
+            &mut core,
+            &p,
+            &p.datagram(i, T0 + us(1000 * i as u64)),
+            T0 + us(1000 * i as u64 + 30),
+        );
+    }
+    for _ in 0..5 {
+        feed(&mut core, &p, &[0xff; 7], T0 + us(20_000));
+    }
+    assert_eq!(core.stray_bad_datagrams(), 1);
+    core.take_events();
+    // The client announced 1 Mbit/s with 200-byte datagrams: 1.6 ms gaps,
+    // so the server's 4 s idle timeout applies.
+    core.on_timer(T0 + Duration::from_secs(3));
+    assert_eq!(core.active_flows(), 1);
+    assert!(core.next_deadline().unwrap() <= T0 + Duration::from_secs(5));
+    core.on_timer(T0 + Duration::from_secs(5));
+    assert_eq!(core.active_flows(), 0);
+    let events = core.take_events();
+    let Some(Event::RecvFinal {
+        total,
+        bad_datagrams,
+        ..
+    }) = events.last()
+    else {
+        panic!("{events:?}");
+    };
+    assert_eq!(*bad_datagrams, 5);
+    assert_eq!(total.datagrams, 10);
+    // The final span ends at the last datagram, not at the timeout.
+    assert!(
+        total.span.end < Duration::from_millis(20),
+        "{:?}",
+        total.span
+    );
+}
+
+#[test]
+fn stale_fin_from_unknown_source_starts_nothing() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let p = Peer::new(40003, &client_cfg(false));
+    assert!(feed(&mut core, &p, &p.datagram(-77, T0), T0).is_none());
+    assert_eq!(core.active_flows(), 0);
+    assert!(core.take_events().is_empty());
+}
+
+/// Client and server in one process over loopback: the Server Report the
+/// client decodes equals the server's own final numbers.
+#[test]
+fn loopback_client_and_server_agree() {
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let scfg = ServerConfig {
+        port,
+        format: OutputFormat::Json,
+        ..server_cfg(None)
+    };
+    let st = stop.clone();
+    let server = std::thread::spawn(move || super::run_server_until(&scfg, &st));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut c = client_cfg(true);
+    c.port = port;
+    c.format = OutputFormat::Json;
+    c.rate = Some(BitRate(2_000_000));
+    c.amount = Amount::Time(Duration::from_millis(500));
+    let out = super::run_client(&c).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap().unwrap();
+    let s = &out.streams[&1];
+    let total = s.send_total.unwrap();
+    // 2 Mbit/s of 200-byte datagrams for 0.5 s: slots 0..=624, never more;
+    // a starved machine may lose stalls beyond the 10 ms catch-up bound.
+    assert!((590..=625).contains(&total.writes), "{}", total.writes);
+    let rep = s.server_snapshot.as_ref().expect("server report");
+    assert_eq!(rep.datagrams, total.writes + 1, "the FIN counts");
+    assert_eq!(rep.lost, 0);
+    let side = s.server_side.as_ref().expect("bloatlab server report");
+    let recv = side.summary.udp_recv.as_ref().unwrap();
+    assert_eq!(recv.datagrams_total, rep.datagrams);
+    let min = recv.latency.as_ref().unwrap().latency_ms_min;
+    assert!((0.0..50.0).contains(&min), "{min}");
+}

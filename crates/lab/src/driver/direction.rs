@@ -1,0 +1,290 @@
+//! The forwarding loop of one direction: read the input TUNs (timestamped
+//! at read), `enqueue(now)`, release every packet whose time has come with
+//! `dequeue(now)`, write it to the TUN of its destination, then sleep to
+//! the link's next deadline or the next arrival. One OS thread per
+//! direction, so ACKs never wait behind the other direction's work
+//! (emulation.md 6.5).
+
+use super::histogram::{Histogram, Summary};
+use super::timing::{self, Clock};
+use crate::model::LinkModel;
+use crate::tun;
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::os::fd::RawFd;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Packets read from one input per wake-up before the others get a turn.
+const BATCH: usize = 64;
+/// Longest sleep without a deadline (bounds the reaction to a stop request).
+const IDLE_CAP: Duration = Duration::from_millis(50);
+/// Pause when the model reports a past deadline but releases nothing.
+const STALL_NAP: Duration = Duration::from_micros(20);
+/// How often counters are published for `lab status`.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+/// The fds of one direction. The caller keeps the devices open until the
+/// thread has been joined.
+#[derive(Debug, Clone)]
+pub struct DirectionIo {
+    /// `up` or `down`.
+    pub name: String,
+    /// TUN fds packets come from.
+    pub inputs: Vec<RawFd>,
+    /// Destination address -> TUN fd packets go to.
+    pub outputs: Vec<(Ipv4Addr, RawFd)>,
+}
+
+/// Counters of the driver itself (the link model keeps its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoCounters {
+    /// Packets and bytes read from the input TUNs.
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Packets and bytes written to the output TUNs.
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Failed reads and writes.
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    /// Packets with no lab host as destination (not IPv4, or another
+    /// address), dropped.
+    pub unroutable: u64,
+    /// Wake-ups that found a full batch waiting: the emulator fell behind
+    /// the input (the TUN ring may overflow next).
+    pub rx_batch_full: u64,
+}
+
+/// What a direction publishes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DirectionReport {
+    pub io: IoCounters,
+    /// How late packets were released after the time the link model gave
+    /// them (the emulator's own timing error).
+    pub lateness: Summary,
+    /// The link model's counters.
+    pub link: serde_json::Value,
+    /// True while the thread runs.
+    pub running: bool,
+}
+
+/// Destination IPv4 address of a packet, if it is IPv4.
+fn ipv4_dst(pkt: &[u8]) -> Option<Ipv4Addr> {
+    if pkt.len() < 20 || pkt[0] >> 4 != 4 {
+        return None;
+    }
+    Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]))
+}
+
+/// Runs one direction until `stop` is set.
+pub fn run(
+    io: &DirectionIo,
+    mut link: Box<dyn LinkModel>,
+    clock: Clock,
+    stop: &AtomicBool,
+    shared: &Mutex<DirectionReport>,
+    spin: Duration,
+    realtime: bool,
+) {
+    timing::tight_timer_slack();
+    if realtime && !timing::realtime() {
+        tracing::warn!("{}: SCHED_FIFO refused; running with normal priority", io.name);
+    }
+    let mut pollfds: Vec<libc::pollfd> = io
+        .inputs
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let mut buf = vec![0u8; 65_536];
+    let mut c = IoCounters::default();
+    let mut lateness = Histogram::default();
+    let mut next_publish = Duration::ZERO;
+
+    while !stop.load(Ordering::Relaxed) {
+        // 1. Drain the inputs, each packet stamped when read.
+        for &fd in &io.inputs {
+            let mut n = 0;
+            while n < BATCH {
+                match tun::read_packet(fd, &mut buf) {
+                    Ok(Some(len)) => {
+                        n += 1;
+                        c.rx_packets += 1;
+                        c.rx_bytes += len as u64;
+                        link.enqueue(clock.now(), buf[..len].to_vec());
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        c.rx_errors += 1;
+                        tracing::debug!("{}: read: {e}", io.name);
+                        break;
+                    }
+                }
+            }
+            if n == BATCH {
+                c.rx_batch_full += 1;
+            }
+        }
+
+        // 2. Release everything due.
+        let now = clock.now();
+        while let Some(due) = link.next_event().filter(|&t| t <= now) {
+            let Some(pkt) = link.dequeue(now) else {
+                break;
+            };
+            lateness.record(now - due);
+            let out = ipv4_dst(&pkt)
+                .and_then(|dst| io.outputs.iter().find(|(a, _)| *a == dst).map(|(_, fd)| *fd));
+            match out {
+                Some(fd) => match tun::write_packet(fd, &pkt) {
+                    Ok(()) => {
+                        c.tx_packets += 1;
+                        c.tx_bytes += pkt.len() as u64;
+                    }
+                    Err(e) => {
+                        c.tx_errors += 1;
+                        tracing::debug!("{}: write: {e}", io.name);
+                    }
+                },
+                None => c.unroutable += 1,
+            }
+        }
+
+        if now >= next_publish {
+            publish(shared, &c, &lateness, link.as_ref(), true);
+            next_publish = now + PUBLISH_EVERY;
+        }
+
+        // 3. Sleep to the next deadline or arrival. `next_event` may be a
+        // lower bound that has already passed while the model released
+        // nothing (e.g. an AQM dropped the head); then nap briefly instead
+        // of spinning, which under SCHED_FIFO would starve the host.
+        let deadline = link.next_event().map(|t| {
+            if t <= now {
+                now + STALL_NAP
+            } else {
+                t
+            }
+        });
+        timing::wait(&mut pollfds, &clock, deadline, IDLE_CAP, spin);
+    }
+    publish(shared, &c, &lateness, link.as_ref(), false);
+}
+
+fn publish(
+    shared: &Mutex<DirectionReport>,
+    c: &IoCounters,
+    lateness: &Histogram,
+    link: &dyn LinkModel,
+    running: bool,
+) {
+    let report = DirectionReport {
+        io: *c,
+        lateness: lateness.summary(),
+        link: link.counters_json(),
+        running,
+    };
+    if let Ok(mut g) = shared.lock() {
+        *g = report;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destination_is_read_only_from_ipv4_headers() {
+        let mut p = vec![0u8; 20];
+        p[0] = 0x45;
+        p[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        assert_eq!(ipv4_dst(&p), Some(Ipv4Addr::new(10, 77, 0, 2)));
+        p[0] = 0x60;
+        assert_eq!(ipv4_dst(&p), None);
+        assert_eq!(ipv4_dst(&p[..19]), None);
+        assert_eq!(ipv4_dst(&[]), None);
+    }
+
+    /// A pair of connected SOCK_SEQPACKET sockets stands in for a TUN: one
+    /// packet per read/write, non-blocking on the driver's side.
+    fn seqpacket() -> (RawFd, RawFd) {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid array of two ints.
+        let rc = unsafe {
+            libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0, fds.as_mut_ptr())
+        };
+        assert_eq!(rc, 0);
+        (fds[0], fds[1])
+    }
+
+    fn packet_to(dst: [u8; 4], len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        p[16..20].copy_from_slice(&dst);
+        p
+    }
+
+    #[test]
+    fn forwards_after_the_link_delay_and_routes_by_destination() {
+        let (in_test, in_drv) = seqpacket();
+        let (out_drv, out_test) = seqpacket();
+        let (other_drv, other_test) = seqpacket();
+        let io = DirectionIo {
+            name: "up".into(),
+            inputs: vec![in_drv],
+            outputs: vec![
+                (Ipv4Addr::new(10, 77, 0, 2), out_drv),
+                (Ipv4Addr::new(10, 77, 0, 3), other_drv),
+            ],
+        };
+        let mut cfg = bloatlab_emu::LinkConfig::default();
+        cfg.set("delay", Some("20ms")).unwrap();
+        let link = Box::new(bloatlab_emu::Link::new(&cfg, 1).unwrap());
+        let stop = AtomicBool::new(false);
+        let shared = Mutex::new(DirectionReport::default());
+        let origin = std::time::Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| run(&io, link, Clock::new(origin), &stop, &shared, Duration::ZERO, false));
+            let t0 = std::time::Instant::now();
+            for p in [packet_to([10, 77, 0, 2], 100), packet_to([10, 77, 0, 9], 60), packet_to([10, 77, 0, 3], 80)] {
+                tun::write_packet(in_test, &p).unwrap();
+            }
+            let mut buf = [0u8; 2048];
+            let mut got = None;
+            while t0.elapsed() < Duration::from_secs(2) {
+                if let Ok(Some(n)) = tun::read_packet(out_test, &mut buf) {
+                    got = Some((n, t0.elapsed()));
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let (n, at) = got.expect("packet forwarded");
+            assert_eq!(n, 100);
+            assert!(at >= Duration::from_millis(20), "released after {at:?}");
+            assert!(at < Duration::from_millis(500), "released after {at:?}");
+            std::thread::sleep(Duration::from_millis(30));
+            assert_eq!(tun::read_packet(other_test, &mut buf).unwrap(), Some(80));
+            std::thread::sleep(Duration::from_millis(250));
+            stop.store(true, Ordering::Relaxed);
+        });
+        let r = shared.lock().unwrap().clone();
+        assert!(!r.running);
+        assert_eq!(r.io.rx_packets, 3);
+        assert_eq!(r.io.tx_packets, 2);
+        assert_eq!(r.io.unroutable, 1);
+        assert_eq!(r.lateness.count, 3);
+        assert_eq!(r.link["dequeued"]["packets"], 3);
+        for fd in [in_test, in_drv, out_drv, out_test, other_drv, other_test] {
+            // SAFETY: closing fds this test opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+}

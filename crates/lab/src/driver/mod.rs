@@ -1,0 +1,89 @@
+//! The emulator driver: one forwarding thread per direction over TUN fds,
+//! each with its own link model. Threads publish counters a few times a
+//! second; [`Emulator::reports`] collects them for `lab status`.
+
+pub mod direction;
+pub mod histogram;
+pub mod timing;
+
+use crate::model::LinkModel;
+use direction::{DirectionIo, DirectionReport};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Running forwarding threads. Dropping it stops and joins them; the fds
+/// they use must stay open until then.
+#[derive(Debug)]
+pub struct Emulator {
+    stop: Arc<AtomicBool>,
+    threads: Vec<(String, JoinHandle<()>, Arc<Mutex<DirectionReport>>)>,
+}
+
+impl Emulator {
+    /// Starts one thread per `(io, model)` pair. Times are measured from
+    /// `origin`.
+    pub fn start(
+        dirs: Vec<(DirectionIo, Box<dyn LinkModel>)>,
+        origin: Instant,
+        spin: Duration,
+        realtime: bool,
+    ) -> std::io::Result<Emulator> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut em = Emulator {
+            stop: stop.clone(),
+            threads: Vec::new(),
+        };
+        for (io, model) in dirs {
+            let shared = Arc::new(Mutex::new(DirectionReport {
+                running: true,
+                ..DirectionReport::default()
+            }));
+            let (s, st) = (shared.clone(), stop.clone());
+            let name = io.name.clone();
+            let clock = timing::Clock::new(origin);
+            let h = std::thread::Builder::new()
+                .name(format!("emu-{name}"))
+                .spawn(move || direction::run(&io, model, clock, &st, &s, spin, realtime))?;
+            em.threads.push((name, h, shared));
+        }
+        Ok(em)
+    }
+
+    /// The latest report of each direction, by name. A thread that died
+    /// (panicked) reports `running: false`.
+    pub fn reports(&self) -> Vec<(String, DirectionReport)> {
+        self.threads
+            .iter()
+            .map(|(n, h, s)| {
+                let mut r = s.lock().map(|g| g.clone()).unwrap_or_default();
+                if h.is_finished() {
+                    r.running = false;
+                }
+                (n.clone(), r)
+            })
+            .collect()
+    }
+
+    /// True when every thread still runs.
+    pub fn healthy(&self) -> bool {
+        self.threads.iter().all(|(_, h, _)| !h.is_finished())
+    }
+
+    /// Stops and joins the threads.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for (name, h, _) in self.threads.drain(..) {
+            if h.join().is_err() {
+                tracing::error!("forwarding thread {name} panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,99 @@
+//! Typed errors of the lab. The binary maps them to exit codes:
+//! [`LabError::Spec`] and [`LabError::InvalidName`] are usage errors (2),
+//! [`LabError::Privilege`] is a missing privilege (3), the rest are failures (1).
+
+use std::io;
+
+/// Everything that can go wrong while building, running or removing a lab.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A lab name that cannot be turned into namespace names.
+    #[error("invalid lab name {name:?}: {why}")]
+    InvalidName { name: String, why: &'static str },
+
+    /// A link or host option was rejected (field and value named).
+    #[error("invalid {field} {value:?}: {why}")]
+    Spec {
+        field: String,
+        value: String,
+        why: String,
+    },
+
+    /// The process lacks the privilege to build namespaces.
+    #[error(
+        "{what} needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to create network namespaces, TUN devices and mounts"
+    )]
+    Privilege { what: &'static str },
+
+    /// A lab (or one of its namespaces) with this name already exists.
+    #[error("lab name {name:?} is already in use ({what}); remove it with `bloatlab lab down {name}`")]
+    NameInUse { name: String, what: String },
+
+    /// No lab of that name exists.
+    #[error("no lab named {0:?}")]
+    NoSuchLab(String),
+
+    /// The host name does not belong to the lab.
+    #[error("lab {lab:?} has no host {host:?} (hosts: {known})")]
+    NoSuchHost {
+        lab: String,
+        host: String,
+        known: String,
+    },
+
+    /// The kernel lacks a queueing discipline the kernel backend needs.
+    #[error("the kernel has no {qdisc:?} qdisc (sch_{qdisc}); use the userspace backend for it")]
+    MissingQdisc { qdisc: String },
+
+    /// A netlink request was refused by the kernel.
+    #[error("netlink {op} failed: {source}")]
+    Netlink {
+        op: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// Any other system call failed.
+    #[error("{op}: {source}")]
+    Sys {
+        op: String,
+        #[source]
+        source: io::Error,
+    },
+
+    /// A state file could not be parsed.
+    #[error("state file {path}: {why}")]
+    State { path: String, why: String },
+}
+
+impl LabError {
+    /// Wraps the current `errno` of a failed system call.
+    pub(crate) fn last_os(op: impl Into<String>) -> LabError {
+        LabError::Sys {
+            op: op.into(),
+            source: io::Error::last_os_error(),
+        }
+    }
+
+    /// Wraps an I/O error with what was being done.
+    pub(crate) fn io(op: impl Into<String>, source: io::Error) -> LabError {
+        LabError::Sys {
+            op: op.into(),
+            source,
+        }
+    }
+
+    /// True when the error is a permission problem (EPERM/EACCES), so the
+    /// binary can report it as a missing privilege.
+    pub fn is_permission(&self) -> bool {
+        let src = match self {
+            LabError::Privilege { .. } => return true,
+            LabError::Netlink { source, .. } | LabError::Sys { source, .. } => source,
+            _ => return false,
+        };
+        matches!(src.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+    }
+}
+
+/// Result alias of the crate.
+pub type Result<T, E = LabError> = std::result::Result<T, E>;

@@ -1,0 +1,318 @@
+//! Building, running and removing a lab.
+//!
+//! [`Lab::build`] creates every object behind a guard; if any step fails,
+//! the guards built so far are dropped and remove what was created.
+//! Dropping a [`Lab`] stops the forwarding threads, closes the TUN fds
+//! (non-persistent TUNs vanish with them), then removes the namespaces, in
+//! that order: a namespace whose TUN fd is still open outlives its name
+//! (emulation.md 4.1). [`remove_by_name`] cleans up after a crash.
+
+use crate::driver::Emulator;
+use crate::driver::direction::{DirectionIo, DirectionReport};
+use crate::error::{LabError, Result};
+use crate::model;
+use crate::netlink::Netlink;
+use crate::netlink::msg::LinkStats;
+use crate::netns::{self, NetnsGuard};
+use crate::spec::{Backend, Host, LabSpec, PREFIX_LEN, Side};
+use crate::state::StateDir;
+use crate::sysctl;
+use crate::tun::Tun;
+use crate::{kernel, names};
+use serde::Serialize;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// TUN transmit ring length. Small on purpose: the ring is a queue in
+/// front of the emulated one that the AQM cannot see (emulation.md 4.1);
+/// drops in it are reported as overload.
+pub const TUN_TXQLEN: u32 = 500;
+
+/// A host's live objects.
+#[derive(Debug)]
+struct HostRt {
+    host: Host,
+    tun: Option<Tun>,
+    nl: Netlink,
+    index: i32,
+}
+
+/// A running lab. Drop it to tear everything down.
+#[derive(Debug)]
+pub struct Lab {
+    spec: LabSpec,
+    started: Instant,
+    emulator: Option<Emulator>,
+    hosts: Vec<HostRt>,
+    guards: Vec<NetnsGuard>,
+}
+
+/// Per-device counters in a status report.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceStatus {
+    pub host: String,
+    pub ifname: String,
+    pub stats: LinkStats,
+}
+
+/// What `lab status` shows (the `NAME.status.json` file).
+#[derive(Debug, Clone, Serialize)]
+pub struct LabStatus {
+    pub name: String,
+    pub backend: Backend,
+    /// Seconds since the lab came up.
+    pub uptime_s: f64,
+    /// `up` and `down` driver reports (userspace backend only).
+    pub directions: Vec<(String, DirectionReport)>,
+    pub devices: Vec<DeviceStatus>,
+    /// Packets dropped in TUN rings because the emulator read too slowly:
+    /// above zero, the emulator was overloaded and results are suspect.
+    pub tun_ring_drops: u64,
+}
+
+fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun>, Netlink, i32)> {
+    netns::run_in(&host.netns, || {
+        let tun = if with_tun {
+            Some(Tun::create(&host.ifname)?)
+        } else {
+            None
+        };
+        let mut nl = Netlink::open()?;
+        let lo = nl.link_index("lo")?;
+        nl.set_link(lo, None, None)?;
+        let index = nl.link_index(&host.ifname)?;
+        nl.set_link(index, Some(spec.mtu), Some(TUN_TXQLEN))?;
+        nl.add_addr_v4(index, host.addr, PREFIX_LEN)?;
+        host_sysctls(spec, host)?;
+        Ok((tun, nl, index))
+    })
+}
+
+/// Sysctls every lab host gets, plus the per-host ECN and congestion
+/// control choices. Runs inside the host's namespace.
+pub(crate) fn host_sysctls(spec: &LabSpec, host: &Host) -> Result<()> {
+    // Let unprivileged ICMP echo sockets work (ping without root).
+    sysctl::write("net.ipv4.ping_group_range", "0 2147483647")?;
+    if spec.ecn_hosts.contains(&host.name) {
+        sysctl::write("net.ipv4.tcp_ecn", "1")?;
+    }
+    if let Some(cc) = spec.cc.get(&host.name) {
+        sysctl::write("net.ipv4.tcp_congestion_control", cc)?;
+    }
+    Ok(())
+}
+
+impl Lab {
+    /// Builds the lab described by `spec` (validated first).
+    pub fn build(spec: &LabSpec) -> Result<Lab> {
+        spec.validate()?;
+        let mut lab = Lab {
+            spec: spec.clone(),
+            started: Instant::now(),
+            emulator: None,
+            hosts: Vec::new(),
+            guards: Vec::new(),
+        };
+        for ns in spec.namespaces() {
+            lab.guards.push(NetnsGuard::create(&ns)?);
+        }
+        match spec.backend {
+            Backend::Userspace => lab.build_userspace()?,
+            Backend::Kernel => {
+                for host in spec.hosts() {
+                    kernel::wire_host(spec, &host)?;
+                }
+                kernel::configure_router(spec)?;
+                for host in spec.hosts() {
+                    let (_, nl, index) = setup_host(spec, &host, false)?;
+                    lab.hosts.push(HostRt {
+                        host,
+                        tun: None,
+                        nl,
+                        index,
+                    });
+                }
+            }
+        }
+        Ok(lab)
+    }
+
+    fn build_userspace(&mut self) -> Result<()> {
+        let spec = self.spec.clone();
+        for host in spec.hosts() {
+            let (tun, nl, index) = setup_host(&spec, &host, true)?;
+            self.hosts.push(HostRt {
+                host,
+                tun,
+                nl,
+                index,
+            });
+        }
+        let fds = |side: Side| -> Vec<(std::net::Ipv4Addr, i32)> {
+            self.hosts
+                .iter()
+                .filter(|h| h.host.side == side)
+                .filter_map(|h| h.tun.as_ref().map(|t| (h.host.addr, t.fd().as_raw_fd())))
+                .collect()
+        };
+        let (clients, servers) = (fds(Side::Client), fds(Side::Server));
+        let up = DirectionIo {
+            name: "up".into(),
+            inputs: clients.iter().map(|(_, fd)| *fd).collect(),
+            outputs: servers.clone(),
+        };
+        let down = DirectionIo {
+            name: "down".into(),
+            inputs: servers.iter().map(|(_, fd)| *fd).collect(),
+            outputs: clients,
+        };
+        let seed = spec.driver.seed;
+        let dirs = vec![
+            (up, model::build("up", &spec.up, seed)?),
+            (down, model::build("down", &spec.down, seed.wrapping_add(1))?),
+        ];
+        let em = Emulator::start(dirs, self.started, spec.driver.spin, spec.driver.realtime)
+            .map_err(|e| LabError::io("start forwarding threads", e))?;
+        self.emulator = Some(em);
+        Ok(())
+    }
+
+    /// The spec the lab was built from.
+    pub fn spec(&self) -> &LabSpec {
+        &self.spec
+    }
+
+    /// False when a forwarding thread died.
+    pub fn healthy(&self) -> bool {
+        self.emulator.as_ref().is_none_or(|e| e.healthy())
+    }
+
+    /// Current counters.
+    pub fn status(&mut self) -> LabStatus {
+        let mut devices = Vec::new();
+        let mut drops = 0;
+        for h in &mut self.hosts {
+            let stats = h.nl.link_stats(h.index).unwrap_or_default();
+            if h.tun.is_some() {
+                drops += stats.tx_dropped;
+            }
+            devices.push(DeviceStatus {
+                host: h.host.name.clone(),
+                ifname: h.host.ifname.clone(),
+                stats,
+            });
+        }
+        LabStatus {
+            name: self.spec.name.clone(),
+            backend: self.spec.backend,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            directions: self
+                .emulator
+                .as_ref()
+                .map(|e| e.reports())
+                .unwrap_or_default(),
+            devices,
+            tun_ring_drops: drops,
+        }
+    }
+
+    /// Runs until `stop()` returns true or a forwarding thread dies,
+    /// writing `NAME.status.json` twice a second. Warns (once per
+    /// increase) when TUN rings drop packets.
+    pub fn run(&mut self, dir: &StateDir, stop: impl Fn() -> bool) -> Result<()> {
+        let mut last_drops = 0;
+        let mut next = Instant::now();
+        while !stop() {
+            if !self.healthy() {
+                return Err(LabError::Sys {
+                    op: "emulator".into(),
+                    source: std::io::Error::other("a forwarding thread died"),
+                });
+            }
+            if Instant::now() >= next {
+                let st = self.status();
+                if st.tun_ring_drops > last_drops {
+                    tracing::warn!(
+                        "emulator overloaded: {} packets dropped in TUN rings (total {})",
+                        st.tun_ring_drops - last_drops,
+                        st.tun_ring_drops
+                    );
+                    last_drops = st.tun_ring_drops;
+                }
+                if let Ok(v) = serde_json::to_vec_pretty(&st) {
+                    let _ = crate::state::write_atomic(&dir.status(&self.spec.name), &v);
+                }
+                next = Instant::now() + Duration::from_millis(500);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // Order matters: threads, then fds, then namespaces.
+        if let Some(mut e) = self.emulator.take() {
+            e.stop();
+        }
+        self.hosts.clear();
+        self.guards.clear();
+    }
+}
+
+/// Removes every namespace lab `name` may have left behind: those listed
+/// in its state file and any `/run/netns` entry matching the lab's exact
+/// naming scheme. Returns the namespaces removed.
+pub fn remove_by_name(name: &str, listed: &[String]) -> Result<Vec<String>> {
+    names::validate(name)?;
+    let mut removed = Vec::new();
+    let mut candidates: Vec<String> = listed
+        .iter()
+        .filter(|n| names::is_lab_netns(name, n))
+        .cloned()
+        .collect();
+    for ns in netns::list() {
+        if names::is_lab_netns(name, &ns) && !candidates.contains(&ns) {
+            candidates.push(ns);
+        }
+    }
+    let mut first_err = None;
+    for ns in candidates {
+        if !netns::exists(&ns) {
+            continue;
+        }
+        match netns::delete(&ns) {
+            Ok(()) => removed.push(ns),
+            Err(e) => {
+                tracing::warn!("removing {ns}: {e}");
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+/// Linux capability numbers (linux/capability.h).
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Fails with [`LabError::Privilege`] unless the process has CAP_NET_ADMIN
+/// and CAP_SYS_ADMIN (netns mounts and `setns` need the latter).
+pub fn check_privilege(what: &'static str) -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let need = (1u64 << CAP_NET_ADMIN) | (1u64 << CAP_SYS_ADMIN);
+    if caps & need == need {
+        Ok(())
+    } else {
+        Err(LabError::Privilege { what })
+    }
+}

@@ -1,0 +1,32 @@
+//! The bloatlab lab: network namespaces joined through an emulated link.
+//!
+//! * [`spec`]: what a lab is (hosts, addresses, the two link directions).
+//! * [`lab`]: [`Lab::build`] creates it behind Drop guards; dropping it
+//!   (or [`lab::remove_by_name`] after a crash) removes every object.
+//! * [`driver`]: one forwarding thread per direction between TUN devices,
+//!   around the sans-IO `bloatlab_emu` link model ([`model`]).
+//! * [`netns`], [`netlink`], [`tun`], [`sysctl`]: thin syscall modules
+//!   (no shelling out to `ip` or `tc`).
+//! * [`state`]: `/run/bloatlab/NAME.json`, the record `lab status`,
+//!   `lab down` and `lab list` read.
+//!
+//! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
+//! lab namespaces only, so nothing outside the lab is ever touched.
+
+pub mod driver;
+pub mod error;
+pub mod kernel;
+pub mod lab;
+pub mod model;
+pub mod names;
+pub mod netlink;
+pub mod netns;
+pub mod signals;
+pub mod spec;
+pub mod state;
+pub mod sysctl;
+pub mod tun;
+
+pub use error::{LabError, Result};
+pub use lab::{Lab, LabStatus};
+pub use spec::{Backend, LabSpec, LinkSpec};

@@ -1,0 +1,219 @@
+//! The driver's view of a link direction: the sans-IO emulator core behind
+//! a small trait, so the driver can also run a bare pass-through (the
+//! benchmark's floor) and tests can substitute their own models.
+
+use crate::error::{LabError, Result};
+use crate::spec::LinkSpec;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One direction of an emulated link, driven with explicit time (a
+/// `Duration` since the driver's origin). Mirrors `bloatlab_emu::Link`.
+pub trait LinkModel: Send {
+    /// A packet (an IP packet, no L2 header) arrived at `now`.
+    fn enqueue(&mut self, now: Duration, packet: Vec<u8>);
+    /// The next packet due at or before `now`, if any.
+    fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>>;
+    /// Earliest time [`LinkModel::dequeue`] may return something.
+    fn next_event(&self) -> Option<Duration>;
+    /// The model's counters, for `lab status`.
+    fn counters_json(&self) -> serde_json::Value;
+}
+
+/// Forwards every packet immediately: no rate, no delay, no queue limit.
+#[derive(Debug, Default)]
+pub struct PassThrough {
+    queue: VecDeque<(Duration, Vec<u8>)>,
+    forwarded: u64,
+}
+
+impl LinkModel for PassThrough {
+    fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        self.queue.push_back((now, packet));
+    }
+    fn dequeue(&mut self, _now: Duration) -> Option<Vec<u8>> {
+        let p = self.queue.pop_front().map(|(_, p)| p);
+        self.forwarded += u64::from(p.is_some());
+        p
+    }
+    fn next_event(&self) -> Option<Duration> {
+        self.queue.front().map(|(t, _)| *t)
+    }
+    fn counters_json(&self) -> serde_json::Value {
+        serde_json::json!({ "model": "pass-through", "forwarded": self.forwarded })
+    }
+}
+
+pub use bloatlab_emu::{Limit, Probability, parse_time};
+use bloatlab_emu::{LinkConfig, SpecError};
+
+impl LinkModel for bloatlab_emu::Link {
+    fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        bloatlab_emu::Link::enqueue(self, now, packet)
+    }
+    fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>> {
+        bloatlab_emu::Link::dequeue(self, now)
+    }
+    fn next_event(&self) -> Option<Duration> {
+        bloatlab_emu::Link::next_event(self)
+    }
+    fn counters_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.counters()).unwrap_or_default()
+    }
+}
+
+/// Maps an emulator error to the CLI flag that carried the value.
+fn flag_error(dir: &str, e: SpecError) -> LabError {
+    let full = e.to_string();
+    let prefix = format!("{}: {:?} ", e.field, e.value);
+    let why = full.strip_prefix(&prefix).unwrap_or(&full).to_string();
+    let flag = match e.field.as_str() {
+        f @ ("rate" | "delay" | "jitter" | "loss" | "limit" | "qdisc") => f.to_string(),
+        _ => "qdisc-param".to_string(),
+    };
+    let field = if flag == "qdisc-param" {
+        format!("--qdisc-param/--{dir}-qdisc-param {}", e.field)
+    } else if dir.is_empty() {
+        format!("--{flag}")
+    } else {
+        format!("--{flag}/--{dir}-{flag}")
+    };
+    LabError::Spec {
+        field,
+        value: e.value.clone(),
+        why,
+    }
+}
+
+/// The emulator configuration of one direction. Fields are applied in the
+/// order qdisc, limit, qdisc parameters, rate, delay, jitter, loss, so the
+/// qdisc kind's defaults are set before its parameters override them.
+/// Parameters are `key=value` or a bare flag; besides the qdisc's own
+/// (`target`, `ecn`, ...) the link keys `overhead`, `mpu`, `framing`,
+/// `distribution` and `reorder` are accepted.
+pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
+    let mut cfg = LinkConfig::default();
+    let err = |e| flag_error(dir, e);
+    if let Some(q) = &s.qdisc {
+        cfg.set("qdisc", Some(q)).map_err(err)?;
+    }
+    if let Some(v) = &s.limit {
+        cfg.set("limit", Some(v)).map_err(err)?;
+    }
+    for p in &s.params {
+        let (k, v) = match p.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (p.trim(), None),
+        };
+        if matches!(k, "rate" | "delay" | "jitter" | "loss" | "qdisc") {
+            return Err(LabError::Spec {
+                field: format!("--qdisc-param/--{dir}-qdisc-param"),
+                value: p.clone(),
+                why: format!("use --{k} for {k}"),
+            });
+        }
+        cfg.set(k, v).map_err(err)?;
+    }
+    for (k, v) in [
+        ("rate", &s.rate),
+        ("delay", &s.delay),
+        ("jitter", &s.jitter),
+        ("loss", &s.loss),
+    ] {
+        if let Some(v) = v {
+            cfg.set(k, Some(v)).map_err(err)?;
+        }
+    }
+    cfg.validate().map_err(err)?;
+    Ok(cfg)
+}
+
+/// Checks one direction's fields with the emulator's tc-style parsers.
+pub fn validate_direction(dir: &str, s: &LinkSpec) -> Result<()> {
+    link_config(dir, s).map(|_| ())
+}
+
+/// One direction's fields, parsed (for the kernel backend).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Direction {
+    pub rate: Option<bloatlab_units::BitRate>,
+    pub delay: Option<Duration>,
+    pub jitter: Option<Duration>,
+    pub loss: Option<String>,
+    pub limit: Option<Limit>,
+}
+
+/// Parses one direction's tc-style fields.
+pub fn parse_direction(s: &LinkSpec) -> Result<Direction> {
+    use bloatlab_emu::{parse_limit, parse_rate};
+    let err = |e| flag_error("", e);
+    Ok(Direction {
+        rate: s.rate.as_deref().map(parse_rate).transpose().map_err(err)?,
+        delay: s.delay.as_deref().map(parse_time).transpose().map_err(err)?.filter(|d| !d.is_zero()),
+        jitter: s.jitter.as_deref().map(parse_time).transpose().map_err(err)?.filter(|d| !d.is_zero()),
+        loss: s.loss.clone(),
+        limit: s.limit.as_deref().map(parse_limit).transpose().map_err(err)?,
+    })
+}
+
+/// Builds the emulator for one direction.
+pub fn build(dir: &str, s: &LinkSpec, seed: u64) -> Result<Box<dyn LinkModel>> {
+    let cfg = link_config(dir, s)?;
+    tracing::info!("{dir}: {cfg}");
+    let link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;
+    Ok(Box::new(link))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_through_releases_in_order_at_arrival_time() {
+        let mut m = PassThrough::default();
+        assert_eq!(m.next_event(), None);
+        m.enqueue(Duration::from_micros(5), vec![1]);
+        m.enqueue(Duration::from_micros(7), vec![2]);
+        assert_eq!(m.next_event(), Some(Duration::from_micros(5)));
+        assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![1]));
+        assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![2]));
+        assert_eq!(m.dequeue(Duration::from_micros(9)), None);
+        assert_eq!(m.counters_json()["forwarded"], 2);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let s = LinkSpec {
+            rate: Some("0mbit".into()),
+            ..LinkSpec::default()
+        };
+        let e = validate_direction("up", &s).unwrap_err().to_string();
+        assert!(e.contains("rate") && e.contains("0mbit"), "{e}");
+        let s = LinkSpec {
+            delay: Some("-5ms".into()),
+            ..LinkSpec::default()
+        };
+        let e = validate_direction("down", &s).unwrap_err().to_string();
+        assert!(e.contains("delay") && e.contains("-5ms"), "{e}");
+        let s = LinkSpec {
+            qdisc: Some("red".into()),
+            ..LinkSpec::default()
+        };
+        let e = validate_direction("up", &s).unwrap_err().to_string();
+        assert!(e.contains("qdisc") && e.contains("red"), "{e}");
+        let s = LinkSpec {
+            qdisc: Some("codel".into()),
+            params: vec!["target=-1ms".into()],
+            ..LinkSpec::default()
+        };
+        let e = validate_direction("up", &s).unwrap_err().to_string();
+        assert!(e.contains("target") && e.contains("-1ms"), "{e}");
+        let s = LinkSpec {
+            qdisc: Some("fq_codel".into()),
+            params: vec!["bogus=1".into()],
+            ..LinkSpec::default()
+        };
+        let e = validate_direction("up", &s).unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+    }
+}

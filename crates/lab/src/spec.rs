@@ -1,0 +1,289 @@
+//! What a lab is made of: hosts, the two directions of the emulated link,
+//! per-host settings. A [`LabSpec`] is plain data (stored in the state
+//! file and handed to the background emulator); [`LabSpec::validate`]
+//! checks everything before any object is created.
+//!
+//! Topology (userspace backend):
+//!
+//! ```text
+//!  client  (10.77.0.1)  \                                  / server (10.77.0.2)
+//!  client2 (10.77.0.12)  }-- TUN --[ up:   client -> server ]-- TUN --{
+//!  clientN (10.77.0.1N) /         [ down: server -> client ]         \ peer   (10.77.0.3)
+//! ```
+//!
+//! Every host lives in its own namespace `bl-LAB-HOST` with one TUN device
+//! `bl-HOST` carrying `10.77.0.X/24`. The emulator process holds all TUN
+//! fds; the *up* link carries everything the client-side hosts send to the
+//! server-side hosts, the *down* link the reverse. The /24 exists only
+//! inside the lab's namespaces, so every lab can use the same addresses.
+
+use crate::error::{LabError, Result};
+use crate::names;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// Most client hosts a lab can have.
+pub const MAX_CLIENTS: u32 = 64;
+
+/// How the link is emulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// The bloatlab emulator in userspace between TUN devices (default).
+    #[default]
+    Userspace,
+    /// veth pairs through a router namespace with kernel qdiscs.
+    Kernel,
+}
+
+/// One direction of the link in tc spellings, exactly as the user wrote
+/// them (validated by [`LabSpec::validate`], converted by
+/// [`crate::model`]). `None` means "not limited" / the qdisc's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkSpec {
+    /// Bottleneck rate (`20mbit`); `None` = unshaped.
+    pub rate: Option<String>,
+    /// One-way propagation delay (`20ms`).
+    pub delay: Option<String>,
+    /// Delay jitter (`1ms`).
+    pub jitter: Option<String>,
+    /// Random loss (`0.5%`).
+    pub loss: Option<String>,
+    /// Queue limit (`1000p`, `64kb`).
+    pub limit: Option<String>,
+    /// Queue discipline (`fifo`, `codel`, `fq_codel`, `pie`, `cake`).
+    pub qdisc: Option<String>,
+    /// Queue discipline parameters as `key=value` or bare flags
+    /// (`target=5ms`, `interval=100ms`, `ecn`, `noecn`).
+    pub params: Vec<String>,
+}
+
+/// Driver options of the userspace emulator.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DriverSpec {
+    /// Busy-wait this long before each deadline instead of sleeping (lower
+    /// lateness, more CPU). Zero disables spinning.
+    pub spin: Duration,
+    /// Run the forwarding threads with SCHED_FIFO (default true).
+    pub realtime: bool,
+    /// Seed of the emulator's random numbers (loss, jitter, hashing).
+    pub seed: u64,
+}
+
+impl Default for DriverSpec {
+    fn default() -> Self {
+        DriverSpec {
+            spin: Duration::ZERO,
+            realtime: true,
+            seed: 1,
+        }
+    }
+}
+
+/// Everything `lab up` needs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LabSpec {
+    /// Lab name (see [`names::validate`]).
+    pub name: String,
+    /// Emulation backend.
+    pub backend: Backend,
+    /// Number of client hosts (1 = just `client`).
+    pub clients: u32,
+    /// Add the third host `peer` on the server side.
+    pub peer: bool,
+    /// Link from the client side to the server side.
+    pub up: LinkSpec,
+    /// Link from the server side to the client side.
+    pub down: LinkSpec,
+    /// Hosts that get `net.ipv4.tcp_ecn=1` (others keep the kernel default, 2).
+    pub ecn_hosts: Vec<String>,
+    /// Default TCP congestion control per host (`net.ipv4.tcp_congestion_control`).
+    pub cc: BTreeMap<String, String>,
+    /// MTU of every lab interface, bytes.
+    pub mtu: u32,
+    /// Userspace driver options.
+    pub driver: DriverSpec,
+}
+
+impl LabSpec {
+    /// A lab with one client, one server, unshaped links.
+    pub fn new(name: &str) -> LabSpec {
+        LabSpec {
+            name: name.to_string(),
+            backend: Backend::Userspace,
+            clients: 1,
+            peer: false,
+            up: LinkSpec::default(),
+            down: LinkSpec::default(),
+            ecn_hosts: Vec::new(),
+            cc: BTreeMap::new(),
+            mtu: 1500,
+            driver: DriverSpec::default(),
+        }
+    }
+
+    /// The hosts, client side first.
+    pub fn hosts(&self) -> Vec<Host> {
+        let mut v = Vec::new();
+        for i in 1..=self.clients {
+            let name = if i == 1 {
+                "client".to_string()
+            } else {
+                format!("client{i}")
+            };
+            let last = if i == 1 { 1 } else { 10 + i as u8 };
+            v.push(Host::new(&self.name, name, Side::Client, last));
+        }
+        v.push(Host::new(&self.name, "server".into(), Side::Server, 2));
+        if self.peer {
+            v.push(Host::new(&self.name, "peer".into(), Side::Server, 3));
+        }
+        v
+    }
+
+    /// Every namespace the lab creates.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.hosts().into_iter().map(|h| h.netns).collect();
+        if self.backend == Backend::Kernel {
+            v.push(names::netns(&self.name, names::ROUTER));
+        }
+        v
+    }
+
+    /// Checks names, host references and every link field (through the
+    /// emulator's parsers), before anything is created.
+    pub fn validate(&self) -> Result<()> {
+        names::validate(&self.name)?;
+        if self.clients == 0 || self.clients > MAX_CLIENTS {
+            return Err(spec_err(
+                "--clients",
+                &self.clients.to_string(),
+                format!("must be 1 to {MAX_CLIENTS}"),
+            ));
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return Err(spec_err(
+                "--mtu",
+                &self.mtu.to_string(),
+                "must be 576 to 9000".into(),
+            ));
+        }
+        let hosts: Vec<String> = self.hosts().into_iter().map(|h| h.name).collect();
+        let check_host = |field: &str, h: &str| {
+            if hosts.iter().any(|x| x == h) {
+                Ok(())
+            } else {
+                Err(spec_err(
+                    field,
+                    h,
+                    format!("no such host (hosts: {})", hosts.join(", ")),
+                ))
+            }
+        };
+        for h in &self.ecn_hosts {
+            check_host("--ecn", h)?;
+        }
+        for (h, algo) in &self.cc {
+            check_host("--cc", h)?;
+            if algo.is_empty() || !algo.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(spec_err("--cc", algo, "not a congestion control name".into()));
+            }
+        }
+        crate::model::validate_direction("up", &self.up)?;
+        crate::model::validate_direction("down", &self.down)?;
+        if self.backend == Backend::Kernel {
+            crate::kernel::validate(self)?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn spec_err(field: &str, value: &str, why: String) -> LabError {
+    LabError::Spec {
+        field: field.to_string(),
+        value: value.to_string(),
+        why,
+    }
+}
+
+/// Which side of the bottleneck a host sits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Sends on the *up* link, receives from the *down* link.
+    Client,
+    /// Sends on the *down* link, receives from the *up* link.
+    Server,
+}
+
+/// One host of the topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// `client`, `client2`, ..., `server`, `peer`.
+    pub name: String,
+    /// Its namespace, `bl-LAB-HOST`.
+    pub netns: String,
+    /// Side of the bottleneck.
+    pub side: Side,
+    /// Its address on the lab's /24.
+    pub addr: Ipv4Addr,
+    /// Its interface (the TUN device, or the veth end for the kernel backend).
+    pub ifname: String,
+}
+
+/// The lab's private subnet; it exists only inside lab namespaces.
+pub const SUBNET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 0);
+/// Prefix length of [`SUBNET`].
+pub const PREFIX_LEN: u8 = 24;
+
+impl Host {
+    fn new(lab: &str, name: String, side: Side, last: u8) -> Host {
+        let o = SUBNET.octets();
+        Host {
+            netns: names::netns(lab, &name),
+            ifname: format!("bl-{name}"),
+            addr: Ipv4Addr::new(o[0], o[1], o[2], last),
+            side,
+            name,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_and_addresses_follow_the_documented_plan() {
+        let mut s = LabSpec::new("t");
+        s.clients = 3;
+        s.peer = true;
+        let h = s.hosts();
+        let names: Vec<_> = h.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["client", "client2", "client3", "server", "peer"]);
+        let addrs: Vec<_> = h.iter().map(|h| h.addr.to_string()).collect();
+        assert_eq!(
+            addrs,
+            ["10.77.0.1", "10.77.0.12", "10.77.0.13", "10.77.0.2", "10.77.0.3"]
+        );
+        assert_eq!(h[1].netns, "bl-t-client2");
+        assert_eq!(h[1].ifname, "bl-client2");
+        assert!(h.iter().all(|h| h.ifname.len() < 16));
+        assert!(h.iter().all(|h| names::is_lab_netns("t", &h.netns)));
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        let mut s = LabSpec::new("t");
+        s.ecn_hosts = vec!["nobody".into()];
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("--ecn") && e.contains("nobody"), "{e}");
+        let mut s = LabSpec::new("t");
+        s.clients = 0;
+        assert!(s.validate().unwrap_err().to_string().contains("--clients"));
+        let s = LabSpec::new("Bad");
+        assert!(matches!(s.validate(), Err(LabError::InvalidName { .. })));
+    }
+}

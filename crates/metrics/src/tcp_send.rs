@@ -1,0 +1,260 @@
+//! TCP sender (client `-e`) accumulator: Write/Err, Rtry, Cwnd/RTT(var), NetPwr.
+//!
+//! The engine calls [`TcpSendStats::on_write`] per successful `write()`,
+//! [`TcpSendStats::on_write_error`] per non-fatal error (EAGAIN, EINTR,
+//! `SO_SNDTIMEO` expiry) and [`TcpSendStats::on_tcp_info`] whenever it samples
+//! `TCP_INFO`. At each interval boundary it calls
+//! [`TcpSendStats::take_interval`]; at the end [`TcpSendStats::total`].
+
+use crate::formulas;
+use crate::interval::Span;
+use bloatlab_units::Bytes;
+use std::time::Duration;
+
+/// One `TCP_INFO` sample, in the units the kernel reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpInfoSample {
+    /// `tcpi_snd_cwnd`, in segments.
+    pub snd_cwnd: u32,
+    /// `tcpi_snd_mss`, bytes per segment.
+    pub snd_mss: u32,
+    /// `tcpi_rtt`: smoothed RTT (the kernel reports whole microseconds).
+    pub rtt: Duration,
+    /// `tcpi_rttvar`: RTT variation.
+    pub rttvar: Duration,
+    /// `tcpi_total_retrans`: retransmitted segments since the connection began (cumulative).
+    pub total_retrans: u32,
+}
+
+impl TcpInfoSample {
+    /// Congestion window in bytes (`snd_cwnd × snd_mss`).
+    pub fn cwnd(&self) -> Bytes {
+        Bytes(u64::from(self.snd_cwnd) * u64::from(self.snd_mss))
+    }
+
+    /// The Cwnd column value: `snd_cwnd × snd_mss / 1024`, truncated (KBytes).
+    pub fn cwnd_kbytes(&self) -> u64 {
+        self.cwnd().0 / 1024
+    }
+}
+
+/// What one report line of a TCP sender shows.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TcpSendSnapshot {
+    /// The reported span.
+    pub span: Span,
+    /// Bytes written in the span.
+    pub bytes: Bytes,
+    /// Successful `write()` calls.
+    pub writes: u64,
+    /// Non-fatal write errors.
+    pub write_errors: u64,
+    /// Retransmitted segments in the span (delta of `tcpi_total_retrans`);
+    /// on the total: the cumulative count.
+    pub retransmits: u64,
+    /// The last `TCP_INFO` sample taken in the span (`None` if none was taken).
+    pub tcp_info: Option<TcpInfoSample>,
+}
+
+impl TcpSendSnapshot {
+    /// NetPwr with the sampled RTT as the delay (`None` without a sample or with RTT 0).
+    pub fn net_power(&self) -> Option<f64> {
+        let rtt = self.tcp_info?.rtt.as_secs_f64();
+        formulas::net_power(self.bytes, self.span.len(), rtt)
+    }
+
+    /// Bytes per second over the span (0 for an empty span).
+    pub fn bytes_per_sec(&self) -> f64 {
+        per_sec(self.bytes, self.span)
+    }
+
+    /// Sum several streams' snapshots into a `[SUM]` snapshot over `span`
+    /// (TCP_INFO is per-socket, so the sum carries none).
+    pub fn sum<'a>(
+        span: Span,
+        parts: impl IntoIterator<Item = &'a TcpSendSnapshot>,
+    ) -> TcpSendSnapshot {
+        let mut s = TcpSendSnapshot {
+            span,
+            ..TcpSendSnapshot::default()
+        };
+        for p in parts {
+            s.bytes = s.bytes.saturating_add(p.bytes);
+            s.writes += p.writes;
+            s.write_errors += p.write_errors;
+            s.retransmits += p.retransmits;
+        }
+        s
+    }
+}
+
+pub(crate) fn per_sec(bytes: Bytes, span: Span) -> f64 {
+    let secs = span.secs();
+    if secs > 0.0 {
+        bytes.0 as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    bytes: Bytes,
+    writes: u64,
+    write_errors: u64,
+}
+
+/// Accumulates a TCP sender's interval and total counters.
+#[derive(Debug, Clone, Default)]
+pub struct TcpSendStats {
+    current: Counters,
+    total: Counters,
+    last_info: Option<TcpInfoSample>,
+    info_in_interval: bool,
+    retrans_at_interval_start: u32,
+    last_total_retrans: u32,
+}
+
+impl TcpSendStats {
+    /// A fresh accumulator (connection just established, no retransmits yet).
+    pub fn new() -> TcpSendStats {
+        TcpSendStats::default()
+    }
+
+    /// A successful `write()` of `n` bytes.
+    pub fn on_write(&mut self, n: Bytes) {
+        for c in [&mut self.current, &mut self.total] {
+            c.bytes = c.bytes.saturating_add(n);
+            c.writes += 1;
+        }
+    }
+
+    /// A non-fatal write error.
+    pub fn on_write_error(&mut self) {
+        self.current.write_errors += 1;
+        self.total.write_errors += 1;
+    }
+
+    /// A `TCP_INFO` sample. The last sample of an interval is what the
+    /// interval line shows; retransmits are the growth of `total_retrans`.
+    pub fn on_tcp_info(&mut self, sample: TcpInfoSample) {
+        self.last_total_retrans = sample.total_retrans;
+        self.last_info = Some(sample);
+        self.info_in_interval = true;
+    }
+
+    /// Close the current interval: returns its snapshot and starts the next.
+    /// If no sample was taken in the interval, the previous sample is shown
+    /// again (iperf 2 keeps the last value too).
+    pub fn take_interval(&mut self, span: Span) -> TcpSendSnapshot {
+        let snap = TcpSendSnapshot {
+            span,
+            bytes: self.current.bytes,
+            writes: self.current.writes,
+            write_errors: self.current.write_errors,
+            retransmits: u64::from(
+                self.last_total_retrans
+                    .saturating_sub(self.retrans_at_interval_start),
+            ),
+            tcp_info: self.last_info,
+        };
+        self.current = Counters::default();
+        self.retrans_at_interval_start = self.last_total_retrans;
+        self.info_in_interval = false;
+        snap
+    }
+
+    /// The whole-test snapshot over `span` (normally `0..end`). Its TCP_INFO
+    /// sample is the last one taken; iperf 2 takes that one after `shutdown()`,
+    /// which is why its final RTT looks inflated.
+    pub fn total(&self, span: Span) -> TcpSendSnapshot {
+        TcpSendSnapshot {
+            span,
+            bytes: self.total.bytes,
+            writes: self.total.writes,
+            write_errors: self.total.write_errors,
+            retransmits: u64::from(self.last_total_retrans),
+            tcp_info: self.last_info,
+        }
+    }
+
+    /// Whether a `TCP_INFO` sample was recorded since the last interval closed.
+    pub fn has_sample_in_interval(&self) -> bool {
+        self.info_in_interval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(total_retrans: u32, rtt_us: u64) -> TcpInfoSample {
+        TcpInfoSample {
+            snd_cwnd: 148,
+            snd_mss: 32_741,
+            rtt: Duration::from_micros(rtt_us),
+            rttvar: Duration::from_micros(272),
+            total_retrans,
+        }
+    }
+
+    #[test]
+    fn retransmits_are_deltas_and_total_is_cumulative() {
+        // captures/02 client: Rtry 29, 0, 1 per interval, 30 in total.
+        let mut s = TcpSendStats::new();
+        let ms = Duration::from_millis;
+        s.on_tcp_info(sample(10, 100));
+        s.on_tcp_info(sample(29, 251));
+        let a = s.take_interval(Span::new(ms(0), ms(1000)));
+        s.on_tcp_info(sample(29, 317));
+        let b = s.take_interval(Span::new(ms(1000), ms(2000)));
+        s.on_tcp_info(sample(30, 476));
+        let c = s.take_interval(Span::new(ms(2000), ms(3000)));
+        assert_eq!((a.retransmits, b.retransmits, c.retransmits), (29, 0, 1));
+        assert_eq!(s.total(Span::from_zero(ms(3014))).retransmits, 30);
+        assert_eq!(a.tcp_info.unwrap().rtt, Duration::from_micros(251));
+    }
+
+    #[test]
+    fn writes_bytes_errors_reset_per_interval() {
+        let mut s = TcpSendStats::new();
+        let ms = Duration::from_millis;
+        for _ in 0..3 {
+            s.on_write(Bytes(131_072));
+        }
+        s.on_write_error();
+        let a = s.take_interval(Span::new(ms(0), ms(1000)));
+        assert_eq!((a.writes, a.write_errors, a.bytes), (3, 1, Bytes(393_216)));
+        s.on_write(Bytes(10));
+        let b = s.take_interval(Span::new(ms(1000), ms(2000)));
+        assert_eq!((b.writes, b.write_errors, b.bytes), (1, 0, Bytes(10)));
+        let t = s.total(Span::from_zero(ms(2000)));
+        assert_eq!((t.writes, t.write_errors, t.bytes), (4, 1, Bytes(393_226)));
+        assert_eq!(t.net_power(), None);
+    }
+
+    #[test]
+    fn cwnd_column_is_kbytes_truncated() {
+        // 148 x 32741 / 1024 = 4732.1 -> "4732K" (captures/02).
+        assert_eq!(sample(0, 1).cwnd_kbytes(), 4732);
+    }
+
+    #[test]
+    fn sum_adds_counters_and_drops_tcp_info() {
+        let ms = Duration::from_millis;
+        let a = TcpSendSnapshot {
+            span: Span::new(ms(0), ms(1000)),
+            bytes: Bytes(5),
+            writes: 2,
+            write_errors: 1,
+            retransmits: 26,
+            tcp_info: Some(sample(0, 1)),
+        };
+        let s = TcpSendSnapshot::sum(Span::new(ms(0), ms(1000)), [&a, &a]);
+        assert_eq!(
+            (s.bytes, s.writes, s.write_errors, s.retransmits),
+            (Bytes(10), 4, 2, 52)
+        );
+        assert_eq!(s.tcp_info, None);
+    }
+}

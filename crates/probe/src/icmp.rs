@@ -1,0 +1,176 @@
+//! ICMP echo (RFC 792) for the ICMP probe mode: emit requests, recognise our replies.
+//!
+//! ```text
+//! off len  field
+//!   0   1  type         8 echo request, 0 echo reply
+//!   1   1  code         0
+//!   2   2  checksum     RFC 1071 over the whole ICMP message
+//!   4   2  identifier   ours, to tell our replies from other processes' (raw sockets see all)
+//!   6   2  sequence     low 16 bits of our sequence number
+//!   8   4  "blpi"       our payload marker
+//!  12   4  reserved     0
+//!  16   8  seq          full 64-bit sequence number
+//!  24   8  client_send  ns since the epoch (CLOCK_REALTIME)
+//!  32      padding      zeros
+//! ```
+//!
+//! A raw IPv4 socket delivers the IP header too; [`parse_ipv4_echo_reply`] skips it.
+
+use std::time::Duration;
+
+/// Our payload marker ("blpi").
+pub const PAYLOAD_MAGIC: u32 = 0x626c_7069;
+/// Smallest ICMP message we send.
+pub const MIN_LEN: usize = 32;
+/// ICMP echo request type.
+pub const ECHO_REQUEST: u8 = 8;
+/// ICMP echo reply type.
+pub const ECHO_REPLY: u8 = 0;
+
+/// RFC 1071 Internet checksum.
+pub fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Writes an echo request filling all of `buf` (at least [`MIN_LEN`] bytes). Returns
+/// `false` if `buf` is too short.
+pub fn emit_echo_request(buf: &mut [u8], ident: u16, seq: u64, client_send: Duration) -> bool {
+    if buf.len() < MIN_LEN {
+        return false;
+    }
+    buf.fill(0);
+    buf[0] = ECHO_REQUEST;
+    buf[4..6].copy_from_slice(&ident.to_be_bytes());
+    buf[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
+    buf[8..12].copy_from_slice(&PAYLOAD_MAGIC.to_be_bytes());
+    buf[16..24].copy_from_slice(&seq.to_be_bytes());
+    let ns = u64::try_from(client_send.as_nanos()).unwrap_or(u64::MAX);
+    buf[24..32].copy_from_slice(&ns.to_be_bytes());
+    let c = checksum(buf);
+    buf[2..4].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// An echo reply that answers one of our requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoReply {
+    /// Full sequence number from our payload.
+    pub seq: u64,
+    /// Our send timestamp from the payload.
+    pub client_send: Duration,
+}
+
+/// Parses an ICMP message (no IP header): `Some` only for an echo reply with our
+/// identifier, our payload marker and a sequence field consistent with the payload.
+pub fn parse_echo_reply(icmp: &[u8], ident: u16) -> Option<EchoReply> {
+    if icmp.len() < MIN_LEN || icmp[0] != ECHO_REPLY || icmp[1] != 0 {
+        return None;
+    }
+    let be16 = |o: usize| u16::from_be_bytes([icmp[o], icmp[o + 1]]);
+    let be64 = |o: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&icmp[o..o + 8]);
+        u64::from_be_bytes(a)
+    };
+    if be16(4) != ident || u32::from(be16(8)) << 16 | u32::from(be16(10)) != PAYLOAD_MAGIC {
+        return None;
+    }
+    let seq = be64(16);
+    if be16(6) != seq as u16 {
+        return None;
+    }
+    Some(EchoReply {
+        seq,
+        client_send: Duration::from_nanos(be64(24)),
+    })
+}
+
+/// As [`parse_echo_reply`] for a datagram from a raw IPv4 socket (IP header first).
+/// Also returns `None` for anything that is not IPv4 ICMP.
+pub fn parse_ipv4_echo_reply(packet: &[u8], ident: u16) -> Option<EchoReply> {
+    let first = *packet.first()?;
+    let ihl = usize::from(first & 0x0f) * 4;
+    if first >> 4 != 4 || ihl < 20 || packet.len() < ihl || packet.get(9) != Some(&1) {
+        return None;
+    }
+    parse_echo_reply(&packet[ihl..], ident)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_rfc1071_example() {
+        // RFC 1071 §3 example bytes: 00 01 f2 03 f4 f5 f6 f7 -> sum ddf2, checksum 220d
+        assert_eq!(
+            checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0x220d
+        );
+        // odd length pads with a zero byte
+        assert_eq!(checksum(&[0xff]), !0xff00);
+    }
+
+    #[test]
+    fn golden_echo_request() {
+        let mut b = [0u8; 32];
+        assert!(emit_echo_request(
+            &mut b,
+            0x1234,
+            0x1_0005,
+            Duration::from_nanos(7)
+        ));
+        let expect: [u8; 32] = [
+            8, 0, 0, 0, 0x12, 0x34, 0x00, 0x05, // type, code, checksum (below), id, seq
+            0x62, 0x6c, 0x70, 0x69, 0, 0, 0, 0, // "blpi", reserved
+            0, 0, 0, 0, 0, 1, 0, 5, // seq
+            0, 0, 0, 0, 0, 0, 0, 7, // send time
+        ];
+        assert_eq!(b[4..], expect[4..]);
+        assert_eq!(checksum(&b), 0, "a correct checksum sums to zero");
+        assert!(!emit_echo_request(&mut [0u8; 31], 1, 1, Duration::ZERO));
+    }
+
+    #[test]
+    fn reply_must_match_ident_type_and_seq() {
+        let mut b = [0u8; 40];
+        emit_echo_request(&mut b, 0x1234, 9, Duration::from_secs(3));
+        assert_eq!(parse_echo_reply(&b, 0x1234), None, "a request is not a reply");
+        b[0] = ECHO_REPLY;
+        assert_eq!(
+            parse_echo_reply(&b, 0x1234),
+            Some(EchoReply {
+                seq: 9,
+                client_send: Duration::from_secs(3)
+            })
+        );
+        assert_eq!(parse_echo_reply(&b, 0x1235), None);
+        let mut wrong_seq = b;
+        wrong_seq[7] = 10;
+        assert_eq!(parse_echo_reply(&wrong_seq, 0x1234), None);
+        for len in 0..MIN_LEN {
+            assert_eq!(parse_echo_reply(&b[..len], 0x1234), None);
+        }
+    }
+
+    #[test]
+    fn ipv4_header_is_skipped_and_checked() {
+        let mut icmp = [0u8; 32];
+        emit_echo_request(&mut icmp, 7, 1, Duration::from_secs(1));
+        icmp[0] = ECHO_REPLY;
+        let mut pkt = vec![0x45, 0, 0, 52, 0, 0, 0, 0, 64, 1, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        pkt.extend_from_slice(&icmp);
+        assert_eq!(parse_ipv4_echo_reply(&pkt, 7).map(|r| r.seq), Some(1));
+        pkt[9] = 17; // UDP
+        assert_eq!(parse_ipv4_echo_reply(&pkt, 7), None);
+        assert_eq!(parse_ipv4_echo_reply(&[0x4f], 7), None);
+        assert_eq!(parse_ipv4_echo_reply(&[], 7), None);
+    }
+}

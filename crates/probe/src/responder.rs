@@ -1,0 +1,392 @@
+//! The probe responder: answers probe requests on a UDP socket.
+//!
+//! [`ResponderCore`] is sans-IO: given a received datagram, its receive time and a send
+//! time, it rewrites the datagram in place into the reply (same length, so the responder
+//! never amplifies). It keeps per-client state (receive count and a 128-request receive
+//! window per `(address, session)`), bounded to [`MAX_SESSIONS`] entries. A server that
+//! shares one UDP port with other traffic can call [`crate::packet::is_probe_request`]
+//! and hand probe datagrams to a core of its own.
+//!
+//! [`spawn`] runs the core on its own thread with kernel receive timestamps.
+//! Anything that is not a probe request is ignored, with logging bounded to the first few
+//! datagrams and then every 10 000th.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::ProbeError;
+use crate::packet::{FLAG_SERVER_RX_KERNEL, Kind, ParseError, Repr};
+use crate::sys;
+
+/// Most client sessions tracked at once; the least recently active one is forgotten first.
+pub const MAX_SESSIONS: usize = 4096;
+
+/// Why a datagram got no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Ignored {
+    /// Not a probe datagram.
+    #[error(transparent)]
+    NotProbe(#[from] ParseError),
+    /// A probe reply, not a request.
+    #[error("a probe reply, not a request")]
+    NotRequest,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ClientState {
+    rx_count: u64,
+    /// Highest sequence number received.
+    highest: u64,
+    /// Bit `j`: request `highest - j` was received.
+    window: u128,
+    last_active: Duration,
+}
+
+/// Sans-IO responder state.
+#[derive(Debug)]
+pub struct ResponderCore {
+    clock_domain: u64,
+    clients: HashMap<(SocketAddr, u64), ClientState>,
+}
+
+impl ResponderCore {
+    /// A core that reports `clock_domain` (see [`sys::clock_domain`]) in its replies.
+    pub fn new(clock_domain: u64) -> ResponderCore {
+        ResponderCore {
+            clock_domain,
+            clients: HashMap::new(),
+        }
+    }
+
+    /// Number of client sessions tracked.
+    pub fn sessions(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Turns the request in `datagram` (all of it) into the reply, in place. `rx` is the
+    /// receive time (`rx_kernel`: from a kernel timestamp), `tx` the send time to stamp.
+    pub fn respond(
+        &mut self,
+        from: SocketAddr,
+        datagram: &mut [u8],
+        rx: Duration,
+        rx_kernel: bool,
+        tx: Duration,
+    ) -> Result<(), Ignored> {
+        let req = Repr::parse_bytes(datagram)?;
+        if req.kind != Kind::Request {
+            return Err(Ignored::NotRequest);
+        }
+        if !self.clients.contains_key(&(from, req.session)) && self.clients.len() >= MAX_SESSIONS
+        {
+            self.evict_oldest();
+        }
+        let st = self
+            .clients
+            .entry((from, req.session))
+            .or_insert(ClientState {
+                rx_count: 0,
+                highest: req.seq,
+                window: 0,
+                last_active: rx,
+            });
+        st.rx_count = st.rx_count.saturating_add(1);
+        st.last_active = rx;
+        if req.seq > st.highest {
+            let shift = req.seq - st.highest;
+            st.window = if shift >= 128 { 0 } else { st.window << shift };
+            st.highest = req.seq;
+        }
+        let back = st.highest - req.seq;
+        if back < 128 {
+            st.window |= 1 << back;
+        }
+        // Bits for seq-1, seq-2, ... start one position above this request's bit.
+        let first = back + 1;
+        let seen = if first < 128 {
+            (st.window >> first) as u64
+        } else {
+            0
+        };
+        let reply = Repr {
+            kind: Kind::Reply,
+            flags: if rx_kernel { FLAG_SERVER_RX_KERNEL } else { 0 },
+            server_rx: Some(rx),
+            server_tx: Some(tx),
+            rx_count: st.rx_count,
+            seen,
+            clock_domain: self.clock_domain,
+            ..req
+        };
+        // Cannot fail: parse_bytes accepted the length and we never grow the datagram.
+        reply
+            .emit(datagram)
+            .map_err(|_| Ignored::NotProbe(ParseError::Truncated { len: datagram.len() }))
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some(key) = self
+            .clients
+            .iter()
+            .min_by_key(|(_, s)| s.last_active)
+            .map(|(k, _)| *k)
+        {
+            self.clients.remove(&key);
+        }
+    }
+}
+
+/// Counters of a running responder.
+#[derive(Debug, Default)]
+pub struct ResponderStats {
+    /// Requests answered.
+    pub answered: AtomicU64,
+    /// Datagrams ignored (not probe requests, or the reply could not be sent).
+    pub ignored: AtomicU64,
+}
+
+/// A running responder thread; stopped (and joined) on [`ResponderHandle::stop`] or drop.
+#[derive(Debug)]
+pub struct ResponderHandle {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ResponderStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ResponderHandle {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Live counters.
+    pub fn stats(&self) -> &ResponderStats {
+        &self.stats
+    }
+
+    /// True while the thread runs.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread and waits for it (at most one receive timeout, 100 ms).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    /// Blocks until the thread ends (it only ends when stopped).
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ResponderHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// How often the thread checks its stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Binds a UDP socket to `bind` and answers probe requests on it from a new thread.
+pub fn spawn(bind: SocketAddr) -> Result<ResponderHandle, ProbeError> {
+    let socket = UdpSocket::bind(bind).map_err(ProbeError::io("bind UDP responder", bind))?;
+    let local_addr = socket
+        .local_addr()
+        .map_err(ProbeError::io("read responder address", bind))?;
+    socket
+        .set_read_timeout(Some(POLL))
+        .map_err(ProbeError::io("set receive timeout", local_addr))?;
+    let kernel_stamps = match sys::enable_rx_timestamps(&socket) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(%local_addr, error = %e, "no kernel receive timestamps; using userspace time");
+            false
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(ResponderStats::default());
+    let thread = std::thread::Builder::new()
+        .name(format!("probe-responder-{}", local_addr.port()))
+        .spawn({
+            let stop = stop.clone();
+            let stats = stats.clone();
+            move || serve(&socket, &stop, &stats, kernel_stamps)
+        })
+        .map_err(ProbeError::io("spawn responder thread", local_addr))?;
+    tracing::info!(%local_addr, "probe responder listening");
+    Ok(ResponderHandle {
+        local_addr,
+        stop,
+        stats,
+        thread: Some(thread),
+    })
+}
+
+/// Logs the first few occurrences, then every 10 000th.
+fn should_log(count: u64) -> bool {
+    count <= 5 || count % 10_000 == 0
+}
+
+fn serve(socket: &UdpSocket, stop: &AtomicBool, stats: &ResponderStats, kernel_stamps: bool) {
+    let span = tracing::info_span!("responder", local = ?socket.local_addr().ok());
+    let _g = span.enter();
+    let mut core = ResponderCore::new(sys::clock_domain());
+    let mut buf = vec![0u8; 65_536];
+    let mut errors = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let got = match sys::recv_with_timestamp(socket, &mut buf) {
+            Ok(r) => r,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                continue;
+            }
+            Err(e) => {
+                // e.g. ECONNREFUSED left behind by an ICMP error for an earlier reply.
+                errors += 1;
+                if should_log(errors) {
+                    tracing::debug!(error = %e, errors, "receive error");
+                }
+                continue;
+            }
+        };
+        let Some(from) = got.from else { continue };
+        let rx_kernel = kernel_stamps && got.kernel_time.is_some();
+        let rx = got.kernel_time.unwrap_or_else(sys::now);
+        let datagram = &mut buf[..got.len];
+        match core.respond(from, datagram, rx, rx_kernel, sys::now()) {
+            Ok(()) => match socket.send_to(datagram, from) {
+                Ok(_) => {
+                    stats.answered.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    let n = stats.ignored.fetch_add(1, Ordering::Relaxed) + 1;
+                    if should_log(n) {
+                        tracing::debug!(%from, error = %e, "reply not sent");
+                    }
+                }
+            },
+            Err(why) => {
+                let n = stats.ignored.fetch_add(1, Ordering::Relaxed) + 1;
+                if should_log(n) {
+                    tracing::debug!(%from, len = got.len, %why, ignored = n, "datagram ignored");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn request(session: u64, seq: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        Repr::request(session, seq, Duration::from_secs(10) + Duration::from_millis(seq))
+            .emit(&mut b)
+            .unwrap();
+        b
+    }
+
+    fn answer(core: &mut ResponderCore, from: SocketAddr, session: u64, seq: u64) -> Repr {
+        let mut b = request(session, seq, 100);
+        core.respond(
+            from,
+            &mut b,
+            Duration::from_secs(20),
+            true,
+            Duration::from_secs(21),
+        )
+        .unwrap();
+        assert_eq!(b.len(), 100);
+        Repr::parse_bytes(&b).unwrap()
+    }
+
+    #[test]
+    fn reply_echoes_request_and_stamps_times() {
+        let mut core = ResponderCore::new(77);
+        let r = answer(&mut core, addr(1), 5, 0);
+        assert_eq!(r.kind, Kind::Reply);
+        assert_eq!((r.session, r.seq), (5, 0));
+        assert_eq!(r.client_send, Duration::from_secs(10));
+        assert_eq!(r.server_rx, Some(Duration::from_secs(20)));
+        assert_eq!(r.server_tx, Some(Duration::from_secs(21)));
+        assert_eq!(r.flags, FLAG_SERVER_RX_KERNEL);
+        assert_eq!((r.rx_count, r.seen, r.clock_domain), (1, 0, 77));
+    }
+
+    #[test]
+    fn seen_bitmap_reports_gaps_and_reordering() {
+        let mut core = ResponderCore::new(1);
+        for seq in [0, 1, 3] {
+            answer(&mut core, addr(1), 5, seq);
+        }
+        // request 4: saw 3 (bit 0), not 2 (bit 1), saw 1 and 0 (bits 2, 3)
+        let r = answer(&mut core, addr(1), 5, 4);
+        assert_eq!(r.seen, 0b1101);
+        assert_eq!(r.rx_count, 4);
+        // request 2 arrives late: its own bitmap covers 1 and 0
+        let r = answer(&mut core, addr(1), 5, 2);
+        assert_eq!(r.seen, 0b11);
+        // and the next reply now shows 2 as seen
+        let r = answer(&mut core, addr(1), 5, 5);
+        assert_eq!(r.seen & 0b11111, 0b11111);
+        // a jump beyond the window clears it
+        let r = answer(&mut core, addr(1), 5, 500);
+        assert_eq!(r.seen, 0);
+    }
+
+    #[test]
+    fn sessions_are_separate_and_bounded() {
+        let mut core = ResponderCore::new(1);
+        answer(&mut core, addr(1), 5, 0);
+        let r = answer(&mut core, addr(2), 5, 0);
+        assert_eq!(r.rx_count, 1);
+        for s in 0..(MAX_SESSIONS as u64 + 10) {
+            answer(&mut core, addr(3), s, 0);
+        }
+        assert_eq!(core.sessions(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn non_requests_are_ignored_without_touching_state() {
+        let mut core = ResponderCore::new(1);
+        let mut junk = vec![0xffu8; 200];
+        assert!(matches!(
+            core.respond(addr(1), &mut junk, Duration::ZERO, false, Duration::ZERO),
+            Err(Ignored::NotProbe(ParseError::BadMagic { .. }))
+        ));
+        let mut short = vec![0u8; 10];
+        assert!(
+            core.respond(addr(1), &mut short, Duration::ZERO, false, Duration::ZERO)
+                .is_err()
+        );
+        let mut reply = request(1, 1, 80);
+        reply[0..4].copy_from_slice(&crate::packet::REPLY_MAGIC.to_be_bytes());
+        reply[8..12].copy_from_slice(&(!crate::packet::REPLY_MAGIC).to_be_bytes());
+        assert_eq!(
+            core.respond(addr(1), &mut reply, Duration::ZERO, false, Duration::ZERO),
+            Err(Ignored::NotRequest)
+        );
+        assert_eq!(core.sessions(), 0);
+    }
+}

@@ -1,0 +1,158 @@
+//! Real sockets on loopback: responder and client in one process.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bloatlab_probe::ProbeError;
+use bloatlab_probe::client::{self, ClientConfig, Mode};
+use bloatlab_probe::clock::ClockMethod;
+use bloatlab_probe::responder;
+use bloatlab_probe::session::{Limit, ReplyEvent};
+
+fn localhost() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+#[test]
+fn udp_probes_over_loopback_measure_exact_one_way_delays() {
+    let resp = responder::spawn(localhost()).unwrap();
+    let mut cfg = ClientConfig::new(resp.local_addr(), Limit::Count(50));
+    cfg.size = 200;
+    let stop = AtomicBool::new(false);
+    let mut answered = 0;
+    let report = client::run(&cfg, &stop, |line| {
+        if matches!(line.event, ReplyEvent::Answered { .. }) {
+            answered += 1;
+            assert!(line.one_way.is_some(), "shared clock gives per-probe one-way delays");
+        }
+    })
+    .unwrap();
+    assert_eq!(answered, 50);
+    let sum = report.summary();
+    assert_eq!((sum.sent, sum.received, sum.lost()), (50, 50, 0));
+    assert_eq!(sum.clock.method, ClockMethod::Shared);
+    assert_eq!(report.server_rx_count, 50);
+    for p in &report.probes {
+        let rtt = p.rtt.unwrap();
+        assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1), "{p:?}");
+        let (up, down) = (p.up.unwrap(), p.down.unwrap());
+        assert!(up.as_nanos() >= 0 && down.as_nanos() >= 0, "{p:?}");
+        // up + down + responder processing time = RTT exactly on one clock
+        let sum = up.as_nanos() + down.as_nanos();
+        assert!(sum <= rtt.as_nanos() as i64, "{p:?}");
+    }
+    assert_eq!(resp.stats().answered.load(Ordering::Relaxed), 50);
+    resp.stop();
+}
+
+#[test]
+fn ipv6_loopback_works() {
+    let resp = responder::spawn("[::1]:0".parse().unwrap()).unwrap();
+    let cfg = ClientConfig::new(resp.local_addr(), Limit::Count(5));
+    let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
+    assert_eq!(report.summary().received, 5);
+}
+
+#[test]
+fn bad_datagrams_do_not_kill_the_responder() {
+    let resp = responder::spawn(localhost()).unwrap();
+    let junk = UdpSocket::bind(localhost()).unwrap();
+    let mut bufs: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0xff; 79], vec![0xff; 1500]];
+    // a probe request truncated by one byte, and one with a future version
+    let mut req = vec![0u8; 80];
+    bloatlab_probe::packet::Repr::request(1, 1, Duration::from_secs(1))
+        .emit(&mut req)
+        .unwrap();
+    bufs.push(req[..79].to_vec());
+    let mut v2 = req.clone();
+    v2[4] = 2;
+    bufs.push(v2);
+    for b in &bufs {
+        junk.send_to(b, resp.local_addr()).unwrap();
+    }
+    let cfg = ClientConfig::new(resp.local_addr(), Limit::Count(10));
+    let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
+    assert_eq!(report.summary().received, 10);
+    assert!(resp.is_running());
+    assert_eq!(resp.stats().ignored.load(Ordering::Relaxed), bufs.len() as u64);
+}
+
+#[test]
+fn closed_port_is_reported_as_no_bloatlab_responder() {
+    // Bind then drop, so the port is (almost certainly) closed.
+    let port = UdpSocket::bind(localhost()).unwrap().local_addr().unwrap();
+    let cfg = ClientConfig::new(port, Limit::Count(10));
+    let err = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
+    assert!(matches!(err, ProbeError::NoAnswer { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("did not answer bloatlab probes"), "{msg}");
+    assert!(msg.contains(&port.to_string()), "{msg}");
+}
+
+#[test]
+fn udp_echo_server_is_not_mistaken_for_a_responder() {
+    // Reflects every datagram unchanged: our request magic comes back, not a reply.
+    let echo = UdpSocket::bind(localhost()).unwrap();
+    let addr = echo.local_addr().unwrap();
+    echo.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let t = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut buf = [0u8; 2048];
+            while !done.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = echo.recv_from(&mut buf) {
+                    let _ = echo.send_to(&buf[..n], from);
+                }
+            }
+        }
+    });
+    let mut cfg = ClientConfig::new(addr, Limit::Count(1000));
+    cfg.no_answer_after = Duration::from_millis(500);
+    let start = std::time::Instant::now();
+    let err = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
+    assert!(matches!(err, ProbeError::NoAnswer { refused: false, .. }), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    done.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+}
+
+#[test]
+fn icmp_echo_to_localhost() {
+    let mut cfg = ClientConfig::new("127.0.0.1:0".parse().unwrap(), Limit::Count(20));
+    cfg.mode = Mode::Icmp;
+    cfg.size = 64;
+    let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
+    let sum = report.summary();
+    assert_eq!((sum.sent, sum.received), (20, 20));
+    assert!(sum.up.is_none() && sum.down.is_none(), "ICMP gives RTT only");
+    let rtt = sum.rtt.unwrap();
+    assert!(rtt.min.as_nanos() > 0 && rtt.max.as_millis_f64() < 1000.0, "{rtt:?}");
+}
+
+#[test]
+fn stop_flag_ends_a_long_run_early() {
+    let resp = responder::spawn(localhost()).unwrap();
+    let cfg = ClientConfig::new(resp.local_addr(), Limit::Duration(Duration::from_secs(60)));
+    let stop = AtomicBool::new(false);
+    let mut n = 0;
+    let report = client::run(&cfg, &stop, |_| {
+        n += 1;
+        if n == 20 {
+            stop.store(true, Ordering::Relaxed);
+        }
+    })
+    .unwrap();
+    let sum = report.summary();
+    assert!(sum.sent >= 20 && sum.sent < 1000, "{}", sum.sent);
+    assert_eq!(sum.lost(), 0);
+}
+
+#[test]
+fn size_out_of_range_is_rejected() {
+    let mut cfg = ClientConfig::new("127.0.0.1:9".parse().unwrap(), Limit::Count(1));
+    cfg.size = 79;
+    let err = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
+    assert!(matches!(err, ProbeError::BadSize { size: 79, min: 80, .. }), "{err}");
+}

@@ -1,0 +1,287 @@
+//! Export to flent's data format (`.flent.gz`, FILEFORMAT_VERSION 4), so flent users
+//! can open bloatlab runs with `flent -i FILE -p PLOT` or `flent-gui`.
+//!
+//! The file is gzip-compressed JSON with the keys flent's `ResultSet.serialise()` writes:
+//!
+//! | key | what we put there |
+//! |---|---|
+//! | `version` | 4 |
+//! | `metadata` | `NAME` (the test), `TITLE`, `NOTE`, `TIME` and `T0` (run start, UTC, `%Y-%m-%dT%H:%M:%S.%fZ`), `LENGTH` (loaded seconds), `TOTAL_LENGTH`, `STEP_SIZE`, `HOST`, `HOSTS`, `LOCAL_HOST`, `KERNEL_NAME`, `KERNEL_RELEASE`, `SYSCTLS`, `TEST_PARAMETERS`, `SERIES_META` (units per series), `BLOATLAB_VERSION` and `BLOATLAB_METADATA` (our whole metadata block) |
+//! | `x_values` | seconds since `T0` on a `STEP_SIZE` grid (0.2 s, flent's default) |
+//! | `results` | series name → one value per `x_values` entry, `null` where there is no data |
+//! | `raw_values` | series name → samples: probes `{t, val, seq}` (`t` = send time, UNIX seconds; lost probes are left out, so gaps in `seq` count the loss as flent does), flows `{t, val, dur}` (`t` = interval end) |
+//!
+//! A grid value is the mean delay of the probes sent in `[x, x + step)` or the rate
+//! over that bucket; there is **no interpolation** (flent's own resampling
+//! interpolates, issue #265), a bucket without data is `null`.
+//!
+//! Series names follow flent's RRUL names where ours map onto them (`udp_ef` →
+//! `Ping (ms) UDP EF`, `icmp` → `Ping (ms) ICMP`, `tcp_up_cs5` → `TCP upload CS5`), so
+//! flent's `rrul` plots find them; computed series `TCP upload sum`, `TCP download sum`,
+//! `TCP totals`, `TCP upload avg`, `TCP download avg` and `Ping (ms) avg` are included.
+//! Delays are in ms and rates in Mbit/s, flent's units.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_stats::timeseries::{bucketize_flow, bucketize_latency};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde_json::{Map, Value, json};
+
+use crate::ReportError;
+use crate::run::Run;
+
+/// flent's FILEFORMAT_VERSION this writer produces.
+pub const FILEFORMAT_VERSION: u32 = 4;
+
+/// The grid step (flent's default `STEP_SIZE`).
+pub const STEP: Duration = Duration::from_millis(200);
+
+fn class(s: &str) -> String {
+    s.replace('_', " ").to_uppercase()
+}
+
+/// flent's name for a latency series.
+pub fn latency_name(name: &str, kind: DelayKindRecord) -> String {
+    let what = if name.eq_ignore_ascii_case("icmp") {
+        "ICMP".to_owned()
+    } else if let Some(rest) = name.strip_prefix("udp_") {
+        format!("UDP {}", class(rest))
+    } else {
+        name.to_owned()
+    };
+    match kind {
+        DelayKindRecord::Rtt => format!("Ping (ms) {what}"),
+        DelayKindRecord::OwdUp => format!("One-way delay up (ms) {what}"),
+        DelayKindRecord::OwdDown => format!("One-way delay down (ms) {what}"),
+    }
+}
+
+/// flent's name for a load flow.
+pub fn flow_name(name: &str, direction: DirectionRecord) -> String {
+    let (dir, prefix) = match direction {
+        DirectionRecord::Up => ("upload", "tcp_up_"),
+        DirectionRecord::Down => ("download", "tcp_down_"),
+    };
+    match name.strip_prefix(prefix) {
+        Some(rest) if !rest.is_empty() => format!("TCP {dir} {}", class(rest)),
+        _ => format!("TCP {dir} {name}"),
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn num(v: Option<f64>) -> Value {
+    v.map_or(Value::Null, |x| json!(round3(x)))
+}
+
+/// flent's timestamp format, always UTC.
+fn flent_time(ts: jiff::Timestamp) -> String {
+    format!(
+        "{}.{:06}Z",
+        ts.strftime("%Y-%m-%dT%H:%M:%S"),
+        ts.subsec_microsecond()
+    )
+}
+
+/// Adds `name` to `results`, making it unique if a mapped name collides.
+fn unique(results: &Map<String, Value>, name: String, original: &str) -> String {
+    if results.contains_key(&name) {
+        format!("{name} ({original})")
+    } else {
+        name
+    }
+}
+
+/// The flent document for one run.
+pub fn document(run: &Run, file_name: &str) -> Value {
+    let end = run.end().max(STEP);
+    let n = end.as_nanos().div_ceil(STEP.as_nanos()) as u32;
+    let t0 = run.file.metadata.start_time;
+    let t0_secs = t0.as_second() as f64 + f64::from(t0.subsec_nanosecond()) / 1e9;
+    let grid_end = STEP * n;
+    let x_values: Vec<Value> = (0..n).map(|i| json!(round3((STEP * i).as_secs_f64()))).collect();
+    let mut results = Map::new();
+    let mut raw = Map::new();
+    let mut series_meta = Map::new();
+
+    let mut ping_cols: Vec<Vec<Option<f64>>> = Vec::new();
+    for s in &run.latency {
+        let kind = DelayKindRecord::from(s.kind);
+        let name = unique(&results, latency_name(&s.name, kind), &s.name);
+        let col: Vec<Option<f64>> = bucketize_latency(s, Duration::ZERO, grid_end, STEP)
+            .map(|b| b.iter().map(|b| b.mean.map(|d| d.as_secs_f64() * 1e3)).collect())
+            .unwrap_or_else(|_| vec![None; n as usize]);
+        let mut sorted: Vec<_> = s.samples.iter().collect();
+        sorted.sort_by_key(|p| p.sent);
+        let raw_vals: Vec<Value> = sorted
+            .iter()
+            .enumerate()
+            .filter_map(|(seq, p)| {
+                p.delay().map(|d| {
+                    json!({
+                        "t": t0_secs + p.sent.as_secs_f64(),
+                        "val": round3(d.as_secs_f64() * 1e3),
+                        "seq": seq,
+                    })
+                })
+            })
+            .collect();
+        results.insert(name.clone(), col.iter().map(|v| num(*v)).collect());
+        raw.insert(name.clone(), Value::Array(raw_vals));
+        series_meta.insert(name, json!({"UNITS": "ms", "BLOATLAB_NAME": s.name}));
+        if kind == DelayKindRecord::Rtt {
+            ping_cols.push(col);
+        }
+    }
+
+    let mut dir_cols: BTreeMap<&str, Vec<Vec<Option<f64>>>> = BTreeMap::new();
+    for f in &run.flows {
+        let dir = DirectionRecord::from(f.direction);
+        let name = unique(&results, flow_name(&f.name, dir), &f.name);
+        let col: Vec<Option<f64>> = bucketize_flow(f, Duration::ZERO, grid_end, STEP)
+            .map(|b| b.iter().map(|b| b.rate.map(|r| r.bits_per_sec_f64() / 1e6)).collect())
+            .unwrap_or_else(|_| vec![None; n as usize]);
+        let raw_vals: Vec<Value> = f
+            .samples
+            .iter()
+            .map(|s| {
+                let dur = s.end.saturating_sub(s.start);
+                let mbps = if dur.is_zero() {
+                    0.0
+                } else {
+                    s.bytes.0 as f64 * 8.0 / dur.as_secs_f64() / 1e6
+                };
+                json!({
+                    "t": t0_secs + s.end.as_secs_f64(),
+                    "val": round3(mbps),
+                    "dur": dur.as_secs_f64(),
+                })
+            })
+            .collect();
+        results.insert(name.clone(), col.iter().map(|v| num(*v)).collect());
+        raw.insert(name.clone(), Value::Array(raw_vals));
+        series_meta.insert(name, json!({"UNITS": "Mbits/s", "BLOATLAB_NAME": f.name}));
+        let key = match dir {
+            DirectionRecord::Up => "upload",
+            DirectionRecord::Down => "download",
+        };
+        dir_cols.entry(key).or_default().push(col);
+    }
+
+    // Computed series: sums over the flows present in a bucket; null if none is.
+    let combine = |cols: &[&Vec<Option<f64>>], avg: bool| -> Vec<Value> {
+        (0..n as usize)
+            .map(|i| {
+                let v: Vec<f64> = cols.iter().filter_map(|c| c.get(i).copied().flatten()).collect();
+                if v.is_empty() {
+                    Value::Null
+                } else {
+                    let s: f64 = v.iter().sum();
+                    num(Some(if avg { s / v.len() as f64 } else { s }))
+                }
+            })
+            .collect()
+    };
+    for (dir, cols) in &dir_cols {
+        let refs: Vec<&Vec<Option<f64>>> = cols.iter().collect();
+        results.insert(format!("TCP {dir} sum"), Value::Array(combine(&refs, false)));
+        results.insert(format!("TCP {dir} avg"), Value::Array(combine(&refs, true)));
+    }
+    if !dir_cols.is_empty() {
+        let all: Vec<&Vec<Option<f64>>> = dir_cols.values().flatten().collect();
+        results.insert("TCP totals".into(), Value::Array(combine(&all, false)));
+    }
+    if !ping_cols.is_empty() {
+        let refs: Vec<&Vec<Option<f64>>> = ping_cols.iter().collect();
+        results.insert("Ping (ms) avg".into(), Value::Array(combine(&refs, true)));
+    }
+
+    let m = &run.file.metadata;
+    let loaded: u64 = run
+        .file
+        .raw
+        .phases
+        .iter()
+        .filter(|p| p.kind == PhaseKindRecord::Loaded)
+        .map(|p| p.end_ns.saturating_sub(p.start_ns))
+        .sum();
+    let host = m
+        .hosts
+        .get("server")
+        .and_then(|s| s.get("address").or(Some(s)))
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+    let metadata = json!({
+        "NAME": m.test,
+        "TITLE": m.title.clone().unwrap_or_default(),
+        "NOTE": if m.interrupted { "interrupted run" } else { "" },
+        "TIME": flent_time(t0),
+        "T0": flent_time(t0),
+        "LENGTH": loaded as f64 / 1e9,
+        "TOTAL_LENGTH": round3(end.as_secs_f64()),
+        "STEP_SIZE": STEP.as_secs_f64(),
+        "HOST": host,
+        "HOSTS": host.iter().collect::<Vec<_>>(),
+        "LOCAL_HOST": Value::Null,
+        "KERNEL_NAME": m.kernel.get("name"),
+        "KERNEL_RELEASE": m.kernel.get("release"),
+        "SYSCTLS": m.sysctls,
+        "TEST_PARAMETERS": {},
+        "DATA_FILENAME": file_name,
+        "SERIES_META": series_meta,
+        "BLOATLAB_VERSION": m.bloatlab_version,
+        "BLOATLAB_METADATA": serde_json::to_value(m).unwrap_or(Value::Null),
+    });
+    json!({
+        "version": FILEFORMAT_VERSION,
+        "metadata": metadata,
+        "x_values": x_values,
+        "results": results,
+        "raw_values": raw,
+    })
+}
+
+/// The gzip-compressed document, ready to be written as `*.flent.gz`.
+pub fn to_gzip(run: &Run, file_name: &str) -> Result<Vec<u8>, ReportError> {
+    let err = |e: std::io::Error| ReportError::Encode {
+        what: "gzip",
+        message: e.to_string(),
+    };
+    let json = serde_json::to_vec(&document(run, file_name)).map_err(|e| ReportError::Encode {
+        what: "flent JSON",
+        message: e.to_string(),
+    })?;
+    let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+    enc.write_all(&json).map_err(err)?;
+    enc.finish().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_flent_rrul() {
+        assert_eq!(latency_name("udp_ef", DelayKindRecord::Rtt), "Ping (ms) UDP EF");
+        assert_eq!(latency_name("icmp", DelayKindRecord::Rtt), "Ping (ms) ICMP");
+        assert_eq!(
+            latency_name("udp_be", DelayKindRecord::OwdUp),
+            "One-way delay up (ms) UDP BE"
+        );
+        assert_eq!(latency_name("probe", DelayKindRecord::Rtt), "Ping (ms) probe");
+        assert_eq!(flow_name("tcp_up_cs5", DirectionRecord::Up), "TCP upload CS5");
+        assert_eq!(flow_name("tcp_down_be", DirectionRecord::Down), "TCP download BE");
+        assert_eq!(flow_name("bulk", DirectionRecord::Down), "TCP download bulk");
+    }
+
+    #[test]
+    fn time_format_is_flents_utc_format() {
+        let ts: jiff::Timestamp = "2026-12-02T11:00:00.25Z".parse().unwrap();
+        assert_eq!(flent_time(ts), "2026-12-02T11:00:00.250000Z");
+    }
+}

@@ -1,0 +1,131 @@
+//! Deterministic synthetic runs for tests, examples and documentation: an RRUL-like run
+//! (idle, loaded, recovery) with probe loss, a stretch of missing probes and a flow
+//! that stops reporting for a while, so every drawing rule (gaps, loss marks, phases)
+//! is exercised. No randomness: the "noise" is a fixed arithmetic pattern.
+
+use std::time::Duration;
+
+use bloatlab_results::schema::{Metadata, Raw};
+use bloatlab_results::ResultsFile;
+use bloatlab_stats::{
+    DelayKind, Direction, FlowSeries, LatencySeries, ProbeSample, Timeline, TransferSample,
+};
+use bloatlab_units::Bytes;
+
+/// How bloated the synthetic bottleneck is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// A deep FIFO: latency climbs by ~150 ms under load, probes get lost.
+    DeepFifo,
+    /// An AQM: a few ms of induced latency, no probe loss.
+    FqCodel,
+}
+
+const IDLE: Duration = Duration::from_secs(2);
+const LOADED: Duration = Duration::from_secs(6);
+const RECOVERY: Duration = Duration::from_secs(2);
+/// 50 Hz probes.
+const PROBE: Duration = Duration::from_millis(20);
+/// 100 ms transfer samples.
+const SAMPLE: Duration = Duration::from_millis(100);
+
+fn jitter(i: u64, span_us: u64) -> Duration {
+    Duration::from_micros((i * 7919 + 13) % 17 * span_us / 16)
+}
+
+fn probes(name: &str, base: Duration, queue: Queue, offset: u64) -> LatencySeries {
+    let total = IDLE + LOADED + RECOVERY;
+    let n = (total.as_nanos() / PROBE.as_nanos()) as u64;
+    let mut samples = Vec::new();
+    for i in 0..n {
+        let sent = PROBE * i as u32 + Duration::from_micros(offset);
+        let loaded = sent >= IDLE && sent < IDLE + LOADED;
+        // A stretch with no probe at all in the second series (missing data, not loss).
+        if name == "udp_be" && sent >= Duration::from_millis(4000) && sent < Duration::from_millis(4400) {
+            continue;
+        }
+        let extra = match (queue, loaded) {
+            (_, false) => Duration::ZERO,
+            (Queue::DeepFifo, true) => {
+                // Sawtooth: the queue fills over 1.5 s, then a loss burst drains it.
+                let into = (sent - IDLE).as_millis() as u64 % 1500;
+                Duration::from_millis(into / 10)
+            }
+            (Queue::FqCodel, true) => Duration::from_millis(3),
+        };
+        let lost = queue == Queue::DeepFifo && loaded && i % 23 == 5;
+        samples.push(if lost {
+            ProbeSample::lost(sent)
+        } else {
+            ProbeSample::received(sent, base + extra + jitter(i, 2000))
+        });
+    }
+    LatencySeries {
+        name: name.into(),
+        kind: DelayKind::RoundTrip,
+        samples,
+    }
+}
+
+fn flow(name: &str, direction: Direction, mbit: u64, hole: bool) -> FlowSeries {
+    let n = (LOADED.as_nanos() / SAMPLE.as_nanos()) as u32;
+    let samples = (0..n)
+        .filter(|&i| !(hole && (30..35).contains(&i)))
+        .map(|i| {
+            let start = IDLE + SAMPLE * i;
+            // Ramp up over the first 0.5 s (slow start), then a steady rate.
+            let rate = mbit * 1_000_000 * u64::from(i.min(5) + 1) / 6;
+            TransferSample {
+                start,
+                end: start + SAMPLE,
+                bytes: Bytes(rate / 8 / 10 + (u64::from(i) * 7919 % 11) * 1000),
+            }
+        })
+        .collect();
+    FlowSeries {
+        name: name.into(),
+        direction,
+        samples,
+    }
+}
+
+/// A 10 s RRUL-like run through `queue`: 3 probe series (udp_ef, udp_be, icmp), 2 up and
+/// 2 down flows.
+pub fn rrul_like(queue: Queue) -> ResultsFile {
+    let timeline = Timeline::idle_loaded_recovery(IDLE, LOADED, RECOVERY);
+    let base = Duration::from_millis(20);
+    let latency = vec![
+        probes("udp_ef", base, queue, 0),
+        probes("udp_be", base, queue, 5000),
+        probes("icmp", base, queue, 10000),
+    ];
+    let (up, down) = match queue {
+        Queue::DeepFifo => (4, 15),
+        Queue::FqCodel => (4, 16),
+    };
+    let flows = vec![
+        flow("tcp_up_be", Direction::Up, up, false),
+        flow("tcp_up_ef", Direction::Up, up / 2, false),
+        flow("tcp_down_be", Direction::Down, down, true),
+        flow("tcp_down_ef", Direction::Down, down / 2, false),
+    ];
+    let start: jiff::Timestamp = "2026-12-02T11:00:00Z".parse().unwrap_or_default();
+    let mut meta = Metadata::new(
+        "rrul",
+        ["bloatlab", "test", "rrul", "-l", "6", "10.77.0.2"]
+            .map(String::from)
+            .to_vec(),
+        start,
+    );
+    meta.title = Some(match queue {
+        Queue::DeepFifo => "synthetic deep FIFO".into(),
+        Queue::FqCodel => "synthetic FQ-CoDel".into(),
+    });
+    meta.hosts.insert(
+        "server".into(),
+        serde_json::json!({"address": "10.77.0.2"}),
+    );
+    meta.kernel
+        .insert("release".into(), serde_json::json!("6.18.0"));
+    ResultsFile::new(meta, Raw::from_measurements(&timeline, &latency, &flows))
+}

@@ -1,0 +1,135 @@
+//! Plain-text tables for the terminal.
+
+use crate::view::{Comparison, RunView};
+
+/// Left-aligned first column, right-aligned others, two spaces between columns.
+pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(cols) {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = width[i].saturating_sub(c.chars().count());
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if i == 0 {
+                s.push_str(c);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad));
+                }
+            } else {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// The per-phase summary of one run.
+pub fn run_summary(v: &RunView) -> String {
+    let mut out = format!("== {} ({})", v.label, v.test);
+    if let Some(t) = &v.title {
+        out.push_str(&format!(": {t}"));
+    }
+    out.push('\n');
+    if v.interrupted {
+        out.push_str("note: the run was interrupted; figures cover what was measured\n");
+    }
+    out.push_str(&format!("phases: {}\n\n", v.phases.join(", ")));
+    if v.latency.is_empty() {
+        out.push_str("no latency series\n");
+    } else {
+        out.push_str("latency (ms)\n");
+        let rows: Vec<Vec<String>> = v
+            .latency
+            .iter()
+            .map(|r| {
+                vec![
+                    format!("{} ({})", r.series, r.kind),
+                    r.phase.clone(),
+                    r.min.clone(),
+                    r.p10.clone(),
+                    r.median.clone(),
+                    r.mean.clone(),
+                    r.p90.clone(),
+                    r.p99.clone(),
+                    r.max.clone(),
+                    r.count.clone(),
+                    r.loss.clone(),
+                    r.induced.clone(),
+                    r.grade.clone(),
+                    r.rpm.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&render(
+            &[
+                "series", "phase", "min", "p10", "median", "mean", "p90", "p99", "max", "count",
+                "loss", "induced", "grade", "RPM",
+            ],
+            &rows,
+        ));
+    }
+    if !v.throughput.is_empty() {
+        out.push_str("\nthroughput (Mbit/s)\n");
+        let mut rows = Vec::new();
+        for t in &v.throughput {
+            for f in &t.flows {
+                rows.push(vec![
+                    t.phase.clone(),
+                    format!("{} ({})", f.name, f.direction),
+                    f.mbps.clone(),
+                    f.coverage.clone(),
+                ]);
+            }
+            rows.push(vec![t.phase.clone(), "up".into(), t.up.clone(), format!("fairness {}", t.fairness_up)]);
+            rows.push(vec![t.phase.clone(), "down".into(), t.down.clone(), format!("fairness {}", t.fairness_down)]);
+            rows.push(vec![t.phase.clone(), "total".into(), t.total.clone(), format!("fairness {}", t.fairness_all)]);
+        }
+        out.push_str(&render(&["phase", "flow", "Mbit/s", "coverage / Jain"], &rows));
+    }
+    out
+}
+
+/// Several runs side by side.
+pub fn comparison(c: &Comparison) -> String {
+    let mut header = vec!["metric"];
+    header.extend(c.runs.iter().map(String::as_str));
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .map(|r| {
+            let mut v = vec![r.metric.clone()];
+            v.extend(r.values.iter().cloned());
+            v
+        })
+        .collect();
+    format!("== comparison\n{}", render(&header, &rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align() {
+        let t = render(
+            &["a", "bb"],
+            &[vec!["long name".into(), "1".into()], vec!["x".into(), "123".into()]],
+        );
+        assert_eq!(t, "a           bb\nlong name    1\nx          123\n");
+    }
+}

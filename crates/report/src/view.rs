@@ -1,0 +1,447 @@
+//! The figures of a run formatted for people, shared by the terminal tables and the
+//! HTML report so both always show the same digits.
+//!
+//! Delays are shown in milliseconds, rates in Mbit/s (10^6 bit/s), loss in percent.
+//! A missing value (no probe arrived, no idle baseline, …) is shown as `-`.
+
+use std::collections::BTreeMap;
+
+use bloatlab_results::derived::{DelayDerived, LatencyPhaseDerived, ThroughputDerived};
+use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use serde::Serialize;
+
+use crate::run::Run;
+
+/// What an absent value prints as.
+pub const NONE: &str = "-";
+
+/// Milliseconds from nanoseconds, with precision that suits the magnitude.
+pub fn ms(ns: u64) -> String {
+    let v = ns as f64 / 1e6;
+    if v < 1.0 {
+        format!("{v:.3}")
+    } else if v < 100.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Signed milliseconds (for induced latency, which can be negative).
+pub fn signed_ms(ns: i64) -> String {
+    let s = ms(ns.unsigned_abs());
+    if ns < 0 { format!("-{s}") } else { format!("+{s}") }
+}
+
+/// Mbit/s from bit/s, two decimals.
+pub fn mbps(bps: u64) -> String {
+    format!("{:.2}", bps as f64 / 1e6)
+}
+
+/// A fraction as a percentage, two decimals.
+pub fn percent(f: f64) -> String {
+    format!("{:.2}%", f * 100.0)
+}
+
+/// Jain's index, three decimals.
+pub fn index(f: f64) -> String {
+    format!("{f:.3}")
+}
+
+fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| NONE.to_owned())
+}
+
+/// `rtt`, `owd up`, `owd down`.
+pub fn kind_name(k: DelayKindRecord) -> &'static str {
+    match k {
+        DelayKindRecord::Rtt => "rtt",
+        DelayKindRecord::OwdUp => "owd up",
+        DelayKindRecord::OwdDown => "owd down",
+    }
+}
+
+/// `up` or `down`.
+pub fn direction_name(d: DirectionRecord) -> &'static str {
+    match d {
+        DirectionRecord::Up => "up",
+        DirectionRecord::Down => "down",
+    }
+}
+
+/// One key/value line of metadata.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetaRow {
+    /// Field name.
+    pub key: String,
+    /// Value as text (free-form maps as compact JSON).
+    pub value: String,
+}
+
+/// One latency series in one phase.
+#[derive(Debug, Clone, Serialize)]
+#[allow(missing_docs)] // Column names; units in the module docs.
+pub struct LatencyRow {
+    pub series: String,
+    pub kind: String,
+    pub phase: String,
+    pub min: String,
+    pub p10: String,
+    pub median: String,
+    pub mean: String,
+    pub p90: String,
+    pub p99: String,
+    pub max: String,
+    pub count: String,
+    pub sent: String,
+    pub loss: String,
+    pub induced: String,
+    pub grade: String,
+    pub rpm: String,
+}
+
+/// One flow in one phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowRow {
+    /// Flow name.
+    pub name: String,
+    /// `up` or `down`.
+    pub direction: String,
+    /// Mean rate over the covered part of the phase, Mbit/s.
+    pub mbps: String,
+    /// Covered fraction of the phase, percent.
+    pub coverage: String,
+}
+
+/// Throughput over one phase.
+#[derive(Debug, Clone, Serialize)]
+#[allow(missing_docs)] // Column names; units in the module docs.
+pub struct ThroughputView {
+    pub phase: String,
+    pub flows: Vec<FlowRow>,
+    pub up: String,
+    pub down: String,
+    pub total: String,
+    pub fairness_up: String,
+    pub fairness_down: String,
+    pub fairness_all: String,
+}
+
+/// Everything a report shows about one run, as text.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    /// The run's label.
+    pub label: String,
+    /// The test name.
+    pub test: String,
+    /// The user's title, if any.
+    pub title: Option<String>,
+    /// The run was cut short.
+    pub interrupted: bool,
+    /// Metadata lines.
+    pub meta: Vec<MetaRow>,
+    /// Phases as `name (kind): start-end s`.
+    pub phases: Vec<String>,
+    /// Per latency series and phase.
+    pub latency: Vec<LatencyRow>,
+    /// Per phase.
+    pub throughput: Vec<ThroughputView>,
+}
+
+fn delay_cells(d: Option<&DelayDerived>) -> [String; 8] {
+    match d {
+        Some(d) => [
+            ms(d.min_ns),
+            ms(d.p10_ns),
+            ms(d.median_ns),
+            ms(d.mean_ns),
+            ms(d.p90_ns),
+            ms(d.p99_ns),
+            ms(d.max_ns),
+            d.count.to_string(),
+        ],
+        None => std::array::from_fn(|i| if i == 7 { "0".into() } else { NONE.into() }),
+    }
+}
+
+fn latency_row(series: &str, kind: DelayKindRecord, p: &LatencyPhaseDerived) -> LatencyRow {
+    let [min, p10, median, mean, p90, p99, max, count] = delay_cells(p.delay.as_ref());
+    LatencyRow {
+        series: series.to_owned(),
+        kind: kind_name(kind).to_owned(),
+        phase: p.phase.clone(),
+        min,
+        p10,
+        median,
+        mean,
+        p90,
+        p99,
+        max,
+        count,
+        sent: p.sent.to_string(),
+        loss: opt(p.loss_fraction, percent),
+        induced: opt(p.induced_ns, signed_ms),
+        grade: p.grade.clone().unwrap_or_else(|| NONE.into()),
+        rpm: match (&p.rpm, &p.rpm_class) {
+            (Some(r), Some(c)) => format!("{r:.0} ({c})"),
+            (Some(r), None) => format!("{r:.0}"),
+            _ => NONE.into(),
+        },
+    }
+}
+
+fn throughput_view(t: &ThroughputDerived) -> ThroughputView {
+    ThroughputView {
+        phase: t.phase.clone(),
+        flows: t
+            .flows
+            .iter()
+            .map(|f| FlowRow {
+                name: f.name.clone(),
+                direction: direction_name(f.direction).into(),
+                mbps: mbps(f.mean_bps),
+                coverage: percent(f.coverage),
+            })
+            .collect(),
+        up: mbps(t.up_bps),
+        down: mbps(t.down_bps),
+        total: mbps(t.total_bps),
+        fairness_up: opt(t.fairness_up, index),
+        fairness_down: opt(t.fairness_down, index),
+        fairness_all: opt(t.fairness_all, index),
+    }
+}
+
+fn json_text(v: &impl Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn meta_rows(run: &Run) -> Vec<MetaRow> {
+    let m = &run.file.metadata;
+    let mut rows = vec![
+        ("test", m.test.clone()),
+        ("start time", m.start_time.to_string()),
+        ("command line", m.command_line.join(" ")),
+        ("bloatlab version", m.bloatlab_version.clone()),
+    ];
+    if let Some(src) = &run.source {
+        rows.push(("file", src.display().to_string()));
+    }
+    if m.interrupted {
+        rows.push(("interrupted", "yes: the run was cut short".into()));
+    }
+    let maps: [(&str, String, bool); 7] = [
+        ("hosts", json_text(&m.hosts), m.hosts.is_empty()),
+        ("kernel", json_text(&m.kernel), m.kernel.is_empty()),
+        ("sysctls", json_text(&m.sysctls), m.sysctls.is_empty()),
+        (
+            "congestion control",
+            json_text(&m.congestion_control),
+            m.congestion_control.is_empty(),
+        ),
+        ("qdisc", json_text(&m.qdisc), m.qdisc.is_empty()),
+        ("link", json_text(&m.link), m.link.is_empty()),
+        ("extra", json_text(&m.extra), m.extra.is_empty()),
+    ];
+    for (k, v, empty) in maps {
+        if !empty {
+            rows.push((k, v));
+        }
+    }
+    rows.into_iter()
+        .map(|(k, v)| MetaRow {
+            key: k.into(),
+            value: v,
+        })
+        .collect()
+}
+
+impl RunView {
+    /// Formats one run.
+    pub fn new(run: &Run) -> RunView {
+        let latency = run
+            .derived
+            .latency
+            .iter()
+            .flat_map(|s| s.phases.iter().map(|p| latency_row(&s.name, s.kind, p)))
+            .collect();
+        RunView {
+            label: run.label.clone(),
+            test: run.file.metadata.test.clone(),
+            title: run.file.metadata.title.clone(),
+            interrupted: run.file.metadata.interrupted,
+            meta: meta_rows(run),
+            phases: run
+                .timeline
+                .phases()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} ({}): {:.1}-{:.1} s",
+                        p.name,
+                        p.kind,
+                        p.start.as_secs_f64(),
+                        p.end.as_secs_f64()
+                    )
+                })
+                .collect(),
+            latency,
+            throughput: run.derived.throughput.iter().map(throughput_view).collect(),
+        }
+    }
+}
+
+/// One row of the side-by-side comparison: a metric and its value per run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonRow {
+    /// What the row shows, with its unit.
+    pub metric: String,
+    /// One cell per run, in run order.
+    pub values: Vec<String>,
+}
+
+/// Several runs side by side: the idle baseline and the loaded phases.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Run labels (column headers).
+    pub runs: Vec<String>,
+    /// Rows.
+    pub rows: Vec<ComparisonRow>,
+}
+
+/// Names in first-seen order.
+fn union<'a>(lists: impl Iterator<Item = Vec<&'a str>>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for l in lists {
+        for n in l {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+impl Comparison {
+    /// Compares runs phase by phase (phases matched by name, series by name). For every
+    /// latency series: the idle median, then per loaded phase the median, p90, p99,
+    /// loss, induced latency, grade and RPM; then per loaded phase the throughput.
+    pub fn new(runs: &[Run]) -> Comparison {
+        let mut rows = Vec::new();
+        let loaded = union(runs.iter().map(|r| {
+            r.file
+                .raw
+                .phases
+                .iter()
+                .filter(|p| p.kind == PhaseKindRecord::Loaded)
+                .map(|p| p.name.as_str())
+                .collect()
+        }));
+        let idle = union(runs.iter().map(|r| {
+            r.file
+                .raw
+                .phases
+                .iter()
+                .filter(|p| p.kind == PhaseKindRecord::Idle)
+                .map(|p| p.name.as_str())
+                .take(1)
+                .collect()
+        }));
+        let series = union(
+            runs.iter()
+                .map(|r| r.derived.latency.iter().map(|s| s.name.as_str()).collect()),
+        );
+        // run index -> series name -> phase name -> figures
+        let lookup: Vec<BTreeMap<&str, BTreeMap<&str, &LatencyPhaseDerived>>> = runs
+            .iter()
+            .map(|r| {
+                r.derived
+                    .latency
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.name.as_str(),
+                            s.phases.iter().map(|p| (p.phase.as_str(), p)).collect(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let cell = |i: usize, s: &str, p: &str, f: &dyn Fn(&LatencyPhaseDerived) -> String| {
+            lookup[i]
+                .get(s)
+                .and_then(|m| m.get(p))
+                .map_or_else(|| NONE.to_owned(), |d| f(d))
+        };
+        let mut push = |metric: String, f: &dyn Fn(usize) -> String| {
+            rows.push(ComparisonRow {
+                metric,
+                values: (0..runs.len()).map(f).collect(),
+            });
+        };
+        for s in &series {
+            for p in &idle {
+                push(format!("{s}: {p} median (ms)"), &|i| {
+                    cell(i, s, p, &|d| opt(d.delay.map(|x| x.median_ns), ms))
+                });
+            }
+            for p in &loaded {
+                let figures: [(&str, &dyn Fn(&LatencyPhaseDerived) -> String); 7] = [
+                    ("median (ms)", &|d| opt(d.delay.map(|x| x.median_ns), ms)),
+                    ("p90 (ms)", &|d| opt(d.delay.map(|x| x.p90_ns), ms)),
+                    ("p99 (ms)", &|d| opt(d.delay.map(|x| x.p99_ns), ms)),
+                    ("loss", &|d| opt(d.loss_fraction, percent)),
+                    ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
+                    ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
+                    ("RPM", &|d| opt(d.rpm, |r| format!("{r:.0}"))),
+                ];
+                for (name, f) in figures {
+                    push(format!("{s}: {p} {name}"), &|i| cell(i, s, p, f));
+                }
+            }
+        }
+        for p in &loaded {
+            let tp = |i: usize, f: &dyn Fn(&ThroughputDerived) -> String| {
+                runs[i]
+                    .derived
+                    .throughput
+                    .iter()
+                    .find(|t| t.phase == *p)
+                    .map_or_else(|| NONE.to_owned(), f)
+            };
+            push(format!("throughput {p} up (Mbit/s)"), &|i| {
+                tp(i, &|t| mbps(t.up_bps))
+            });
+            push(format!("throughput {p} down (Mbit/s)"), &|i| {
+                tp(i, &|t| mbps(t.down_bps))
+            });
+            push(format!("throughput {p} total (Mbit/s)"), &|i| {
+                tp(i, &|t| mbps(t.total_bps))
+            });
+            push(format!("fairness {p} (Jain, all flows)"), &|i| {
+                tp(i, &|t| opt(t.fairness_all, index))
+            });
+        }
+        Comparison {
+            runs: runs.iter().map(|r| r.label.clone()).collect(),
+            rows,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(ms(20_000_000), "20.00");
+        assert_eq!(ms(147_500_000), "147.5");
+        assert_eq!(ms(52_000), "0.052");
+        assert_eq!(signed_ms(-1_000_000), "-1.00");
+        assert_eq!(signed_ms(126_500_000), "+126.5");
+        assert_eq!(mbps(19_876_543), "19.88");
+        assert_eq!(percent(0.1), "10.00%");
+        assert_eq!(index(0.99999), "1.000");
+    }
+}

@@ -1,0 +1,125 @@
+//! Charts: every kind renders as PNG and SVG with the embedded fonts; gaps and loss
+//! follow the drawing rules.
+
+mod common;
+
+use std::time::Duration;
+
+use bloatlab_report::plot::timeseries::segments;
+use bloatlab_report::plot::{self, ChartKind, charts, render_png, render_svg};
+use common::*;
+
+#[test]
+fn v1_sample_draws_every_chart_as_png_and_svg() {
+    let runs = vec![v1()];
+    let list = charts(&runs);
+    let ids: Vec<&str> = list.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["throughput", "latency", "latency-cdf", "latency-box"]);
+    for c in &list {
+        let png = render_png(c, &runs).unwrap();
+        let (w, h, colours) = png_stats(&png);
+        assert_eq!((w, h), plot::size(c, &runs), "{}", c.id);
+        // Anti-aliased text, lines in several colours and phase shading.
+        assert!(colours > 50, "{}: only {colours} colours", c.id);
+        let svg = render_svg(c, &runs).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{}", c.id);
+        assert!(svg.matches("<text").count() >= 8, "{}: axis labels missing", c.id);
+    }
+}
+
+#[test]
+fn comparison_prefixes_per_run_charts_and_overlays_runs() {
+    let runs = fifo_vs_fqcodel();
+    let ids: Vec<String> = charts(&runs).into_iter().map(|c| c.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "fifo-throughput",
+            "fifo-latency",
+            "fq_codel-throughput",
+            "fq_codel-latency",
+            "latency-cdf",
+            "latency-box"
+        ]
+    );
+    // One CDF curve per run and series, labelled with the run.
+    let curves = plot::cdf::curves(&runs);
+    assert_eq!(curves.len(), 6);
+    assert_eq!(curves[0].label, "fifo: udp_ef");
+    assert_eq!(curves[3].label, "fq_codel: udp_ef");
+    assert_eq!(curves[0].points.last().unwrap().1, 100.0);
+    // Boxes: per run and series, one per phase; FIFO loaded median far above FQ-CoDel's.
+    let groups = plot::boxplot::groups(&runs);
+    assert_eq!(groups.len(), 6);
+    assert_eq!(groups[0].boxes.len(), 3);
+    let loaded = |g: usize| groups[g].boxes[1].1.unwrap().median;
+    assert!(loaded(0) > 60.0 && loaded(3) < 30.0, "{} {}", loaded(0), loaded(3));
+    for c in charts(&runs) {
+        let png = render_png(&c, &runs).unwrap();
+        assert!(png_stats(&png).2 > 50, "{}", c.id);
+    }
+}
+
+#[test]
+fn missing_probes_leave_a_gap_and_lost_probes_are_marked() {
+    let runs = fifo_vs_fqcodel();
+    let ts = plot::latency::chart(&runs[0]).unwrap();
+    // udp_be has no probe sent in [4.0, 4.4) s: its line breaks there.
+    let be = &ts.lines[1];
+    assert_eq!(be.label, "udp_be");
+    let in_hole: Vec<_> = be
+        .points
+        .iter()
+        .filter(|(t, _)| *t > 4.05 && *t < 4.35)
+        .collect();
+    assert!(!in_hole.is_empty() && in_hole.iter().all(|p| p.1.is_none()));
+    assert!(segments(&be.points).len() >= 2);
+    // ef has loss but no hole: one mark per lost probe.
+    let lost = runs[0].latency[0]
+        .samples
+        .iter()
+        .filter(|s| s.delay().is_none())
+        .count();
+    assert!(lost > 5);
+    assert_eq!(ts.marks[0].times.len(), lost);
+    assert!(ts.marks[0].label.starts_with("udp_ef: lost"));
+    // FQ-CoDel lost nothing: no marks.
+    assert!(plot::latency::chart(&runs[1]).unwrap().marks.is_empty());
+}
+
+#[test]
+fn a_flow_that_stops_reporting_is_not_drawn_as_zero() {
+    let runs = fifo_vs_fqcodel();
+    let ts = plot::throughput::chart(&runs[0]).unwrap();
+    let labels: Vec<&str> = ts.lines.iter().map(|l| l.label.as_str()).collect();
+    assert_eq!(labels, ["download", "upload", "total"]);
+    // Nothing is measured during the idle phase: gap, not zero.
+    assert!(ts.lines[0].points.iter().filter(|p| p.0 < 1.9).all(|p| p.1.is_none()));
+    // tcp_down_be misses [5.0, 5.5) s; the download sum there covers tcp_down_ef only
+    // (7 Mbit/s + pattern), well below the full 22.5 Mbit/s, and is never zero.
+    let hole: Vec<f64> = ts.lines[0]
+        .points
+        .iter()
+        .filter(|p| p.0 > 5.05 && p.0 < 5.45)
+        .filter_map(|p| p.1)
+        .collect();
+    assert!(!hole.is_empty() && hole.iter().all(|&v| v > 5.0 && v < 10.0), "{hole:?}");
+    assert_eq!(ts.phases.len(), 3);
+    assert!(ts.x_end >= 10.0 - 1e-9);
+    let _ = Duration::ZERO;
+}
+
+#[test]
+fn chart_kinds_are_stable() {
+    let runs = vec![v1()];
+    let kinds: Vec<ChartKind> = charts(&runs).into_iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            ChartKind::Throughput(0),
+            ChartKind::Latency(0),
+            ChartKind::Cdf,
+            ChartKind::Box
+        ]
+    );
+}

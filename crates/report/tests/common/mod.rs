@@ -1,0 +1,53 @@
+//! Shared helpers for the report tests.
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+use std::path::PathBuf;
+
+use bloatlab_report::Run;
+use bloatlab_report::sample::{Queue, rrul_like};
+
+/// The committed version 1 sample of the results crate.
+pub fn v1_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results/tests/data/v1.json")
+}
+
+/// The v1 sample as a run.
+pub fn v1() -> Run {
+    let file = bloatlab_report::results::load(&v1_path()).expect("v1.json loads");
+    Run::new("v1", file).expect("v1.json is consistent")
+}
+
+/// Two synthetic runs: a deep FIFO and FQ-CoDel.
+pub fn fifo_vs_fqcodel() -> Vec<Run> {
+    vec![
+        Run::new("fifo", rrul_like(Queue::DeepFifo)).unwrap(),
+        Run::new("fq_codel", rrul_like(Queue::FqCodel)).unwrap(),
+    ]
+}
+
+/// Decodes an 8-bit RGB or RGBA PNG: (width, height, distinct colours).
+pub fn png_stats(bytes: &[u8]) -> (u32, u32, usize) {
+    let decoder = png::Decoder::new(bytes);
+    let mut reader = decoder.read_info().expect("PNG header");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("PNG data");
+    let channels = info.color_type.samples();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let mut colours = std::collections::HashSet::new();
+    for px in buf[..info.buffer_size()].chunks(channels) {
+        colours.insert(px[..3].to_vec());
+    }
+    (info.width, info.height, colours.len())
+}
+
+/// Asserts that an HTML page fetches nothing: no `src`/`href`/`url(`/`@import` to any
+/// resource, no scripts, no URL in any attribute.
+pub fn assert_self_contained(html: &str) {
+    let lower = html.to_ascii_lowercase();
+    for bad in ["src=", "href=", "url(", "@import", "<script", "<link", "<iframe", "<object", "<embed"] {
+        assert!(!lower.contains(bad), "HTML contains {bad:?}");
+    }
+    for scheme in ["http://", "https://", "//fonts.", "ftp://"] {
+        assert!(!lower.contains(scheme), "HTML contains {scheme:?}");
+    }
+}

@@ -1,0 +1,146 @@
+//! The HTML report: content, escaping, self-containment, and a real browser rendering it.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bloatlab_report::sample::{Queue, rrul_like};
+use bloatlab_report::{Run, html};
+use common::*;
+
+#[test]
+fn single_run_report_has_metadata_tables_and_charts() {
+    let page = html::render(&[v1()]).unwrap();
+    assert_self_contained(&page);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("<title>bloatlab report: sample run for the schema tests</title>"));
+    // Metadata.
+    assert!(page.contains("bloatlab test rrul -l 2 10.0.0.2"));
+    assert!(page.contains("2026-12-02T11:00:00Z"));
+    // The loaded udp_ef row as recomputed from raw (v1.json derived: median 147.5,
+    // p10 108.5, p90 186.5, p99 194.15, max 195, 18 of 20, 10% loss, +126.5, C, 405 RPM).
+    let row = page
+        .lines()
+        .find(|l| l.contains("<td>udp_ef</td>") && l.contains("<td>loaded</td>"))
+        .expect("loaded udp_ef row");
+    for cell in [
+        "100.0", "108.5", "147.5", "148.1", "186.5", "194.2", "195.0", ">18<", ">20<",
+        "10.00%", "+126.5", ">C<", "405 (Fair)",
+    ] {
+        assert!(row.contains(cell), "{cell} missing from {row}");
+    }
+    // Throughput and fairness.
+    assert!(page.contains("tcp_up_be") && page.contains("tcp_down_be"));
+    assert!(page.contains("Jain "));
+    // Four inline charts, no comparison for one run.
+    assert_eq!(page.matches("<svg").count(), 4);
+    assert!(!page.contains("<h2>Comparison</h2>"));
+}
+
+#[test]
+fn two_runs_get_a_side_by_side_comparison() {
+    let page = html::render(&fifo_vs_fqcodel()).unwrap();
+    assert_self_contained(&page);
+    assert!(page.contains("<h2>Comparison</h2>"));
+    assert!(page.contains("<th>fifo</th><th>fq_codel</th>"));
+    let row = page
+        .lines()
+        .find(|l| l.contains("<td>udp_ef: loaded grade</td>"))
+        .expect("grade row");
+    assert!(row.contains(">B<") || row.contains(">C<"), "{row}");
+    assert!(row.contains(">A+<"), "{row}");
+    assert_eq!(page.matches("<svg").count(), 6);
+}
+
+#[test]
+fn user_strings_are_escaped() {
+    let mut file = rrul_like(Queue::FqCodel);
+    file.metadata.title = Some("<script>alert(1)</script>".into());
+    file.metadata.command_line = vec!["<b>bold</b>".into(), "a&b".into()];
+    file.raw.latency[0].name = "<img src=http://evil.example/x.png>".into();
+    let page = html::render(&[Run::new("\"><i>label", file).unwrap()]).unwrap();
+    assert!(!page.contains("<script>"));
+    assert!(!page.contains("<img"));
+    assert!(!page.contains("<b>bold"));
+    assert!(!page.contains("<i>label"));
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
+    assert!(page.contains("a&amp;b"));
+    // The escaped name still appears in the SVG legend, escaped by the SVG writer.
+    assert!(page.contains("&lt;img src=http:"));
+    // Inert text, but the self-containment check rightly refuses any URL at all.
+    let without_name = page.replace("http://evil.example/x.png", "");
+    assert_self_contained(&without_name);
+}
+
+/// Kills and reaps the browser if the test fails before it exits.
+struct Browser(std::process::Child);
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn screenshot(html_file: &Path, png: &Path, profile: &Path) {
+    let child = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,2000")
+        .arg(format!("file://{}", html_file.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("/usr/bin/chromium runs (Debian package `chromium`, installed by scripts/setup.sh)");
+    let mut browser = Browser(child);
+    // Generous: a cold start on a loaded 2-core machine can take a while.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = browser.0.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = browser.0.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            assert!(status.success(), "chromium failed: {status}\n{err}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "chromium did not finish in 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn headless_chromium_renders_the_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, runs) in [("single", vec![v1()]), ("comparison", fifo_vs_fqcodel())] {
+        let page = html::render(&runs).unwrap();
+        let file = dir.path().join(format!("{name}.html"));
+        std::fs::write(&file, &page).unwrap();
+        let png = dir.path().join(format!("{name}.png"));
+        let profile = dir.path().join(format!("profile-{name}"));
+        screenshot(&file, &png, &profile);
+        let bytes = std::fs::read(&png).expect("screenshot written");
+        let (w, h, colours) = png_stats(&bytes);
+        assert_eq!((w, h), (1200, 2000), "{name}");
+        // A blank or error page has a handful of colours; tables, shaded rows and
+        // anti-aliased charts have hundreds.
+        assert!(colours > 200, "{name}: screenshot has only {colours} colours");
+    }
+}

@@ -1,0 +1,222 @@
+//! Reading results files: parse, identify, migrate, type-check, validate.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::convert::RawError;
+use crate::migrate::{MigrationError, migrate};
+use crate::schema::{CURRENT_VERSION, FORMAT, ResultsFile};
+
+/// Why a results file could not be loaded. The messages do not repeat the path (except
+/// for [`LoadError::Io`]); the caller prefixes it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file ends in the middle of the JSON document (an interrupted copy, or a
+    /// file written without bloatlab's atomic write).
+    #[error("results file is truncated: it ends unexpectedly at line {line}, column {column}")]
+    Truncated {
+        /// 1-based line of the end of input.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// Not JSON at all, or malformed JSON.
+    #[error("results file is corrupt: {message} at line {line}, column {column}")]
+    Corrupt {
+        /// The parser's description.
+        message: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// Gzip-compressed data, most likely a flent `.flent.gz` file.
+    #[error("not a bloatlab results file: this is gzip-compressed data (a flent .flent.gz file?)")]
+    Gzip,
+    /// Valid JSON, but not a bloatlab results file.
+    #[error("not a bloatlab results file: {}", match found {
+        Some(f) => format!("\"format\" is {f:?}, expected {FORMAT:?}"),
+        None => format!("no \"format\": {FORMAT:?} field"),
+    })]
+    WrongFormat {
+        /// The `format` value found, if it was a string.
+        found: Option<String>,
+    },
+    /// The `version` field is missing or not a non-negative integer.
+    #[error("results file has no valid \"version\" field (expected an integer, found {found})")]
+    BadVersion {
+        /// The JSON found there (`null` if absent).
+        found: String,
+    },
+    /// Written by a newer bloatlab.
+    #[error("written by a newer bloatlab (version {found}); this build reads up to {supported}")]
+    NewerVersion {
+        /// The version in the file.
+        found: u64,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// An older version could not be migrated.
+    #[error(transparent)]
+    Migration(MigrationError),
+    /// The document does not match the schema (a missing field, a wrong type).
+    #[error("results file does not match schema version {version}: {message}")]
+    Schema {
+        /// The (migrated) version checked against.
+        version: u32,
+        /// The deserializer's description, naming the field.
+        message: String,
+    },
+    /// The samples parse but are inconsistent.
+    #[error("results file is inconsistent: {0}")]
+    Raw(#[from] RawError),
+}
+
+/// Reads and loads the results file at `path`.
+pub fn load(path: &Path) -> Result<ResultsFile, LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    from_slice(&bytes)
+}
+
+/// Loads a results document from bytes. Never panics, whatever the input.
+pub fn from_slice(bytes: &[u8]) -> Result<ResultsFile, LoadError> {
+    // RFC 1952 magic: users will try to open flent's files with us.
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err(LoadError::Gzip);
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_eof() {
+            LoadError::Truncated {
+                line: e.line(),
+                column: e.column(),
+            }
+        } else {
+            LoadError::Corrupt {
+                message: e
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+                line: e.line(),
+                column: e.column(),
+            }
+        }
+    })?;
+    match value.get("format") {
+        Some(Value::String(s)) if s == FORMAT => {}
+        Some(Value::String(s)) => {
+            return Err(LoadError::WrongFormat {
+                found: Some(s.clone()),
+            });
+        }
+        _ => return Err(LoadError::WrongFormat { found: None }),
+    }
+    let version = match value.get("version") {
+        Some(v) => v.as_u64().ok_or_else(|| LoadError::BadVersion {
+            found: v.to_string(),
+        })?,
+        None => {
+            return Err(LoadError::BadVersion {
+                found: "null".into(),
+            });
+        }
+    };
+    if version > u64::from(CURRENT_VERSION) {
+        return Err(LoadError::NewerVersion {
+            found: version,
+            supported: CURRENT_VERSION,
+        });
+    }
+    let value = migrate(value, version).map_err(|e| match e {
+        MigrationError::NewerVersion { found, supported } => {
+            LoadError::NewerVersion { found, supported }
+        }
+        other => LoadError::Migration(other),
+    })?;
+    let file: ResultsFile = serde_json::from_value(value).map_err(|e| LoadError::Schema {
+        version: CURRENT_VERSION,
+        message: e.to_string(),
+    })?;
+    // Reject raw data that would make every report wrong, at load time rather than
+    // at plot time.
+    file.raw.timeline()?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(s: &str) -> LoadError {
+        from_slice(s.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn classifies_bad_input() {
+        assert!(matches!(err(""), LoadError::Truncated { .. }));
+        assert!(matches!(
+            err("{\"format\": \"bloatlab-res"),
+            LoadError::Truncated { .. }
+        ));
+        assert!(matches!(err("\u{1f}garbage"), LoadError::Corrupt { .. }));
+        assert!(matches!(
+            err("[1, 2]"),
+            LoadError::WrongFormat { found: None }
+        ));
+        assert!(matches!(
+            from_slice(&[0x1f, 0x8b, 8, 0, 0, 0]).unwrap_err(),
+            LoadError::Gzip
+        ));
+        let e = err(r#"{"version": 4, "x_values": []}"#);
+        assert_eq!(
+            e.to_string(),
+            "not a bloatlab results file: no \"format\": \"bloatlab-results\" field"
+        );
+        let e = err(r#"{"format": "flent", "version": 1}"#);
+        assert!(matches!(&e, LoadError::WrongFormat { found: Some(f) } if f == "flent"));
+        assert!(matches!(
+            err(r#"{"format": "bloatlab-results"}"#),
+            LoadError::BadVersion { .. }
+        ));
+        assert!(matches!(
+            err(r#"{"format": "bloatlab-results", "version": "1"}"#),
+            LoadError::BadVersion { .. }
+        ));
+        assert!(matches!(
+            err(r#"{"format": "bloatlab-results", "version": 0}"#),
+            LoadError::Migration(MigrationError::UnknownVersion { found: 0 })
+        ));
+        let e = err(r#"{"format": "bloatlab-results", "version": 7}"#);
+        assert_eq!(
+            e.to_string(),
+            "written by a newer bloatlab (version 7); this build reads up to 1"
+        );
+        let e = err(r#"{"format": "bloatlab-results", "version": 1}"#);
+        assert!(
+            matches!(&e, LoadError::Schema { message, .. } if message.contains("metadata")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn corrupt_message_has_position() {
+        let e = err("{\"format\": ?}");
+        assert_eq!(
+            e.to_string(),
+            "results file is corrupt: expected value at line 1, column 12"
+        );
+    }
+}

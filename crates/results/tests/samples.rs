@@ -1,0 +1,206 @@
+//! Committed sample files: every schema version bloatlab ever wrote must keep loading.
+//!
+//! `tests/data/v1.json` is what this build writes for [`sample_run`]; the test
+//! `writer_output_matches_committed_v1` fails if the written form drifts without a
+//! version bump. To rewrite the file after a deliberate, versioned change, run the tests
+//! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bloatlab_results::{CURRENT_VERSION, Metadata, Raw, ResultsFile, load, save};
+use bloatlab_stats::{
+    DelayKind, Direction, FlowSeries, LatencySeries, PhaseKind, ProbeSample, Timeline,
+    TransferSample,
+};
+use bloatlab_units::Bytes;
+use serde_json::{Value, json};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// A small RRUL-shaped run: 1 s idle, 2 s loaded, 1 s recovery; probes every 100 ms.
+fn sample_run() -> ResultsFile {
+    let timeline = Timeline::idle_loaded_recovery(ms(1000), ms(2000), ms(1000));
+    let mut probes = Vec::new();
+    for i in 0..40u64 {
+        let sent = ms(100 * i);
+        let mut p = match i {
+            0..=9 => ProbeSample::received(sent, ms(20 + i % 3)),
+            15 | 22 => ProbeSample::lost(sent),
+            10..=29 => ProbeSample::received(sent, ms(100 + 5 * (i - 10))),
+            _ => ProbeSample::received(sent, ms(20)),
+        };
+        p.duplicates = u32::from(i == 35);
+        p.late = i == 36;
+        probes.push(p);
+    }
+    let rtt = LatencySeries {
+        name: "udp_ef".into(),
+        kind: DelayKind::RoundTrip,
+        samples: probes,
+    };
+    let owd_up = LatencySeries {
+        name: "udp_ef_up".into(),
+        kind: DelayKind::OneWayUp,
+        samples: vec![
+            ProbeSample::received(ms(0), ms(10)),
+            ProbeSample::received(ms(1500), ms(90)),
+        ],
+    };
+    let flow = |name: &str, direction, bytes: u64, skip: Option<u64>| FlowSeries {
+        name: name.into(),
+        direction,
+        samples: (0..4u64)
+            .filter(|&k| Some(k) != skip)
+            .map(|k| TransferSample {
+                start: ms(1000 + 500 * k),
+                end: ms(1500 + 500 * k),
+                bytes: Bytes(bytes),
+            })
+            .collect(),
+    };
+    let flows = [
+        flow("tcp_up_be", Direction::Up, 625_000, None),
+        flow("tcp_down_be", Direction::Down, 1_250_000, Some(2)),
+    ];
+    let mut meta = Metadata::new(
+        "rrul",
+        ["bloatlab", "test", "rrul", "-l", "2", "10.0.0.2"]
+            .map(String::from)
+            .to_vec(),
+        "2026-12-02T11:00:00Z".parse().unwrap(),
+    );
+    meta.bloatlab_version = "0.1.0".into();
+    meta.title = Some("sample run for the schema tests".into());
+    meta.hosts
+        .insert("client".into(), json!({"address": "10.0.0.1"}));
+    meta.hosts
+        .insert("server".into(), json!({"address": "10.0.0.2"}));
+    meta.kernel.insert("name".into(), json!("Linux"));
+    meta.kernel.insert("release".into(), json!("6.18.0"));
+    meta.sysctls
+        .insert("net.ipv4.tcp_congestion_control".into(), "cubic".into());
+    meta.sysctls.insert("net.ipv4.tcp_ecn".into(), "2".into());
+    meta.congestion_control
+        .insert("default".into(), json!("cubic"));
+    meta.qdisc.insert(
+        "bl-veth0".into(),
+        json!({"kind": "tbf", "rate": "20mbit", "limit": 1000000}),
+    );
+    meta.link.insert("rate_bps".into(), json!(20_000_000));
+    meta.link.insert("rtt_ms".into(), json!(80));
+    ResultsFile::new(
+        meta,
+        Raw::from_measurements(&timeline, &[rtt, owd_up], &flows),
+    )
+    .with_derived()
+    .unwrap()
+}
+
+#[test]
+fn writer_output_matches_committed_v1() {
+    let path = data_dir().join("v1.json");
+    let written = bloatlab_results::to_vec(&sample_run()).unwrap();
+    if std::env::var_os("BLOATLAB_REGENERATE_SAMPLES").is_some() {
+        // Committed pretty-printed so a reviewer can read it; compared as JSON values.
+        let v: Value = serde_json::from_slice(&written).unwrap();
+        let mut pretty = serde_json::to_vec_pretty(&v).unwrap();
+        pretty.push(b'\n');
+        std::fs::write(&path, pretty).unwrap();
+    }
+    let committed: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let ours: Value = serde_json::from_slice(&written).unwrap();
+    assert_eq!(
+        ours, committed,
+        "the written form changed; bump the version and add a migration"
+    );
+}
+
+#[test]
+fn committed_v1_loads_with_hand_computed_numbers() {
+    let f = load(&data_dir().join("v1.json")).unwrap();
+    assert_eq!((f.format.as_str(), f.version), ("bloatlab-results", 1));
+    assert_eq!(f.metadata.test, "rrul");
+    assert_eq!(f.metadata.start_time.to_string(), "2026-12-02T11:00:00Z");
+    assert_eq!(f.metadata.sysctls["net.ipv4.tcp_ecn"], "2");
+    assert!(!f.metadata.interrupted);
+
+    // Recompute from raw rather than trusting the stored derived section.
+    let timeline = f.raw.timeline().unwrap();
+    let series = f.raw.latency_series();
+    let loaded = timeline.first(PhaseKind::Loaded).unwrap();
+    let idle = timeline.first(PhaseKind::Idle).unwrap();
+    let s = series[0].summarize(loaded);
+    assert_eq!((s.sent, s.lost, s.received), (20, 2, 18));
+    // 18 delays 100..195 ms step 5 without 125 and 160: h = 8.5 -> (145 + 150) / 2.
+    assert_eq!(s.delay.unwrap().median, Duration::from_micros(147_500));
+    // Idle: 20, 21, 22 repeating -> median 21 ms; induced 126.5 ms -> grade C.
+    assert_eq!(series[0].summarize(idle).delay.unwrap().median, ms(21));
+    let r = series[0].summarize(&timeline.phases()[2]);
+    assert_eq!((r.duplicates, r.late), (1, 1));
+
+    let d = f.derived.as_ref().unwrap();
+    let lp = &d.latency[0].phases[1];
+    assert_eq!(
+        (lp.phase.as_str(), lp.induced_ns),
+        ("loaded", Some(126_500_000))
+    );
+    assert_eq!(lp.grade.as_deref(), Some("C"));
+    assert_eq!(lp.loss_fraction, Some(0.1));
+    // Throughput over the loaded phase: 625 kB / 0.5 s = 10 Mbit/s up; 20 Mbit/s down
+    // over the 1.5 s covered (one 0.5 s report missing); fairness 30^2 / (2 * 500) = 0.9.
+    let t = &d.throughput[1];
+    assert_eq!(
+        (t.up_bps, t.down_bps, t.total_bps),
+        (10_000_000, 20_000_000, 30_000_000)
+    );
+    assert_eq!(t.flows[1].coverage, 0.75);
+    assert!((t.fairness_all.unwrap() - 0.9).abs() < 1e-12);
+    assert_eq!(t.fairness_up, Some(1.0));
+    assert_eq!(d.throughput[0].fairness_all, None); // idle: nothing moved
+}
+
+#[test]
+fn every_committed_version_loads() {
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(v) = name.strip_prefix('v').and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        let f = load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(f.version, CURRENT_VERSION, "{name} was not migrated");
+        seen.push(v.parse::<u32>().unwrap());
+    }
+    seen.sort();
+    // One sample per version, none skipped.
+    assert_eq!(seen, (1..=CURRENT_VERSION).collect::<Vec<_>>());
+}
+
+#[test]
+fn save_then_load_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.bloatlab.json");
+    let run = sample_run();
+    save(&path, &run).unwrap();
+    assert_eq!(load(&path).unwrap(), run);
+}
+
+#[test]
+fn truncated_sample_is_reported_as_truncated() {
+    let bytes = std::fs::read(data_dir().join("v1.json")).unwrap();
+    for cut in [1, bytes.len() / 3, bytes.len() - 2] {
+        let e = bloatlab_results::from_slice(&bytes[..cut]).unwrap_err();
+        assert!(
+            matches!(e, bloatlab_results::LoadError::Truncated { .. }),
+            "cut at {cut}: {e}"
+        );
+    }
+}

@@ -1,0 +1,440 @@
+//! "Working conditions" checks: did the load actually build a queue, and was the host
+//! (rather than the network) the bottleneck?
+//!
+//! `anchors.md` §7.1 shows why: on one bloated path, a 1-flow test saw a loaded p50 of
+//! 8.6 ms where 8+8 flows saw 287 ms, because window-limited flows never filled the
+//! queue, and nothing warned the user. §7.3 shows the opposite trap: on a 2-core host,
+//! 7–12 ms of "bloat" on loopback was CPU contention.
+//!
+//! These are pure functions over numbers the drivers collect; each returns typed
+//! [`Finding`]s whose `Display` is the message shown to the user.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::grade::InducedLatency;
+use crate::latency::LatencySummary;
+use crate::quantile::{quantile, quantile_f64};
+
+/// How much a finding matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Everything as it should be.
+    Ok,
+    /// Results are usable but should be read with this in mind.
+    Warning,
+}
+
+/// Signals of congestion other than delay, gathered from the load flows during the
+/// loaded phase. `None` means "not measured", which is different from zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CongestionSignals {
+    /// TCP retransmits summed over the load flows (`tcpi_total_retrans` deltas).
+    pub retransmits: Option<u64>,
+    /// ECN CE marks seen (`tcpi_delivered_ce` deltas, or echoed marks on probes).
+    pub ecn_marks: Option<u64>,
+}
+
+/// Thresholds for [`check_queue`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueCheckConfig {
+    /// Minimum median increase counted as a queue. Default 5 ms, the A+ bound: an
+    /// increase below it grades A+ whether or not a queue formed, so it is not evidence.
+    pub min_increase: Duration,
+    /// Minimum rise in probe loss fraction (loaded minus idle) counted as queue
+    /// overflow. Default 0.005 (half a percent).
+    pub min_loss_rise: f64,
+}
+
+impl Default for QueueCheckConfig {
+    fn default() -> Self {
+        QueueCheckConfig {
+            min_increase: Duration::from_millis(5),
+            min_loss_rise: 0.005,
+        }
+    }
+}
+
+/// One piece of evidence that the bottleneck queue filled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueueEvidence {
+    /// The loaded median rose by this much over idle.
+    DelayIncrease(Duration),
+    /// Probe loss rose from `idle` to `loaded` (fractions).
+    ProbeLoss {
+        /// Idle loss fraction.
+        idle: f64,
+        /// Loaded loss fraction.
+        loaded: f64,
+    },
+    /// The load flows retransmitted this many segments.
+    Retransmits(u64),
+    /// This many ECN CE marks were seen.
+    EcnMarks(u64),
+}
+
+impl fmt::Display for QueueEvidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueEvidence::DelayIncrease(d) => write!(f, "median latency rose {}", Ms(*d)),
+            QueueEvidence::ProbeLoss { idle, loaded } => write!(
+                f,
+                "probe loss rose from {:.2} % to {:.2} %",
+                idle * 100.0,
+                loaded * 100.0
+            ),
+            QueueEvidence::Retransmits(n) => write!(f, "{n} TCP retransmits"),
+            QueueEvidence::EcnMarks(n) => write!(f, "{n} ECN CE marks"),
+        }
+    }
+}
+
+/// A duration printed in milliseconds with 1 decimal.
+struct Ms(Duration);
+
+impl fmt::Display for Ms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.1} ms", self.0.as_secs_f64() * 1e3)
+    }
+}
+
+/// A verdict about the measurement itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The load reached working conditions; here is why we think so.
+    QueueBuilt {
+        /// Every signal that crossed its threshold.
+        evidence: Vec<QueueEvidence>,
+    },
+    /// No signal crossed its threshold: the load probably never filled the bottleneck
+    /// queue (too few flows, window- or application-limited senders, a faster link
+    /// than the load can fill), so the latency shown is not latency under load.
+    NoQueueBuilt {
+        /// The median increase seen (zero if latency fell), if there was a baseline.
+        increase: Option<Duration>,
+    },
+    /// A phase had no received probes, so there is nothing to compare.
+    MissingBaseline {
+        /// `"idle"` or `"loaded"`.
+        phase: &'static str,
+    },
+    /// Probe send timers fired late: the host could not keep its own schedule.
+    HostTimersLate {
+        /// 99th percentile of lateness.
+        p99: Duration,
+        /// Fraction of probes later than the threshold.
+        late_fraction: f64,
+        /// The threshold used.
+        threshold: Duration,
+    },
+    /// The CPU was saturated during the load.
+    HostCpuSaturated {
+        /// Median utilisation of the samples given, 0..=1.
+        median: f64,
+        /// The threshold used.
+        threshold: f64,
+    },
+    /// Neither timers nor CPU suggest the host was the bottleneck.
+    HostOk,
+}
+
+impl Finding {
+    /// Whether this is good news or a warning.
+    pub fn severity(&self) -> Severity {
+        match self {
+            Finding::QueueBuilt { .. } | Finding::HostOk => Severity::Ok,
+            _ => Severity::Warning,
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Finding::QueueBuilt { evidence } => {
+                f.write_str("the load reached working conditions: ")?;
+                for (i, e) in evidence.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
+            }
+            Finding::NoQueueBuilt { increase } => {
+                f.write_str("the load did not build a queue")?;
+                if let Some(d) = increase {
+                    write!(f, " (median latency rose only {})", Ms(*d))?;
+                }
+                f.write_str(
+                    " and caused no loss, retransmits or ECN marks; the bottleneck was \
+                     probably not saturated, so these numbers are not latency under load \
+                     (try more flows or a longer test)",
+                )
+            }
+            Finding::MissingBaseline { phase } => {
+                write!(
+                    f,
+                    "no probe replies in the {phase} phase; cannot tell whether the load built a queue"
+                )
+            }
+            Finding::HostTimersLate {
+                p99,
+                late_fraction,
+                threshold,
+            } => write!(
+                f,
+                "this host could not keep its probe schedule ({:.1} % of probes left more \
+                 than {} late, p99 {}); latency figures include host delay",
+                late_fraction * 100.0,
+                Ms(*threshold),
+                Ms(*p99)
+            ),
+            Finding::HostCpuSaturated { median, threshold } => write!(
+                f,
+                "the CPU was saturated (median utilisation {:.0} %, threshold {:.0} %); \
+                 the host, not the network, may have been the bottleneck",
+                median * 100.0,
+                threshold * 100.0
+            ),
+            Finding::HostOk => {
+                f.write_str("the host kept up (probe timers on time, CPU not saturated)")
+            }
+        }
+    }
+}
+
+/// Did the load build a queue? Evidence is any of: the median rose by at least
+/// `min_increase`; probe loss rose by at least `min_loss_rise`; the load flows saw
+/// retransmits; ECN CE marks were seen. An AQM (FQ-CoDel, CAKE) keeps the delay
+/// increase small *by dropping or marking*, so drops and marks count as evidence too.
+pub fn check_queue(
+    idle: &LatencySummary,
+    loaded: &LatencySummary,
+    signals: CongestionSignals,
+    cfg: &QueueCheckConfig,
+) -> Finding {
+    if idle.delay.is_none() {
+        return Finding::MissingBaseline { phase: "idle" };
+    }
+    if loaded.delay.is_none() && loaded.lost == 0 {
+        return Finding::MissingBaseline { phase: "loaded" };
+    }
+    let mut evidence = Vec::new();
+    let increase = InducedLatency::from_summaries(idle, loaded).map(|i| i.increase());
+    if let Some(inc) = increase
+        && inc >= cfg.min_increase
+    {
+        evidence.push(QueueEvidence::DelayIncrease(inc));
+    }
+    if let (Some(i), Some(l)) = (idle.loss_fraction(), loaded.loss_fraction())
+        && l - i >= cfg.min_loss_rise
+    {
+        evidence.push(QueueEvidence::ProbeLoss { idle: i, loaded: l });
+    }
+    if let Some(n) = signals.retransmits.filter(|&n| n > 0) {
+        evidence.push(QueueEvidence::Retransmits(n));
+    }
+    if let Some(n) = signals.ecn_marks.filter(|&n| n > 0) {
+        evidence.push(QueueEvidence::EcnMarks(n));
+    }
+    if evidence.is_empty() {
+        Finding::NoQueueBuilt { increase }
+    } else {
+        Finding::QueueBuilt { evidence }
+    }
+}
+
+/// Thresholds for [`check_host`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostCheckConfig {
+    /// A probe that left later than this after its scheduled time counts as late.
+    /// Default 1 ms: at 100 Hz that is a tenth of the interval, and well above the
+    /// ~0.2 ms sleep jitter measured on a loaded 2-core VM (`crates.md` §2).
+    pub late_threshold: Duration,
+    /// More than this fraction of late probes flags the host. Default 0.01 (irtt
+    /// showed 1.8 % timer misses on an idle 2-vCPU VM, anchors §3.2, which we flag).
+    pub max_late_fraction: f64,
+    /// A median CPU utilisation at or above this flags the host. Default 0.95.
+    pub cpu_saturated: f64,
+}
+
+impl Default for HostCheckConfig {
+    fn default() -> Self {
+        HostCheckConfig {
+            late_threshold: Duration::from_millis(1),
+            max_late_fraction: 0.01,
+            cpu_saturated: 0.95,
+        }
+    }
+}
+
+/// Was the host the bottleneck? `lateness` is, per probe, how long after its scheduled
+/// time it was actually sent; `cpu_utilisation` is utilisation samples (0..=1, of the
+/// busiest CPU or of the whole machine: the caller decides and says so) taken during
+/// the load. NaN utilisation samples are ignored. Returns [`Finding::HostOk`] or one or
+/// two warnings.
+pub fn check_host(
+    lateness: &[Duration],
+    cpu_utilisation: &[f64],
+    cfg: &HostCheckConfig,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Ok(p99) = quantile(lateness, 0.99) {
+        let late = lateness.iter().filter(|&&d| d > cfg.late_threshold).count();
+        let late_fraction = late as f64 / lateness.len() as f64;
+        if late_fraction > cfg.max_late_fraction {
+            out.push(Finding::HostTimersLate {
+                p99,
+                late_fraction,
+                threshold: cfg.late_threshold,
+            });
+        }
+    }
+    if let Ok(median) = quantile_f64(cpu_utilisation, 0.5)
+        && median >= cfg.cpu_saturated
+    {
+        out.push(Finding::HostCpuSaturated {
+            median,
+            threshold: cfg.cpu_saturated,
+        });
+    }
+    if out.is_empty() {
+        out.push(Finding::HostOk);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::DelayStats;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn summary(median_ms: u64, sent: u64, lost: u64) -> LatencySummary {
+        let delays = vec![ms(median_ms); (sent - lost) as usize];
+        LatencySummary {
+            sent,
+            received: sent - lost,
+            lost,
+            duplicates: 0,
+            late: 0,
+            delay: DelayStats::from_delays(&delays),
+        }
+    }
+
+    #[test]
+    fn bloated_fifo_built_a_queue() {
+        let f = check_queue(
+            &summary(20, 100, 0),
+            &summary(168, 100, 2),
+            CongestionSignals::default(),
+            &QueueCheckConfig::default(),
+        );
+        let Finding::QueueBuilt { evidence } = &f else {
+            panic!("{f:?}")
+        };
+        assert_eq!(evidence[0], QueueEvidence::DelayIncrease(ms(148)));
+        assert!(matches!(evidence[1], QueueEvidence::ProbeLoss { .. }));
+        assert_eq!(f.severity(), Severity::Ok);
+        assert!(
+            f.to_string().contains("median latency rose 148.0 ms"),
+            "{f}"
+        );
+    }
+
+    #[test]
+    fn aqm_with_small_delay_but_drops_counts() {
+        let f = check_queue(
+            &summary(20, 100, 0),
+            &summary(22, 100, 0),
+            CongestionSignals {
+                retransmits: Some(37),
+                ecn_marks: None,
+            },
+            &QueueCheckConfig::default(),
+        );
+        assert_eq!(
+            f,
+            Finding::QueueBuilt {
+                evidence: vec![QueueEvidence::Retransmits(37)]
+            }
+        );
+    }
+
+    #[test]
+    fn window_limited_load_is_flagged() {
+        // anchors §7.1: netperf flows with 0 retransmits and a tiny delay rise.
+        let f = check_queue(
+            &summary(20, 100, 0),
+            &summary(23, 100, 0),
+            CongestionSignals {
+                retransmits: Some(0),
+                ecn_marks: Some(0),
+            },
+            &QueueCheckConfig::default(),
+        );
+        assert_eq!(
+            f,
+            Finding::NoQueueBuilt {
+                increase: Some(ms(3))
+            }
+        );
+        assert_eq!(f.severity(), Severity::Warning);
+        assert!(f.to_string().contains("did not build a queue"));
+        assert!(f.to_string().contains("3.0 ms"));
+    }
+
+    #[test]
+    fn missing_baseline() {
+        let none = summary(0, 0, 0);
+        let f = check_queue(
+            &none,
+            &summary(50, 10, 0),
+            CongestionSignals::default(),
+            &QueueCheckConfig::default(),
+        );
+        assert_eq!(f, Finding::MissingBaseline { phase: "idle" });
+        // A loaded phase where every probe was lost still counts as evidence.
+        let f = check_queue(
+            &summary(20, 10, 0),
+            &summary(0, 10, 10),
+            CongestionSignals::default(),
+            &QueueCheckConfig::default(),
+        );
+        assert!(matches!(f, Finding::QueueBuilt { .. }));
+    }
+
+    #[test]
+    fn host_checks() {
+        let cfg = HostCheckConfig::default();
+        let on_time = vec![Duration::from_micros(150); 1000];
+        assert_eq!(
+            check_host(&on_time, &[0.4, 0.5, 0.6], &cfg),
+            vec![Finding::HostOk]
+        );
+        let mut late = on_time.clone();
+        for d in late.iter_mut().take(20) {
+            *d = ms(4); // 2 % late
+        }
+        let f = check_host(&late, &[0.97, 0.99, 0.98], &cfg);
+        assert_eq!(f.len(), 2);
+        assert!(
+            matches!(f[0], Finding::HostTimersLate { late_fraction, .. } if (late_fraction - 0.02).abs() < 1e-12)
+        );
+        assert!(
+            matches!(f[1], Finding::HostCpuSaturated { median, .. } if (median - 0.98).abs() < 1e-12)
+        );
+        assert!(f[1].to_string().contains("98 %"));
+        // Exactly 1 % late is tolerated; no data means nothing to flag.
+        let mut edge = on_time.clone();
+        for d in edge.iter_mut().take(10) {
+            *d = ms(4);
+        }
+        assert_eq!(check_host(&edge, &[f64::NAN], &cfg), vec![Finding::HostOk]);
+        assert_eq!(check_host(&[], &[], &cfg), vec![Finding::HostOk]);
+    }
+}

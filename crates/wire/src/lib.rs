@@ -1,0 +1,68 @@
+//! iperf 2.1.8's wire formats, plus bloatlab's extension, as zero-copy views.
+//!
+//! # Contract
+//!
+//! Every format has (in the style of smoltcp's `wire` module):
+//!
+//! * a **view** `Foo<T: AsRef<[u8]>>` over a byte slice with big-endian field
+//!   accessors (setters when `T: AsMut<[u8]>`), `new_unchecked`, `new_checked`
+//!   and `check_len()`; the byte ranges are public consts in `foo::field`;
+//! * a **`FooRepr`**, the parsed form, with `parse(&view) -> Result<_, WireError>`,
+//!   `buffer_len()` and `emit(&self, &mut view)`.
+//!
+//! **Nothing here panics on any input.** `check_len` and `parse` return
+//! [`WireError`]; accessors on a view built with `new_unchecked` over a short
+//! buffer read 0 and drop writes. `emit` writes the first `buffer_len()`
+//! bytes and truncates silently if the buffer is shorter, so size buffers
+//! with `buffer_len()`. Units are types: [`Bytes`](bloatlab_units::Bytes),
+//! [`BitRate`](bloatlab_units::BitRate), [`std::time::Duration`],
+//! [`WallTime`] (`CLOCK_REALTIME` seconds + microseconds, as iperf 2 sends),
+//! [`SplitDouble`] (iperf 2's integer + fraction x 1e6 pairs).
+//!
+//! This crate is sans-IO: it never reads a clock or touches a socket.
+//!
+//! # Formats (README sections in `reference/iperf2/README.md`)
+//!
+//! | module | message | size |
+//! |---|---|---|
+//! | [`client_hdr`] | test header core `client_hdr_v1` + `client_hdrext`, start-time/fq, isoch settings | 60 (+20, +32) |
+//! | [`tcp_header`] | TCP test header; [`header_len_from_flags`] for servers (5.3) | 60/80/112 |
+//! | [`ack`] | `client_hdr_ack` (5.4) | 28/52 |
+//! | [`burst`] | `TCP_burst_payload` with trip-times (5.5) | 92 |
+//! | [`udp`] | UDP datagram prefix + repeated header (5.9) | 16 + 60/92/144 |
+//! | [`ack_fin`] | UDP AckFIN (`server_hdr`) (5.9) | 128 |
+//! | [`bloatlab`] | our extension marker and report frame | 12 + payload |
+//!
+//! Bounceback (`--bounceback`) messages are not parsed here;
+//! [`header_len_from_flags`] rejects them explicitly.
+
+pub mod ack;
+pub mod ack_fin;
+pub mod bloatlab;
+pub mod burst;
+pub mod client_hdr;
+mod error;
+pub mod field;
+mod flags;
+pub mod tcp_header;
+mod time;
+pub mod udp;
+mod version;
+mod view;
+
+pub use ack::{AckTimes, ClientHdrAck, ClientHdrAckRepr};
+pub use ack_fin::{AckFin, ServerFlags, ServerReportExt, ServerReportRepr};
+pub use bloatlab::{
+    BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, MAX_REPORT_PAYLOAD, REPORT_MAGIC, ReportFrame,
+    ReportFrameRepr, report_frame_bytes_needed,
+};
+pub use burst::{TcpBurstHeader, TcpBurstRepr};
+pub use client_hdr::{
+    Amount, ClientHeader, ClientHeaderRepr, IsochSettingsRepr, Rate, StartFqRepr,
+};
+pub use error::WireError;
+pub use flags::{HeaderFlags, UpperFlags};
+pub use tcp_header::{TcpTestHeader, TcpTestHeaderRepr, header_len_from_flags};
+pub use time::{SplitDouble, WallTime};
+pub use udp::{IsochPayloadRepr, UdpDatagram, UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr};
+pub use version::{PeerVersion, VersionKind};
