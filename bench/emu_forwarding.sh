@@ -34,21 +34,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Receive rate of IFNAME over SECONDS, read from /proc/PID/net/dev of a
-# process inside the namespace (no process start inside the timed window).
+# Receive rate of IFNAME over SECONDS: a python process inside the
+# namespace reads /proc/net/dev twice, timing with its own monotonic clock.
 rx_rate() { # NETNS IFNAME SECONDS -> "mbit_per_s pps"
-    local pid
-    pid=$SRVPID  # the iperf3 server runs in NETNS
-    python3 - "$pid" "$2" "$3" <<'EOF'
+    ip netns exec "$1" python3 - "$2" "$3" <<'EOF'
 import sys, time
-pid, ifname, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+ifname, secs = sys.argv[1], float(sys.argv[2])
 def rx():
-    for line in open(f"/proc/{pid}/net/dev"):
+    for line in open("/proc/net/dev"):
         name, _, rest = line.partition(":")
         if name.strip() == ifname:
             f = rest.split()
             return int(f[0]), int(f[1])
-    raise SystemExit(f"no {ifname} in /proc/{pid}/net/dev")
+    raise SystemExit(f"no {ifname} in /proc/net/dev")
 (b0, p0), t0 = rx(), time.monotonic()
 time.sleep(secs)
 (b1, p1), t1 = rx(), time.monotonic()

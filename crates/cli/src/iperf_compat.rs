@@ -43,13 +43,22 @@ mod tests {
 
     #[test]
     fn server_flag_becomes_subcommand() {
-        assert_eq!(rw(&["bloatlab", "-s", "-p", "5002"]), ["bloatlab", "server", "-p", "5002"]);
+        assert_eq!(
+            rw(&["bloatlab", "-s", "-p", "5002"]),
+            ["bloatlab", "server", "-p", "5002"]
+        );
     }
 
     #[test]
     fn client_flag_forms_become_subcommand() {
-        assert_eq!(rw(&["b", "-c", "h", "-t", "1"]), ["b", "client", "h", "-t", "1"]);
-        assert_eq!(rw(&["b", "-ch", "-t", "1"]), ["b", "client", "h", "-t", "1"]);
+        assert_eq!(
+            rw(&["b", "-c", "h", "-t", "1"]),
+            ["b", "client", "h", "-t", "1"]
+        );
+        assert_eq!(
+            rw(&["b", "-ch", "-t", "1"]),
+            ["b", "client", "h", "-t", "1"]
+        );
         assert_eq!(rw(&["b", "--client=h"]), ["b", "client", "h"]);
     }
 

@@ -31,6 +31,10 @@ enum Command {
     Ping(cmd::ping::PingArgs),
     /// Redraw saved runs: summary tables, plots, HTML report, flent export.
     Report(cmd::report::ReportArgs),
+    /// Run a latency-under-load test (rrul, tcp_upload, speedtest, voip, ...) against HOST.
+    Test(cmd::test::TestArgs),
+    /// Build a lab, run RRUL against a deep FIFO and FQ-CoDel, compare them (needs root).
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,8 @@ fn main() -> ExitCode {
         Command::Lab(args) => cmd::lab::run(args),
         Command::Ping(args) => cmd::ping::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Test(args) => cmd::test::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
     };
     exit::finish(result)
 }

@@ -62,7 +62,8 @@ mod helpers {
                 stderr,
             };
             let t0 = Instant::now();
-            while !(s.stdout().contains("Server listening") || s.stderr().contains("Server listening"))
+            while !(s.stdout().contains("Server listening")
+                || s.stderr().contains("Server listening"))
             {
                 assert!(
                     t0.elapsed() < Duration::from_secs(10),
@@ -333,6 +334,8 @@ fn peer_detect_prints_the_server_version() {
     let srv = Server::start(&[]);
     let out = ok(&client(srv.port, &["-t", "1", "-X", "-e"]));
     assert!(out.contains("(peer 2.1.8)"), "{out}");
+    let v = json(&client(srv.port, &["-t", "1", "-X", "--json"]));
+    assert_eq!(v["test"]["peer_version"], "2.1.8", "{v}");
 }
 
 #[test]
@@ -423,4 +426,43 @@ fn one_off_server_exits_after_one_test() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn byte_count_mode_sends_exactly_n_bytes_including_the_header() {
+    let srv = Server::start(&[]);
+    let v = json(&client(srv.port, &["-n", "10M", "--json"]));
+    let s = stream(&v, 1, "send");
+    assert_eq!(s["summary"]["bytes"].as_u64().unwrap(), 10 * 1024 * 1024);
+    let server = &s["server_side"]["summary"];
+    assert_eq!(server["bytes"].as_u64().unwrap(), 10 * 1024 * 1024);
+}
+
+#[test]
+fn iperf_role_flags_work() {
+    let port = free_port();
+    let mut child = std::process::Command::new(bin())
+        .args(["-s", "-1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let run = || {
+        std::process::Command::new(bin())
+            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+            .output()
+            .unwrap()
+    };
+    let mut out = run();
+    while !out.status.success() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        out = run();
+    }
+    let text = ok(&out);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        final_lines(&text).iter().any(|l| l.contains("bits/sec")),
+        "{text}"
+    );
 }

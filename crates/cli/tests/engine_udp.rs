@@ -364,3 +364,27 @@ fn silent_flow_without_fin_is_finalized_after_the_idle_timeout() {
     assert_eq!(lost_total(line), (0, 20), "{line}");
     assert!(s.stderr().contains("idle"), "{}", s.stderr());
 }
+
+#[test]
+fn no_server_is_a_clear_error_after_the_fin_retries() {
+    let port = free_udp_port();
+    let t0 = Instant::now();
+    let o = client(port, &["-b", "1m", "-t", "0.3"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        out.contains("WARNING: did not receive ack of last datagram after 200 tries"),
+        "{out}"
+    );
+    assert!(err.contains("no UDP server at 127.0.0.1:"), "{err}");
+    // 0.3 s of sending + 200 FIN tries 10 ms apart.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn reverse_over_udp_is_refused_until_implemented() {
+    let o = client(free_udp_port(), &["-t", "1", "-R"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not supported over UDP"));
+}

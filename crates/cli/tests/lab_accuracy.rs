@@ -29,7 +29,18 @@ fn iperf3_server(lab: &LabGuard) -> Bg {
 /// Runs an iperf3 client from `client` and returns the receiver's goodput
 /// in bit/s (first second omitted: slow start is not the steady state).
 fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
-    let mut args = vec!["iperf3", "-c", "10.77.0.2", "-t", "3", "-O", "1", "-J", "-C", "cubic"];
+    let mut args = vec![
+        "iperf3",
+        "-c",
+        "10.77.0.2",
+        "-t",
+        "3",
+        "-O",
+        "1",
+        "-J",
+        "-C",
+        "cubic",
+    ];
     args.extend_from_slice(extra);
     let o = lab.exec("client", &args);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)
@@ -65,13 +76,19 @@ fn idle_rtt_is_twice_the_one_way_delay() {
     assert!(rtts.len() >= 18, "{rtts:?}");
     let m = median(&mut rtts);
     eprintln!("idle RTT median {m:.3} ms (configured 40)");
-    assert!((m - 40.0).abs() <= 0.5, "median idle RTT {m} ms, want 40 +- 0.5 ({rtts:?})");
+    assert!(
+        (m - 40.0).abs() <= 0.5,
+        "median idle RTT {m} ms, want 40 +- 0.5 ({rtts:?})"
+    );
     // Asymmetric delays add up the same way.
     drop(lab);
     let lab = LabGuard::up("rtt", &["--up-delay", "5ms", "--down-delay", "15ms"]);
     let mut rtts = fping_rtts(&lab, "server", "10.77.0.1", 20, 50);
     let m = median(&mut rtts);
-    assert!((m - 20.0).abs() <= 0.5, "median idle RTT {m} ms, want 20 +- 0.5 ({rtts:?})");
+    assert!(
+        (m - 20.0).abs() <= 0.5,
+        "median idle RTT {m} ms, want 20 +- 0.5 ({rtts:?})"
+    );
 }
 
 #[test]
@@ -83,7 +100,7 @@ fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
     eprintln!("TCP goodput {:.2} Mbit/s through 20 Mbit/s", g / 1e6);
     let r = 20e6;
     assert!(
-        g >= 0.9 * r && g <= r,
+        (0.9 * r..=r).contains(&g),
         "TCP goodput {:.2} Mbit/s through a 20 Mbit/s link",
         g / 1e6
     );
@@ -95,7 +112,9 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
     // base RTT 20 ms; B = 50 KiB at 20 Mbit/s = 20.48 ms of queue.
     let lab = LabGuard::up(
         "fifo",
-        &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fifo", "--limit", "50kb"],
+        &[
+            "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fifo", "--limit", "50kb",
+        ],
     );
     let _srv = iperf3_server(&lab);
     // A UDP flood above the rate keeps the FIFO full (TCP's sawtooth would
@@ -107,7 +126,10 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
     assert!(rtts.len() >= 5, "too few echo replies under load: {rtts:?}");
     let want = 20.0 + 51_200.0 * 8.0 / 20e6 * 1e3;
     let m = median(&mut rtts);
-    eprintln!("FIFO RTT under load median {m:.2} ms, want {want:.2} ({} replies)", rtts.len());
+    eprintln!(
+        "FIFO RTT under load median {m:.2} ms, want {want:.2} ({} replies)",
+        rtts.len()
+    );
     assert!(
         (m - want).abs() <= 0.1 * want,
         "median RTT under load {m:.2} ms, want {want:.2} +- 10% ({rtts:?})"
@@ -125,8 +147,14 @@ fn fq_codel_keeps_latency_low_at_full_throughput() {
     let (mut rtts, g) = rtts_under_load(&lab, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
     assert!(rtts.len() >= 25, "{rtts:?}");
     let m = median(&mut rtts);
-    eprintln!("fq_codel RTT under load median {m:.2} ms, goodput {:.2} Mbit/s", g / 1e6);
-    assert!(m <= 20.0 + 15.0, "median RTT under load {m:.2} ms > base 20 + 15 ({rtts:?})");
+    eprintln!(
+        "fq_codel RTT under load median {m:.2} ms, goodput {:.2} Mbit/s",
+        g / 1e6
+    );
+    assert!(
+        m <= 20.0 + 15.0,
+        "median RTT under load {m:.2} ms > base 20 + 15 ({rtts:?})"
+    );
     assert!(g >= 0.9 * 20e6, "goodput {:.2} Mbit/s < 90% of 20", g / 1e6);
 }
 
@@ -149,7 +177,9 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
     assert_eq!(up[0], "up", "{st}");
     let link = &up[1]["link"];
     let marked = link["ce_marked"]["packets"].as_u64().expect("ce_marked");
-    let aqm_drops = link["dropped"]["aqm"]["packets"].as_u64().expect("aqm drops");
+    let aqm_drops = link["dropped"]["aqm"]["packets"]
+        .as_u64()
+        .expect("aqm drops");
     assert!(marked > 0, "no CE marks: {link}");
     assert_eq!(aqm_drops, 0, "AQM dropped ECN-capable packets: {link}");
     // nstat -a: absolute counters of the server's (fresh) namespace.
@@ -162,5 +192,8 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no IpExtInCEPkts in nstat output: {text}"));
     eprintln!("CE marks: emulator {marked}, receiver nstat {seen}");
-    assert_eq!(seen, marked, "receiver saw {seen} CE packets, emulator marked {marked}");
+    assert_eq!(
+        seen, marked,
+        "receiver saw {seen} CE packets, emulator marked {marked}"
+    );
 }

@@ -26,7 +26,9 @@ pub enum LabError {
     Privilege { what: &'static str },
 
     /// A lab (or one of its namespaces) with this name already exists.
-    #[error("lab name {name:?} is already in use ({what}); remove it with `bloatlab lab down {name}`")]
+    #[error(
+        "lab name {name:?} is already in use ({what}); remove it with `bloatlab lab down {name}`"
+    )]
     NameInUse { name: String, what: String },
 
     /// No lab of that name exists.

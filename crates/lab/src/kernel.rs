@@ -24,12 +24,12 @@
 //! [`LabError::MissingQdisc`] naming the qdisc.
 
 use crate::error::{LabError, Result};
+use crate::model::{self, Limit};
+use crate::names;
 use crate::netlink::Netlink;
 use crate::netlink::msg::RTM_NEWQDISC;
 use crate::netns;
 use crate::spec::{Host, LabSpec, LinkSpec, Side, spec_err};
-use crate::model::{self, Limit};
-use crate::names;
 use bloatlab_units::Bytes;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -156,7 +156,11 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<
     let child_parent;
     if let Some(rate) = typed.rate {
         let bps = u32::try_from(rate.0 / 8).map_err(|_| {
-            spec_err("--rate", &rate.to_string(), "at most 34 Gbit/s for the kernel backend".into())
+            spec_err(
+                "--rate",
+                &rate.to_string(),
+                "at most 34 Gbit/s for the kernel backend".into(),
+            )
         })?;
         let burst = (2 * mtu).max(bps / 1000);
         let limit = match typed.limit {
@@ -177,15 +181,31 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<
         child_parent = None;
     }
     let parent = child_parent.unwrap_or(TC_H_ROOT);
-    let handle = if child_parent.is_some() { 0x000A_0000 } else { 0x0001_0000 };
+    let handle = if child_parent.is_some() {
+        0x000A_0000
+    } else {
+        0x0001_0000
+    };
     match qdisc {
         "fifo" => match typed.limit {
-            Some(Limit::Packets(n)) => {
-                nl.add_tc(RTM_NEWQDISC, ifindex, handle, parent, "pfifo", &n.to_ne_bytes())?
-            }
+            Some(Limit::Packets(n)) => nl.add_tc(
+                RTM_NEWQDISC,
+                ifindex,
+                handle,
+                parent,
+                "pfifo",
+                &n.to_ne_bytes(),
+            )?,
             Some(Limit::Bytes(Bytes(b))) if child_parent.is_none() => {
                 let b = u32::try_from(b).unwrap_or(u32::MAX);
-                nl.add_tc(RTM_NEWQDISC, ifindex, handle, parent, "bfifo", &b.to_ne_bytes())?
+                nl.add_tc(
+                    RTM_NEWQDISC,
+                    ifindex,
+                    handle,
+                    parent,
+                    "bfifo",
+                    &b.to_ne_bytes(),
+                )?
             }
             _ => {}
         },
@@ -231,7 +251,9 @@ fn offloads_off(ifname: &str) -> Result<()> {
         // SAFETY: ifr and val live across the call.
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
         if rc != 0 {
-            return Err(LabError::last_os(format!("ethtool offload off on {ifname}")));
+            return Err(LabError::last_os(format!(
+                "ethtool offload off on {ifname}"
+            )));
         }
     }
     Ok(())

@@ -169,7 +169,10 @@ impl Lab {
         let seed = spec.driver.seed;
         let dirs = vec![
             (up, model::build("up", &spec.up, seed)?),
-            (down, model::build("down", &spec.down, seed.wrapping_add(1))?),
+            (
+                down,
+                model::build("down", &spec.down, seed.wrapping_add(1))?,
+            ),
         ];
         let em = Emulator::start(dirs, self.started, spec.driver.spin, spec.driver.realtime)
             .map_err(|e| LabError::io("start forwarding threads", e))?;

@@ -149,10 +149,27 @@ pub fn parse_direction(s: &LinkSpec) -> Result<Direction> {
     let err = |e| flag_error("", e);
     Ok(Direction {
         rate: s.rate.as_deref().map(parse_rate).transpose().map_err(err)?,
-        delay: s.delay.as_deref().map(parse_time).transpose().map_err(err)?.filter(|d| !d.is_zero()),
-        jitter: s.jitter.as_deref().map(parse_time).transpose().map_err(err)?.filter(|d| !d.is_zero()),
+        delay: s
+            .delay
+            .as_deref()
+            .map(parse_time)
+            .transpose()
+            .map_err(err)?
+            .filter(|d| !d.is_zero()),
+        jitter: s
+            .jitter
+            .as_deref()
+            .map(parse_time)
+            .transpose()
+            .map_err(err)?
+            .filter(|d| !d.is_zero()),
         loss: s.loss.clone(),
-        limit: s.limit.as_deref().map(parse_limit).transpose().map_err(err)?,
+        limit: s
+            .limit
+            .as_deref()
+            .map(parse_limit)
+            .transpose()
+            .map_err(err)?,
     })
 }
 

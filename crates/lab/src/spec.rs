@@ -188,7 +188,11 @@ impl LabSpec {
         for (h, algo) in &self.cc {
             check_host("--cc", h)?;
             if algo.is_empty() || !algo.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(spec_err("--cc", algo, "not a congestion control name".into()));
+                return Err(spec_err(
+                    "--cc",
+                    algo,
+                    "not a congestion control name".into(),
+                ));
             }
         }
         crate::model::validate_direction("up", &self.up)?;
@@ -266,7 +270,13 @@ mod tests {
         let addrs: Vec<_> = h.iter().map(|h| h.addr.to_string()).collect();
         assert_eq!(
             addrs,
-            ["10.77.0.1", "10.77.0.12", "10.77.0.13", "10.77.0.2", "10.77.0.3"]
+            [
+                "10.77.0.1",
+                "10.77.0.12",
+                "10.77.0.13",
+                "10.77.0.2",
+                "10.77.0.3"
+            ]
         );
         assert_eq!(h[1].netns, "bl-t-client2");
         assert_eq!(h[1].ifname, "bl-client2");

@@ -16,8 +16,7 @@ pub fn write(key: &str, value: &str) -> Result<()> {
     }
     let path = format!("/proc/sys/{}", key.replace('.', "/"));
     std::fs::write(&path, value).map_err(|e| {
-        let why = if e.raw_os_error() == Some(libc::EPERM) && key.ends_with("congestion_control")
-        {
+        let why = if e.raw_os_error() == Some(libc::EPERM) && key.ends_with("congestion_control") {
             io::Error::new(
                 e.kind(),
                 format!(

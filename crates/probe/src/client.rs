@@ -100,7 +100,12 @@ impl Transport for UdpTransport {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
         let got = match sys::recv_with_timestamp(&self.socket, buf) {
             Ok(g) => g,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -143,7 +148,12 @@ impl Transport for IcmpTransport {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
         let got = match sys::recv_with_timestamp(&self.socket, buf) {
             Ok(g) => g,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -317,15 +327,15 @@ pub fn run(
                     let due = s.poll_transmit(sys::now());
                     (due, s.next_send())
                 };
-                if let Some(t) = due {
-                    if let Err(e) = transport.send(&t, &mut buf) {
-                        if e.raw_os_error() == Some(libc::ECONNREFUSED) {
-                            refused.store(true, Ordering::Relaxed);
-                        }
-                        errors += 1;
-                        if errors <= 5 {
-                            tracing::warn!(seq = t.seq, error = %e, "probe not sent");
-                        }
+                if let Some(t) = due
+                    && let Err(e) = transport.send(&t, &mut buf)
+                {
+                    if e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                        refused.store(true, Ordering::Relaxed);
+                    }
+                    errors += 1;
+                    if errors <= 5 {
+                        tracing::warn!(seq = t.seq, error = %e, "probe not sent");
                     }
                 }
                 match next {
@@ -336,7 +346,14 @@ pub fn run(
             sender_done.store(true, Ordering::Relaxed);
         });
 
-        let result = receive_loop(cfg, &*transport, &lock, &refused, &sender_done, &mut on_line);
+        let result = receive_loop(
+            cfg,
+            &*transport,
+            &lock,
+            &refused,
+            &sender_done,
+            &mut on_line,
+        );
         if result.is_err() {
             give_up.store(true, Ordering::Relaxed);
         }

@@ -172,7 +172,7 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let jitter = |v: u64| {
-                    if v % 3 == 0 {
+                    if v.is_multiple_of(3) {
                         Duration::ZERO
                     } else {
                         Duration::from_micros(v % 20_000)
@@ -208,7 +208,11 @@ mod tests {
         let s = simulate(-2_500_000_000, 50.0, 15, 15);
         let est = estimate(&s).unwrap();
         assert_eq!(est.method, ClockMethod::Estimated);
-        assert!((est.drift_ppm - 50.0).abs() < 2.0, "drift {}", est.drift_ppm);
+        assert!(
+            (est.drift_ppm - 50.0).abs() < 2.0,
+            "drift {}",
+            est.drift_ppm
+        );
         // 20 s at 50 ppm = 1 ms of drift; both ends must be right within 0.1 ms.
         let first = at(&est, &s[0]);
         let last = at(&est, &s[s.len() - 1]);

@@ -142,7 +142,11 @@ mod tests {
     fn reply_must_match_ident_type_and_seq() {
         let mut b = [0u8; 40];
         emit_echo_request(&mut b, 0x1234, 9, Duration::from_secs(3));
-        assert_eq!(parse_echo_reply(&b, 0x1234), None, "a request is not a reply");
+        assert_eq!(
+            parse_echo_reply(&b, 0x1234),
+            None,
+            "a request is not a reply"
+        );
         b[0] = ECHO_REPLY;
         assert_eq!(
             parse_echo_reply(&b, 0x1234),
@@ -165,7 +169,9 @@ mod tests {
         let mut icmp = [0u8; 32];
         emit_echo_request(&mut icmp, 7, 1, Duration::from_secs(1));
         icmp[0] = ECHO_REPLY;
-        let mut pkt = vec![0x45, 0, 0, 52, 0, 0, 0, 0, 64, 1, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        let mut pkt = vec![
+            0x45, 0, 0, 52, 0, 0, 0, 0, 64, 1, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+        ];
         pkt.extend_from_slice(&icmp);
         assert_eq!(parse_ipv4_echo_reply(&pkt, 7).map(|r| r.seq), Some(1));
         pkt[9] = 17; // UDP

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use bloatlab_stats::quantile::quantile_sorted;
 use crate::clock::{ClockEstimate, ClockMethod};
 use crate::time::SignedDuration;
+use bloatlab_stats::quantile::quantile_sorted;
 
 /// Which direction a lost probe was lost in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,12 +224,13 @@ impl Summary {
             .collect();
         let up: Vec<SignedDuration> = in_time.iter().filter_map(|p| p.up).collect();
         let down: Vec<SignedDuration> = in_time.iter().filter_map(|p| p.down).collect();
-        let series = |f: fn(&ProbeResult) -> Option<SignedDuration>| -> Vec<Option<SignedDuration>> {
-            r.probes
-                .iter()
-                .map(|p| if p.lost.is_none() { f(p) } else { None })
-                .collect()
-        };
+        let series =
+            |f: fn(&ProbeResult) -> Option<SignedDuration>| -> Vec<Option<SignedDuration>> {
+                r.probes
+                    .iter()
+                    .map(|p| if p.lost.is_none() { f(p) } else { None })
+                    .collect()
+            };
         Summary {
             sent: r.probes.len() as u64,
             received: in_time.len() as u64,

@@ -82,8 +82,7 @@ impl ResponderCore {
         if req.kind != Kind::Request {
             return Err(Ignored::NotRequest);
         }
-        if !self.clients.contains_key(&(from, req.session)) && self.clients.len() >= MAX_SESSIONS
-        {
+        if !self.clients.contains_key(&(from, req.session)) && self.clients.len() >= MAX_SESSIONS {
             self.evict_oldest();
         }
         let st = self
@@ -123,10 +122,12 @@ impl ResponderCore {
             clock_domain: self.clock_domain,
             ..req
         };
-        // Cannot fail: parse_bytes accepted the length and we never grow the datagram.
-        reply
-            .emit(datagram)
-            .map_err(|_| Ignored::NotProbe(ParseError::Truncated { len: datagram.len() }))
+        // Cannot fail: parse_bytes accepted the length (at least the header).
+        reply.emit(datagram).map_err(|_| {
+            Ignored::NotProbe(ParseError::Truncated {
+                len: datagram.len(),
+            })
+        })
     }
 
     fn evict_oldest(&mut self) {
@@ -241,7 +242,7 @@ pub fn spawn(bind: SocketAddr) -> Result<ResponderHandle, ProbeError> {
 
 /// Logs the first few occurrences, then every 10 000th.
 fn should_log(count: u64) -> bool {
-    count <= 5 || count % 10_000 == 0
+    count <= 5 || count.is_multiple_of(10_000)
 }
 
 fn serve(socket: &UdpSocket, stop: &AtomicBool, stats: &ResponderStats, kernel_stamps: bool) {
@@ -253,7 +254,12 @@ fn serve(socket: &UdpSocket, stop: &AtomicBool, stats: &ResponderStats, kernel_s
     while !stop.load(Ordering::Relaxed) {
         let got = match sys::recv_with_timestamp(socket, &mut buf) {
             Ok(r) => r,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 continue;
             }
             Err(e) => {
@@ -301,9 +307,13 @@ mod tests {
 
     fn request(session: u64, seq: u64, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; len];
-        Repr::request(session, seq, Duration::from_secs(10) + Duration::from_millis(seq))
-            .emit(&mut b)
-            .unwrap();
+        Repr::request(
+            session,
+            seq,
+            Duration::from_secs(10) + Duration::from_millis(seq),
+        )
+        .emit(&mut b)
+        .unwrap();
         b
     }
 

@@ -357,13 +357,12 @@ impl Session {
     }
 
     fn learn_from_responder(&mut self, reply: &Reply) {
-        if reply.server_rx.is_some() {
-            if let Some(p) = usize::try_from(reply.seq)
+        if reply.server_rx.is_some()
+            && let Some(p) = usize::try_from(reply.seq)
                 .ok()
                 .and_then(|i| self.probes.get_mut(i))
-            {
-                p.server_seen = Some(true);
-            }
+        {
+            p.server_seen = Some(true);
         }
         if let Some(seen) = reply.seen {
             for bit in 0..64u64 {

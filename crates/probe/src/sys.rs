@@ -112,8 +112,7 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
         }
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6.
-            let a: &libc::sockaddr_in6 =
-                unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            let a: &libc::sockaddr_in6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
             Some(SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(a.sin6_addr.s6_addr),
                 u16::from_be(a.sin6_port),
@@ -205,6 +204,9 @@ mod tests {
         assert_eq!(&buf[..r.len], b"hello");
         assert_eq!(r.from, Some(tx.local_addr().unwrap()));
         let k = r.kernel_time.expect("SO_TIMESTAMPNS stamp");
-        assert!(k >= before && k <= after, "{before:?} <= {k:?} <= {after:?}");
+        assert!(
+            k >= before && k <= after,
+            "{before:?} <= {k:?} <= {after:?}"
+        );
     }
 }

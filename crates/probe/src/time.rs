@@ -102,7 +102,10 @@ mod tests {
         let b = Duration::from_millis(7);
         assert_eq!(SignedDuration::between(a, b).as_nanos(), -2_000_000);
         assert_eq!(SignedDuration::between(b, a).as_nanos(), 2_000_000);
-        assert_eq!(SignedDuration::between(a, b).abs(), Duration::from_millis(2));
+        assert_eq!(
+            SignedDuration::between(a, b).abs(),
+            Duration::from_millis(2)
+        );
         assert_eq!(SignedDuration::between(a, b).to_duration(), None);
     }
 

@@ -24,7 +24,10 @@ fn udp_probes_over_loopback_measure_exact_one_way_delays() {
     let report = client::run(&cfg, &stop, |line| {
         if matches!(line.event, ReplyEvent::Answered { .. }) {
             answered += 1;
-            assert!(line.one_way.is_some(), "shared clock gives per-probe one-way delays");
+            assert!(
+                line.one_way.is_some(),
+                "shared clock gives per-probe one-way delays"
+            );
         }
     })
     .unwrap();
@@ -35,7 +38,10 @@ fn udp_probes_over_loopback_measure_exact_one_way_delays() {
     assert_eq!(report.server_rx_count, 50);
     for p in &report.probes {
         let rtt = p.rtt.unwrap();
-        assert!(rtt > Duration::ZERO && rtt < Duration::from_secs(1), "{p:?}");
+        assert!(
+            rtt > Duration::ZERO && rtt < Duration::from_secs(1),
+            "{p:?}"
+        );
         let (up, down) = (p.up.unwrap(), p.down.unwrap());
         assert!(up.as_nanos() >= 0 && down.as_nanos() >= 0, "{p:?}");
         // up + down + responder processing time = RTT exactly on one clock
@@ -75,7 +81,10 @@ fn bad_datagrams_do_not_kill_the_responder() {
     let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
     assert_eq!(report.summary().received, 10);
     assert!(resp.is_running());
-    assert_eq!(resp.stats().ignored.load(Ordering::Relaxed), bufs.len() as u64);
+    assert_eq!(
+        resp.stats().ignored.load(Ordering::Relaxed),
+        bufs.len() as u64
+    );
 }
 
 #[test]
@@ -95,7 +104,8 @@ fn udp_echo_server_is_not_mistaken_for_a_responder() {
     // Reflects every datagram unchanged: our request magic comes back, not a reply.
     let echo = UdpSocket::bind(localhost()).unwrap();
     let addr = echo.local_addr().unwrap();
-    echo.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    echo.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let t = std::thread::spawn({
         let done = done.clone();
@@ -112,7 +122,10 @@ fn udp_echo_server_is_not_mistaken_for_a_responder() {
     cfg.no_answer_after = Duration::from_millis(500);
     let start = std::time::Instant::now();
     let err = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
-    assert!(matches!(err, ProbeError::NoAnswer { refused: false, .. }), "{err}");
+    assert!(
+        matches!(err, ProbeError::NoAnswer { refused: false, .. }),
+        "{err}"
+    );
     assert!(start.elapsed() < Duration::from_secs(5));
     done.store(true, Ordering::Relaxed);
     t.join().unwrap();
@@ -126,9 +139,15 @@ fn icmp_echo_to_localhost() {
     let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
     let sum = report.summary();
     assert_eq!((sum.sent, sum.received), (20, 20));
-    assert!(sum.up.is_none() && sum.down.is_none(), "ICMP gives RTT only");
+    assert!(
+        sum.up.is_none() && sum.down.is_none(),
+        "ICMP gives RTT only"
+    );
     let rtt = sum.rtt.unwrap();
-    assert!(rtt.min.as_nanos() > 0 && rtt.max.as_millis_f64() < 1000.0, "{rtt:?}");
+    assert!(
+        rtt.min.as_nanos() > 0 && rtt.max.as_millis_f64() < 1000.0,
+        "{rtt:?}"
+    );
 }
 
 #[test]
@@ -154,5 +173,15 @@ fn size_out_of_range_is_rejected() {
     let mut cfg = ClientConfig::new("127.0.0.1:9".parse().unwrap(), Limit::Count(1));
     cfg.size = 79;
     let err = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
-    assert!(matches!(err, ProbeError::BadSize { size: 79, min: 80, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ProbeError::BadSize {
+                size: 79,
+                min: 80,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

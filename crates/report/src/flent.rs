@@ -18,7 +18,9 @@
 //! Series names follow flent's RRUL names where ours map onto them (`udp_ef` →
 //! `Ping (ms) UDP EF`, `icmp` → `Ping (ms) ICMP`, `tcp_up_cs5` → `TCP upload CS5`), so
 //! flent's `rrul` plots find them; computed series `TCP upload sum`, `TCP download sum`,
-//! `TCP totals`, `TCP upload avg`, `TCP download avg` and `Ping (ms) avg` are included.
+//! `TCP totals`, `TCP upload avg`, `TCP download avg` and `Ping (ms) avg` are included
+//! (flow sums by the rule of [`crate::plot::throughput`]: a gap inside a flow's span
+//! makes the sum null rather than an undercount).
 //! Delays are in ms and rates in Mbit/s, flent's units.
 
 use std::collections::BTreeMap;
@@ -32,6 +34,7 @@ use flate2::write::GzEncoder;
 use serde_json::{Map, Value, json};
 
 use crate::ReportError;
+use crate::plot::throughput::{Bucketed, sum_and_count};
 use crate::run::Run;
 
 /// flent's FILEFORMAT_VERSION this writer produces.
@@ -39,6 +42,10 @@ pub const FILEFORMAT_VERSION: u32 = 4;
 
 /// The grid step (flent's default `STEP_SIZE`).
 pub const STEP: Duration = Duration::from_millis(200);
+
+/// Most grid points we write (about 55 hours at 0.2 s); a longer run is refused rather
+/// than written as a file no tool could open.
+pub const MAX_POINTS: u64 = 1_000_000;
 
 fn class(s: &str) -> String {
     s.replace('_', " ").to_uppercase()
@@ -98,14 +105,28 @@ fn unique(results: &Map<String, Value>, name: String, original: &str) -> String 
     }
 }
 
-/// The flent document for one run.
-pub fn document(run: &Run, file_name: &str) -> Value {
+/// The flent document for one run. Fails only for runs longer than [`MAX_POINTS`] steps.
+pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
     let end = run.end().max(STEP);
-    let n = end.as_nanos().div_ceil(STEP.as_nanos()) as u32;
+    let points = end.as_nanos().div_ceil(STEP.as_nanos());
+    if points > u128::from(MAX_POINTS) {
+        return Err(ReportError::Encode {
+            what: "flent data",
+            message: format!(
+                "the run lasts {:.0} s, more than {MAX_POINTS} steps of {} s",
+                end.as_secs_f64(),
+                STEP.as_secs_f64()
+            ),
+        });
+    }
+    // points <= MAX_POINTS < u32::MAX.
+    let n = points as u32;
     let t0 = run.file.metadata.start_time;
     let t0_secs = t0.as_second() as f64 + f64::from(t0.subsec_nanosecond()) / 1e9;
     let grid_end = STEP * n;
-    let x_values: Vec<Value> = (0..n).map(|i| json!(round3((STEP * i).as_secs_f64()))).collect();
+    let x_values: Vec<Value> = (0..n)
+        .map(|i| json!(round3((STEP * i).as_secs_f64())))
+        .collect();
     let mut results = Map::new();
     let mut raw = Map::new();
     let mut series_meta = Map::new();
@@ -115,7 +136,11 @@ pub fn document(run: &Run, file_name: &str) -> Value {
         let kind = DelayKindRecord::from(s.kind);
         let name = unique(&results, latency_name(&s.name, kind), &s.name);
         let col: Vec<Option<f64>> = bucketize_latency(s, Duration::ZERO, grid_end, STEP)
-            .map(|b| b.iter().map(|b| b.mean.map(|d| d.as_secs_f64() * 1e3)).collect())
+            .map(|b| {
+                b.iter()
+                    .map(|b| b.mean.map(|d| d.as_secs_f64() * 1e3))
+                    .collect()
+            })
             .unwrap_or_else(|_| vec![None; n as usize]);
         let mut sorted: Vec<_> = s.samples.iter().collect();
         sorted.sort_by_key(|p| p.sent);
@@ -140,12 +165,16 @@ pub fn document(run: &Run, file_name: &str) -> Value {
         }
     }
 
-    let mut dir_cols: BTreeMap<&str, Vec<Vec<Option<f64>>>> = BTreeMap::new();
+    let mut dir_flows: BTreeMap<&str, Vec<Bucketed>> = BTreeMap::new();
     for f in &run.flows {
         let dir = DirectionRecord::from(f.direction);
         let name = unique(&results, flow_name(&f.name, dir), &f.name);
         let col: Vec<Option<f64>> = bucketize_flow(f, Duration::ZERO, grid_end, STEP)
-            .map(|b| b.iter().map(|b| b.rate.map(|r| r.bits_per_sec_f64() / 1e6)).collect())
+            .map(|b| {
+                b.iter()
+                    .map(|b| b.rate.map(|r| r.bits_per_sec_f64() / 1e6))
+                    .collect()
+            })
             .unwrap_or_else(|_| vec![None; n as usize]);
         let raw_vals: Vec<Value> = f
             .samples
@@ -171,35 +200,41 @@ pub fn document(run: &Run, file_name: &str) -> Value {
             DirectionRecord::Up => "upload",
             DirectionRecord::Down => "download",
         };
-        dir_cols.entry(key).or_default().push(col);
+        if let Some(b) = Bucketed::new(f, grid_end, STEP) {
+            dir_flows.entry(key).or_default().push(b);
+        }
     }
 
-    // Computed series: sums over the flows present in a bucket; null if none is.
-    let combine = |cols: &[&Vec<Option<f64>>], avg: bool| -> Vec<Value> {
+    // Computed series. Flow sums follow the plots' rule (`sum_active`): a flow adds
+    // nothing outside its own span, and a gap inside it makes the sum unknown (null).
+    let mbit = |v: Vec<Option<(f64, usize)>>, avg: bool| -> Value {
+        v.into_iter()
+            .map(|c| num(c.map(|(s, k)| if avg { s / k as f64 } else { s } / 1e6)))
+            .collect()
+    };
+    for (dir, flows) in &dir_flows {
+        let v = sum_and_count(flows, STEP);
+        results.insert(format!("TCP {dir} sum"), mbit(v.clone(), false));
+        results.insert(format!("TCP {dir} avg"), mbit(v, true));
+    }
+    if !dir_flows.is_empty() {
+        let all: Vec<Bucketed> = dir_flows.values().flatten().cloned().collect();
+        results.insert("TCP totals".into(), mbit(sum_and_count(&all, STEP), false));
+    }
+    // Ping average over the RTT series that have a value in the bucket.
+    let combine = |cols: &[Vec<Option<f64>>]| -> Vec<Value> {
         (0..n as usize)
             .map(|i| {
-                let v: Vec<f64> = cols.iter().filter_map(|c| c.get(i).copied().flatten()).collect();
-                if v.is_empty() {
-                    Value::Null
-                } else {
-                    let s: f64 = v.iter().sum();
-                    num(Some(if avg { s / v.len() as f64 } else { s }))
-                }
+                let v: Vec<f64> = cols
+                    .iter()
+                    .filter_map(|c| c.get(i).copied().flatten())
+                    .collect();
+                num((!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64))
             })
             .collect()
     };
-    for (dir, cols) in &dir_cols {
-        let refs: Vec<&Vec<Option<f64>>> = cols.iter().collect();
-        results.insert(format!("TCP {dir} sum"), Value::Array(combine(&refs, false)));
-        results.insert(format!("TCP {dir} avg"), Value::Array(combine(&refs, true)));
-    }
-    if !dir_cols.is_empty() {
-        let all: Vec<&Vec<Option<f64>>> = dir_cols.values().flatten().collect();
-        results.insert("TCP totals".into(), Value::Array(combine(&all, false)));
-    }
     if !ping_cols.is_empty() {
-        let refs: Vec<&Vec<Option<f64>>> = ping_cols.iter().collect();
-        results.insert("Ping (ms) avg".into(), Value::Array(combine(&refs, true)));
+        results.insert("Ping (ms) avg".into(), Value::Array(combine(&ping_cols)));
     }
 
     let m = &run.file.metadata;
@@ -237,13 +272,13 @@ pub fn document(run: &Run, file_name: &str) -> Value {
         "BLOATLAB_VERSION": m.bloatlab_version,
         "BLOATLAB_METADATA": serde_json::to_value(m).unwrap_or(Value::Null),
     });
-    json!({
+    Ok(json!({
         "version": FILEFORMAT_VERSION,
         "metadata": metadata,
         "x_values": x_values,
         "results": results,
         "raw_values": raw,
-    })
+    }))
 }
 
 /// The gzip-compressed document, ready to be written as `*.flent.gz`.
@@ -252,7 +287,7 @@ pub fn to_gzip(run: &Run, file_name: &str) -> Result<Vec<u8>, ReportError> {
         what: "gzip",
         message: e.to_string(),
     };
-    let json = serde_json::to_vec(&document(run, file_name)).map_err(|e| ReportError::Encode {
+    let json = serde_json::to_vec(&document(run, file_name)?).map_err(|e| ReportError::Encode {
         what: "flent JSON",
         message: e.to_string(),
     })?;
@@ -267,16 +302,31 @@ mod tests {
 
     #[test]
     fn names_follow_flent_rrul() {
-        assert_eq!(latency_name("udp_ef", DelayKindRecord::Rtt), "Ping (ms) UDP EF");
+        assert_eq!(
+            latency_name("udp_ef", DelayKindRecord::Rtt),
+            "Ping (ms) UDP EF"
+        );
         assert_eq!(latency_name("icmp", DelayKindRecord::Rtt), "Ping (ms) ICMP");
         assert_eq!(
             latency_name("udp_be", DelayKindRecord::OwdUp),
             "One-way delay up (ms) UDP BE"
         );
-        assert_eq!(latency_name("probe", DelayKindRecord::Rtt), "Ping (ms) probe");
-        assert_eq!(flow_name("tcp_up_cs5", DirectionRecord::Up), "TCP upload CS5");
-        assert_eq!(flow_name("tcp_down_be", DirectionRecord::Down), "TCP download BE");
-        assert_eq!(flow_name("bulk", DirectionRecord::Down), "TCP download bulk");
+        assert_eq!(
+            latency_name("probe", DelayKindRecord::Rtt),
+            "Ping (ms) probe"
+        );
+        assert_eq!(
+            flow_name("tcp_up_cs5", DirectionRecord::Up),
+            "TCP upload CS5"
+        );
+        assert_eq!(
+            flow_name("tcp_down_be", DirectionRecord::Down),
+            "TCP download BE"
+        );
+        assert_eq!(
+            flow_name("bulk", DirectionRecord::Down),
+            "TCP download bulk"
+        );
     }
 
     #[test]

@@ -32,11 +32,19 @@ pub use run::{Run, load_runs};
 
 use std::path::PathBuf;
 
+/// The reason part of a load error, without the path the I/O variant repeats.
+fn load_reason(e: &bloatlab_results::LoadError) -> String {
+    match e {
+        bloatlab_results::LoadError::Io { source, .. } => format!("cannot read: {source}"),
+        other => other.to_string(),
+    }
+}
+
 /// Why a report could not be produced.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    /// A results file could not be loaded. The message names the file.
-    #[error("{}: {source}", path.display())]
+    /// A results file could not be loaded. The message names the file (once).
+    #[error("{}: {}", path.display(), load_reason(source))]
     Load {
         /// The file.
         path: PathBuf,

@@ -58,3 +58,10 @@ pub fn write_charts(
         })
         .collect()
 }
+
+/// Renders the HTML report for `runs` and writes it to `path` atomically (for callers
+/// such as `bloatlab demo` that hold runs in memory).
+pub fn write_html(path: &Path, runs: &[Run]) -> Result<(), ReportError> {
+    let page = crate::html::render(runs)?;
+    write_file(path, page.as_bytes())
+}

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use bloatlab_results::schema::{Metadata, Raw};
 use bloatlab_results::ResultsFile;
+use bloatlab_results::schema::{Metadata, Raw};
 use bloatlab_stats::{
     DelayKind, Direction, FlowSeries, LatencySeries, ProbeSample, Timeline, TransferSample,
 };
@@ -41,7 +41,10 @@ fn probes(name: &str, base: Duration, queue: Queue, offset: u64) -> LatencySerie
         let sent = PROBE * i as u32 + Duration::from_micros(offset);
         let loaded = sent >= IDLE && sent < IDLE + LOADED;
         // A stretch with no probe at all in the second series (missing data, not loss).
-        if name == "udp_be" && sent >= Duration::from_millis(4000) && sent < Duration::from_millis(4400) {
+        if name == "udp_be"
+            && sent >= Duration::from_millis(4000)
+            && sent < Duration::from_millis(4400)
+        {
             continue;
         }
         let extra = match (queue, loaded) {
@@ -121,10 +124,8 @@ pub fn rrul_like(queue: Queue) -> ResultsFile {
         Queue::DeepFifo => "synthetic deep FIFO".into(),
         Queue::FqCodel => "synthetic FQ-CoDel".into(),
     });
-    meta.hosts.insert(
-        "server".into(),
-        serde_json::json!({"address": "10.77.0.2"}),
-    );
+    meta.hosts
+        .insert("server".into(), serde_json::json!({"address": "10.77.0.2"}));
     meta.kernel
         .insert("release".into(), serde_json::json!("6.18.0"));
     ResultsFile::new(meta, Raw::from_measurements(&timeline, &latency, &flows))

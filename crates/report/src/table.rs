@@ -95,11 +95,29 @@ pub fn run_summary(v: &RunView) -> String {
                     f.coverage.clone(),
                 ]);
             }
-            rows.push(vec![t.phase.clone(), "up".into(), t.up.clone(), format!("fairness {}", t.fairness_up)]);
-            rows.push(vec![t.phase.clone(), "down".into(), t.down.clone(), format!("fairness {}", t.fairness_down)]);
-            rows.push(vec![t.phase.clone(), "total".into(), t.total.clone(), format!("fairness {}", t.fairness_all)]);
+            rows.push(vec![
+                t.phase.clone(),
+                "up".into(),
+                t.up.clone(),
+                format!("fairness {}", t.fairness_up),
+            ]);
+            rows.push(vec![
+                t.phase.clone(),
+                "down".into(),
+                t.down.clone(),
+                format!("fairness {}", t.fairness_down),
+            ]);
+            rows.push(vec![
+                t.phase.clone(),
+                "total".into(),
+                t.total.clone(),
+                format!("fairness {}", t.fairness_all),
+            ]);
         }
-        out.push_str(&render(&["phase", "flow", "Mbit/s", "coverage / Jain"], &rows));
+        out.push_str(&render(
+            &["phase", "flow", "Mbit/s", "coverage / Jain"],
+            &rows,
+        ));
     }
     out
 }
@@ -128,7 +146,10 @@ mod tests {
     fn columns_align() {
         let t = render(
             &["a", "bb"],
-            &[vec!["long name".into(), "1".into()], vec!["x".into(), "123".into()]],
+            &[
+                vec!["long name".into(), "1".into()],
+                vec!["x".into(), "123".into()],
+            ],
         );
         assert_eq!(t, "a           bb\nlong name    1\nx          123\n");
     }

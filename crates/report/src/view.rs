@@ -29,8 +29,15 @@ pub fn ms(ns: u64) -> String {
 
 /// Signed milliseconds (for induced latency, which can be negative).
 pub fn signed_ms(ns: i64) -> String {
+    if ns == 0 {
+        return "0".into();
+    }
     let s = ms(ns.unsigned_abs());
-    if ns < 0 { format!("-{s}") } else { format!("+{s}") }
+    if ns < 0 {
+        format!("-{s}")
+    } else {
+        format!("+{s}")
+    }
 }
 
 /// Mbit/s from bit/s, two decimals.
@@ -191,6 +198,13 @@ fn latency_row(series: &str, kind: DelayKindRecord, p: &LatencyPhaseDerived) -> 
 }
 
 fn throughput_view(t: &ThroughputDerived) -> ThroughputView {
+    // No sample at all in the phase (e.g. idle): "no data", not 0 Mbit/s.
+    let covered = |d: Option<DirectionRecord>| {
+        t.flows
+            .iter()
+            .any(|f| f.coverage > 0.0 && d.is_none_or(|d| f.direction == d))
+    };
+    let sum = |bps: u64, d| if covered(d) { mbps(bps) } else { NONE.into() };
     ThroughputView {
         phase: t.phase.clone(),
         flows: t
@@ -199,13 +213,17 @@ fn throughput_view(t: &ThroughputDerived) -> ThroughputView {
             .map(|f| FlowRow {
                 name: f.name.clone(),
                 direction: direction_name(f.direction).into(),
-                mbps: mbps(f.mean_bps),
+                mbps: if f.coverage > 0.0 {
+                    mbps(f.mean_bps)
+                } else {
+                    NONE.into()
+                },
                 coverage: percent(f.coverage),
             })
             .collect(),
-        up: mbps(t.up_bps),
-        down: mbps(t.down_bps),
-        total: mbps(t.total_bps),
+        up: sum(t.up_bps, Some(DirectionRecord::Up)),
+        down: sum(t.down_bps, Some(DirectionRecord::Down)),
+        total: sum(t.total_bps, None),
         fairness_up: opt(t.fairness_up, index),
         fairness_down: opt(t.fairness_down, index),
         fairness_all: opt(t.fairness_all, index),
@@ -309,6 +327,9 @@ pub struct Comparison {
     pub rows: Vec<ComparisonRow>,
 }
 
+/// A comparison row: its name and how to format it from one series' phase figures.
+type Figure<'a> = (&'a str, &'a dyn Fn(&LatencyPhaseDerived) -> String);
+
 /// Names in first-seen order.
 fn union<'a>(lists: impl Iterator<Item = Vec<&'a str>>) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
@@ -386,7 +407,7 @@ impl Comparison {
                 });
             }
             for p in &loaded {
-                let figures: [(&str, &dyn Fn(&LatencyPhaseDerived) -> String); 7] = [
+                let figures: [Figure; 7] = [
                     ("median (ms)", &|d| opt(d.delay.map(|x| x.median_ns), ms)),
                     ("p90 (ms)", &|d| opt(d.delay.map(|x| x.p90_ns), ms)),
                     ("p99 (ms)", &|d| opt(d.delay.map(|x| x.p99_ns), ms)),
@@ -439,6 +460,7 @@ mod tests {
         assert_eq!(ms(147_500_000), "147.5");
         assert_eq!(ms(52_000), "0.052");
         assert_eq!(signed_ms(-1_000_000), "-1.00");
+        assert_eq!(signed_ms(0), "0");
         assert_eq!(signed_ms(126_500_000), "+126.5");
         assert_eq!(mbps(19_876_543), "19.88");
         assert_eq!(percent(0.1), "10.00%");

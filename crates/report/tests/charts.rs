@@ -22,8 +22,16 @@ fn v1_sample_draws_every_chart_as_png_and_svg() {
         // Anti-aliased text, lines in several colours and phase shading.
         assert!(colours > 50, "{}: only {colours} colours", c.id);
         let svg = render_svg(c, &runs).unwrap();
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{}", c.id);
-        assert!(svg.matches("<text").count() >= 8, "{}: axis labels missing", c.id);
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{}",
+            c.id
+        );
+        assert!(
+            svg.matches("<text").count() >= 8,
+            "{}: axis labels missing",
+            c.id
+        );
     }
 }
 
@@ -53,7 +61,12 @@ fn comparison_prefixes_per_run_charts_and_overlays_runs() {
     assert_eq!(groups.len(), 6);
     assert_eq!(groups[0].boxes.len(), 3);
     let loaded = |g: usize| groups[g].boxes[1].1.unwrap().median;
-    assert!(loaded(0) > 60.0 && loaded(3) < 30.0, "{} {}", loaded(0), loaded(3));
+    assert!(
+        loaded(0) > 60.0 && loaded(3) < 30.0,
+        "{} {}",
+        loaded(0),
+        loaded(3)
+    );
     for c in charts(&runs) {
         let png = render_png(&c, &runs).unwrap();
         assert!(png_stats(&png).2 > 50, "{}", c.id);
@@ -88,25 +101,77 @@ fn missing_probes_leave_a_gap_and_lost_probes_are_marked() {
 }
 
 #[test]
-fn a_flow_that_stops_reporting_is_not_drawn_as_zero() {
+fn a_flow_that_stops_reporting_makes_the_sum_unknown_not_smaller() {
     let runs = fifo_vs_fqcodel();
     let ts = plot::throughput::chart(&runs[0]).unwrap();
     let labels: Vec<&str> = ts.lines.iter().map(|l| l.label.as_str()).collect();
     assert_eq!(labels, ["download", "upload", "total"]);
-    // Nothing is measured during the idle phase: gap, not zero.
-    assert!(ts.lines[0].points.iter().filter(|p| p.0 < 1.9).all(|p| p.1.is_none()));
-    // tcp_down_be misses [5.0, 5.5) s; the download sum there covers tcp_down_ef only
-    // (7 Mbit/s + pattern), well below the full 22.5 Mbit/s, and is never zero.
-    let hole: Vec<f64> = ts.lines[0]
-        .points
-        .iter()
-        .filter(|p| p.0 > 5.05 && p.0 < 5.45)
-        .filter_map(|p| p.1)
-        .collect();
-    assert!(!hole.is_empty() && hole.iter().all(|&v| v > 5.0 && v < 10.0), "{hole:?}");
+    let values = |line: usize, from: f64, to: f64| -> Vec<Option<f64>> {
+        ts.lines[line]
+            .points
+            .iter()
+            .filter(|p| p.0 > from && p.0 < to)
+            .map(|p| p.1)
+            .collect()
+    };
+    // No flow runs during the idle phase: a gap, not zero.
+    assert!(values(0, 0.0, 1.9).iter().all(Option::is_none));
+    // tcp_down_be misses [5.0, 5.5) s: download and total are unknown there (gaps),
+    // upload is complete and drawn.
+    for line in [0, 2] {
+        let hole = values(line, 5.06, 5.44);
+        assert!(
+            !hole.is_empty() && hole.iter().all(Option::is_none),
+            "{hole:?}"
+        );
+    }
+    assert!(values(1, 5.06, 5.44).iter().all(Option::is_some));
+    // Steady state around it: 15 + 7 Mbit/s down, plus up to 0.8 Mbit/s of byte pattern per flow.
+    let steady = values(0, 6.0, 7.0);
+    assert!(
+        steady
+            .iter()
+            .all(|v| v.is_some_and(|v| (22.0..24.0).contains(&v))),
+        "{steady:?}"
+    );
     assert_eq!(ts.phases.len(), 3);
     assert!(ts.x_end >= 10.0 - 1e-9);
-    let _ = Duration::ZERO;
+}
+
+#[test]
+fn flows_outside_their_span_add_nothing() {
+    use bloatlab_report::plot::throughput::{Bucketed, sum_active};
+    use bloatlab_stats::{Direction, FlowSeries, TransferSample};
+    use bloatlab_units::Bytes;
+    let s = Duration::from_secs;
+    // Two sequential 1 s pulses of 1 MB (8 Mbit/s each), back to back.
+    let pulse = |name: &str, at: u64| FlowSeries {
+        name: name.into(),
+        direction: Direction::Up,
+        samples: vec![TransferSample {
+            start: s(at),
+            end: s(at + 1),
+            bytes: Bytes(1_000_000),
+        }],
+    };
+    let w = Duration::from_millis(500);
+    let flows: Vec<Bucketed> = [pulse("a", 1), pulse("b", 2)]
+        .iter()
+        .map(|f| Bucketed::new(f, s(4), w).unwrap())
+        .collect();
+    assert_eq!(
+        sum_active(&flows, w),
+        [
+            None,
+            None,
+            Some(8e6),
+            Some(8e6),
+            Some(8e6),
+            Some(8e6),
+            None,
+            None
+        ]
+    );
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! `bloatlab client HOST` (also `bloatlab -c HOST`): iperf 2's client options.
 
-/// Option value parsers shared with `server` (iperf 2 spellings).
-#[path = "opts.rs"]
-pub mod opts;
+use super::opts;
 use bloatlab_engine::config::{
     Amount, ClientConfig, Direction, OutputFormat, Protocol, SocketOptions,
 };

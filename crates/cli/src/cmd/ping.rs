@@ -61,7 +61,12 @@ pub struct PingArgs {
     pub per_probe: bool,
     /// Run only the UDP probe responder on PORT or HOST:PORT (what `bloatlab server`
     /// runs alongside its TCP port) until killed.
-    #[arg(long = "serve", value_name = "ADDR", hide = true, conflicts_with = "host")]
+    #[arg(
+        long = "serve",
+        value_name = "ADDR",
+        hide = true,
+        conflicts_with = "host"
+    )]
     pub serve: Option<String>,
 }
 
@@ -97,9 +102,11 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
     }
     let valid = !host.is_empty()
         && host.len() <= 253
-        && host
-            .split('.')
-            .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        && host.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
     if !valid {
         anyhow::bail!("cannot resolve `{host}`: not a valid host name or address");
     }
@@ -149,7 +156,10 @@ fn serve(addr: &str) -> anyhow::Result<()> {
             .map_err(|_| exit::usage(format!("--serve: `{addr}` is not PORT or HOST:PORT")))?,
     };
     let handle = responder::spawn(bind).map_err(map_probe_error)?;
-    println!("bloatlab probe responder listening on {} (UDP)", handle.local_addr());
+    println!(
+        "bloatlab probe responder listening on {} (UDP)",
+        handle.local_addr()
+    );
     handle.join();
     Ok(())
 }
@@ -175,8 +185,16 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     cfg.size = args
         .size
         .unwrap_or(if args.icmp { 64 } else { packet::HEADER_LEN });
-    let what = if args.icmp { "ICMP echo" } else { "bloatlab UDP probes" };
-    let shown = if args.icmp { target.ip().to_string() } else { target.to_string() };
+    let what = if args.icmp {
+        "ICMP echo"
+    } else {
+        "bloatlab UDP probes"
+    };
+    let shown = if args.icmp {
+        target.ip().to_string()
+    } else {
+        target.to_string()
+    };
     if !args.json {
         println!(
             "PING {host} ({shown}): {what}, {} bytes, every {}",
@@ -237,14 +255,21 @@ fn format_line(line: &ProbeLine) -> String {
 }
 
 fn pct(n: u64, of: u64) -> f64 {
-    if of == 0 { 0.0 } else { 100.0 * n as f64 / of as f64 }
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / of as f64
+    }
 }
 
 fn stats_row(name: &str, s: &Option<DelayStats>) -> String {
     match s {
         Some(s) => {
             let v = [s.min, s.p10, s.median, s.mean, s.p90, s.p99, s.max];
-            let cells: Vec<String> = v.iter().map(|d| format!("{:>9.3}", d.as_millis_f64())).collect();
+            let cells: Vec<String> = v
+                .iter()
+                .map(|d| format!("{:>9.3}", d.as_millis_f64()))
+                .collect();
             format!("{name:<6}{}  n={}\n", cells.join(""), s.count)
         }
         None => format!("{name:<6}{:>9}\n", "-"),
@@ -390,11 +415,19 @@ fn results_document(
         }
         r
     };
-    let rtt: Vec<Value> = report.probes.iter().map(|p| record(p, p.rtt.map(ns))).collect();
+    let rtt: Vec<Value> = report
+        .probes
+        .iter()
+        .map(|p| record(p, p.rtt.map(ns)))
+        .collect();
     let mut latency = vec![json!({"name": series, "kind": "rtt", "samples": rtt})];
     if !args.icmp {
         let up: Vec<Value> = report.probes.iter().map(|p| record(p, owd(p.up))).collect();
-        let down: Vec<Value> = report.probes.iter().map(|p| record(p, owd(p.down))).collect();
+        let down: Vec<Value> = report
+            .probes
+            .iter()
+            .map(|p| record(p, owd(p.down)))
+            .collect();
         latency.push(json!({"name": series, "kind": "owd_up", "samples": up}));
         latency.push(json!({"name": series, "kind": "owd_down", "samples": down}));
     }
@@ -504,7 +537,11 @@ mod tests {
         assert!(interval("0ms").is_err());
         assert!(interval("fast").is_err());
         assert!(interval("10 parsecs").is_err());
-        assert!(parse(&["h", "--interval", "0"]).unwrap_err().contains("--interval"));
+        assert!(
+            parse(&["h", "--interval", "0"])
+                .unwrap_err()
+                .contains("--interval")
+        );
     }
 
     #[test]

@@ -53,7 +53,11 @@ fn parse_export(args: &ReportArgs) -> anyhow::Result<Option<Export>> {
     };
     let (format, out) = match v.as_slice() {
         [f, o] => (f.as_str(), o.as_str()),
-        _ => return Err(usage("--export takes a format and an output file, e.g. --export flent run.flent.gz")),
+        _ => {
+            return Err(usage(
+                "--export takes a format and an output file, e.g. --export flent run.flent.gz",
+            ));
+        }
     };
     if !EXPORT_FORMATS.contains(&format) {
         return Err(usage(format!(
@@ -87,11 +91,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     // Render everything before writing anything.
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if let Some(path) = &args.html {
-        files.push((path.clone(), html::render(&runs).map_err(failure)?.into_bytes()));
+        files.push((
+            path.clone(),
+            html::render(&runs).map_err(failure)?.into_bytes(),
+        ));
     }
     if let Some(e) = &export {
-        let name = e.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        files.push((e.out.clone(), flent::to_gzip(&runs[0], &name).map_err(failure)?));
+        let name = e
+            .out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        files.push((
+            e.out.clone(),
+            flent::to_gzip(&runs[0], &name).map_err(failure)?,
+        ));
     }
     for (path, bytes) in &files {
         write_file(path, bytes).map_err(failure)?;

@@ -1,6 +1,6 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
-use super::client::opts;
+use super::opts;
 use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -56,6 +56,9 @@ pub struct ServerArgs {
     /// Seconds to wait for a client's test header before dropping it.
     #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
     pub header_timeout: Duration,
+    /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
+    #[arg(long = "no-probes")]
+    pub no_probes: bool,
     /// Accepted for iperf 2 habits; client-only, ignored with a warning.
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
@@ -100,8 +103,35 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     let cfg = args.to_config();
     match cfg.protocol {
-        Protocol::Tcp => Ok(bloatlab_engine::tcp::server::run(&cfg)?),
+        Protocol::Tcp => {
+            // The TCP server also answers latency probes on UDP at the same
+            // port, so `bloatlab ping` and the test suites need one server.
+            let _probes = (!args.no_probes).then(|| start_probe_responder(&cfg)).flatten();
+            Ok(bloatlab_engine::tcp::server::run(&cfg)?)
+        }
         Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),
+    }
+}
+
+/// Starts the probe responder on UDP at the TCP server's address and port.
+/// A busy UDP port is not fatal: the traffic server still runs, and the
+/// warning says why probes will go unanswered.
+fn start_probe_responder(cfg: &ServerConfig) -> Option<bloatlab_probe::responder::ResponderHandle> {
+    let bind = cfg.socket.bind.unwrap_or_else(|| {
+        let any: std::net::IpAddr = if cfg.socket.ipv6 {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        SocketAddr::new(any, cfg.port)
+    });
+    let bind = SocketAddr::new(bind.ip(), cfg.port);
+    match bloatlab_probe::responder::spawn(bind) {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            eprintln!("WARN: latency probes will not be answered: {e}");
+            None
+        }
     }
 }
 

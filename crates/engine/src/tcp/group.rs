@@ -133,10 +133,13 @@ mod tests {
         move |_| {
             count.fetch_add(1, Ordering::SeqCst);
             let (tx, rx) = mpsc::channel();
-            (tx, std::thread::spawn(move || {
-                for _ in rx {}
-                Collected::default()
-            }))
+            (
+                tx,
+                std::thread::spawn(move || {
+                    for _ in rx {}
+                    Collected::default()
+                }),
+            )
         }
     }
 

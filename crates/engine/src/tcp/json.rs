@@ -27,6 +27,14 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
     if let Some(cc) = c.connections.values().find_map(|i| i.congestion.clone()) {
         doc.test.congestion_control = Some(cc);
     }
+    // The peer's version, from `-X` on a client or the header on a server.
+    if let Some(v) = c.connections.values().flat_map(|i| &i.tags).find_map(|t| {
+        t.strip_prefix("(peer ")
+            .and_then(|v| v.strip_suffix(')'))
+            .map(str::to_owned)
+    }) {
+        doc.test.peer_version = Some(v);
+    }
     for (&id, info) in &c.connections {
         let local = Some(info.local.to_string());
         let remote = Some(info.peer.to_string());

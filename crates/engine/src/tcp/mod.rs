@@ -14,6 +14,8 @@ pub mod group;
 pub mod handshake;
 pub mod io;
 pub mod json;
+#[cfg(test)]
+mod loops_tests;
 pub mod recv;
 pub mod report;
 pub mod send;

@@ -41,18 +41,91 @@ pub struct RecvPlan {
     pub keep_intervals: bool,
 }
 
-/// Framing state for `--trip-times`.
+/// Framing state for `--trip-times`: a state machine over the bytes read,
+/// so one `read()` of up to `-l` bytes can carry a header and its body (the
+/// common case is exactly one read per burst, like iperf 2's recvn of the
+/// header plus the following read, but with one syscall instead of two).
 #[derive(Debug)]
 struct Framing {
     hdr: [u8; BURST_HEADER_LEN],
     hdr_got: usize,
-    /// Header bytes read but not yet reported as part of a read.
-    carry: usize,
-    /// Bytes of the current burst's body still to come.
+    /// Bytes of the current burst's body still to come (0 = a header is next).
     body_left: u64,
     write_time: Duration,
+    /// Size of the previous burst: the next one is read up to this size so a
+    /// read never spans two bursts while the sender's `-l` stays the same.
+    last_size: u64,
     /// Set when a peer sent a nonsense burst size: stop de-framing.
     broken: bool,
+}
+
+/// What one chunk of received bytes did to the framing.
+#[derive(Debug, Default, PartialEq)]
+struct Consumed {
+    /// Write timestamps of the bursts this chunk completed.
+    completed: Vec<Duration>,
+    /// A header with an impossible burst size (the framing is now broken).
+    bad_size: Option<u64>,
+}
+
+impl Framing {
+    fn new() -> Framing {
+        Framing {
+            hdr: [0; BURST_HEADER_LEN],
+            hdr_got: 0,
+            body_left: 0,
+            write_time: Duration::ZERO,
+            last_size: u64::MAX,
+            broken: false,
+        }
+    }
+
+    /// How many bytes the next read may take without crossing a burst end
+    /// (at a header: up to the previous burst's size, normally the whole burst).
+    fn next_read(&self, len: usize) -> usize {
+        let left = if self.broken {
+            u64::MAX
+        } else if self.body_left == 0 {
+            self.last_size.saturating_sub(self.hdr_got as u64).max(1)
+        } else {
+            self.body_left
+        };
+        usize::try_from(left).unwrap_or(len).min(len)
+    }
+
+    fn consume(&mut self, mut p: &[u8], out: &mut Consumed) {
+        while !p.is_empty() && !self.broken {
+            if self.body_left == 0 {
+                let take = (BURST_HEADER_LEN - self.hdr_got).min(p.len());
+                self.hdr[self.hdr_got..self.hdr_got + take].copy_from_slice(&p[..take]);
+                self.hdr_got += take;
+                p = &p[take..];
+                if self.hdr_got < BURST_HEADER_LEN {
+                    return;
+                }
+                self.hdr_got = 0;
+                let h = TcpBurstHeader::new_unchecked(&self.hdr[..]);
+                let size = h.burst_size().0;
+                if !(BURST_HEADER_LEN as u64..=MAX_BURST).contains(&size) {
+                    self.broken = true;
+                    out.bad_size = Some(size);
+                    return;
+                }
+                self.write_time = h.write_time().since_epoch();
+                self.last_size = size;
+                self.body_left = size - BURST_HEADER_LEN as u64;
+            } else {
+                let take = usize::try_from(self.body_left)
+                    .unwrap_or(usize::MAX)
+                    .min(p.len());
+                self.body_left -= take as u64;
+                p = &p[take..];
+            }
+            if self.body_left == 0 {
+                out.completed.push(self.write_time);
+            }
+        }
+    }
 }
 
 /// Receives until EOF, a disconnect, or the deadline. Returns the
@@ -74,14 +147,8 @@ pub fn run(
     // Wake up regularly so interval reports come out on time while idle.
     stream.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut buf = vec![0u8; len];
-    let mut fr = plan.trip_times.then_some(Framing {
-        hdr: [0; BURST_HEADER_LEN],
-        hdr_got: 0,
-        carry: 0,
-        body_left: 0,
-        write_time: Duration::ZERO,
-        broken: false,
-    });
+    let mut fr = plan.trip_times.then(Framing::new);
+    let mut done = Consumed::default();
     loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
@@ -98,62 +165,103 @@ pub fn run(
         if plan.deadline.is_some_and(|d| now >= d) {
             break;
         }
-        let res = match fr.as_mut().filter(|f| !f.broken) {
-            Some(f) if f.body_left == 0 => stream.read(&mut f.hdr[f.hdr_got..]),
-            Some(f) => {
-                let want = usize::try_from(f.body_left).unwrap_or(len).min(len);
-                stream.read(&mut buf[..want])
-            }
-            None => stream.read(&mut buf),
-        };
-        let n = match res {
+        let want = fr.as_ref().map_or(len, |f| f.next_read(len));
+        let n = match stream.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if is_transient(&e) => continue,
             Err(e) if is_disconnect(&e) => break,
             Err(e) => return Err(e),
         };
+        acc.on_read(Bytes(n as u64));
         let Some(f) = fr.as_mut().filter(|f| !f.broken) else {
-            acc.on_read(Bytes(n as u64));
             continue;
         };
-        if f.body_left == 0 {
-            // iperf 2 reads the burst header with recvn() and reports it
-            // together with the next body read as one read (capture 03:
-            // 21495 bursts of 131072 B land in bin 7, not bin 0).
-            f.carry += n;
-            f.hdr_got += n;
-            if f.hdr_got < BURST_HEADER_LEN {
-                continue;
+        f.consume(&buf[..n], &mut done);
+        if !done.completed.is_empty() {
+            let read_done = wall_now();
+            for w in done.completed.drain(..) {
+                acc.on_burst_complete(w, read_done);
             }
-            f.hdr_got = 0;
-            let h = TcpBurstHeader::new_unchecked(&f.hdr[..]);
-            let size = h.burst_size().0;
-            if !(BURST_HEADER_LEN as u64..=MAX_BURST).contains(&size) {
-                acc.on_read(Bytes(std::mem::take(&mut f.carry) as u64));
-                tracing::warn!(
-                    stream = plan.stream,
-                    burst_size = size,
-                    "trip-times burst header has an impossible burst_size; latency measurement stops"
-                );
-                f.broken = true;
-                continue;
-            }
-            f.write_time = h.write_time().since_epoch();
-            f.body_left = size - BURST_HEADER_LEN as u64;
-            if f.body_left == 0 {
-                acc.on_read(Bytes(std::mem::take(&mut f.carry) as u64));
-            }
-        } else {
-            f.body_left -= n as u64;
-            acc.on_read(Bytes((n + std::mem::take(&mut f.carry)) as u64));
         }
-        if f.body_left == 0 {
-            acc.on_burst_complete(f.write_time, wall_now());
+        if let Some(size) = done.bad_size.take() {
+            tracing::warn!(
+                stream = plan.stream,
+                burst_size = size,
+                "trip-times burst header has an impossible burst_size; latency measurement stops"
+            );
         }
-    }
-    if let Some(f) = fr.filter(|f| f.carry > 0) {
-        acc.on_read(Bytes(f.carry as u64));
     }
     Ok((acc, ticker, kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloatlab_wire::{TcpBurstRepr, WallTime};
+
+    fn burst(id: u32, size: usize, write_sec: u32) -> Vec<u8> {
+        let mut b = vec![0u8; size];
+        TcpBurstRepr {
+            start_time: WallTime::default(),
+            write_time: WallTime {
+                sec: write_sec,
+                usec: 0,
+            },
+            burst_id: id,
+            burst_size: Bytes(size as u64),
+            seqno: 0,
+        }
+        .emit(&mut TcpBurstHeader::new_unchecked(
+            &mut b[..BURST_HEADER_LEN],
+        ));
+        b
+    }
+
+    #[test]
+    fn bursts_split_anywhere_are_reassembled() {
+        let mut stream = burst(1, 200, 10);
+        stream.extend(burst(2, 92, 11));
+        stream.extend(burst(3, 1000, 12));
+        for chunk in [1, 7, 91, 92, 93, 150, 4096] {
+            let mut f = Framing::new();
+            let mut out = Consumed::default();
+            for c in stream.chunks(chunk) {
+                f.consume(c, &mut out);
+            }
+            let secs: Vec<u64> = out.completed.iter().map(|d| d.as_secs()).collect();
+            assert_eq!(secs, [10, 11, 12], "chunk {chunk}");
+            assert_eq!(out.bad_size, None);
+            assert_eq!((f.body_left, f.hdr_got), (0, 0));
+        }
+    }
+
+    #[test]
+    fn reads_stop_at_the_end_of_a_burst_body() {
+        let mut f = Framing::new();
+        let mut out = Consumed::default();
+        assert_eq!(f.next_read(131_072), 131_072);
+        f.consume(&burst(1, 131_072, 1)[..1000], &mut out);
+        assert_eq!(f.next_read(131_072), 130_072);
+        assert_eq!(f.next_read(4096), 4096);
+        // A sender with a smaller -l: the next burst is read up to its size.
+        let mut f = Framing::new();
+        f.consume(&burst(1, 16_384, 1), &mut out);
+        assert_eq!(f.next_read(131_072), 16_384);
+        f.consume(&burst(2, 16_384, 1)[..50], &mut out);
+        assert_eq!(f.next_read(131_072), 16_334);
+    }
+
+    #[test]
+    fn impossible_sizes_break_the_framing() {
+        for size in [0usize, 91, (MAX_BURST + 1) as usize] {
+            let mut b = vec![0u8; BURST_HEADER_LEN];
+            b[48..52].copy_from_slice(&(size as u32).to_be_bytes());
+            let mut f = Framing::new();
+            let mut out = Consumed::default();
+            f.consume(&b, &mut out);
+            assert!(f.broken);
+            assert_eq!(out.bad_size, Some(size as u64));
+        }
+    }
 }

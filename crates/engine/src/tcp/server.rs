@@ -239,7 +239,7 @@ fn run_directions(
         trip_times: req.trip_times,
         interval: cfg.interval,
         deadline,
-        already_read: if req.direction == Direction::Forward {
+        already_read: if req.direction != Direction::Reverse {
             vec![req.header_len]
         } else {
             Vec::new()

@@ -29,6 +29,7 @@ use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Gap between FIN sends (iperf 2.1.8 `AwaitServerFinPacket`: select 10 ms).
@@ -78,33 +79,54 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
             }
         }
     }
-    // One origin for every stream so their intervals line up for [SUM].
-    let mono = Mono::start();
+    // One origin for every stream so their intervals line up for [SUM],
+    // set once every thread exists: thread start-up is not test time.
+    let origin = Arc::new(StartGate::default());
+    let tmpl = Template::new(header_repr(cfg, start_wall, rate), len)?;
     let mut handles = Vec::new();
+    let mut spawn_error = None;
     for (id, sock) in socks {
         let cfg = cfg.clone();
         let sink = sink.clone();
-        let h = std::thread::Builder::new()
+        let origin = origin.clone();
+        let tmpl = tmpl.clone();
+        let spawned = std::thread::Builder::new()
             .name(format!("udp-client-{id}"))
             .spawn(move || {
-                if let Err(e) = stream(&cfg, sock, id, mono, start_wall, &sink) {
+                let r = stream(&cfg, sock, id, tmpl, &origin, &sink);
+                if let Err(e) = r {
                     let _ = sink.send(Event::Failed {
                         stream: id,
                         error: e.to_string(),
                     });
                 }
-            })
-            .map_err(|e| UdpError::Io {
-                op: "thread spawn",
-                source: e,
-            })?;
-        handles.push(h);
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                spawn_error = Some(e);
+                break;
+            }
+        }
+    }
+    origin.open(Mono::start());
+    if let Some(e) = spawn_error {
+        return Err(UdpError::Io {
+            op: "thread spawn",
+            source: e,
+        });
     }
     drop(sink);
     for h in handles {
         let _ = h.join();
     }
     let collected = reporter.join().map_err(|_| UdpError::ThreadPanicked)?;
+    // Nobody listening anywhere (ICMP port unreachable on every stream):
+    // the lines and WARNINGs are printed, but the run failed.
+    let refused = collected.streams.values().all(|s| s.refused) && !collected.streams.is_empty();
+    if refused {
+        return Err(UdpError::Refused { addr });
+    }
     if collected.streams.is_empty()
         && let Some((_, first)) = collected.failures.first()
     {
@@ -211,32 +233,67 @@ fn open_stream(
     Ok(sock)
 }
 
+/// Holds the stream threads until the shared time origin exists.
+#[derive(Debug, Default)]
+struct StartGate {
+    origin: Mutex<Option<Mono>>,
+    opened: Condvar,
+}
+
+impl StartGate {
+    fn open(&self, mono: Mono) {
+        if let Ok(mut o) = self.origin.lock() {
+            *o = Some(mono);
+        }
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) -> Mono {
+        let Ok(mut o) = self.origin.lock() else {
+            return Mono::start();
+        };
+        loop {
+            if let Some(m) = *o {
+                return m;
+            }
+            o = match self.opened.wait(o) {
+                Ok(o) => o,
+                Err(_) => return Mono::start(),
+            };
+        }
+    }
+}
+
 fn stream(
     cfg: &ClientConfig,
     sock: UdpSocket,
     id: u32,
-    mono: Mono,
-    start_wall: Duration,
+    tmpl: Template,
+    gate: &StartGate,
     sink: &Sender<Event>,
 ) -> Result<(), UdpError> {
     clock::tighten_timer_slack();
     let rate = cfg.rate.unwrap_or(DEFAULT_UDP_RATE);
     let len = cfg.effective_len();
-    let tmpl = Template::new(header_repr(cfg, start_wall, rate), len)?;
     // Stagger -P streams by a few ms: a 2.1.8 server hands its listening
     // socket to the first flow with connect() and opens a new one, and a
     // second flow's first datagram landing in that window is counted in
     // the wrong flow (seen here as 1 out-of-order + 1 lost).
     let stagger = STREAM_STAGGER.saturating_mul(id.saturating_sub(1).min(20));
-    let t0 = mono.now().max(stagger);
-    let pacer = Pacer::new(rate, len, t0);
     // Every datagram of a batch carries the batch's send time, and loopback
     // spends ~3 us per datagram inside sendmmsg: 32 keeps that skew under
     // ~100 us while the syscall cost stays a few % of the kernel's. Paced:
     // the pacer rarely has more than a few datagrams due.
-    let slots = if pacer.is_paced() { 8 } else { 32 };
+    let paced = Pacer::new(rate, len, Duration::ZERO).is_paced();
+    let slots = if paced { 8 } else { 32 };
+    let batch = SendBatch::new(slots, &tmpl.bytes);
+    let mono = gate.wait();
+    // A thread that gets the CPU late (tens of ms on a loaded machine)
+    // starts its schedule when it runs, rather than bursting to catch up.
+    let t0 = mono.now().max(stagger);
+    let pacer = Pacer::new(rate, len, t0);
     let mut tx = StreamTx {
-        batch: SendBatch::new(slots, &tmpl.bytes),
+        batch,
         sock,
         stats: UdpSendStats::new(t0),
         seq: 1,
@@ -266,10 +323,12 @@ fn stream(
         let span = Span::new(last_boundary, end);
         let snap = tx.stats.take_interval(span);
         // A partial interval starting at 0 is the whole test: the total says it.
-        (c.is_significant_partial(span) && snap.writes > 0 && !span.start.is_zero())
-            .then_some(snap)
+        (c.is_significant_partial(span) && snap.writes > 0 && !span.start.is_zero()).then_some(snap)
     });
-    let total = tx.stats.total(Span::from_zero(end));
+    // Intervals use the shared origin (for [SUM]); the final line covers
+    // this stream's own sending time, first datagram to the end of the
+    // last one's slot, like iperf 2's per-stream start.
+    let total = tx.stats.total(Span::from_zero(end.saturating_sub(t0)));
     let (server, last_fin) = fin_exchange(&mut tx);
     let _ = sink.send(Event::SendFinal {
         stream: id,
@@ -380,6 +439,7 @@ fn send_loop(
 fn fin_exchange(tx: &mut StreamTx) -> (ServerOutcome, i64) {
     let mut buf = vec![0u8; 65_536];
     let mut fin = -tx.seq;
+    let mut refused = false;
     let _ = tx.sock.set_read_timeout(Some(FIN_RETRY));
     for tries in 1..=FIN_TRIES {
         let d = tx.batch.datagram_mut(0);
@@ -410,6 +470,7 @@ fn fin_exchange(tx: &mut StreamTx) -> (ServerOutcome, i64) {
                 Err(e) => {
                     // ECONNREFUSED: nobody listens. Wait out the retry gap so
                     // 200 tries still take 2 s, as in iperf 2.
+                    refused |= e.kind() == io::ErrorKind::ConnectionRefused;
                     tracing::debug!(error = %e, tries, "waiting for the AckFIN");
                     std::thread::sleep(left);
                     break;
@@ -420,7 +481,13 @@ fn fin_exchange(tx: &mut StreamTx) -> (ServerOutcome, i64) {
             fin -= 1;
         }
     }
-    (ServerOutcome::NoAck { tries: FIN_TRIES }, fin)
+    (
+        ServerOutcome::NoAck {
+            tries: FIN_TRIES,
+            refused,
+        },
+        fin,
+    )
 }
 
 /// An AckFIN, optionally followed by a bloatlab report frame in the same

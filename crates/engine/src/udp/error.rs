@@ -35,6 +35,9 @@ pub enum UdpError {
         #[source]
         source: std::io::Error,
     },
+    /// Every stream's datagrams drew ICMP port unreachable: no UDP server.
+    #[error("no UDP server at {addr}: connection refused (ICMP port unreachable)")]
+    Refused { addr: SocketAddr },
     /// A socket call failed mid-test.
     #[error("UDP {op} failed: {source}")]
     Io {

@@ -32,8 +32,9 @@ pub enum ServerOutcome {
         report: ServerReportRepr,
         frame_json: Option<String>,
     },
-    /// No AckFIN after this many FIN sends.
-    NoAck { tries: u32 },
+    /// No AckFIN after this many FIN sends; `refused` when the kernel
+    /// reported ICMP port unreachable (no server on that port).
+    NoAck { tries: u32, refused: bool },
 }
 
 /// What stream threads and the server loop tell the reporter.
@@ -101,6 +102,8 @@ pub struct StreamResult {
     pub server_side: Option<ServerSideReport>,
     /// FIN sends without an AckFIN, if it never came.
     pub no_ack_tries: Option<u32>,
+    /// The kernel reported the server port unreachable.
+    pub refused: bool,
     pub recv_intervals: Vec<UdpRecvSnapshot>,
     pub recv_total: Option<UdpRecvSnapshot>,
     pub bad_datagrams: u64,
@@ -332,8 +335,9 @@ impl Reporter {
                     self.recv_line(label, &snap, report.ext.is_some());
                 }
             }
-            ServerOutcome::NoAck { tries } => {
+            ServerOutcome::NoAck { tries, refused } => {
                 r.no_ack_tries = Some(tries);
+                r.refused = refused;
                 self.print(&format!(
                     "[{stream:3}] WARNING: did not receive ack of last datagram after {tries} tries."
                 ));

@@ -90,7 +90,10 @@ pub fn run(
 ) {
     timing::tight_timer_slack();
     if realtime && !timing::realtime() {
-        tracing::warn!("{}: SCHED_FIFO refused; running with normal priority", io.name);
+        tracing::warn!(
+            "{}: SCHED_FIFO refused; running with normal priority",
+            io.name
+        );
     }
     let mut pollfds: Vec<libc::pollfd> = io
         .inputs
@@ -138,8 +141,12 @@ pub fn run(
                 break;
             };
             lateness.record(now - due);
-            let out = ipv4_dst(&pkt)
-                .and_then(|dst| io.outputs.iter().find(|(a, _)| *a == dst).map(|(_, fd)| *fd));
+            let out = ipv4_dst(&pkt).and_then(|dst| {
+                io.outputs
+                    .iter()
+                    .find(|(a, _)| *a == dst)
+                    .map(|(_, fd)| *fd)
+            });
             match out {
                 Some(fd) => match tun::write_packet(fd, &pkt) {
                     Ok(()) => {
@@ -164,13 +171,9 @@ pub fn run(
         // lower bound that has already passed while the model released
         // nothing (e.g. an AQM dropped the head); then nap briefly instead
         // of spinning, which under SCHED_FIFO would starve the host.
-        let deadline = link.next_event().map(|t| {
-            if t <= now {
-                now + STALL_NAP
-            } else {
-                t
-            }
-        });
+        let deadline = link
+            .next_event()
+            .map(|t| if t <= now { now + STALL_NAP } else { t });
         timing::wait(&mut pollfds, &clock, deadline, IDLE_CAP, spin);
     }
     publish(shared, &c, &lateness, link.as_ref(), false);
@@ -216,7 +219,12 @@ mod tests {
         let mut fds = [0; 2];
         // SAFETY: fds is a valid array of two ints.
         let rc = unsafe {
-            libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0, fds.as_mut_ptr())
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK,
+                0,
+                fds.as_mut_ptr(),
+            )
         };
         assert_eq!(rc, 0);
         (fds[0], fds[1])
@@ -252,9 +260,23 @@ mod tests {
         let shared = Mutex::new(DirectionReport::default());
         let origin = std::time::Instant::now();
         std::thread::scope(|s| {
-            s.spawn(|| run(&io, link, Clock::new(origin), &stop, &shared, Duration::ZERO, false));
+            s.spawn(|| {
+                run(
+                    &io,
+                    link,
+                    Clock::new(origin),
+                    &stop,
+                    &shared,
+                    Duration::ZERO,
+                    false,
+                )
+            });
             let t0 = std::time::Instant::now();
-            for p in [packet_to([10, 77, 0, 2], 100), packet_to([10, 77, 0, 9], 60), packet_to([10, 77, 0, 3], 80)] {
+            for p in [
+                packet_to([10, 77, 0, 2], 100),
+                packet_to([10, 77, 0, 9], 60),
+                packet_to([10, 77, 0, 3], 80),
+            ] {
                 tun::write_packet(in_test, &p).unwrap();
             }
             let mut buf = [0u8; 2048];

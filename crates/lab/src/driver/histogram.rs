@@ -150,7 +150,10 @@ mod tests {
         }
         let within = |got: Duration, want_us: f64| {
             let g = got.as_secs_f64() * 1e6;
-            assert!(g >= want_us && g <= want_us * 1.035, "got {g} want {want_us}");
+            assert!(
+                g >= want_us && g <= want_us * 1.035,
+                "got {g} want {want_us}"
+            );
         };
         within(h.quantile(0.5), 50.0);
         within(h.quantile(0.99), 99.0);

@@ -88,7 +88,14 @@ fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> bool {
         .as_ref()
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: fds is a valid slice of pollfd; tsp is null or valid.
-    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+    let n = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
     n > 0
 }
 
@@ -103,7 +110,13 @@ mod tests {
         let deadline = clock.now() + Duration::from_millis(5);
         let mut fds: [libc::pollfd; 0] = [];
         while clock.now() < deadline {
-            wait(&mut fds, &clock, Some(deadline), Duration::from_secs(1), Duration::ZERO);
+            wait(
+                &mut fds,
+                &clock,
+                Some(deadline),
+                Duration::from_secs(1),
+                Duration::ZERO,
+            );
         }
         let late = clock.now() - deadline;
         // Generous: the machine is shared; the point is "not a 1 s idle cap".
@@ -116,7 +129,13 @@ mod tests {
         let deadline = clock.now() + Duration::from_micros(300);
         let mut fds: [libc::pollfd; 0] = [];
         while clock.now() < deadline {
-            wait(&mut fds, &clock, Some(deadline), Duration::from_secs(1), Duration::from_micros(200));
+            wait(
+                &mut fds,
+                &clock,
+                Some(deadline),
+                Duration::from_secs(1),
+                Duration::from_micros(200),
+            );
         }
         assert!(clock.now() >= deadline);
     }

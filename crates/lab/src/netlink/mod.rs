@@ -235,8 +235,8 @@ impl Netlink {
         kind: &str,
         options: &[u8],
     ) -> Result<()> {
-        let mut m = MsgBuilder::new(ty, NLM_F_CREATE | NLM_F_EXCL)
-            .fixed(&tcmsg(ifindex, handle, parent));
+        let mut m =
+            MsgBuilder::new(ty, NLM_F_CREATE | NLM_F_EXCL).fixed(&tcmsg(ifindex, handle, parent));
         m.attr_str(TCA_KIND, kind);
         m.attr(TCA_OPTIONS, options);
         let what = if ty == RTM_NEWTCLASS {

@@ -137,7 +137,10 @@ fn isochronous_count_run_with_shared_clock_gives_exact_one_way_delays() {
 
 #[test]
 fn duration_limit_counts_slots() {
-    let s = run(config(Limit::Duration(Duration::from_secs(1))), &Path::new(1, 1));
+    let s = run(
+        config(Limit::Duration(Duration::from_secs(1))),
+        &Path::new(1, 1),
+    );
     assert_eq!(s.sent(), 100);
 }
 
@@ -148,12 +151,22 @@ fn offset_and_drift_are_recovered_on_a_symmetric_path() {
     path.drift_ppm = -30.0;
     let r = run(config(Limit::Count(2000)), &path).finish();
     assert_eq!(r.clock.method, ClockMethod::Estimated);
-    assert!((r.clock.drift_ppm + 30.0).abs() < 0.5, "{}", r.clock.drift_ppm);
+    assert!(
+        (r.clock.drift_ppm + 30.0).abs() < 0.5,
+        "{}",
+        r.clock.drift_ppm
+    );
     let sum = r.summary();
     // True one-way delays are 20 ms each way; the estimate must give them within 10 us.
     for stats in [sum.up.unwrap(), sum.down.unwrap()] {
-        assert!((stats.min.as_nanos() - 20_000_000).abs() < 10_000, "{stats:?}");
-        assert!((stats.max.as_nanos() - 20_000_000).abs() < 10_000, "{stats:?}");
+        assert!(
+            (stats.min.as_nanos() - 20_000_000).abs() < 10_000,
+            "{stats:?}"
+        );
+        assert!(
+            (stats.max.as_nanos() - 20_000_000).abs() < 10_000,
+            "{stats:?}"
+        );
     }
 }
 
@@ -195,7 +208,7 @@ fn tail_loss_has_unknown_direction() {
 #[test]
 fn duplicates_are_counted_once_per_extra_copy() {
     let mut path = Path::new(5, 5);
-    path.dup_down = |seq| seq % 20 == 0;
+    path.dup_down = |seq| seq.is_multiple_of(20);
     let r = run(config(Limit::Count(100)), &path).finish();
     let sum = r.summary();
     assert_eq!(sum.duplicates, 5);

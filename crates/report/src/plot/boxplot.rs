@@ -37,7 +37,11 @@ pub struct Whisker {
 impl Whisker {
     /// From delays sorted ascending; `None` if empty.
     pub fn from_sorted(sorted: &[std::time::Duration]) -> Option<Whisker> {
-        let q = |p| quantile_sorted(sorted, p).ok().map(|d| d.as_secs_f64() * 1e3);
+        let q = |p| {
+            quantile_sorted(sorted, p)
+                .ok()
+                .map(|d| d.as_secs_f64() * 1e3)
+        };
         Some(Whisker {
             p10: q(0.10)?,
             p25: q(0.25)?,
@@ -103,7 +107,8 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
         .iter()
         .flat_map(|g| g.boxes.iter().filter_map(|b| b.1.map(|w| w.p90)))
         .fold(0.0f64, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    // Headroom for the legend.
+    let y_max = if y_max > 0.0 { y_max * 1.25 } else { 1.0 };
     let centers: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
     let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
     let mut chart = ChartBuilder::on(root)
@@ -121,7 +126,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
         .y_desc("delay (ms)")
         .label_style(font(13))
         .axis_desc_style(font(14))
-        .light_line_style(RGBColor(238, 238, 238))
+        .light_line_style(TRANSPARENT)
         // Group names are drawn below, centred under each group.
         .x_labels(0)
         .draw()?;
@@ -177,7 +182,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
         .label_font(font(12))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(180, 180, 180))
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     root.present()?;
     Ok(())

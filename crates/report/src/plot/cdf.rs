@@ -111,12 +111,13 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
         .y_desc("probes with delay ≤ x (%)")
         .label_style(font(13))
         .axis_desc_style(font(14))
-        .light_line_style(RGBColor(238, 238, 238))
+        .light_line_style(TRANSPARENT)
         .draw()?;
     for (i, c) in curves.iter().enumerate() {
         let col = color(i);
-        let legend =
-            move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3));
+        let legend = move |(x, y): (i32, i32)| {
+            PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3))
+        };
         if c.points.is_empty() {
             chart
                 .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?

@@ -27,7 +27,12 @@ fn median(mut v: Vec<Duration>) -> Option<Duration> {
 pub fn probe_interval(series: &LatencySeries) -> Option<Duration> {
     let mut t: Vec<Duration> = series.samples.iter().map(|s| s.sent).collect();
     t.sort_unstable();
-    median(t.windows(2).map(|w| w[1] - w[0]).filter(|d| !d.is_zero()).collect())
+    median(
+        t.windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|d| !d.is_zero())
+            .collect(),
+    )
 }
 
 /// Median length of a flow's transfer samples.

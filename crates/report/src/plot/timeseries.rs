@@ -104,7 +104,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, ts: &TimeSeries) 
         )))?;
         chart.draw_series(std::iter::once(Text::new(
             p.name.clone(),
-            (a + x_end * 0.004, y_max * 0.985),
+            (a + x_end * 0.004, y_max * 0.96),
             font(12).color(&RGBColor(90, 90, 90)),
         )))?;
     }
@@ -114,7 +114,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, ts: &TimeSeries) 
         .y_desc(ts.y_desc)
         .label_style(font(13))
         .axis_desc_style(font(14))
-        .light_line_style(RGBColor(238, 238, 238))
+        .light_line_style(TRANSPARENT)
         .bold_line_style(RGBColor(210, 210, 210))
         // Negative ticks would sit in the marker strip; they mean nothing.
         .y_label_formatter(&|v| {

@@ -1,0 +1,279 @@
+//! `bloatlab test NAME HOST`: the RRUL family and friends (crates/suite, docs/tests.md).
+//!
+//! Runs the test's flows and probes as subprocesses of this binary, prints the per-phase
+//! summary (or, with `--json`, the results document) and writes the results file
+//! atomically. Ctrl-C stops the runners, saves what was measured (marked interrupted)
+//! and exits non-zero.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use bloatlab_suite::{RunConfig, RunError, Target, TestName, TestParams, Tos};
+
+use crate::cmd::opts;
+use crate::exit;
+
+/// Arguments of `bloatlab test`.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Test to run (`--list` shows them): rrul, rrul_be, tcp_upload, tcp_download,
+    /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip.
+    #[arg(required_unless_present = "list")]
+    pub name: Option<String>,
+    /// Host running `bloatlab server`.
+    #[arg(required_unless_present = "list")]
+    pub host: Option<String>,
+    /// Loaded length in seconds (each loaded phase; for `ping`, the whole run).
+    #[arg(short = 'l', long = "length", default_value = "60", value_parser = opts::positive_seconds)]
+    pub length: Duration,
+    /// Idle seconds before and after the load (baseline and recovery).
+    #[arg(long = "idle", default_value = "5", value_parser = opts::seconds)]
+    pub idle: Duration,
+    /// Idle seconds before the load (overrides --idle).
+    #[arg(long = "idle-before", value_parser = opts::seconds)]
+    pub idle_before: Option<Duration>,
+    /// Idle seconds after the load (overrides --idle).
+    #[arg(long = "idle-after", value_parser = opts::seconds)]
+    pub idle_after: Option<Duration>,
+    /// Server port (TCP for the flows, UDP for the probes).
+    #[arg(short = 'p', long = "port", default_value_t = 5001)]
+    pub port: u16,
+    /// Print the results document (JSON) on stdout instead of the summary.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Results file to write (atomically). Default: bloatlab-TEST-TIME.json here.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
+    #[arg(long = "cc", value_delimiter = ',', value_parser = opts::congestion)]
+    pub cc: Vec<String>,
+    /// DSCP marking per TCP flow in each direction, comma-separated, cycled (e.g. ef or cs0,cs1,cs5,ef).
+    #[arg(long = "markings", alias = "dscp", value_delimiter = ',', value_parser = marking)]
+    pub markings: Vec<Tos>,
+    /// Flows per direction for tcp_nup, tcp_ndown and speedtest.
+    #[arg(long = "flows", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub flows: u32,
+    /// Time between latency probes of each probe stream (e.g. 10ms = 100 Hz, 200ms as flent).
+    #[arg(long = "probe-interval", default_value = "0.01", value_parser = opts::positive_seconds)]
+    pub probe_interval: Duration,
+    /// Throughput sampling interval of the flows, seconds.
+    #[arg(long = "sample-interval", default_value = "0.2", value_parser = opts::positive_seconds)]
+    pub sample_interval: Duration,
+    /// one_vs_pulses: number of sequential uploads.
+    #[arg(long = "pulses", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub pulses: u32,
+    /// one_vs_pulses: size of each upload (1M = 1 MiB).
+    #[arg(long = "pulse-size", default_value = "1M", value_parser = opts::nonzero_bytes)]
+    pub pulse_size: bloatlab_engine::config::Bytes,
+    /// A title stored in the results file.
+    #[arg(long = "title")]
+    pub title: Option<String>,
+    /// List the available tests and exit.
+    #[arg(long = "list")]
+    pub list: bool,
+    /// Skip the check that the server answers TCP and probes before the run.
+    #[arg(long = "no-preflight", hide = true)]
+    pub no_preflight: bool,
+}
+
+fn marking(s: &str) -> Result<Tos, String> {
+    bloatlab_suite::parse_marking(s).map_err(|e| e.to_string())
+}
+
+/// Set by SIGINT/SIGTERM: stop the runners and save what was measured.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_stop_handler() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+impl TestArgs {
+    fn params(&self) -> TestParams {
+        TestParams {
+            loaded: self.length,
+            idle_before: self.idle_before.unwrap_or(self.idle),
+            idle_after: self.idle_after.unwrap_or(self.idle),
+            flows: self.flows,
+            cc: self.cc.clone(),
+            markings: self.markings.clone(),
+            probe_interval: self.probe_interval,
+            sample_interval: self.sample_interval,
+            pulses: self.pulses,
+            pulse_size: bloatlab_units::Bytes(self.pulse_size.0),
+        }
+    }
+}
+
+fn map_run_error(e: RunError) -> anyhow::Error {
+    match e {
+        RunError::Plan(p) => exit::usage(p.to_string()),
+        e => anyhow::Error::new(e),
+    }
+}
+
+fn default_output(test: TestName) -> PathBuf {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H%M%SZ")
+        .to_string();
+    PathBuf::from(format!("bloatlab-{test}-{now}.json"))
+}
+
+/// Runs `bloatlab test`.
+pub fn run(args: TestArgs) -> anyhow::Result<()> {
+    if args.list {
+        println!("{}", bloatlab_suite::list_tests());
+        return Ok(());
+    }
+    let name = args.name.as_deref().unwrap_or_default();
+    let test: TestName = name
+        .parse()
+        .map_err(|e: bloatlab_suite::UnknownTest| exit::usage(e.to_string()))?;
+    let host = args.host.clone().unwrap_or_default();
+    let params = args.params();
+    bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
+    let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
+    let cfg = RunConfig {
+        test,
+        params,
+        target: Target {
+            exe,
+            host,
+            port: args.port,
+        },
+        command_line: std::env::args().collect(),
+        title: args.title.clone(),
+        preflight: !args.no_preflight,
+    };
+    install_stop_handler();
+    let show_progress = !args.json && std::io::stderr().is_terminal();
+    let outcome = bloatlab_suite::run(&cfg, &STOP, |now, total| {
+        if show_progress {
+            eprint!(
+                "\r{test}: {:>6.1} / {:.1} s ",
+                now.as_secs_f64(),
+                total.as_secs_f64()
+            );
+            let _ = std::io::stderr().flush();
+        }
+    })
+    .map_err(map_run_error)?;
+    if show_progress {
+        eprintln!();
+    }
+    let path = args.output.clone().unwrap_or_else(|| default_output(test));
+    bloatlab_results::save(&path, &outcome.file)
+        .with_context(|| format!("cannot write the results file {}", path.display()))?;
+    if args.json {
+        let bytes = bloatlab_results::to_vec(&outcome.file).context("serialising the results")?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes)?;
+        if !bytes.ends_with(b"\n") {
+            out.write_all(b"\n")?;
+        }
+    } else {
+        print!("{}", bloatlab_suite::summary::render(&outcome));
+        println!("results written to {}", path.display());
+    }
+    if outcome.interrupted() {
+        return Err(anyhow::anyhow!(
+            "interrupted; what was measured is saved (marked interrupted) in {}",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TestArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<TestArgs, String> {
+        Cli::try_parse_from(std::iter::once("test").chain(argv.iter().copied()))
+            .map(|c| c.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_flent_s() {
+        let a = parse(&["rrul", "h"]).unwrap();
+        let p = a.params();
+        assert_eq!(p.loaded, Duration::from_secs(60));
+        assert_eq!(
+            (p.idle_before, p.idle_after),
+            (Duration::from_secs(5), Duration::from_secs(5))
+        );
+        assert_eq!(a.port, 5001);
+        assert_eq!(p.flows, 4);
+    }
+
+    #[test]
+    fn lengths_idle_cc_and_markings() {
+        let a = parse(&[
+            "tcp_nup",
+            "h",
+            "-l",
+            "2",
+            "--idle",
+            "1",
+            "--idle-after",
+            "0",
+            "--cc",
+            "reno,bbr",
+            "--markings",
+            "ef,cs1",
+            "--flows",
+            "3",
+            "-p",
+            "6000",
+        ])
+        .unwrap();
+        let p = a.params();
+        assert_eq!(p.loaded, Duration::from_secs(2));
+        assert_eq!(
+            (p.idle_before, p.idle_after),
+            (Duration::from_secs(1), Duration::ZERO)
+        );
+        assert_eq!(p.cc, ["reno", "bbr"]);
+        assert_eq!(p.markings, [Tos::EF, Tos::CS1]);
+        assert_eq!((p.flows, a.port), (3, 6000));
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        assert!(
+            parse(&["rrul", "h", "-l", "0"])
+                .unwrap_err()
+                .contains("--length")
+        );
+        assert!(
+            parse(&["rrul", "h", "--markings", "cs9"])
+                .unwrap_err()
+                .contains("--markings")
+        );
+        assert!(
+            parse(&["rrul", "h", "--flows", "0"])
+                .unwrap_err()
+                .contains("--flows")
+        );
+        assert!(parse(&["--list"]).is_ok());
+    }
+}

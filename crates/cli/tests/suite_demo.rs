@@ -1,0 +1,87 @@
+//! `bloatlab demo` in a shortened mode (`-l 2 --idle 1`): both runs complete, the FIFO
+//! shows more induced latency than FQ-CoDel, and the lab leaves nothing behind.
+//! Needs root (CI runs as root), like the lab tests.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn leftover_namespaces(lab: &str) -> Vec<String> {
+    let prefix = format!("bl-{lab}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
+    let lab = format!("sd{}", std::process::id());
+    let dir: PathBuf = std::env::temp_dir().join(format!("bl-suite-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_bloatlab"))
+        .args(["demo", "-l", "2", "--idle", "1", "--lab", &lab, "-o"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    let se = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        leftover_namespaces(&lab),
+        Vec::<String>::new(),
+        "namespaces left behind"
+    );
+    assert!(
+        !PathBuf::from(format!("/run/bloatlab/{lab}.json")).exists(),
+        "lab state left behind"
+    );
+    assert!(out.status.success(), "stderr: {se}\nstdout: {so}");
+    assert!(so.contains("side by side"), "{so}");
+    assert!(so.contains("bufferbloat grade"), "{so}");
+
+    let median = |label: &str| {
+        let f = bloatlab_results::load(&dir.join(format!("demo-{label}.json"))).unwrap();
+        let d = f.derived.unwrap();
+        let s = d
+            .latency
+            .iter()
+            .find(|s| {
+                s.name == "udp_be" && s.kind == bloatlab_results::schema::DelayKindRecord::Rtt
+            })
+            .unwrap()
+            .clone();
+        let idle = s
+            .phases
+            .iter()
+            .find(|p| p.phase == "idle")
+            .unwrap()
+            .delay
+            .unwrap();
+        let loaded = s
+            .phases
+            .iter()
+            .find(|p| p.phase == "loaded")
+            .unwrap()
+            .delay
+            .unwrap();
+        // 80 ms RTT in the lab.
+        assert!(
+            (75_000_000..90_000_000).contains(&idle.median_ns),
+            "{label}: idle median {} ns",
+            idle.median_ns
+        );
+        loaded.median_ns
+    };
+    let (fifo, fq) = (median("fifo"), median("fq_codel"));
+    // A 1000-packet FIFO at 20 Mbit/s holds 600 ms; 8 flows fill part of it within 2 s,
+    // while FQ-CoDel keeps the sparse probe flow out of the queue.
+    assert!(
+        fifo > fq + 10_000_000,
+        "fifo loaded median {fifo} ns vs fq_codel {fq} ns"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,417 @@
+//! `bloatlab test` end to end on loopback with short lengths (`-l 2`, 1 s idle).
+//!
+//! Each test starts its own `bloatlab server` and UDP probe responder on a free port and
+//! kills them by PID when it ends.
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_bloatlab")
+}
+
+/// A port free for both TCP and UDP on 127.0.0.1 right now.
+fn free_port() -> u16 {
+    loop {
+        let t = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = t.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Processes killed (by PID) and reaped on drop.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn_quiet(args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `bloatlab server` plus the UDP probe responder on `port` (if the server answers
+/// probes itself, the responder cannot bind and just exits).
+fn server(port: u16) -> Procs {
+    let p = port.to_string();
+    let udp = format!("127.0.0.1:{port}");
+    let procs = Procs(vec![
+        spawn_quiet(&["server", "-p", &p]),
+        spawn_quiet(&["ping", "--serve", &udp]),
+    ]);
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    procs
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bl-suite-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("rrul");
+    let file = dir.join("rrul.json");
+    let p = port.to_string();
+    let out = run(&[
+        "test",
+        "rrul",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle",
+        "1",
+        "-o",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    // --json prints the same document that was saved.
+    let printed = bloatlab_results::from_slice(&out.stdout).expect("stdout is a results document");
+    let f = bloatlab_results::load(&file).expect("the results file loads");
+    assert_eq!(printed.raw, f.raw);
+    assert_eq!(f.metadata.test, "rrul");
+    assert!(!f.metadata.interrupted);
+    assert!(f.metadata.kernel.contains_key("release"));
+    assert!(f.metadata.command_line.iter().any(|a| a == "rrul"));
+
+    let phases: Vec<(PhaseKindRecord, u64, u64)> = f
+        .raw
+        .phases
+        .iter()
+        .map(|p| (p.kind, p.start_ns, p.end_ns))
+        .collect();
+    let s = 1_000_000_000;
+    assert_eq!(
+        phases,
+        [
+            (PhaseKindRecord::Idle, 0, s),
+            (PhaseKindRecord::Loaded, s, 3 * s),
+            (PhaseKindRecord::Recovery, 3 * s, 4 * s)
+        ]
+    );
+
+    assert_eq!(f.raw.throughput.len(), 8, "4 up + 4 down flows");
+    let ups = f
+        .raw
+        .throughput
+        .iter()
+        .filter(|t| t.direction == DirectionRecord::Up)
+        .count();
+    assert_eq!(ups, 4);
+    for flow in &f.raw.throughput {
+        let bytes: u64 = flow.samples.iter().map(|x| x.bytes).sum();
+        assert!(bytes > 0, "{} moved no bytes", flow.name);
+        // Flows run in the loaded phase: they start after 0.9 s and end by 4 s.
+        let first = flow.samples.iter().map(|x| x.start_ns).min().unwrap();
+        let last = flow.samples.iter().map(|x| x.end_ns).max().unwrap();
+        assert!(
+            first >= 9 * s / 10 && last <= 4 * s,
+            "{}: {first}..{last}",
+            flow.name
+        );
+        assert!(
+            flow.samples.len() >= 5,
+            "{}: 0.2 s samples over 2 s",
+            flow.name
+        );
+    }
+    let names: Vec<&str> = f.raw.throughput.iter().map(|t| t.name.as_str()).collect();
+    assert!(
+        names.contains(&"tcp_up_ef") && names.contains(&"tcp_down_bk"),
+        "{names:?}"
+    );
+
+    for probe in ["udp_ef", "udp_bk", "udp_be"] {
+        let rtt = f
+            .raw
+            .latency
+            .iter()
+            .find(|l| l.name == probe && l.kind == DelayKindRecord::Rtt)
+            .unwrap_or_else(|| panic!("no {probe} RTT series"));
+        // 4 s at 100 Hz is 400 probes; allow a loaded 2-core machine to skip many.
+        assert!(
+            rtt.samples.len() >= 100,
+            "{probe}: {} probes",
+            rtt.samples.len()
+        );
+        let received = rtt.samples.iter().filter(|x| x.delay_ns.is_some()).count();
+        assert!(
+            received * 10 >= rtt.samples.len() * 9,
+            "{probe}: {received} answered"
+        );
+        assert!(rtt.samples.iter().all(|x| x.sent_ns < 6 * s));
+    }
+    // ICMP needs CAP_NET_RAW (or ping_group_range); CI runs as root.
+    assert!(
+        f.raw.latency.iter().any(|l| l.name == "icmp"),
+        "no icmp series"
+    );
+    let d = f.derived.as_ref().expect("derived section");
+    let loaded = d.throughput.iter().find(|t| t.phase == "loaded").unwrap();
+    assert!(loaded.up_bps > 0 && loaded.down_bps > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn summary_voip_mos_and_pulses() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("voip");
+    let p = port.to_string();
+    let file = dir.join("voip.json");
+    let out = run(&[
+        "test",
+        "voip",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle",
+        "1",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    let so = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {so}",
+        text(&out.stderr)
+    );
+    for want in [
+        "Latency, round trip",
+        "voip",
+        "loaded",
+        "VoIP idle",
+        "MOS",
+        "Bufferbloat grade",
+    ] {
+        assert!(so.contains(want), "missing {want:?} in:\n{so}");
+    }
+    let f = bloatlab_results::load(&file).unwrap();
+    assert!(
+        f.raw
+            .latency
+            .iter()
+            .any(|l| l.name == "voip" && l.kind == DelayKindRecord::OwdUp)
+    );
+
+    let file = dir.join("pulses.json");
+    let out = run(&[
+        "test",
+        "one_vs_pulses",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle",
+        "0",
+        "--pulses",
+        "3",
+        "--pulse-size",
+        "100K",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    let so = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {so}",
+        text(&out.stderr)
+    );
+    assert!(so.contains("Pulses: 3 completed"), "{so}");
+    let f = bloatlab_results::load(&file).unwrap();
+    let pulses = f
+        .raw
+        .throughput
+        .iter()
+        .find(|t| t.name == "tcp_up_pulses")
+        .unwrap();
+    let bytes: u64 = pulses.samples.iter().map(|x| x.bytes).sum();
+    // 3 x 100 KiB; iperf 2 counts the test header in -n, so allow a little less.
+    assert!(
+        (3 * 100 * 1024 - 3 * 200..=3 * 100 * 1024).contains(&bytes),
+        "{bytes}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unknown_test_name_exits_2_and_lists_the_tests() {
+    let out = run(&["test", "rrull", "127.0.0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(e.contains("unknown test \"rrull\""), "{e}");
+    for t in [
+        "rrul",
+        "rrul_be",
+        "tcp_nup",
+        "speedtest",
+        "one_vs_pulses",
+        "voip",
+    ] {
+        assert!(e.contains(t), "{t} not listed in {e}");
+    }
+    let out = run(&["test", "--list"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("tcp_bidirectional"));
+}
+
+#[test]
+fn no_server_is_a_clear_error() {
+    let port = free_port();
+    let p = port.to_string();
+    let t0 = Instant::now();
+    let out = run(&["test", "tcp_upload", "127.0.0.1", "-p", &p, "-l", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(e.contains(&format!("no server at 127.0.0.1:{port}")), "{e}");
+    assert!(e.contains("refused"), "{e}");
+    // Found by the pre-flight check, not after the 15 s run.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_server_that_does_not_answer_probes_is_not_bloatlab() {
+    // A TCP sink that swallows whatever it gets, as a non-bloatlab server would; no UDP.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut c = c;
+                let mut buf = vec![0u8; 65536];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let p = port.to_string();
+    let out = run(&["test", "rrul", "127.0.0.1", "-p", &p, "-l", "5"]);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("did not answer any of bloatlab's UDP latency probes"),
+        "{e}"
+    );
+    assert!(e.contains("not bloatlab"), "{e}");
+}
+
+#[test]
+fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("intr");
+    let file = dir.join("cut.json");
+    let p = port.to_string();
+    let child = Command::new(bin())
+        .args([
+            "test",
+            "tcp_upload",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-l",
+            "20",
+            "--idle",
+            "1",
+            "-o",
+            file.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling our own child by PID.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let t0 = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "stopping took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("interrupted"),
+        "{}",
+        text(&out.stderr)
+    );
+    let f = bloatlab_results::load(&file).expect("the partial results load");
+    assert!(f.metadata.interrupted);
+    let end = f.raw.phases.last().unwrap().end_ns;
+    assert!(
+        end < 12_000_000_000,
+        "phases cut where the run stopped, not at 22 s: {end}"
+    );
+    // What the runners printed before they stopped is kept; the flows and probes that
+    // could not report say so in the notes. (Today `bloatlab client` has no SIGINT
+    // handler and `bloatlab ping` fails with EINTR, so only the notes are checked here.)
+    let notes = f
+        .metadata
+        .extra
+        .get("notes")
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    let kept = |name: &str| {
+        f.raw
+            .latency
+            .iter()
+            .any(|l| l.name == name && !l.samples.is_empty())
+    };
+    assert!(kept("udp_be") || notes.contains("probe udp_be"), "{notes}");
+    assert!(
+        f.raw.throughput.iter().any(|t| !t.samples.is_empty()) || notes.contains("flow tcp_up_1"),
+        "{notes}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,149 @@
+//! The send and receive loops against each other over loopback.
+
+use super::recv::{self, RecvPlan};
+use super::send::{self, SendPlan};
+use super::{Event, Sink};
+use crate::clock::wall_now;
+use crate::config::Amount;
+use bloatlab_metrics::interval::Span;
+use bloatlab_units::Bytes;
+use std::io::Write;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    (c, s)
+}
+
+fn sink() -> (Sink, mpsc::Receiver<Event>) {
+    mpsc::channel()
+}
+
+fn recv_plan(trip_times: bool) -> RecvPlan {
+    RecvPlan {
+        stream: 1,
+        len: 128 * 1024,
+        trip_times,
+        interval: Some(Duration::from_millis(50)),
+        deadline: Some(Instant::now() + Duration::from_secs(20)),
+        already_read: Vec::new(),
+        keep_intervals: true,
+    }
+}
+
+#[test]
+fn trip_times_bursts_are_deframed_counted_and_timed() {
+    let (c, s) = pair();
+    let (tx, _rx) = sink();
+    let len = 64 * 1024;
+    let bursts = 40u64;
+    let plan = SendPlan {
+        stream: 1,
+        len,
+        amount: Amount::Bytes(Bytes(bursts * len as u64)),
+        trip_times: true,
+        start_wall: wall_now(),
+        near_congestion: None,
+        rate: None,
+        tcpinfo: true,
+        interval: None,
+        already_sent: Bytes(0),
+    };
+    let t0 = Instant::now();
+    let tx2 = tx.clone();
+    let sender = std::thread::spawn(move || {
+        let out = send::run(&c, &plan, t0, &tx2).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        out
+    });
+    let (mut acc, mut ticker, kept) = recv::run(&s, &recv_plan(true), t0, &tx).unwrap();
+    let (sacc, _) = sender.join().unwrap();
+    let end = t0.elapsed();
+    let _ = ticker.partial(end, &mut acc);
+    let total = acc.total(Span::from_zero(end));
+    let sent = sacc.total(Span::from_zero(end));
+    assert_eq!(total.bytes, Bytes(bursts * len as u64));
+    assert_eq!(sent.bytes, total.bytes);
+    let b = total.burst.expect("trip-times data");
+    assert_eq!(b.latency.count(), bursts);
+    assert_eq!(b.latency.negative_count(), 0);
+    assert!(b.latency.min().unwrap().as_nanos() >= 0);
+    assert!(sent.tcp_info.is_some(), "TCP_INFO sampled at the end");
+    // Header + first body read count as one read: every read is within -l.
+    assert!(total.reads.reads >= bursts);
+    assert!(kept.iter().all(|k| k.span.len() > Duration::ZERO));
+}
+
+#[test]
+fn impossible_burst_size_stops_deframing_without_losing_bytes() {
+    let (mut c, s) = pair();
+    let (tx, _rx) = sink();
+    let mut junk = vec![0xabu8; 92 + 1000];
+    // burst_size (offset 48) = 5: smaller than the header itself.
+    junk[48..52].copy_from_slice(&5u32.to_be_bytes());
+    c.write_all(&junk).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let t0 = Instant::now();
+    let (acc, _, _) = recv::run(&s, &recv_plan(true), t0, &tx).unwrap();
+    let total = acc.total(Span::from_zero(t0.elapsed()));
+    assert_eq!(total.bytes, Bytes(junk.len() as u64));
+    assert_eq!(total.burst.map_or(0, |b| b.latency.count()), 0);
+}
+
+#[test]
+fn plain_receiver_fills_reads_dist_and_interval_lines() {
+    let (mut c, s) = pair();
+    let (tx, rx) = sink();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..3 {
+            c.write_all(&[7u8; 1000]).unwrap();
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    });
+    let t0 = Instant::now();
+    let (acc, _, _) = recv::run(&s, &recv_plan(false), t0, &tx).unwrap();
+    writer.join().unwrap();
+    let total = acc.total(Span::from_zero(t0.elapsed()));
+    assert_eq!(total.bytes, Bytes(3000));
+    assert_eq!(total.reads.bins[0], total.reads.reads);
+    drop(tx);
+    let intervals = rx
+        .iter()
+        .filter(|e| matches!(e, Event::RecvInterval { .. }))
+        .count();
+    assert!(intervals >= 2, "interval reports while idle: {intervals}");
+}
+
+#[test]
+fn rate_cap_paces_tcp_writes() {
+    let (c, s) = pair();
+    let (tx, _rx) = sink();
+    let reader = std::thread::spawn(move || {
+        let (tx, _rx) = sink();
+        recv::run(&s, &recv_plan(false), Instant::now(), &tx).unwrap()
+    });
+    let plan = SendPlan {
+        stream: 1,
+        len: 10_000,
+        amount: Amount::Bytes(Bytes(100_000)),
+        trip_times: false,
+        start_wall: wall_now(),
+        near_congestion: None,
+        rate: Some(bloatlab_units::BitRate(4_000_000)),
+        tcpinfo: false,
+        interval: None,
+        already_sent: Bytes(0),
+    };
+    let t0 = Instant::now();
+    send::run(&c, &plan, t0, &tx).unwrap();
+    // 800 kbit at 4 Mbit/s: the last write is due at 0.2 s.
+    let took = t0.elapsed();
+    c.shutdown(Shutdown::Write).unwrap();
+    reader.join().unwrap();
+    assert!(took >= Duration::from_millis(195), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}

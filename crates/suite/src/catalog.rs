@@ -1,0 +1,237 @@
+//! The test catalogue: names, one-line descriptions, and DSCP markings.
+//!
+//! Markings follow flent's `rrul.conf` (anchors §1.2): the four TCP flows per direction are
+//! CS0 (BE), CS1 (BK), CS5 and EF; the UDP probes EF, CS1 (BK) and unmarked (BE).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A test `bloatlab test NAME` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TestName {
+    /// 4 up + 4 down TCP flows (CS0/CS1/CS5/EF), UDP probes EF/BK/BE and ICMP.
+    Rrul,
+    /// 4 up + 4 down unmarked TCP flows, three unmarked UDP probes and ICMP.
+    RrulBe,
+    /// One TCP upload.
+    TcpUpload,
+    /// One TCP download.
+    TcpDownload,
+    /// One TCP upload and one TCP download at once.
+    TcpBidirectional,
+    /// N TCP uploads (`--flows`).
+    TcpNup,
+    /// N TCP downloads (`--flows`).
+    TcpNdown,
+    /// N downloads, then N uploads, one direction at a time.
+    Speedtest,
+    /// Probes only, no load.
+    Ping,
+    /// Two competing long uploads (seed report 3).
+    OneVsOne,
+    /// A long upload against 40 sequential 1 MB uploads (seed report 3).
+    OneVsPulses,
+    /// An isochronous VoIP-like stream (50 pps, 172 B) with an E-model MOS, under a 1+1 load.
+    Voip,
+}
+
+impl TestName {
+    /// Every test, in the order `--list` shows them.
+    pub const ALL: [TestName; 12] = [
+        TestName::Rrul,
+        TestName::RrulBe,
+        TestName::TcpUpload,
+        TestName::TcpDownload,
+        TestName::TcpBidirectional,
+        TestName::TcpNup,
+        TestName::TcpNdown,
+        TestName::Speedtest,
+        TestName::Ping,
+        TestName::OneVsOne,
+        TestName::OneVsPulses,
+        TestName::Voip,
+    ];
+
+    /// The command-line name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestName::Rrul => "rrul",
+            TestName::RrulBe => "rrul_be",
+            TestName::TcpUpload => "tcp_upload",
+            TestName::TcpDownload => "tcp_download",
+            TestName::TcpBidirectional => "tcp_bidirectional",
+            TestName::TcpNup => "tcp_nup",
+            TestName::TcpNdown => "tcp_ndown",
+            TestName::Speedtest => "speedtest",
+            TestName::Ping => "ping",
+            TestName::OneVsOne => "one_vs_one",
+            TestName::OneVsPulses => "one_vs_pulses",
+            TestName::Voip => "voip",
+        }
+    }
+
+    /// One line for the list of tests.
+    pub fn description(self) -> &'static str {
+        match self {
+            TestName::Rrul => {
+                "4 up + 4 down TCP flows marked CS0/CS1/CS5/EF, UDP probes EF/BK/BE and ICMP"
+            }
+            TestName::RrulBe => "4 up + 4 down unmarked TCP flows, 3 UDP probes and ICMP",
+            TestName::TcpUpload => "1 TCP upload, with UDP and ICMP probes",
+            TestName::TcpDownload => "1 TCP download, with UDP and ICMP probes",
+            TestName::TcpBidirectional => "1 TCP upload and 1 TCP download at once, with probes",
+            TestName::TcpNup => "N TCP uploads (--flows N, default 4), with probes",
+            TestName::TcpNdown => "N TCP downloads (--flows N, default 4), with probes",
+            TestName::Speedtest => {
+                "N downloads, then N uploads (one direction at a time), with probes"
+            }
+            TestName::Ping => "UDP and ICMP probes on an idle link (-l seconds)",
+            TestName::OneVsOne => "two competing long TCP uploads",
+            TestName::OneVsPulses => "a long TCP upload against 40 sequential 1 MB uploads",
+            TestName::Voip => {
+                "50 pps 172-byte UDP stream with an E-model MOS, under 1 up + 1 down TCP flow"
+            }
+        }
+    }
+}
+
+impl fmt::Display for TestName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `NAME` is not a test; the message lists the available ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown test {name:?}; available tests:\n{}", list_tests())]
+pub struct UnknownTest {
+    /// What the user typed.
+    pub name: String,
+}
+
+impl FromStr for TestName {
+    type Err = UnknownTest;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // flent spells some names with dashes; accept both.
+        let norm = s.trim().to_ascii_lowercase().replace('-', "_");
+        TestName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == norm)
+            .ok_or_else(|| UnknownTest { name: s.to_owned() })
+    }
+}
+
+/// The available tests, one per line: `  name  description`.
+pub fn list_tests() -> String {
+    TestName::ALL
+        .iter()
+        .map(|t| format!("  {:<18} {}", t.as_str(), t.description()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An IP TOS byte (DSCP << 2, ECN bits zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tos(pub u8);
+
+impl Tos {
+    /// DSCP CS0 (best effort).
+    pub const CS0: Tos = Tos(0);
+    /// DSCP CS1 (background, "BK").
+    pub const CS1: Tos = Tos(8 << 2);
+    /// DSCP CS5.
+    pub const CS5: Tos = Tos(40 << 2);
+    /// DSCP EF (expedited forwarding, RFC 3246).
+    pub const EF: Tos = Tos(46 << 2);
+
+    /// `0xb8` style, what `bloatlab client -S` and `bloatlab ping --tos` accept.
+    pub fn to_arg(self) -> String {
+        format!("{:#04x}", self.0)
+    }
+}
+
+/// A marking that cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid marking {value:?}: use a DSCP name (cs0..cs7, af11..af43, ef, le, va) or a TOS byte (0xb8, 184)"
+)]
+pub struct BadMarking {
+    /// The rejected text.
+    pub value: String,
+}
+
+/// Parses a DSCP name (RFC 4594 names: `cs0`..`cs7`, `af11`..`af43`, `ef`, `le` (RFC
+/// 8622), `va` (RFC 5865), `be` = `cs0`, `bk` = `cs1`) or a raw TOS byte (`0xb8`, `184`).
+pub fn parse_marking(s: &str) -> Result<Tos, BadMarking> {
+    let bad = || BadMarking {
+        value: s.to_owned(),
+    };
+    let t = s.trim().to_ascii_lowercase();
+    let dscp = |d: u8| Ok(Tos(d << 2));
+    match t.as_str() {
+        "be" => return dscp(0),
+        "bk" => return dscp(8),
+        "ef" => return dscp(46),
+        "le" => return dscp(1),
+        "va" => return dscp(44),
+        _ => {}
+    }
+    if let Some(n) = t.strip_prefix("cs") {
+        return match n.parse::<u8>() {
+            Ok(c) if c <= 7 => dscp(c * 8),
+            _ => Err(bad()),
+        };
+    }
+    if let Some(n) = t.strip_prefix("af") {
+        let b = n.as_bytes();
+        return match b {
+            [c @ b'1'..=b'4', p @ b'1'..=b'3'] => dscp((c - b'0') * 8 + (p - b'0') * 2),
+            _ => Err(bad()),
+        };
+    }
+    let v = if let Some(h) = t.strip_prefix("0x") {
+        u8::from_str_radix(h, 16)
+    } else {
+        t.parse::<u8>()
+    };
+    v.map(Tos).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_dashes_are_accepted() {
+        for t in TestName::ALL {
+            assert_eq!(t.as_str().parse::<TestName>(), Ok(t));
+        }
+        assert_eq!("RRUL-BE".parse::<TestName>(), Ok(TestName::RrulBe));
+    }
+
+    #[test]
+    fn unknown_test_lists_every_test() {
+        let e = "rrul_bogus".parse::<TestName>().unwrap_err().to_string();
+        assert!(e.starts_with("unknown test \"rrul_bogus\""), "{e}");
+        for t in TestName::ALL {
+            assert!(e.contains(t.as_str()), "{t} missing from {e}");
+        }
+    }
+
+    #[test]
+    fn markings() {
+        assert_eq!(parse_marking("ef"), Ok(Tos(0xb8)));
+        assert_eq!(parse_marking("CS1"), Ok(Tos(0x20)));
+        assert_eq!(parse_marking("cs5"), Ok(Tos(0xa0)));
+        assert_eq!(parse_marking("af41"), Ok(Tos(0x88)));
+        assert_eq!(parse_marking("af11"), Ok(Tos(0x28)));
+        assert_eq!(parse_marking("0xb8"), Ok(Tos(184)));
+        assert_eq!(parse_marking("32"), Ok(Tos(32)));
+        assert_eq!(parse_marking("le"), Ok(Tos(4)));
+        assert!(parse_marking("cs8").is_err());
+        assert!(parse_marking("af44").is_err());
+        assert!(parse_marking("0x1ff").is_err());
+        assert_eq!(Tos::EF.to_arg(), "0xb8");
+        assert_eq!(Tos::CS0.to_arg(), "0x00");
+    }
+}

@@ -1,0 +1,29 @@
+//! bloatlab's test suites (`bloatlab test NAME HOST`, `bloatlab demo`).
+//!
+//! Like flent, the suite is an orchestrator: it generates no traffic itself. It runs the
+//! `bloatlab` binary's own `client ... --json` (TCP flows) and `ping ... --json` (latency
+//! probes) as subprocesses and parses their JSON, so it depends only on those command
+//! lines and documents.
+//!
+//! * [`catalog`]: test names, descriptions, DSCP markings.
+//! * [`plan`]: the sans-IO plan: phases and which runner starts and stops when.
+//! * [`driver`]: spawns, watches and interrupts the runner processes.
+//! * [`collect`]: runner output to series on the run's time axis (pure).
+//! * [`run`]: pre-flight, drive, assemble the results file, working-condition findings.
+//! * [`summary`]: the terminal summary.
+//! * [`host`]: CPU utilisation, kernel and sysctls of this host.
+//! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
+
+pub mod catalog;
+pub mod collect;
+pub mod demo;
+pub mod driver;
+pub mod host;
+pub mod plan;
+pub mod run;
+pub mod summary;
+
+pub use catalog::{TestName, Tos, UnknownTest, list_tests, parse_marking};
+pub use driver::Target;
+pub use plan::{Plan, PlanError, TestParams, plan};
+pub use run::{RunConfig, RunError, RunOutcome, preflight, run};

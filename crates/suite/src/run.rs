@@ -1,0 +1,631 @@
+//! One test run end to end: pre-flight check, driving the plan, turning runner output
+//! into a results file, and the working-condition findings.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use bloatlab_results::schema::{
+    DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseRecord, TransferRecord,
+};
+use bloatlab_results::{Metadata, Raw, ResultsFile};
+use bloatlab_stats::conditions::{
+    CongestionSignals, Finding, HostCheckConfig, QueueCheckConfig, check_host, check_queue,
+};
+use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
+use bloatlab_stats::{
+    DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
+};
+use serde_json::{Value, json};
+
+use crate::catalog::TestName;
+use crate::collect::{self, ClientRun};
+use crate::driver::{self, DriveResult, Output, Target};
+use crate::host;
+use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The test.
+    pub test: TestName,
+    /// Its parameters.
+    pub params: TestParams,
+    /// The server and the binary to run.
+    pub target: Target,
+    /// Recorded in the metadata.
+    pub command_line: Vec<String>,
+    /// Optional title.
+    pub title: Option<String>,
+    /// Check the server answers TCP and probes before starting (on by default).
+    pub preflight: bool,
+}
+
+/// Why a run could not produce results.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad parameters.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A subprocess could not be started.
+    #[error("cannot start {exe}: {source}")]
+    Spawn {
+        /// The executable.
+        exe: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Nothing accepted the TCP connection.
+    #[error("no server at {addr}: {detail} (start one there with `bloatlab server -p PORT`)")]
+    NoServer {
+        /// host:port.
+        addr: String,
+        /// The client's message.
+        detail: String,
+    },
+    /// TCP works but the probes are not answered.
+    #[error(
+        "{addr} accepts TCP but did not answer any of bloatlab's UDP latency probes: the server \
+         is not bloatlab (e.g. iperf 2) or is too old to answer probes, or UDP port {port} is \
+         blocked. Run `bloatlab server -p {port}` there"
+    )]
+    NotBloatlab {
+        /// host:port.
+        addr: String,
+        /// The port.
+        port: u16,
+    },
+    /// Every load flow failed.
+    #[error("every load flow failed; first error: {0}")]
+    AllFlowsFailed(String),
+    /// The phases could not be stored (a bug).
+    #[error(transparent)]
+    Raw(#[from] bloatlab_results::RawError),
+}
+
+/// A VoIP stream assessed over one phase and direction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoipRow {
+    /// Phase name.
+    pub phase: String,
+    /// `up` or `down`.
+    pub direction: &'static str,
+    /// The E-model assessment.
+    pub assessment: VoipAssessment,
+}
+
+/// A finished (or interrupted) run.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The results file, `derived` filled in.
+    pub file: ResultsFile,
+    /// Working-condition findings (tagged with their loaded phase) and host findings
+    /// (whole run, `None`).
+    pub findings: Vec<(Option<String>, Finding)>,
+    /// Problems with individual runners (a flow that failed, ICMP not permitted, ...).
+    pub notes: Vec<String>,
+    /// VoIP assessments (voip test only).
+    pub voip: Vec<VoipRow>,
+    /// Durations of the pulses (one_vs_pulses only).
+    pub pulses: Vec<Duration>,
+    /// The series used for grading and working-condition checks.
+    pub reference: Option<String>,
+    /// Grade of the reference series: mean of its loaded phases' median increases.
+    pub grade: Option<(Duration, bloatlab_stats::Grade)>,
+}
+
+impl RunOutcome {
+    /// Whether the run was cut short.
+    pub fn interrupted(&self) -> bool {
+        self.file.metadata.interrupted
+    }
+}
+
+fn addr(t: &Target) -> String {
+    if t.host.contains(':') {
+        format!("[{}]:{}", t.host, t.port)
+    } else {
+        format!("{}:{}", t.host, t.port)
+    }
+}
+
+/// Checks, in about a second, that `target` runs a bloatlab server: a short TCP transfer
+/// and five UDP probes, in parallel.
+pub fn preflight(target: &Target) -> Result<(), RunError> {
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(&target.exe)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|source| RunError::Spawn {
+                exe: target.exe.display().to_string(),
+                source,
+            })
+    };
+    let port = target.port.to_string();
+    let host = target.host.as_str();
+    let (tcp, udp) = std::thread::scope(|s| {
+        let tcp = s.spawn(|| {
+            spawn(&[
+                "client",
+                host,
+                "-p",
+                &port,
+                "-t",
+                "0.2",
+                "--json",
+                "--connect-timeout",
+                "3",
+            ])
+        });
+        let udp = s.spawn(|| {
+            spawn(&[
+                "ping",
+                host,
+                "-p",
+                &port,
+                "-c",
+                "5",
+                "-i",
+                "50ms",
+                "--timeout",
+                "1",
+                "--json",
+            ])
+        });
+        (tcp.join(), udp.join())
+    });
+    let tcp = tcp.map_err(|_| RunError::AllFlowsFailed("pre-flight thread panicked".into()))??;
+    let udp = udp.map_err(|_| RunError::AllFlowsFailed("pre-flight thread panicked".into()))??;
+    if !tcp.status.success() {
+        let o = Output {
+            spawned: Duration::ZERO,
+            exited: Duration::ZERO,
+            status: tcp.status.code(),
+            stdout: tcp.stdout,
+            stderr: tcp.stderr,
+        };
+        return Err(RunError::NoServer {
+            addr: addr(target),
+            detail: o
+                .error_line()
+                .trim_start_matches("bloatlab: error: ")
+                .to_owned(),
+        });
+    }
+    let answered = collect::parse_ping(&udp.stdout)
+        .map(|p| {
+            p.series
+                .iter()
+                .filter(|s| s.kind == DelayKindRecord::Rtt)
+                .flat_map(|s| &s.samples)
+                .any(|x| x.delay_ns.is_some())
+        })
+        .unwrap_or(false);
+    if !answered {
+        return Err(RunError::NotBloatlab {
+            addr: addr(target),
+            port: target.port,
+        });
+    }
+    Ok(())
+}
+
+/// Runs a test. `stop` cuts it short (Ctrl-C): what was measured is kept and the file is
+/// marked `interrupted`. `progress(elapsed, total)` is called about every 50 ms.
+pub fn run(
+    cfg: &RunConfig,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(Duration, Duration),
+) -> Result<RunOutcome, RunError> {
+    let plan = plan(cfg.test, &cfg.params)?;
+    if cfg.preflight {
+        preflight(&cfg.target)?;
+    }
+    let total = plan.end();
+    let mut cpu = CpuSampler::default();
+    let run_start = jiff::Timestamp::now();
+    let drove = driver::drive(
+        &cfg.target,
+        &plan,
+        cfg.params.sample_interval,
+        Duration::from_secs(10),
+        stop,
+        |now| {
+            cpu.tick(now, &plan.timeline);
+            progress(now, total);
+        },
+    )
+    .map_err(|source| RunError::Spawn {
+        exe: cfg.target.exe.display().to_string(),
+        source,
+    })?;
+    assemble(cfg, &plan, drove, run_start, cpu.samples)
+}
+
+/// Samples whole-machine CPU utilisation every 500 ms during loaded phases.
+#[derive(Debug, Default)]
+struct CpuSampler {
+    last: Option<(Duration, host::CpuTimes)>,
+    samples: Vec<f64>,
+}
+
+impl CpuSampler {
+    fn tick(&mut self, now: Duration, timeline: &Timeline) {
+        if self
+            .last
+            .is_some_and(|(t, _)| now.saturating_sub(t) < Duration::from_millis(500))
+        {
+            return;
+        }
+        let Some(c) = host::read_cpu() else { return };
+        let loaded = timeline
+            .phase_at(now)
+            .is_some_and(|p| p.kind == PhaseKind::Loaded);
+        if let (Some((_, prev)), true) = (self.last, loaded)
+            && let Some(u) = host::utilisation(prev, c)
+        {
+            self.samples.push(u);
+        }
+        self.last = Some((now, c));
+    }
+}
+
+/// The phases actually covered when a run stopped at `at`.
+fn cut_timeline(timeline: &Timeline, at: Duration) -> Vec<Phase> {
+    let mut out: Vec<Phase> = timeline
+        .phases()
+        .iter()
+        .filter(|p| p.start < at)
+        .cloned()
+        .collect();
+    match out.last_mut() {
+        Some(p) => p.end = p.end.min(at),
+        None => {
+            if let Some(first) = timeline.phases().first() {
+                let mut p = first.clone();
+                p.end = p.start + Duration::from_nanos(1);
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn dir_record(d: Direction) -> DirectionRecord {
+    match d {
+        Direction::Up => DirectionRecord::Up,
+        Direction::Down => DirectionRecord::Down,
+    }
+}
+
+fn assemble(
+    cfg: &RunConfig,
+    plan: &Plan,
+    drove: DriveResult,
+    run_start: jiff::Timestamp,
+    cpu: Vec<f64>,
+) -> Result<RunOutcome, RunError> {
+    let mut notes = Vec::new();
+    let mut flows = Vec::new();
+    let mut latency: Vec<LatencyRecord> = Vec::new();
+    let mut retransmits: Option<u64> = None;
+    // Per upload runner: its planned window and retransmits, to credit each loaded phase
+    // only with the flows that ran in it (speedtest's upload retransmits are not download's).
+    let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
+    let mut per_flow_cc = BTreeMap::new();
+    let mut lateness = Vec::new();
+    let mut pulses = Vec::new();
+    let mut first_flow_error = None;
+    let mut flows_with_data = 0;
+    let mut end_seen = Duration::ZERO;
+    for r in &drove.runners {
+        for o in &r.outputs {
+            end_seen = end_seen.max(o.exited);
+        }
+        match &r.runner.kind {
+            RunnerKind::Tcp(flow) => {
+                let mut samples = Vec::new();
+                for o in &r.outputs {
+                    match (o.status, collect::parse_client(&o.stdout)) {
+                        (Some(0), Ok(c)) => {
+                            add_client(&mut samples, &c, o, run_start);
+                            if flow.direction == Direction::Up
+                                && let Some(n) = c.retransmits
+                            {
+                                retransmits = Some(retransmits.unwrap_or(0) + n);
+                                retrans_windows.push((r.runner.start, r.runner.stop, n));
+                            }
+                            if let Some(cc) = c.congestion_control {
+                                per_flow_cc.insert(r.runner.name.clone(), Value::String(cc));
+                            }
+                            if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
+                                pulses.push(o.exited.saturating_sub(o.spawned));
+                            }
+                        }
+                        (status, parsed) => {
+                            let why = match (status, parsed) {
+                                (None, _) => "interrupted before it reported".to_owned(),
+                                (Some(0), Err(e)) => e.to_string(),
+                                _ => o.error_line(),
+                            };
+                            first_flow_error.get_or_insert_with(|| why.clone());
+                            notes.push(format!("flow {}: {why}", r.runner.name));
+                        }
+                    }
+                }
+                if !samples.is_empty() {
+                    flows_with_data += 1;
+                }
+                flows.push(FlowRecord {
+                    name: r.runner.name.clone(),
+                    direction: dir_record(flow.direction),
+                    samples,
+                });
+            }
+            RunnerKind::Probe(p) => {
+                let Some(o) = r.outputs.first() else { continue };
+                match collect::parse_ping(&o.stdout) {
+                    Ok(ping) => {
+                        let offset = collect::align(Some(ping.start), run_start, o.spawned);
+                        if p.mode == ProbeMode::Udp {
+                            lateness.extend(ping.lateness());
+                        }
+                        latency.extend(ping.series_at(&r.runner.name, offset));
+                    }
+                    Err(e) => {
+                        let why = if o.stdout.is_empty() {
+                            o.error_line()
+                        } else {
+                            e.to_string()
+                        };
+                        notes.push(format!("probe {}: {why}", r.runner.name));
+                    }
+                }
+            }
+        }
+    }
+    let has_tcp = plan.tcp().next().is_some();
+    if has_tcp && flows_with_data == 0 && !drove.interrupted {
+        return Err(RunError::AllFlowsFailed(
+            first_flow_error.unwrap_or_else(|| "no output".into()),
+        ));
+    }
+    let phases = if drove.interrupted {
+        cut_timeline(&plan.timeline, end_seen)
+    } else {
+        plan.timeline.phases().to_vec()
+    };
+    let raw = Raw {
+        phases: phases.iter().map(PhaseRecord::from).collect(),
+        latency,
+        throughput: flows,
+    };
+    let mut meta = Metadata::new(cfg.test.as_str(), cfg.command_line.clone(), run_start);
+    meta.title = cfg.title.clone();
+    meta.interrupted = drove.interrupted;
+    meta.hosts.insert(
+        "remote".into(),
+        json!({"host": cfg.target.host, "port": cfg.target.port}),
+    );
+    meta.kernel = host::kernel();
+    meta.sysctls = host::sysctls();
+    if let Some(d) = meta.sysctls.get("net.ipv4.tcp_congestion_control") {
+        meta.congestion_control
+            .insert("default".into(), Value::String(d.clone()));
+    }
+    if !per_flow_cc.is_empty() {
+        meta.congestion_control.insert(
+            "per_flow".into(),
+            Value::Object(per_flow_cc.into_iter().collect()),
+        );
+    }
+    let p = &cfg.params;
+    meta.extra.insert(
+        "plan".into(),
+        json!({
+            "loaded_ns": bloatlab_results::convert::nanos(p.loaded),
+            "idle_before_ns": bloatlab_results::convert::nanos(p.idle_before),
+            "idle_after_ns": bloatlab_results::convert::nanos(p.idle_after),
+            "probe_interval_ns": bloatlab_results::convert::nanos(p.probe_interval),
+            "sample_interval_ns": bloatlab_results::convert::nanos(p.sample_interval),
+            "runners": plan.runners.iter().map(|r| json!({
+                "name": r.name,
+                "start_ns": bloatlab_results::convert::nanos(r.start),
+                "stop_ns": bloatlab_results::convert::nanos(r.stop),
+                "kind": match &r.kind {
+                    RunnerKind::Tcp(f) => json!({"tcp": {
+                        "direction": match f.direction { Direction::Up => "up", Direction::Down => "down" },
+                        "tos": f.tos.map(|t| t.0), "cc": f.cc}}),
+                    RunnerKind::Probe(q) => json!({"probe": {
+                        "mode": match q.mode { ProbeMode::Udp => "udp", ProbeMode::Icmp => "icmp" },
+                        "tos": q.tos.map(|t| t.0), "size": q.size,
+                        "interval_ns": bloatlab_results::convert::nanos(q.interval)}}),
+                },
+            })).collect::<Vec<_>>(),
+        }),
+    );
+    meta.extra.insert("cpu_utilisation".into(), json!(cpu));
+    meta.extra
+        .insert("tcp_retransmits_up".into(), json!(retransmits));
+    if !pulses.is_empty() {
+        let ns: Vec<u64> = pulses
+            .iter()
+            .map(|d| bloatlab_results::convert::nanos(*d))
+            .collect();
+        meta.extra.insert("pulse_durations_ns".into(), json!(ns));
+    }
+    if !notes.is_empty() {
+        meta.extra.insert("notes".into(), json!(notes));
+    }
+    let file = ResultsFile::new(meta, raw).with_derived()?;
+    let timeline = file.raw.timeline()?;
+    let series = file.raw.latency_series();
+    let reference = pick_reference(&series);
+    let mut findings = Vec::new();
+    let mut grade = None;
+    if let Some(rs) = reference.and_then(|n| {
+        series
+            .iter()
+            .find(|s| s.name == n && s.kind == DelayKind::RoundTrip)
+    }) {
+        let idle = timeline.first(PhaseKind::Idle).map(|p| rs.summarize(p));
+        let mut increases = Vec::new();
+        for ph in timeline
+            .phases()
+            .iter()
+            .filter(|p| p.kind == PhaseKind::Loaded)
+        {
+            let loaded = rs.summarize(ph);
+            let signals = CongestionSignals {
+                retransmits: retransmits.map(|_| {
+                    retrans_windows
+                        .iter()
+                        .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
+                        .map(|(_, _, n)| n)
+                        .sum()
+                }),
+                ecn_marks: None,
+            };
+            if let Some(idle) = &idle {
+                findings.push((
+                    Some(ph.name.clone()),
+                    check_queue(idle, &loaded, signals, &QueueCheckConfig::default()),
+                ));
+                if let Some(i) = bloatlab_stats::InducedLatency::from_summaries(idle, &loaded) {
+                    increases.push(i.increase());
+                }
+            }
+        }
+        if !increases.is_empty() {
+            let mean = increases.iter().sum::<Duration>() / increases.len() as u32;
+            grade = Some((mean, bloat_grade(mean)));
+        }
+    }
+    findings.extend(
+        check_host(&lateness, &cpu, &HostCheckConfig::default())
+            .into_iter()
+            .map(|f| (None, f)),
+    );
+    let voip = plan
+        .probes()
+        .filter(|(_, q)| q.voip)
+        .flat_map(|(r, _)| voip_rows(&series, &r.name, &timeline))
+        .collect();
+    Ok(RunOutcome {
+        file,
+        findings,
+        notes,
+        voip,
+        pulses,
+        reference: reference.map(str::to_owned),
+        grade,
+    })
+}
+
+fn add_client(
+    samples: &mut Vec<bloatlab_results::schema::TransferRecord>,
+    c: &ClientRun,
+    o: &Output,
+    run_start: jiff::Timestamp,
+) {
+    let offset = collect::align(collect::client_start(c), run_start, o.spawned);
+    for s in collect::shift(&c.samples, offset) {
+        samples.push(TransferRecord {
+            start_ns: bloatlab_results::convert::nanos(s.start),
+            end_ns: bloatlab_results::convert::nanos(s.end),
+            bytes: s.bytes.0,
+        });
+    }
+}
+
+/// The series graded and checked: the unmarked UDP probe (what ordinary traffic sees),
+/// else the first UDP RTT series with data, else ICMP.
+pub fn pick_reference(series: &[LatencySeries]) -> Option<&str> {
+    let rtt = |s: &&LatencySeries| {
+        s.kind == DelayKind::RoundTrip && s.samples.iter().any(|p| p.delay().is_some())
+    };
+    let pref = ["udp_be", "udp_be1", "voip"];
+    pref.iter()
+        .find_map(|n| series.iter().filter(rtt).find(|s| s.name == *n))
+        .or_else(|| {
+            series
+                .iter()
+                .filter(rtt)
+                .find(|s| s.name.starts_with("udp"))
+        })
+        .or_else(|| series.iter().find(rtt))
+        .map(|s| s.name.as_str())
+}
+
+fn voip_rows(series: &[LatencySeries], name: &str, timeline: &Timeline) -> Vec<VoipRow> {
+    let mut out = Vec::new();
+    for ph in timeline.phases() {
+        for (kind, dir) in [(DelayKind::OneWayUp, "up"), (DelayKind::OneWayDown, "down")] {
+            let Some(s) = series.iter().find(|s| s.name == name && s.kind == kind) else {
+                continue;
+            };
+            let mut in_phase: Vec<_> = s.in_phase(ph).copied().collect();
+            in_phase.sort_by_key(|p| p.sent);
+            if let Some(a) = assess_voip(&in_phase, &VoipConfig::default()) {
+                out.push(VoipRow {
+                    phase: ph.name.clone(),
+                    direction: dir,
+                    assessment: a,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: u64) -> Duration {
+        Duration::from_secs(v)
+    }
+
+    #[test]
+    fn interrupted_timeline_is_cut_where_the_run_stopped() {
+        let t = Timeline::idle_loaded_recovery(s(5), s(60), s(5));
+        let cut = cut_timeline(&t, s(20));
+        assert_eq!(cut.len(), 2);
+        assert_eq!((cut[1].start, cut[1].end), (s(5), s(20)));
+        let cut = cut_timeline(&t, s(3));
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut[0].end, s(3));
+        let cut = cut_timeline(&t, Duration::ZERO);
+        assert_eq!(cut.len(), 1, "never an empty timeline");
+        assert!(Timeline::new(cut).is_ok());
+    }
+
+    #[test]
+    fn reference_prefers_unmarked_udp() {
+        use bloatlab_stats::ProbeSample;
+        let mk = |name: &str, kind, ok: bool| LatencySeries {
+            name: name.into(),
+            kind,
+            samples: vec![if ok {
+                ProbeSample::received(s(0), Duration::from_millis(1))
+            } else {
+                ProbeSample::lost(s(0))
+            }],
+        };
+        let v = vec![
+            mk("udp_ef", DelayKind::RoundTrip, true),
+            mk("udp_be", DelayKind::OneWayUp, true),
+            mk("udp_be", DelayKind::RoundTrip, true),
+            mk("icmp", DelayKind::RoundTrip, true),
+        ];
+        assert_eq!(pick_reference(&v), Some("udp_be"));
+        let v = vec![
+            mk("udp_be", DelayKind::RoundTrip, false),
+            mk("icmp", DelayKind::RoundTrip, true),
+        ];
+        assert_eq!(pick_reference(&v), Some("icmp"));
+        assert_eq!(pick_reference(&[]), None);
+    }
+}

@@ -1,0 +1,356 @@
+//! The terminal summary of a run: per phase, the latency table (min, p10, median, mean,
+//! p90, p99, max, count, loss, induced latency, grade, RPM), throughput per flow,
+//! direction and total with Jain's index, the grade, and the findings. Every number comes
+//! from the results file's `derived` section (computed by `bloatlab-stats`).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
+use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_stats::conditions::Severity;
+use bloatlab_stats::jain_fairness;
+use bloatlab_units::BitRate;
+
+use crate::run::RunOutcome;
+
+fn ms_ns(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1e6)
+}
+
+fn mbit(bps: u64) -> String {
+    format!("{:.2}", bps as f64 / 1e6)
+}
+
+fn latency_row(name: &str, p: &LatencyPhaseDerived) -> String {
+    let loss = match p.loss_fraction {
+        Some(f) => format!("{:.1}%", f * 100.0),
+        None => "-".into(),
+    };
+    let cells = match &p.delay {
+        Some(d) => [
+            d.min_ns,
+            d.p10_ns,
+            d.median_ns,
+            d.mean_ns,
+            d.p90_ns,
+            d.p99_ns,
+            d.max_ns,
+        ]
+        .map(ms_ns)
+        .join(" ")
+        .split(' ')
+        .map(|c| format!("{c:>8}"))
+        .collect::<String>(),
+        None => format!("{:>8}{}", "-", " ".repeat(8 * 6)),
+    };
+    let count = p.delay.map_or(0, |d| d.count);
+    let induced = p
+        .induced_ns
+        .map_or("-".into(), |v| format!("{:+.2}", v as f64 / 1e6));
+    let rpm = p.rpm.map_or("-".into(), |r| format!("{r:.0}"));
+    format!(
+        "{name:<10} {:<9}{cells}{count:>7}{loss:>7}{induced:>9} {:>5}{rpm:>9}",
+        p.phase,
+        p.grade.as_deref().unwrap_or("-"),
+    )
+}
+
+fn latency_table(out: &mut String, d: &Derived) {
+    if !d.latency.iter().any(|s| s.kind == DelayKindRecord::Rtt) {
+        let _ = writeln!(out, "Latency: no probe series were recorded");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Latency, round trip (ms; induced = phase median - idle median)\n{:<10} {:<9}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>7}{:>9} {:>5}{:>9}",
+        "series",
+        "phase",
+        "min",
+        "p10",
+        "median",
+        "mean",
+        "p90",
+        "p99",
+        "max",
+        "count",
+        "loss",
+        "induced",
+        "grade",
+        "RPM"
+    );
+    for s in d.latency.iter().filter(|s| s.kind == DelayKindRecord::Rtt) {
+        for p in &s.phases {
+            let _ = writeln!(out, "{}", latency_row(&s.name, p));
+        }
+    }
+}
+
+fn jain(v: Option<f64>) -> String {
+    v.map_or("-".into(), |j| format!("{j:.3}"))
+}
+
+fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
+    // Only loaded phases: idle and recovery hold at most the edges of the flows (a flow
+    // starts a few ms after its phase and its last interval spills over).
+    for t in d
+        .throughput
+        .iter()
+        .filter(|t| loaded.contains(&t.phase.as_str()))
+    {
+        if t.flows.iter().all(|f| f.bytes == 0) {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "Throughput in phase {} (Mbit/s, mean over the time each flow reported)",
+            t.phase
+        );
+        // A flow covering a sliver of the phase is the edge of a neighbouring phase's
+        // flow (speedtest: the download's last interval spills into the upload phase);
+        // its "mean over covered time" is noise, so it is left out of the sums here.
+        let (shown, edges): (Vec<_>, Vec<_>) =
+            t.flows.iter().partition(|f| f.coverage >= MIN_COVERAGE);
+        for f in &shown {
+            let _ = writeln!(
+                out,
+                "  {:<16}{:>10}   coverage {:>3.0}%",
+                f.name,
+                mbit(f.mean_bps),
+                f.coverage * 100.0
+            );
+        }
+        let rates = |dir: Option<DirectionRecord>| -> Vec<BitRate> {
+            shown
+                .iter()
+                .filter(|f| dir.is_none_or(|d| f.direction == d))
+                .map(|f| BitRate(f.mean_bps))
+                .collect()
+        };
+        let sum = |v: &[BitRate]| v.iter().map(|r| r.0).sum::<u64>();
+        let fair = |v: &[BitRate]| jain(jain_fairness(v).ok());
+        let (up, down, all) = (
+            rates(Some(DirectionRecord::Up)),
+            rates(Some(DirectionRecord::Down)),
+            rates(None),
+        );
+        let _ = writeln!(
+            out,
+            "  up {} (Jain {}), down {} (Jain {}), total {} (Jain {})",
+            mbit(sum(&up)),
+            fair(&up),
+            mbit(sum(&down)),
+            fair(&down),
+            mbit(sum(&all)),
+            fair(&all)
+        );
+        let edges: Vec<&str> = edges
+            .iter()
+            .filter(|f| f.bytes > 0)
+            .map(|f| f.name.as_str())
+            .collect();
+        if !edges.is_empty() {
+            let _ = writeln!(
+                out,
+                "  (left out, covering < {:.0} % of the phase: {})",
+                MIN_COVERAGE * 100.0,
+                edges.join(", ")
+            );
+        }
+    }
+}
+
+/// Flows covering less of a phase than this are left out of its throughput table.
+const MIN_COVERAGE: f64 = 0.1;
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The whole summary, ending with a newline.
+pub fn render(o: &RunOutcome) -> String {
+    let mut out = String::new();
+    let m = &o.file.metadata;
+    let phases: Vec<String> = o
+        .file
+        .raw
+        .phases
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {:.1}-{:.1} s",
+                p.name,
+                p.start_ns as f64 / 1e9,
+                p.end_ns as f64 / 1e9
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "bloatlab test {}: {}", m.test, phases.join(", "));
+    if m.interrupted {
+        let _ = writeln!(
+            out,
+            "INTERRUPTED: the run was cut short; phases end where it stopped"
+        );
+    }
+    if let Some(d) = &o.file.derived {
+        latency_table(&mut out, d);
+        let loaded: Vec<&str> = o
+            .file
+            .raw
+            .phases
+            .iter()
+            .filter(|p| p.kind == PhaseKindRecord::Loaded)
+            .map(|p| p.name.as_str())
+            .collect();
+        throughput_table(&mut out, d, &loaded);
+    }
+    for v in &o.voip {
+        let a = &v.assessment;
+        let _ = writeln!(
+            out,
+            "VoIP {} {:<5} MOS {:.2} (R {:.1}): mean one-way {}, jitter buffer {}, loss {:.1}% ({} lost, {} late)",
+            v.phase,
+            v.direction,
+            a.mos,
+            a.r,
+            ms(a.mean_delay),
+            ms(a.jitter_buffer),
+            a.effective_loss * 100.0,
+            a.network_lost,
+            a.late_discarded
+        );
+    }
+    if !o.pulses.is_empty() {
+        let mut p = o.pulses.clone();
+        p.sort();
+        let _ = writeln!(
+            out,
+            "Pulses: {} completed, each took {} (min) / {} (median) / {} (max)",
+            p.len(),
+            ms(p[0]),
+            ms(p[p.len() / 2]),
+            ms(p[p.len() - 1])
+        );
+    }
+    match (&o.grade, &o.reference) {
+        (Some((inc, g)), Some(r)) => {
+            let _ = writeln!(
+                out,
+                "Bufferbloat grade: {g} (median latency of {r} rose {} under load; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, else F)",
+                ms(*inc)
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "Bufferbloat grade: - (no idle and loaded probe replies to compare)"
+            );
+        }
+    }
+    let several_loaded = o.findings.iter().filter(|(p, _)| p.is_some()).count() > 1;
+    for (phase, f) in &o.findings {
+        let tag = match f.severity() {
+            Severity::Ok => "ok",
+            Severity::Warning => "WARNING",
+        };
+        match phase {
+            Some(p) if several_loaded => {
+                let _ = writeln!(out, "{tag} ({p}): {f}");
+            }
+            _ => {
+                let _ = writeln!(out, "{tag}: {f}");
+            }
+        }
+    }
+    for n in &o.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloatlab_results::schema::{FlowRecord, PhaseRecord, TransferRecord};
+    use bloatlab_results::{Metadata, Raw, ResultsFile};
+
+    const S: u64 = 1_000_000_000;
+
+    fn flow(name: &str, direction: DirectionRecord, spans: &[(u64, u64, u64)]) -> FlowRecord {
+        FlowRecord {
+            name: name.into(),
+            direction,
+            samples: spans
+                .iter()
+                .map(|&(start_ns, end_ns, bytes)| TransferRecord {
+                    start_ns,
+                    end_ns,
+                    bytes,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn speedtest_edges_are_left_out_of_the_upload_phase() {
+        let ph = |kind, name: &str, a, b| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a,
+            end_ns: b,
+        };
+        let raw = Raw {
+            phases: vec![
+                ph(PhaseKindRecord::Idle, "idle", 0, S),
+                ph(PhaseKindRecord::Loaded, "download", S, 3 * S),
+                ph(PhaseKindRecord::Loaded, "upload", 3 * S, 5 * S),
+            ],
+            latency: vec![],
+            throughput: vec![
+                // 10 Mbit/s for 2 s, then a 50 ms spill into the upload phase.
+                flow(
+                    "tcp_down_1",
+                    DirectionRecord::Down,
+                    &[(S, 3 * S, 2_500_000), (3 * S, 3 * S + S / 20, 500_000)],
+                ),
+                // 4 Mbit/s for 2 s.
+                flow(
+                    "tcp_up_1",
+                    DirectionRecord::Up,
+                    &[(3 * S, 5 * S, 1_000_000)],
+                ),
+            ],
+        };
+        let file = ResultsFile::new(
+            Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH),
+            raw,
+        )
+        .with_derived()
+        .unwrap();
+        let o = RunOutcome {
+            file,
+            findings: vec![],
+            notes: vec![],
+            voip: vec![],
+            pulses: vec![],
+            reference: None,
+            grade: None,
+        };
+        let text = render(&o);
+        let upload = text.split("phase upload").nth(1).unwrap();
+        assert!(
+            upload.contains("up 4.00 (Jain 1.000), down 0.00 (Jain -), total 4.00"),
+            "{text}"
+        );
+        assert!(
+            upload.contains("left out, covering < 10 % of the phase: tcp_down_1"),
+            "{text}"
+        );
+        let download = text.split("phase download").nth(1).unwrap();
+        assert!(download.contains("down 10.00"), "{text}");
+        assert!(
+            text.contains("Latency: no probe series were recorded"),
+            "{text}"
+        );
+    }
+}
