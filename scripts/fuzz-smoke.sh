@@ -45,6 +45,8 @@ else
 fi
 
 failed=()
+stamp="$(mktemp)"
+trap 'rm -f "$stamp"' EXIT
 for t in "${targets[@]}"; do
     echo "fuzz-smoke: $t for ${seconds}s"
     mkdir -p "fuzz/corpus/$t"
@@ -52,13 +54,21 @@ for t in "${targets[@]}"; do
     # a leak, a timeout (-timeout per input) or an out-of-memory.
     if ! cargo fuzz run --sanitizer "$sanitizer" "$t" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        2>&1 | tail -n 25; then
-        failed+=("$t")
+        2>&1 | tail -n 40; then
+        # A new file under fuzz/artifacts/<target>/ means libFuzzer found an input;
+        # otherwise the target did not build or run (see the output above).
+        if [ -n "$(find "fuzz/artifacts/$t" -type f -newer "$stamp" 2>/dev/null)" ]; then
+            failed+=("$t (crash: $(find "fuzz/artifacts/$t" -type f -newer "$stamp" | head -n 1))")
+        else
+            failed+=("$t (build or run error)")
+        fi
     fi
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then
-    echo "fuzz-smoke: FAILED: ${failed[*]} (reproducers under fuzz/artifacts/)" >&2
+    echo "fuzz-smoke: FAILED:" >&2
+    printf '  %s\n' "${failed[@]}" >&2
+    echo "fuzz-smoke: reproduce a crash with: RUSTC_BOOTSTRAP=1 cargo fuzz run <target> <artifact>" >&2
     exit 1
 fi
 echo "fuzz-smoke: all ${#targets[@]} targets ran ${seconds}s without a crash"

@@ -17,8 +17,12 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 3
 fi
 
-cargo build --release --quiet --bin bloatlab
-bl="$PWD/target/release/bloatlab"
+if [ -n "${BLOATLAB_BIN:-}" ]; then
+    bl="$BLOATLAB_BIN"
+else
+    cargo build --release --quiet --bin bloatlab
+    bl="$PWD/target/release/bloatlab"
+fi
 lab="bl-qs-$$"
 server_ip=10.77.0.2
 load_secs="${LOAD_SECS:-15}"
@@ -44,7 +48,7 @@ run_case() {
     # Idle RTT first, then the same probe while a bulk upload fills the queue.
     "$bl" lab exec "$lab" client -- "$bl" ping "$server_ip" -c 200 --interval 10ms --json \
         >"$out/$name.idle.json"
-    "$bl" lab exec "$lab" client -- "$bl" client "$server_ip" -e --trip-times -t "$load_secs" --json \
+    "$bl" lab exec "$lab" client -- "$bl" client "$server_ip" -Z cubic -e --trip-times -t "$load_secs" --json \
         >"$out/$name.load.json" &
     local load_pid=$!
     sleep 3 # let TCP leave slow start and build its standing queue
@@ -58,7 +62,7 @@ run_case() {
     "$bl" lab down "$lab" >/dev/null
 }
 
-echo "bloatlab quickstart: 20 Mbit/s, 40 ms each way, one bulk TCP upload for ${load_secs} s"
+echo "bloatlab quickstart: 20 Mbit/s, 40 ms each way, one bulk TCP (cubic) upload for ${load_secs} s"
 echo "  1/2 deep FIFO (1000 packets)..."
 run_case fifo --qdisc fifo --limit 1000p
 echo "  2/2 FQ-CoDel..."
@@ -73,11 +77,16 @@ def load(path):
         return json.load(f)
 
 def rtt_ms(doc):
-    s = doc["summary"]["rtt_ms"]
-    return s["median"], s["p90"], s["p99"]
+    # `bloatlab ping --json` is a bloatlab-results document (docs/probes.md).
+    s = doc["metadata"]["extra"]["probe"]["summary"]["rtt"]
+    return s["median_ns"] / 1e6, s["p90_ns"] / 1e6, s["p99_ns"] / 1e6
 
 def goodput_mbit(doc):
-    return doc["summary"]["sum"]["bits_per_second"] / 1e6
+    # `bloatlab client --json` (docs/metrics.md): the receiver's view when the
+    # server is bloatlab, else the sender's.
+    st = doc["streams"][0]
+    side = st.get("server_side") or st
+    return side["summary"]["bits_per_second"] / 1e6
 
 rows = []
 for name in ("fifo", "fq_codel"):

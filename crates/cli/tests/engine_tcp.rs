@@ -280,6 +280,34 @@ fn reverse_sends_from_server_on_the_same_connection() {
 }
 
 #[test]
+fn reverse_rate_paces_the_server_sender() {
+    let srv = Server::start(&[]);
+    let v = json(&client(srv.port, &["-t", "2", "-R", "-b", "50m", "--json"]));
+    let recv = &stream(&v, 1, "receive")["summary"];
+    let bps = recv["bits_per_second"].as_f64().unwrap();
+    assert!(
+        (45e6..=55e6).contains(&bps),
+        "{bps} bit/s, want 50M +-10%: {recv}"
+    );
+}
+
+#[test]
+fn client_interval_gives_server_side_intervals_without_server_i() {
+    let srv = Server::start(&[]);
+    let v = json(&client(srv.port, &["-i", "0.5", "-t", "2", "--json"]));
+    let ss = &stream(&v, 1, "send")["server_side"];
+    let ivs = ss["intervals"].as_array().unwrap();
+    assert!(ivs.len() >= 3, "{ss}");
+    let sum: u64 = ivs.iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
+    assert!(ivs.iter().all(|i| i["bytes"].as_u64().unwrap() > 0), "{ss}");
+    assert_eq!(sum, ss["summary"]["bytes"].as_u64().unwrap(), "{ss}");
+    // The server (no -i) still prints only its final line.
+    let out = srv.wait_for("0.0000-");
+    assert_eq!(final_lines(&out).len(), 1, "{out}");
+    assert!(!out.contains("0.5000-1.0000"), "{out}");
+}
+
+#[test]
 fn full_duplex_moves_data_both_ways() {
     let srv = Server::start(&[]);
     let v = json(&client(srv.port, &["-t", "1", "--full-duplex", "--json"]));
@@ -465,4 +493,94 @@ fn iperf_role_flags_work() {
         final_lines(&text).iter().any(|l| l.contains("bits/sec")),
         "{text}"
     );
+}
+
+/// Starts `bloatlab client ... ARGS`, sends `SIGINT` after `after`, and
+/// returns the output and how long the client took to exit after the signal.
+fn interrupted_client(
+    port: u16,
+    args: &[&str],
+    after: Duration,
+) -> (std::process::Output, Duration) {
+    let child = std::process::Command::new(bin())
+        .args(["client", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start client");
+    std::thread::sleep(after);
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: plain kill(2) on the PID of the child we just started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let t = Instant::now();
+    // wait_with_output reads both pipes to the end, so a hung client would hang
+    // here: the assertion below on the elapsed time catches a slow one, and
+    // the -t 30 test would otherwise take 30 s (the suite timeout catches it).
+    let out = child.wait_with_output().expect("client output");
+    (out, t.elapsed())
+}
+
+#[test]
+fn sigint_stops_the_client_with_a_json_report_and_status_130() {
+    let srv = Server::start(&[]);
+    let (o, took) = interrupted_client(
+        srv.port,
+        &["-t", "30", "-i", "0.5", "--json"],
+        Duration::from_secs(1),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?} after SIGINT");
+    assert!(err.contains("SIGINT"), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    let sum = &stream(&v, 1, "send")["summary"];
+    assert!(sum["bytes"].as_u64().unwrap() > 0, "{v}");
+    // The report covers the time until the signal, not the asked 30 s.
+    let end = sum["end_s"].as_f64().unwrap();
+    assert!(end > 0.5 && end < 8.0, "{sum}");
+    // The connection was shut down cleanly: the server's report came back.
+    assert!(
+        stream(&v, 1, "send")["server_side"]["summary"]["bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "{v}"
+    );
+}
+
+#[test]
+fn sigint_stops_reverse_and_udp_clients_with_a_final_report() {
+    let srv = Server::start(&[]);
+    let (o, took) = interrupted_client(srv.port, &["-t", "30", "-R"], Duration::from_secs(1));
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?} after SIGINT");
+    assert_eq!(final_lines(&out).len(), 1, "{out}");
+
+    let usrv = Server::start(&["-u"]);
+    let (o, took) = interrupted_client(
+        usrv.port,
+        &["-u", "-b", "10m", "-t", "30", "--json"],
+        Duration::from_secs(1),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(took < Duration::from_secs(8), "took {took:?} after SIGINT");
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    let sum = &stream(&v, 1, "send")["summary"];
+    assert!(sum["bytes"].as_u64().unwrap() > 0, "{v}");
+    let end = sum["end_s"].as_f64().unwrap();
+    assert!(end > 0.5 && end < 8.0, "{sum}");
+}
+
+#[test]
+fn udp_with_reverse_or_full_duplex_is_a_usage_error() {
+    for extra in ["-R", "--full-duplex"] {
+        let o = client(5001, &["-u", extra]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = text(&o).1;
+        assert!(err.contains("-u/--udp") && err.contains(extra), "{err}");
+    }
 }

@@ -1,7 +1,7 @@
 //! `bloatlab test` end to end on loopback with short lengths (`-l 2`, 1 s idle).
 //!
-//! Each test starts its own `bloatlab server` and UDP probe responder on a free port and
-//! kills them by PID when it ends.
+//! Each test starts its own `bloatlab server` on a free port and kills it by PID when it
+//! ends.
 
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -48,15 +48,10 @@ fn spawn_quiet(args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// `bloatlab server` plus the UDP probe responder on `port` (if the server answers
-/// probes itself, the responder cannot bind and just exits).
+/// `bloatlab server` on `port` (TCP flows, and UDP latency probes on the same port).
 fn server(port: u16) -> Procs {
     let p = port.to_string();
-    let udp = format!("127.0.0.1:{port}");
-    let procs = Procs(vec![
-        spawn_quiet(&["server", "-p", &p]),
-        spawn_quiet(&["ping", "--serve", &udp]),
-    ]);
+    let procs = Procs(vec![spawn_quiet(&["server", "-p", &p])]);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(

@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod config;
 pub mod sock;
+pub mod stop;
 pub mod suffix;
 pub mod tcp;
 pub mod tcpinfo;

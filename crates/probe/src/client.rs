@@ -400,6 +400,9 @@ fn receive_loop<'a>(
                 }
             }
             Ok(None) => {}
+            // A signal (Ctrl-C from the user or a test runner) interrupted the
+            // wait: not an error; the loop re-checks the stop flag below.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                 refused.store(true, Ordering::Relaxed);
             }

@@ -264,11 +264,8 @@ fn run_one(
             .map(ChildGuard)
             .map_err(|e| step("starting the server", e.to_string()))
     };
+    // `bloatlab server` also answers the UDP latency probes on the same port.
     let _server = spawn_server(&["server", "-p", &port])?;
-    // The UDP probe responder; if `bloatlab server` already answers probes on this port,
-    // this one fails to bind and exits, which is fine.
-    let udp_bind = format!("0.0.0.0:{port}");
-    let _responder = spawn_server(&["ping", "--serve", &udp_bind])?;
     wait_for_server(cfg, stop)?;
     let path = cfg.out_dir.join(format!("demo-{label}.json"));
     let path_s = path.to_string_lossy().into_owned();

@@ -21,6 +21,51 @@ pub const BLOATLAB_EXT_MAGIC: u32 = u32::from_be_bytes(*b"BLAB");
 /// The extension version a bloatlab client announces in `client_hdrext.length`.
 pub const BLOATLAB_EXT_VERSION: u32 = 1;
 
+/// Bits of `client_hdrext.length` that carry the extension version; the
+/// bits above carry [`BlabExt::report_interval`].
+pub const BLOATLAB_EXT_VERSION_MASK: u32 = 0xff;
+/// Largest [`BlabExt::report_interval`] in milliseconds (24 bits, about 4.7 h).
+pub const MAX_REPORT_INTERVAL_MS: u32 = 0x00ff_ffff;
+
+/// What a bloatlab client puts into `client_hdrext.length` (all bits
+/// unused by iperf 2.1.8): `version | interval_ms << 8`.
+///
+/// `report_interval` asks a bloatlab server to measure its server-side
+/// intervals (the ones it sends back in the report frame) at this period,
+/// even when the server itself runs without `-i`. 0 = no request (what an
+/// older bloatlab client sends, so the field stays compatible).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlabExt {
+    /// Extension version (low 8 bits).
+    pub version: u8,
+    /// Requested server-side report interval; millisecond resolution.
+    pub report_interval: Option<core::time::Duration>,
+}
+
+impl BlabExt {
+    /// Decodes `client_hdrext.length` of a header marked "BLAB".
+    pub fn from_length(length: u32) -> BlabExt {
+        let ms = length >> 8;
+        BlabExt {
+            version: (length & BLOATLAB_EXT_VERSION_MASK) as u8,
+            report_interval: (ms > 0).then(|| core::time::Duration::from_millis(u64::from(ms))),
+        }
+    }
+
+    /// Encodes into `client_hdrext.length`. The interval is rounded to the
+    /// nearest millisecond, at least 1 ms and at most
+    /// [`MAX_REPORT_INTERVAL_MS`].
+    pub fn to_length(&self) -> u32 {
+        let ms = self.report_interval.map_or(0, |d| {
+            let ms = (d.as_micros() + 500) / 1000;
+            u32::try_from(ms)
+                .unwrap_or(u32::MAX)
+                .clamp(1, MAX_REPORT_INTERVAL_MS)
+        });
+        u32::from(self.version) | (ms << 8)
+    }
+}
+
 /// Report frame magic: ASCII "BLXR".
 pub const REPORT_MAGIC: u32 = u32::from_be_bytes(*b"BLXR");
 /// Report frame version written by this crate.

@@ -53,8 +53,8 @@ mod view;
 pub use ack::{AckTimes, ClientHdrAck, ClientHdrAckRepr};
 pub use ack_fin::{AckFin, ServerFlags, ServerReportExt, ServerReportRepr};
 pub use bloatlab::{
-    BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, MAX_REPORT_PAYLOAD, REPORT_MAGIC, ReportFrame,
-    ReportFrameRepr, report_frame_bytes_needed,
+    BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, BlabExt, MAX_REPORT_PAYLOAD, REPORT_MAGIC,
+    ReportFrame, ReportFrameRepr, report_frame_bytes_needed,
 };
 pub use burst::{TcpBurstHeader, TcpBurstRepr};
 pub use client_hdr::{

@@ -512,6 +512,37 @@ fn bloatlab_marker_round_trips_and_keeps_the_iperf_layout() {
 }
 
 #[test]
+fn bloatlab_report_interval_request_golden_bytes() {
+    let mut r = parse_tcp(&words(W01_TCP_HEADER)).unwrap();
+    let ext = BlabExt {
+        version: 1,
+        report_interval: Some(Duration::from_millis(500)),
+    };
+    r.core = r.core.with_bloatlab_ext(ext.to_length());
+    let out = emit_tcp(&r);
+    assert_eq!(&out[24..28], b"BLAB");
+    // length = 1 | 500 << 8 = 0x0001f401
+    assert_eq!(out[28..32], [0x00, 0x01, 0xf4, 0x01]);
+    let orig = words(W01_TCP_HEADER);
+    assert_eq!(out[..24], orig[..24]);
+    assert_eq!(out[32..], orig[32..]);
+    let back = parse_tcp(&out).unwrap().core.bloatlab_ext().unwrap();
+    assert_eq!(BlabExt::from_length(back), ext);
+    // An older client (length = 1) asks for nothing.
+    assert_eq!(BlabExt::from_length(1).report_interval, None);
+    // Rounding and saturation.
+    let enc = |d| {
+        BlabExt {
+            version: 1,
+            report_interval: Some(d),
+        }
+        .to_length()
+    };
+    assert_eq!(enc(Duration::from_micros(100)), 1 | (1 << 8));
+    assert_eq!(enc(Duration::from_secs(1 << 30)), 0xffff_ff01);
+}
+
+#[test]
 fn report_frame_golden_and_streaming() {
     let json = r#"{"schema":1}"#;
     let f = ReportFrameRepr::new(json).unwrap();

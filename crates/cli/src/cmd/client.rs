@@ -141,6 +141,11 @@ impl ClientArgs {
                 "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
             ));
         }
+        if self.udp && (self.reverse || self.full_duplex) {
+            return Err(crate::exit::usage(
+                "-u/--udp cannot be combined with -R/--reverse or --full-duplex (TCP only)",
+            ));
+        }
         if c.trip_times && c.protocol == Protocol::Tcp && c.effective_len().0 < 92 {
             return Err(crate::exit::usage(
                 "-l/--len must be at least 92 bytes with --trip-times (the burst header)",
@@ -150,11 +155,52 @@ impl ClientArgs {
     }
 }
 
+/// SIGINT/SIGTERM: ask the engine to stop; it ends the test early, shuts
+/// the connection down and prints the final report with what was measured.
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only atomic stores: async-signal-safe.
+    bloatlab_engine::stop::request(sig);
+}
+
+fn install_stop_handler() {
+    // SAFETY: the handler only stores to atomics.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// After a stop by signal the run exits with 128 + the signal number (130
+/// for SIGINT, 143 for SIGTERM), after the final report was printed.
+fn interrupted() -> anyhow::Result<()> {
+    match bloatlab_engine::stop::signal() {
+        Some(sig) => {
+            let name = match sig {
+                libc::SIGINT => "SIGINT",
+                libc::SIGTERM => "SIGTERM",
+                _ => "a signal",
+            };
+            Err(anyhow::Error::new(crate::exit::Exit {
+                code: u8::try_from(128 + sig).unwrap_or(crate::exit::FAILURE),
+                message: format!("interrupted by {name}; the report covers the time until then"),
+            }))
+        }
+        None => Ok(()),
+    }
+}
+
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
     let cfg = args.to_config()?;
+    install_stop_handler();
+    let result = run_protocol(&cfg);
+    interrupted()?;
+    result
+}
+
+fn run_protocol(cfg: &ClientConfig) -> anyhow::Result<()> {
     match cfg.protocol {
         Protocol::Tcp => {
-            let out = bloatlab_engine::tcp::client::run(&cfg)?;
+            let out = bloatlab_engine::tcp::client::run(cfg)?;
             if !out.failures.is_empty() {
                 anyhow::bail!(
                     "{} of {} stream(s) failed",
@@ -165,7 +211,7 @@ pub fn run(args: ClientArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Protocol::Udp => {
-            let out = bloatlab_engine::udp::run_client(&cfg)?;
+            let out = bloatlab_engine::udp::run_client(cfg)?;
             if !out.failures.is_empty() {
                 anyhow::bail!(
                     "{} of {} stream(s) failed",
@@ -243,6 +289,21 @@ mod tests {
             cfg(&["h", "-n", "100M"]).amount,
             Amount::Bytes(Bytes(104_857_600))
         );
+    }
+
+    #[test]
+    fn udp_with_reverse_or_full_duplex_is_a_usage_error() {
+        for extra in ["-R", "--full-duplex"] {
+            let e = T::try_parse_from(["t", "h", "-u", extra])
+                .unwrap()
+                .a
+                .to_config()
+                .unwrap_err();
+            let exit = e.downcast_ref::<crate::exit::Exit>().unwrap();
+            assert_eq!(exit.code, crate::exit::USAGE);
+            assert!(exit.message.contains("-u/--udp"), "{}", exit.message);
+            assert!(exit.message.contains(extra), "{}", exit.message);
+        }
     }
 
     #[test]

@@ -560,7 +560,7 @@ fn status(dir: &StateDir, a: StatusArgs) -> anyhow::Result<()> {
             "spec": st.spec,
             "counters": counters,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        print_json(&v)?;
     } else {
         print_status_text(&st, alive, &counters);
     }
@@ -571,6 +571,13 @@ fn status(dir: &StateDir, a: StatusArgs) -> anyhow::Result<()> {
         })),
         None => Ok(()),
     }
+}
+
+/// JSON on stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(v)?;
+    let _ = writeln!(std::io::stdout(), "{text}");
+    Ok(())
 }
 
 fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
@@ -702,7 +709,7 @@ fn list(dir: &StateDir, a: ListArgs) -> anyhow::Result<()> {
         .collect();
     if a.json {
         let v = serde_json::json!({ "labs": labs, "orphan_namespaces": orphans });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        print_json(&v)?;
         return Ok(());
     }
     if labs.is_empty() {

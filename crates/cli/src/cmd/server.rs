@@ -106,7 +106,9 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         Protocol::Tcp => {
             // The TCP server also answers latency probes on UDP at the same
             // port, so `bloatlab ping` and the test suites need one server.
-            let _probes = (!args.no_probes).then(|| start_probe_responder(&cfg)).flatten();
+            let _probes = (!args.no_probes)
+                .then(|| start_probe_responder(&cfg))
+                .flatten();
             Ok(bloatlab_engine::tcp::server::run(&cfg)?)
         }
         Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),

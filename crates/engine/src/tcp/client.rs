@@ -176,6 +176,7 @@ fn stream(
                 deadline: recv_deadline,
                 already_read: already,
                 keep_intervals: false,
+                print_intervals: true,
             };
             let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
@@ -203,6 +204,7 @@ fn stream(
                     deadline: recv_deadline,
                     already_read: already,
                     keep_intervals: false,
+                    print_intervals: true,
                 };
                 let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
                 let end = t0.elapsed();

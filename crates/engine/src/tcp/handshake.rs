@@ -5,9 +5,9 @@
 use super::io::{ReadError, read_exact_by};
 use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
-use bloatlab_units::Bytes;
-use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, ReportFrame, ReportFrameRepr};
-use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, StartFqRepr};
+use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, BlabExt, ReportFrame, ReportFrameRepr};
+use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr};
 use bloatlab_wire::{
     AckTimes, ClientHdrAck, ClientHdrAckRepr, HeaderFlags, PeerVersion, TcpTestHeader,
     TcpTestHeaderRepr, UpperFlags, WallTime, WireError,
@@ -48,6 +48,12 @@ pub struct TestRequest {
     pub bloatlab: bool,
     /// Header length on the wire (counts in the receive totals).
     pub header_len: usize,
+    /// The client's `-b` (lRate/uRate in bits/s): paces our sender on
+    /// reverse/full-duplex tests. `None` when zero or given in packets/s.
+    pub rate: Option<BitRate>,
+    /// A bloatlab client's `-i`: the period of the server-side intervals
+    /// in the BLXR report when the server has no `-i` of its own.
+    pub report_interval: Option<Duration>,
 }
 
 fn to_wire_amount(a: Amount) -> WireAmount {
@@ -59,8 +65,14 @@ fn to_wire_amount(a: Amount) -> WireAmount {
 
 /// Builds the client's test header bytes (60, or 80 with trip-times).
 pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Vec<u8> {
+    // BLAB extension: also ask a bloatlab server for server-side intervals
+    // at our -i (docs/wire.md); iperf 2 ignores the field.
+    let ext = BlabExt {
+        version: BLOATLAB_EXT_VERSION as u8,
+        report_interval: cfg.interval,
+    };
     let mut core =
-        ClientHeaderRepr::new(to_wire_amount(cfg.amount)).with_bloatlab_ext(BLOATLAB_EXT_VERSION);
+        ClientHeaderRepr::new(to_wire_amount(cfg.amount)).with_bloatlab_ext(ext.to_length());
     core.num_threads = cfg.parallel;
     core.port = u32::from(cfg.port);
     core.buf_len = cfg.buffer_len.unwrap_or(Bytes(0));
@@ -84,6 +96,11 @@ pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Vec<u8> {
         core.flags = core.flags | HeaderFlags::VERSION2 | HeaderFlags::V2PEERDETECT;
     }
     core.upper_flags = upper;
+    // -b for the server's sender (iperf 2's lRate/uRate): on reverse and
+    // full-duplex tests the server paces its writes at this rate.
+    if let Some(r) = cfg.rate.filter(|_| cfg.direction != Direction::Forward) {
+        core.rate = Rate::Bits(r);
+    }
     let repr = TcpTestHeaderRepr {
         core,
         start_fq: cfg.trip_times.then(|| StartFqRepr {
@@ -170,6 +187,14 @@ pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr) -> TestRequest {
             || f.contains(HeaderFlags::V2PEERDETECT),
         bloatlab: h.core.bloatlab_ext().is_some(),
         header_len: raw_len,
+        report_interval: h
+            .core
+            .bloatlab_ext()
+            .and_then(|l| BlabExt::from_length(l).report_interval),
+        rate: match h.core.rate {
+            Rate::Bits(b) if b.0 > 0 => Some(b),
+            _ => None,
+        },
     }
 }
 
@@ -263,6 +288,38 @@ mod tests {
         assert_eq!(req.parallel, 4);
         assert_eq!(req.amount, Amount::Time(Duration::from_secs(3)));
         assert_eq!(req.start.unwrap().sec, 1_800_000_000);
+        assert_eq!(req.report_interval, None);
+    }
+
+    #[test]
+    fn client_interval_is_requested_from_a_bloatlab_server() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.interval = Some(Duration::from_millis(500));
+        let raw = client_header(&cfg, Duration::ZERO);
+        assert_eq!(raw.len(), 60);
+        assert_eq!(&raw[24..32], b"BLAB\x00\x01\xf4\x01");
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        let req = request_of(raw.len(), &repr);
+        assert_eq!(req.report_interval, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn rate_goes_to_the_server_only_when_it_sends() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.rate = Some(BitRate(50_000_000));
+        let req_of = |cfg: &ClientConfig| {
+            let raw = client_header(cfg, Duration::ZERO);
+            let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+            request_of(raw.len(), &repr)
+        };
+        assert_eq!(req_of(&cfg).rate, None);
+        for d in [Direction::Reverse, Direction::FullDuplex] {
+            cfg.direction = d;
+            assert_eq!(req_of(&cfg).rate, Some(BitRate(50_000_000)), "{d:?}");
+        }
+        // Above 2^32 bits/s the rate uses uRate too.
+        cfg.rate = Some(BitRate(40_000_000_000));
+        assert_eq!(req_of(&cfg).rate, Some(BitRate(40_000_000_000)));
     }
 
     #[test]

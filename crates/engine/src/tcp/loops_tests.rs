@@ -32,6 +32,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         deadline: Some(Instant::now() + Duration::from_secs(20)),
         already_read: Vec::new(),
         keep_intervals: true,
+        print_intervals: true,
     }
 }
 

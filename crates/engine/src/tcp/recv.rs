@@ -39,6 +39,10 @@ pub struct RecvPlan {
     pub already_read: Vec<usize>,
     /// Also return the interval snapshots (for the server's BLXR report).
     pub keep_intervals: bool,
+    /// Send interval snapshots to the reporter (printed). `false` when the
+    /// intervals are only measured for the BLXR report (a client's `-i`
+    /// on a server without its own `-i`).
+    pub print_intervals: bool,
 }
 
 /// Framing state for `--trip-times`: a state machine over the bytes read,
@@ -156,13 +160,15 @@ pub fn run(
                 if plan.keep_intervals {
                     kept.push(snap.clone());
                 }
-                let _ = sink.send(Event::RecvInterval {
-                    stream: plan.stream,
-                    snap,
-                });
+                if plan.print_intervals {
+                    let _ = sink.send(Event::RecvInterval {
+                        stream: plan.stream,
+                        snap,
+                    });
+                }
             }
         }
-        if plan.deadline.is_some_and(|d| now >= d) {
+        if plan.deadline.is_some_and(|d| now >= d) || crate::stop::requested() {
             break;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));

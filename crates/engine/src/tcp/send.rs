@@ -112,7 +112,7 @@ pub fn run(
                 });
             }
         }
-        if end.is_some_and(|e| now >= e) || left == Some(0) {
+        if end.is_some_and(|e| now >= e) || left == Some(0) || crate::stop::requested() {
             break;
         }
         let this = match left {
@@ -140,7 +140,9 @@ pub fn run(
                 }
                 Err(e) if is_transient(&e) => {
                     acc.on_write_error();
-                    if end.is_some_and(|e| Instant::now() >= e + Duration::from_secs(2)) {
+                    if crate::stop::requested()
+                        || end.is_some_and(|e| Instant::now() >= e + Duration::from_secs(2))
+                    {
                         break 'test;
                     }
                 }

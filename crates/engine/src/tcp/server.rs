@@ -237,7 +237,11 @@ fn run_directions(
         stream: id,
         len: read_len,
         trip_times: req.trip_times,
-        interval: cfg.interval,
+        // Our own -i wins; else a bloatlab client's -i (BLAB extension),
+        // measured for the BLXR report only, not printed.
+        interval: cfg
+            .interval
+            .or(req.report_interval.filter(|_| req.bloatlab)),
         deadline,
         already_read: if req.direction != Direction::Reverse {
             vec![req.header_len]
@@ -245,6 +249,7 @@ fn run_directions(
             Vec::new()
         },
         keep_intervals: req.bloatlab,
+        print_intervals: cfg.interval.is_some(),
     };
     let start_wall = wall_now();
     let send_plan = |already: usize| SendPlan {
@@ -254,7 +259,7 @@ fn run_directions(
         trip_times: req.trip_times,
         start_wall,
         near_congestion: None,
-        rate: None,
+        rate: req.rate,
         tcpinfo: cfg.enhanced,
         interval: cfg.interval,
         already_sent: Bytes(already as u64),
@@ -280,7 +285,7 @@ fn run_directions(
             }
             let _ = sink.send(Event::RecvFinal {
                 stream: id,
-                partial,
+                partial: partial.filter(|_| recv_plan.print_intervals),
                 total,
             });
         }
@@ -309,7 +314,7 @@ fn run_directions(
                 let total = acc.total(Span::from_zero(end));
                 let _ = rsink.send(Event::RecvFinal {
                     stream: plan.stream,
-                    partial,
+                    partial: partial.filter(|_| plan.print_intervals),
                     total,
                 });
                 Ok(())

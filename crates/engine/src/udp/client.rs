@@ -378,7 +378,9 @@ fn send_loop(
             interval_start = b;
             next_report = Some(b + c.every());
         }
-        if end.is_some_and(|e| now >= e) || budget == Some(0) {
+        // SIGINT/SIGTERM (crate::stop): end as if the amount were reached,
+        // so the FIN exchange still collects the server's report.
+        if end.is_some_and(|e| now >= e) || budget == Some(0) || crate::stop::requested() {
             return interval_start;
         }
         match pacer.poll(now) {
