@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod sock;
 pub mod stop;
 pub mod suffix;

@@ -58,6 +58,14 @@ struct ClientStream {
     #[serde(default)]
     intervals: Vec<ClientInterval>,
     summary: Option<ClientInterval>,
+    /// The bloatlab server's own view of this stream (upload flows only).
+    server_side: Option<ServerSide>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerSide {
+    #[serde(default)]
+    intervals: Vec<ClientInterval>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,10 +119,15 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, CollectError> {
         ..ClientRun::default()
     };
     for s in &doc.streams {
-        let intervals: Vec<&ClientInterval> = if s.intervals.is_empty() {
-            s.summary.iter().collect()
-        } else {
-            s.intervals.iter().collect()
+        // Prefer what the receiver counted: a sender's intervals include
+        // bytes still sitting in its socket buffer, which overstates an
+        // upload's rate on short runs. The server measures at the client's
+        // `-i` period when asked (docs/wire.md, BlabExt).
+        let received = s.server_side.as_ref().map(|r| &r.intervals);
+        let intervals: Vec<&ClientInterval> = match received {
+            Some(r) if !r.is_empty() => r.iter().collect(),
+            _ if s.intervals.is_empty() => s.summary.iter().collect(),
+            _ => s.intervals.iter().collect(),
         };
         for i in intervals {
             run.samples.push(TransferSample {
@@ -312,6 +325,33 @@ mod tests {
         assert_eq!(r.congestion_control.as_deref(), Some("cubic"));
         let start = client_start(&r).unwrap();
         assert_eq!(start.as_microsecond(), 1_796_212_800_500_000);
+    }
+
+    #[test]
+    fn upload_samples_come_from_the_receiving_server_when_it_reports() {
+        let doc = r#"{"schema_version":1,"streams":[{"direction":"send",
+            "intervals":[{"start_s":0.0,"end_s":0.2,"bytes":5000}],
+            "summary":{"start_s":0.0,"end_s":0.2,"bytes":5000},
+            "server_side":{"schema_version":1,"intervals":[
+                {"start_s":0.0,"end_s":0.1,"bytes":1000},
+                {"start_s":0.1,"end_s":0.2,"bytes":1500}]}}]}"#;
+        let r = parse_client(doc.as_bytes()).unwrap();
+        let bytes: Vec<u64> = r.samples.iter().map(|s| s.bytes.0).collect();
+        assert_eq!(
+            bytes,
+            [1000, 1500],
+            "the receiver's intervals, not the sender's"
+        );
+        // A server that sent no intervals leaves the sender's in place.
+        let doc = doc.replace(
+            r#""intervals":[
+                {"start_s":0.0,"end_s":0.1,"bytes":1000},
+                {"start_s":0.1,"end_s":0.2,"bytes":1500}]"#,
+            r#""intervals":[]"#,
+        );
+        let r = parse_client(doc.as_bytes()).unwrap();
+        assert_eq!(r.samples.len(), 1);
+        assert_eq!(r.samples[0].bytes, Bytes(5000));
     }
 
     #[test]

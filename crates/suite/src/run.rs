@@ -300,6 +300,13 @@ fn dir_record(d: Direction) -> DirectionRecord {
     }
 }
 
+/// A client stopped by the suite's forwarded SIGINT/SIGTERM exits 130/143
+/// after printing its report of the time until then (docs/engine.md): on an
+/// interrupted run, that report is data to keep, not a failure.
+fn reported_on_stop(interrupted: bool, code: i32) -> bool {
+    interrupted && (code == 128 + libc::SIGINT || code == 128 + libc::SIGTERM)
+}
+
 fn assemble(
     cfg: &RunConfig,
     plan: &Plan,
@@ -329,7 +336,9 @@ fn assemble(
                 let mut samples = Vec::new();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
-                        (Some(0), Ok(c)) => {
+                        (Some(code), Ok(c))
+                            if code == 0 || reported_on_stop(drove.interrupted, code) =>
+                        {
                             add_client(&mut samples, &c, o, run_start);
                             if flow.direction == Direction::Up
                                 && let Some(n) = c.retransmits

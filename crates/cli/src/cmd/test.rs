@@ -160,11 +160,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let outcome = bloatlab_suite::run(&cfg, &STOP, |now, total| {
         if show_progress {
-            eprint!(
-                "\r{test}: {:>6.1} / {:.1} s ",
-                now.as_secs_f64(),
-                total.as_secs_f64()
-            );
+            eprint!("\r{} ", progress_line(&test.to_string(), now, total));
             let _ = std::io::stderr().flush();
         }
     })
@@ -195,9 +191,44 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `rrul [########............]  12.3 / 70.0 s`: the terminal progress bar.
+fn progress_line(test: &str, now: Duration, total: Duration) -> String {
+    const WIDTH: usize = 30;
+    let frac = if total.is_zero() {
+        1.0
+    } else {
+        (now.as_secs_f64() / total.as_secs_f64()).clamp(0.0, 1.0)
+    };
+    let done = (frac * WIDTH as f64).round() as usize;
+    format!(
+        "{test} [{}{}] {:>6.1} / {:.1} s",
+        "#".repeat(done),
+        ".".repeat(WIDTH - done),
+        now.as_secs_f64(),
+        total.as_secs_f64()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_bar_fills_with_elapsed_time_and_never_overflows() {
+        let total = Duration::from_secs(70);
+        assert_eq!(
+            progress_line("rrul", Duration::ZERO, total),
+            format!("rrul [{}]    0.0 / 70.0 s", ".".repeat(30))
+        );
+        let half = progress_line("rrul", Duration::from_secs(35), total);
+        assert!(
+            half.contains(&format!("[{}{}]", "#".repeat(15), ".".repeat(15))),
+            "{half}"
+        );
+        let over = progress_line("rrul", Duration::from_secs(99), total);
+        assert!(over.contains(&format!("[{}]", "#".repeat(30))), "{over}");
+        assert!(progress_line("x", Duration::ZERO, Duration::ZERO).contains(&"#".repeat(30)));
+    }
     use clap::Parser;
 
     #[derive(Debug, Parser)]

@@ -1,5 +1,6 @@
 //! The TCP client: one thread per `-P` stream.
 
+use super::duplex;
 use super::handshake::{self, client_header, find_report, read_ack};
 use super::io::is_transient;
 use super::recv::{self, RecvPlan};
@@ -10,7 +11,6 @@ use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
-use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_units::Bytes;
 use std::io::{Read, Write};
@@ -149,6 +149,17 @@ fn stream(
         Amount::Time(d) => Some(t0 + d + SLOP),
         Amount::Bytes(_) => None,
     };
+    let (trip, interval) = (cfg.trip_times, cfg.interval);
+    let recv_plan = move |already_read: Vec<usize>| RecvPlan {
+        stream: id,
+        len,
+        trip_times: trip,
+        interval,
+        deadline: recv_deadline,
+        already_read,
+        keep_intervals: false,
+        print_intervals: true,
+    };
     match cfg.direction {
         Direction::Forward => {
             let (mut acc, mut ticker) = send::run(&s, &send_plan, t0, sink)?;
@@ -158,79 +169,27 @@ fn stream(
             if let Some(json) = find_report(&drained) {
                 let _ = sink.send(Event::PeerReport { stream: id, json });
             }
-            let partial = ticker.partial(end, &mut acc);
-            let total = acc.total(Span::from_zero(end));
-            let _ = sink.send(Event::SendFinal {
-                stream: id,
-                partial,
-                total,
-            });
+            duplex::send_final(sink, id, &mut ticker, &mut acc, end);
         }
         Direction::Reverse => {
             let already = read_server_header(&mut s, cfg.trip_times)?;
-            let plan = RecvPlan {
-                stream: id,
-                len,
-                trip_times: cfg.trip_times,
-                interval: cfg.interval,
-                deadline: recv_deadline,
-                already_read: already,
-                keep_intervals: false,
-                print_intervals: true,
-            };
+            let plan = recv_plan(already);
             let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
             let _ = s.shutdown(Shutdown::Write);
-            let partial = ticker.partial(end, &mut acc);
-            let total = acc.total(Span::from_zero(end));
-            let _ = sink.send(Event::RecvFinal {
-                stream: id,
-                partial,
-                total,
-            });
+            duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
         }
         Direction::FullDuplex => {
-            let mut rs = s.try_clone()?;
-            let rsink = sink.clone();
-            let trip = cfg.trip_times;
-            let interval = cfg.interval;
-            let reader = std::thread::spawn(move || -> std::io::Result<()> {
-                let already = read_server_header(&mut rs, trip).map_err(std::io::Error::other)?;
-                let plan = RecvPlan {
-                    stream: id,
-                    len,
-                    trip_times: trip,
-                    interval,
-                    deadline: recv_deadline,
-                    already_read: already,
-                    keep_intervals: false,
-                    print_intervals: true,
-                };
-                let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
-                let end = t0.elapsed();
-                let partial = ticker.partial(end, &mut acc);
-                let total = acc.total(Span::from_zero(end));
-                let _ = rsink.send(Event::RecvFinal {
-                    stream: id,
-                    partial,
-                    total,
-                });
-                Ok(())
-            });
-            let (mut acc, mut ticker) = send::run(&s, &send_plan, t0, sink)?;
-            let _ = s.shutdown(Shutdown::Write);
-            let end = t0.elapsed();
-            let partial = ticker.partial(end, &mut acc);
-            let total = acc.total(Span::from_zero(end));
-            let _ = sink.send(Event::SendFinal {
-                stream: id,
-                partial,
-                total,
-            });
-            match reader.join() {
-                Ok(r) => r?,
-                Err(_) => return Err("receiver thread panicked".into()),
-            }
+            duplex::full_duplex(
+                &mut s,
+                t0,
+                sink,
+                move |rs| {
+                    let already = read_server_header(rs, trip).map_err(std::io::Error::other)?;
+                    Ok(recv_plan(already))
+                },
+                |_| Ok(send_plan),
+            )?;
         }
     }
     Ok(())

@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod csv;
+pub mod duplex;
 pub mod group;
 pub mod handshake;
 pub mod io;

@@ -5,6 +5,7 @@
 
 use super::{ConnInfo, Event, Role};
 use crate::config::OutputFormat;
+use crate::console;
 use crate::tcp::json;
 use bloatlab_metrics::console::{
     BW_HEADER, Console, HeaderOnce, StreamLabel, TCP_RECV_HEADER, TCP_RECV_TRIP_HEADER,
@@ -15,7 +16,6 @@ use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_metrics::tcp_send::TcpSendSnapshot;
 use bloatlab_units::Bytes;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -97,17 +97,11 @@ impl Reporter {
     }
 
     fn print(&self, line: &str) {
-        if self.s.format == OutputFormat::Console {
-            let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{line}");
-            let _ = o.flush();
-        }
+        console::print_line(self.s.format, line);
     }
 
     fn header(&mut self, h: &'static str) {
-        if let Some(h) = self.headers.first(h) {
-            self.print(h);
-        }
+        console::print_header(self.s.format, &mut self.headers, h);
     }
 
     fn label(&self, stream: u32, sending: bool) -> StreamLabel {
@@ -310,19 +304,7 @@ fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
 
 /// `[  1] local 127.0.0.1 port 5001 connected with 127.0.0.1 port 41234 (...)`.
 pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
-    let mut l = format!(
-        "[{stream:3}] local {} port {} connected with {} port {}",
-        c.local.ip(),
-        c.local.port(),
-        c.peer.ip(),
-        c.peer.port()
-    );
-    for t in &c.tags {
-        if enhanced || !t.starts_with("(peer") {
-            l.push(' ');
-            l.push_str(t);
-        }
-    }
+    let mut l = console::connected_line(stream, c.local, c.peer, &c.tags, enhanced);
     if let Some(cc) = &c.congestion {
         l.push_str(&format!(" (cc={cc})"));
     }

@@ -4,6 +4,7 @@
 //! `header_timeout` (silent, short, oversized, garbage) gets one warning line
 //! on stderr and is closed; the server keeps serving others.
 
+use super::duplex;
 use super::group::Groups;
 use super::handshake::{self, TestRequest, read_header, request_of, send_ack};
 use super::io::is_transient;
@@ -295,45 +296,19 @@ fn run_directions(
             let _ = s.shutdown(Shutdown::Write);
             let end = t0.elapsed();
             drain(s);
-            let partial = ticker.partial(end, &mut acc);
-            let total = acc.total(Span::from_zero(end));
-            let _ = sink.send(Event::SendFinal {
-                stream: id,
-                partial,
-                total,
-            });
+            duplex::send_final(sink, id, &mut ticker, &mut acc, end);
         }
         Direction::FullDuplex => {
-            let rs = s.try_clone()?;
-            let rsink = sink.clone();
-            let plan = recv_plan.clone();
-            let reader = std::thread::spawn(move || -> std::io::Result<()> {
-                let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
-                let end = t0.elapsed();
-                let partial = ticker.partial(end, &mut acc);
-                let total = acc.total(Span::from_zero(end));
-                let _ = rsink.send(Event::RecvFinal {
-                    stream: plan.stream,
-                    partial: partial.filter(|_| plan.print_intervals),
-                    total,
-                });
-                Ok(())
-            });
-            let sent = own_header(s)?;
-            let (mut acc, mut ticker) = send::run(s, &send_plan(sent), t0, sink)?;
-            let _ = s.shutdown(Shutdown::Write);
-            let end = t0.elapsed();
-            let partial = ticker.partial(end, &mut acc);
-            let total = acc.total(Span::from_zero(end));
-            let _ = sink.send(Event::SendFinal {
-                stream: id,
-                partial,
-                total,
-            });
-            match reader.join() {
-                Ok(r) => r?,
-                Err(_) => return Err("receiver thread panicked".into()),
-            }
+            duplex::full_duplex(
+                s,
+                t0,
+                sink,
+                move |_| Ok(recv_plan),
+                |s| {
+                    let sent = own_header(s)?;
+                    Ok(send_plan(sent))
+                },
+            )?;
         }
     }
     Ok(())

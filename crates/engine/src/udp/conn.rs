@@ -18,20 +18,7 @@ pub struct ConnInfo {
 /// `[  1] local 127.0.0.1 port 5001 connected with 127.0.0.1 port 41234 (trip-times)`.
 /// `(peer ...)` tags print only with `-e`, as in iperf 2.
 pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
-    let mut l = format!(
-        "[{stream:3}] local {} port {} connected with {} port {}",
-        c.local.ip(),
-        c.local.port(),
-        c.peer.ip(),
-        c.peer.port()
-    );
-    for t in &c.tags {
-        if enhanced || !t.starts_with("(peer") {
-            l.push(' ');
-            l.push_str(t);
-        }
-    }
-    l
+    crate::console::connected_line(stream, c.local, c.peer, &c.tags, enhanced)
 }
 
 /// The shared fields of this stream's `-y C` rows (METRICS formats them).

@@ -8,6 +8,7 @@ use super::conn::{ConnInfo, connected_line, csv_row};
 use super::json;
 use super::server_report::snapshot_from_server_report;
 use crate::config::OutputFormat;
+use crate::console;
 use bloatlab_metrics::console::{
     BW_HEADER, Console, HeaderOnce, StreamLabel, UDP_RECV_ENHANCED_HEADER, UDP_RECV_HEADER,
     UDP_SEND_HEADER,
@@ -18,7 +19,6 @@ use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
 use bloatlab_metrics::udp_send::UdpSendSnapshot;
 use bloatlab_wire::ServerReportRepr;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -170,17 +170,11 @@ impl Reporter {
     }
 
     fn print(&self, line: &str) {
-        if self.s.format == OutputFormat::Console {
-            let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{line}");
-            let _ = o.flush();
-        }
+        console::print_line(self.s.format, line);
     }
 
     fn header(&mut self, h: &'static str) {
-        if let Some(h) = self.headers.first(h) {
-            self.print(h);
-        }
+        console::print_header(self.s.format, &mut self.headers, h);
     }
 
     fn send_line(&mut self, label: StreamLabel, snap: &UdpSendSnapshot) {

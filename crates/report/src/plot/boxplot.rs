@@ -16,6 +16,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::DrawResult;
 use super::style::{bold, font, phase_fill, phase_stroke};
 use crate::run::Run;
 
@@ -96,8 +97,6 @@ pub fn width(runs: &[Run]) -> u32 {
     (boxes as u32 * 36 + 200).clamp(super::style::SIZE.0, 4000)
 }
 
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
-
 /// Draws the box chart.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> DrawResult<DB> {
     root.fill(&WHITE)?;
@@ -177,15 +176,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
                 });
         }
     }
-    chart
-        .configure_series_labels()
-        .label_font(font(12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    super::finish(root, &mut chart, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]

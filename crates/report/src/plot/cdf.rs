@@ -14,6 +14,7 @@ use bloatlab_stats::quantile_sorted;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::DrawResult;
 use super::style::{bold, color, font};
 use crate::run::Run;
 
@@ -88,8 +89,6 @@ pub fn curves(runs: &[Run]) -> Vec<Curve> {
     out
 }
 
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
-
 /// Draws the CDF chart.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> DrawResult<DB> {
     root.fill(&WHITE)?;
@@ -130,15 +129,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, runs: &[Run]) -> 
                 .legend(legend);
         }
     }
-    chart
-        .configure_series_labels()
-        .label_font(font(12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    super::finish(root, &mut chart, SeriesLabelPosition::LowerRight)
 }
 
 #[cfg(test)]

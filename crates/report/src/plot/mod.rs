@@ -14,6 +14,7 @@ pub mod throughput;
 pub mod timeseries;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::ReportError;
@@ -82,6 +83,27 @@ pub fn charts(runs: &[Run]) -> Vec<Chart> {
         });
     }
     out
+}
+
+/// What drawing a chart returns: the backend's error, if any.
+pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// Every chart's last step: the series legend (same look on every chart) at
+/// `position`, then the page is presented.
+pub fn finish<'a, DB: DrawingBackend + 'a>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB> {
+    chart
+        .configure_series_labels()
+        .label_font(style::font(12))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .position(position)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 /// Pixel size of a chart.

@@ -11,6 +11,7 @@ use bloatlab_results::schema::PhaseRecord;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::DrawResult;
 use super::style::{bold, font, phase_fill};
 
 /// One line of a time series chart.
@@ -73,8 +74,6 @@ pub fn segments(points: &[(f64, Option<f64>)]) -> Vec<Vec<(f64, f64)>> {
     }
     out
 }
-
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 /// Draws `ts` on `root`.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, ts: &TimeSeries) -> DrawResult<DB> {
@@ -168,15 +167,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, ts: &TimeSeries) 
         anno.label(m.label.clone())
             .legend(move |(x, y)| Cross::new((x + 10, y), 4, color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .label_font(font(12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(180, 180, 180))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    super::finish(root, &mut chart, SeriesLabelPosition::UpperRight)
 }
 
 #[cfg(test)]

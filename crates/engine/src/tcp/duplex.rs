@@ -1,0 +1,82 @@
+//! How a stream's data loops end, shared by the client and the server so
+//! both report and tear down a stream the same way: the final partial
+//! interval and total as one event, and the full-duplex orchestration
+//! (a reader thread for the receiving half, this thread sends).
+
+use super::recv::{self, RecvPlan};
+use super::send::{self, SendPlan};
+use super::stats::Ticker;
+use super::{Event, Sink};
+use bloatlab_metrics::interval::Span;
+use bloatlab_metrics::tcp_recv::TcpRecvStats;
+use bloatlab_metrics::tcp_send::TcpSendStats;
+use std::io;
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Reports a sender's last partial interval and total, both ending at
+/// `end` (offset from the stream's start).
+pub fn send_final(
+    sink: &Sink,
+    stream: u32,
+    ticker: &mut Ticker,
+    acc: &mut TcpSendStats,
+    end: Duration,
+) {
+    let partial = ticker.partial(end, acc);
+    let total = acc.total(Span::from_zero(end));
+    let _ = sink.send(Event::SendFinal {
+        stream,
+        partial,
+        total,
+    });
+}
+
+/// Reports a receiver's last partial interval (only if `plan` prints
+/// intervals) and total, both ending at `end`.
+pub fn recv_final(
+    sink: &Sink,
+    plan: &RecvPlan,
+    ticker: &mut Ticker,
+    acc: &mut TcpRecvStats,
+    end: Duration,
+) {
+    let partial = ticker.partial(end, acc);
+    let total = acc.total(Span::from_zero(end));
+    let _ = sink.send(Event::RecvFinal {
+        stream: plan.stream,
+        partial: partial.filter(|_| plan.print_intervals),
+        total,
+    });
+}
+
+/// Runs one full-duplex stream on `s`. A reader thread gets its plan from
+/// `recv_plan` (on its own clone of the socket, so it may read a header
+/// first), receives and reports; meanwhile this thread gets its plan from
+/// `send_plan` (which may write a header first), sends, half-closes and
+/// reports, then waits for the reader.
+pub fn full_duplex(
+    s: &mut TcpStream,
+    t0: Instant,
+    sink: &Sink,
+    recv_plan: impl FnOnce(&mut TcpStream) -> io::Result<RecvPlan> + Send + 'static,
+    send_plan: impl FnOnce(&mut TcpStream) -> io::Result<SendPlan>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut rs = s.try_clone()?;
+    let rsink = sink.clone();
+    let reader = std::thread::spawn(move || -> io::Result<()> {
+        let plan = recv_plan(&mut rs)?;
+        let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
+        recv_final(&rsink, &plan, &mut ticker, &mut acc, t0.elapsed());
+        Ok(())
+    });
+    let plan = send_plan(s)?;
+    let (mut acc, mut ticker) = send::run(s, &plan, t0, sink)?;
+    let _ = s.shutdown(Shutdown::Write);
+    send_final(sink, plan.stream, &mut ticker, &mut acc, t0.elapsed());
+    match reader.join() {
+        Ok(r) => r?,
+        Err(_) => return Err("receiver thread panicked".into()),
+    }
+    Ok(())
+}
