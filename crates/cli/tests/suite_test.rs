@@ -410,3 +410,72 @@ fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
         f.metadata.extra.get("notes")
     );
 }
+
+/// Every test in the catalogue not covered above runs end to end and writes a
+/// results file with the flows its shape promises, each of which carried data,
+/// and every probe series with samples.
+#[test]
+fn every_test_shape_runs_and_records_its_flows() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("shapes");
+    let p = port.to_string();
+    // (test, extra args, expected (up, down) flow counts)
+    let cases: [(&str, &[&str], (usize, usize)); 8] = [
+        ("ping", &[], (0, 0)),
+        ("rrul_be", &[], (4, 4)),
+        ("tcp_download", &[], (0, 1)),
+        ("tcp_bidirectional", &[], (1, 1)),
+        ("tcp_nup", &["--flows", "2"], (2, 0)),
+        ("tcp_ndown", &["--flows", "2"], (0, 2)),
+        ("speedtest", &["--flows", "2"], (2, 2)),
+        ("one_vs_one", &[], (2, 0)),
+    ];
+    for (test, extra, (up, down)) in cases {
+        let file = dir.join(format!("{test}.json"));
+        let mut args = vec![
+            "test",
+            test,
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-l",
+            "2",
+            "--idle",
+            "0.5",
+            "-o",
+        ];
+        let path = file.to_str().unwrap().to_owned();
+        args.push(&path);
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{test}: stderr: {}",
+            text(&out.stderr)
+        );
+        let f = bloatlab_results::load(&file).unwrap_or_else(|e| panic!("{test}: {e}"));
+        assert_eq!(f.metadata.test, test);
+        let count = |d: DirectionRecord| {
+            f.raw
+                .throughput
+                .iter()
+                .filter(|t| t.direction == d)
+                .inspect(|t| assert!(!t.samples.is_empty(), "{test}: flow {} has no data", t.name))
+                .count()
+        };
+        assert_eq!(
+            (count(DirectionRecord::Up), count(DirectionRecord::Down)),
+            (up, down),
+            "{test}: flows per direction"
+        );
+        assert!(!f.raw.latency.is_empty(), "{test}: no probe series");
+        for l in &f.raw.latency {
+            assert!(
+                !l.samples.is_empty(),
+                "{test}: probe series {} is empty",
+                l.name
+            );
+        }
+    }
+}
