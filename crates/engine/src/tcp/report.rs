@@ -252,15 +252,8 @@ impl Reporter {
         if self.s.streams < 2 {
             return;
         }
-        let key = if total {
-            Duration::MAX
-        } else {
-            snap.span.start
-        };
-        let v = self.pending_send.entry(key).or_default();
-        v.push(snap);
-        if v.len() as u32 == self.s.streams {
-            let parts = self.pending_send.remove(&key).unwrap_or_default();
+        let key = sum_key(snap.span, total);
+        if let Some(parts) = gather(&mut self.pending_send, key, snap, self.s.streams) {
             let span = sum_span(parts.iter().map(|p| p.span));
             let sum = TcpSendSnapshot::sum(span, parts.iter());
             self.send_line(StreamLabel::Sum, &sum);
@@ -272,15 +265,8 @@ impl Reporter {
         if self.s.streams < 2 {
             return;
         }
-        let key = if total {
-            Duration::MAX
-        } else {
-            snap.span.start
-        };
-        let v = self.pending_recv.entry(key).or_default();
-        v.push(snap);
-        if v.len() as u32 == self.s.streams {
-            let parts = self.pending_recv.remove(&key).unwrap_or_default();
+        let key = sum_key(snap.span, total);
+        if let Some(parts) = gather(&mut self.pending_recv, key, snap, self.s.streams) {
             let span = sum_span(parts.iter().map(|p| p.span));
             let width = parts
                 .first()
@@ -293,6 +279,28 @@ impl Reporter {
 }
 
 /// The span a `[SUM]` covers: earliest start to latest end.
+/// Which `[SUM]` a stream's snapshot belongs to: its interval, or the totals.
+fn sum_key(span: Span, total: bool) -> Duration {
+    if total { Duration::MAX } else { span.start }
+}
+
+/// Adds one stream's snapshot to the `[SUM]` under `key`; returns all of them
+/// once every one of the `streams` has reported.
+fn gather<T>(
+    pending: &mut BTreeMap<Duration, Vec<T>>,
+    key: Duration,
+    snap: T,
+    streams: u32,
+) -> Option<Vec<T>> {
+    let v = pending.entry(key).or_default();
+    v.push(snap);
+    if v.len() as u32 == streams {
+        pending.remove(&key)
+    } else {
+        None
+    }
+}
+
 fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
     let mut it = spans.peekable();
     let first = it.peek().copied().unwrap_or_default();
