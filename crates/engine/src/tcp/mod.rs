@@ -17,6 +17,7 @@ pub mod io;
 pub mod json;
 #[cfg(test)]
 mod loops_tests;
+pub mod pieces;
 pub mod recv;
 pub mod report;
 pub mod send;

@@ -1,19 +1,21 @@
 //! The receiving data loop (server forward, client reverse, both in full-duplex).
 //!
-//! Every `read()` lands in Reads=Dist. With `--trip-times` the stream is a
+//! Every logical read (up to `-l` bytes, taken in small pieces: see
+//! [`super::pieces`]) lands in Reads=Dist. With `--trip-times` the stream is a
 //! sequence of bursts, each opening with a 92-byte header (iperf 2.1.8
 //! `Server::RunTCP`): read exactly the header, then `burst_size - 92` bytes;
 //! when a burst completes, its latency is the wall-clock time now minus the
 //! header's write timestamp.
 
 use super::io::{is_disconnect, is_transient};
+use super::pieces::{PieceReader, READ_PIECE};
 use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::clock::wall_now;
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
-use std::io::{self, Read};
+use std::io;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -46,7 +48,7 @@ pub struct RecvPlan {
 }
 
 /// Framing state for `--trip-times`: a state machine over the bytes read,
-/// so one `read()` of up to `-l` bytes can carry a header and its body (the
+/// so one logical read of up to `-l` bytes can carry a header and its body (the
 /// common case is exactly one read per burst, like iperf 2's recvn of the
 /// header plus the following read, but with one syscall instead of two).
 #[derive(Debug)]
@@ -150,7 +152,7 @@ pub fn run(
     }
     // Wake up regularly so interval reports come out on time while idle.
     stream.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let mut buf = vec![0u8; len];
+    let mut reader = PieceReader::new(READ_PIECE);
     let mut fr = plan.trip_times.then(Framing::new);
     let mut done = Consumed::default();
     loop {
@@ -172,7 +174,11 @@ pub fn run(
             break;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
-        let n = match stream.read(&mut buf[..want]) {
+        let n = match reader.read(&mut stream, want, |piece| {
+            if let Some(f) = fr.as_mut().filter(|f| !f.broken) {
+                f.consume(piece, &mut done);
+            }
+        }) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if is_transient(&e) => continue,
@@ -180,10 +186,6 @@ pub fn run(
             Err(e) => return Err(e),
         };
         acc.on_read(Bytes(n as u64));
-        let Some(f) = fr.as_mut().filter(|f| !f.broken) else {
-            continue;
-        };
-        f.consume(&buf[..n], &mut done);
         if !done.completed.is_empty() {
             let read_done = wall_now();
             for w in done.completed.drain(..) {
