@@ -6,11 +6,13 @@
 #  2. rate accuracy at 10, 100 and 1000 Mbit/s (UDP offered at 1.1x the rate,
 #     wire rate measured from the server TUN's kernel rx counters);
 #  3. delay error at 100 Mbit/s under load (fq_codel, 2 TCP flows): the
-#     emulator's own release lateness, and fping RTT minus the configured RTT.
+#     emulator's own release lateness, and irtt's RTT (10 ms probes, us
+#     resolution) minus the configured RTT.
 #
 # Targets: >= 1.5 Gbit/s unshaped; rate error <= 1 %; delay p99 error <= 0.5 ms.
-# Needs root, iperf3, fping, jq. Traffic stays inside lab namespaces (10.77.0.0/24).
-# Usage: [NO_BUILD=1] bench/emu_forwarding.sh [SECONDS]   (results on stdout as markdown)
+# Needs root, iperf3, irtt, jq. Traffic stays inside lab namespaces (10.77.0.0/24).
+# Usage: [NO_BUILD=1] [LAB_OPTS="--spin 0 ..."] bench/emu_forwarding.sh [SECONDS]
+#   (results on stdout as markdown; LAB_OPTS is added to every `lab up`)
 set -euo pipefail
 
 SECS=${1:-5}
@@ -81,7 +83,7 @@ iperf_server "bl-${LAB}f-server"
 read -r FLOOR_G FLOOR_PPS < <(tcp_through "bl-${LAB}f")
 wait "${BGPIDS[0]}" || true
 
-"$BL" lab up "$LAB" >/dev/null
+"$BL" lab up "$LAB" ${LAB_OPTS:-} >/dev/null
 iperf_server "bl-$LAB-server"
 read -r EMU_G EMU_PPS < <(tcp_through "bl-$LAB")
 EMU_STATUS=$("$BL" lab status "$LAB" --json)
@@ -102,7 +104,7 @@ echo
 echo "| configured | measured Mbit/s | error % | emulator lateness p99 us | TUN ring drops |"
 echo "|---|---|---|---|---|"
 for R in 10 100 1000; do
-    "$BL" lab up "$LAB" --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
+    "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
     iperf_server "bl-$LAB-server"
     ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -P 4 -t $((SECS + 3)) >/dev/null &
     IP=$!
@@ -123,28 +125,41 @@ echo
 # --- 3. delay error under load ---------------------------------------------
 echo "## Delay error at 100 Mbit/s under load (10 ms each way, fq_codel, 2 TCP flows)"
 echo
-"$BL" lab up "$LAB" --rate 100mbit --delay 10ms --qdisc fq_codel >/dev/null
+"$BL" lab up "$LAB" ${LAB_OPTS:-} --rate 100mbit --delay 10ms --qdisc fq_codel >/dev/null
+ip netns exec "bl-$LAB-server" irtt server -b 10.77.0.2:2112 >/dev/null 2>&1 &
+BGPIDS+=($!)
+sleep 0.3
+IDLE=/tmp/bl-bench-irtt-idle-$$.json
+RTTS=/tmp/bl-bench-irtt-$$.json
+# The same probes first on the idle link: what the hosts' stacks and the
+# TUN path add without load, for comparison with the loaded run.
+ip netns exec "bl-$LAB-client" irtt client -i 10ms -d "${SECS}s" --wait=300ms -Q -o "$IDLE" 10.77.0.2:2112 || true
 iperf_server "bl-$LAB-server"
 ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -P 2 -t $((SECS + 2)) >/dev/null &
 IP=$!
 sleep 1.5
-PING=$(ip netns exec "bl-$LAB-client" fping -C $((SECS * 20)) -p 50 -q 10.77.0.2 2>&1 || true)
+ip netns exec "bl-$LAB-client" irtt client -i 10ms -d "${SECS}s" --wait=300ms -Q -o "$RTTS" 10.77.0.2:2112 || true
 wait $IP || true
 ST=$("$BL" lab status "$LAB" --json)
 "$BL" lab down "$LAB" >/dev/null
-python3 - "$PING" "$ST" <<'EOF'
+python3 - "$IDLE" "$RTTS" "$ST" <<'EOF'
 import sys, json
-line = [l for l in sys.argv[1].splitlines() if l.startswith("10.77.0.2")][0]
-rtts = sorted(float(v) for v in line.split(":")[1].split() if v != "-")
 def q(v, p): return v[min(len(v) - 1, int(p * len(v)))]
-err = [r - 20.0 for r in rtts]
-st = json.loads(sys.argv[2])
+def rtt_errors(path):
+    rt = json.load(open(path))["round_trips"]
+    rtts = sorted(r["delay"]["rtt"] / 1e6 for r in rt if r.get("lost") == "false")
+    return [r - 20.0 for r in rtts], sum(1 for r in rt if r.get("lost") != "false")
+idle, idle_lost = rtt_errors(sys.argv[1])
+err, lost = rtt_errors(sys.argv[2])
+st = json.loads(sys.argv[3])
 print("| measure | p50 | p99 | max | samples |")
 print("|---|---|---|---|---|")
 for name, d in st["counters"]["directions"]:
     l = d["lateness"]
     print(f"| emulator release lateness, {name} (us) | {l['p50_us']:.0f} | {l['p99_us']:.0f} | {l['max_us']:.0f} | {l['count']} |")
-print(f"| fping RTT - 20 ms, under load (ms) | {q(err, .5):.3f} | {q(err, .99):.3f} | {err[-1]:.3f} | {len(err)} |")
+print(f"| irtt RTT - 20 ms, idle link (ms) | {q(idle, .5):.3f} | {q(idle, .99):.3f} | {idle[-1]:.3f} | {len(idle)} ({idle_lost} lost) |")
+print(f"| irtt RTT - 20 ms, under load (ms) | {q(err, .5):.3f} | {q(err, .99):.3f} | {err[-1]:.3f} | {len(err)} ({lost} lost) |")
 print()
 print(f"TUN ring drops: {st['counters']['tun_ring_drops']}")
 EOF
+rm -f "$RTTS" "$IDLE"

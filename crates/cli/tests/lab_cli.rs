@@ -54,8 +54,32 @@ fn up_exec_status_list_down_round_trip() {
             >= 4
     }));
 
+    // A command left running with `lab exec` is ended by `lab down` (by
+    // its PID, recorded under the state dir), not orphaned in a namespace.
+    let mut left = Bg(lab.spawn("server", &["sleep", "300"]));
+    let exec_dir = format!("/run/bloatlab/{}.exec/{}", lab.name, left.0.id());
+    assert!(
+        wait_until(Duration::from_secs(5), || std::path::Path::new(&exec_dir)
+            .exists()),
+        "{exec_dir} not recorded"
+    );
+
     let o = bl(&["lab", "down", &lab.name]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 `lab exec` process(es) ended"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || left
+            .0
+            .try_wait()
+            .ok()
+            .flatten()
+            .is_some()),
+        "the lab exec command survived lab down"
+    );
     assert!(lab.namespaces().is_empty());
     assert!(!stdout(&bl(&["lab", "list"])).contains(&lab.name));
     let o = bl(&["lab", "status", &lab.name]);

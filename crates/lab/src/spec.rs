@@ -63,8 +63,9 @@ pub struct LinkSpec {
 /// Driver options of the userspace emulator.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DriverSpec {
-    /// Busy-wait this long before each deadline instead of sleeping (lower
-    /// lateness, more CPU). Zero disables spinning.
+    /// Longest busy-wait before a release: timer sleeps end early by the
+    /// learned timer lateness, up to this, and the rest is spun from a
+    /// budget of 25 % of wall time (driver/wake.rs). Zero disables spinning.
     pub spin: Duration,
     /// Run the forwarding threads with SCHED_FIFO (default true).
     pub realtime: bool,

@@ -182,10 +182,52 @@ impl StateDir {
         v
     }
 
-    /// Removes the lab's state, status and log files.
+    /// Directory `NAME.exec/` with one file per `lab exec` process.
+    pub fn exec_dir(&self, name: &str) -> PathBuf {
+        self.0.join(format!("{name}.exec"))
+    }
+
+    /// Records that process `pid` (about to become a `lab exec` command)
+    /// runs inside lab `name`: file `NAME.exec/PID` holding its start time,
+    /// so `lab down` can later tell it from a reused PID.
+    pub fn register_exec(&self, name: &str, pid: u32) -> Result<()> {
+        let d = self.exec_dir(name);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| LabError::io(format!("mkdir {}", d.display()), e))?;
+        let start = process_start(pid).ok_or_else(|| LabError::State {
+            path: format!("/proc/{pid}/stat"),
+            why: "cannot read the process start time".into(),
+        })?;
+        write_atomic(&d.join(pid.to_string()), start.to_string().as_bytes())
+    }
+
+    /// `lab exec` processes of lab `name` that still run: recorded PIDs whose
+    /// start time still matches (a PID reused by another process is not).
+    pub fn exec_processes(&self, name: &str) -> Vec<u32> {
+        let Ok(dir) = std::fs::read_dir(self.exec_dir(name)) else {
+            return Vec::new();
+        };
+        let mut v: Vec<u32> = dir
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+                let start: u64 = std::fs::read_to_string(e.path())
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()?;
+                (process_start(pid) == Some(start)).then_some(pid)
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Removes the lab's state, status and log files and its exec records.
     pub fn remove(&self, name: &str) {
         let _ = std::fs::remove_file(self.status(name));
         let _ = std::fs::remove_file(self.log(name));
+        let _ = std::fs::remove_dir_all(self.exec_dir(name));
         let _ = std::fs::remove_file(self.state(name));
     }
 }

@@ -166,9 +166,11 @@ struct UpArgs {
     /// MTU of the lab's interfaces, bytes.
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
-    /// Busy-wait the last part of each sleep: less timing error, more CPU. The
-    /// default absorbs the ~100-150 us wake-up latency of a VM's timers, which
-    /// otherwise adds up to ~0.3 ms to every emulated RTT; `0` turns it off.
+    /// Longest busy-wait before a release. Timer sleeps end early by the
+    /// timer lateness the emulator measures (up to this) and the rest is
+    /// busy-waited, from a budget of 25 % of wall time so a saturated link
+    /// never starves the hosts. Without it a VM's ~100 us timer wake-up
+    /// latency adds up to ~0.3 ms to every emulated RTT; `0` turns it off.
     #[arg(long, default_value = "200us")]
     spin: String,
     /// Run the forwarding threads with normal priority instead of SCHED_FIFO
@@ -451,6 +453,7 @@ fn run_lab(dir: &StateDir, mut st: LabState, ready: Option<Ready>) -> Result<(),
     }
     tracing::info!("lab {name} running (pid {pid})");
     let outcome = lab.run(dir, signals::stop_requested);
+    stop_exec_processes(dir, &name);
     drop(lab);
     dir.remove(&name);
     tracing::info!("lab {name} removed");
@@ -482,6 +485,10 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
             "the emulator of lab {} is not running: packets will not flow",
             a.name
         );
+    }
+    // exec() keeps our PID: record it so `lab down` can end the command.
+    if let Err(e) = dir.register_exec(&a.name, std::process::id()) {
+        tracing::warn!("{e}; `lab down` will not be able to stop this command");
     }
     let fd = netns::open(&host.netns).map_err(lab_err)?;
     netns::enter(&fd).map_err(lab_err)?;
@@ -614,7 +621,7 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             let io = &r["io"];
             let lat = &r["lateness"];
             println!(
-                "  {:<4} forwarded {} pkts / {} B, unroutable {}, lateness p50 {:.0} us p99 {:.0} us max {:.0} us",
+                "  {:<4} forwarded {} pkts / {} B, unroutable {}, lateness p50 {:.0} us p99 {:.0} us max {:.0} us, {}",
                 name.as_str().unwrap_or("?"),
                 io["tx_packets"],
                 io["tx_bytes"],
@@ -622,6 +629,7 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
                 lat["p50_us"].as_f64().unwrap_or(0.0),
                 lat["p99_us"].as_f64().unwrap_or(0.0),
                 lat["max_us"].as_f64().unwrap_or(0.0),
+                scheduling(r),
             );
             println!("       link {}", r["link"]);
         }
@@ -634,6 +642,19 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
     }
 }
 
+/// How a forwarding thread is scheduled, for `lab status`.
+fn scheduling(r: &serde_json::Value) -> String {
+    let policy = if r["realtime"].as_bool().unwrap_or(false) {
+        "SCHED_FIFO"
+    } else {
+        "normal priority"
+    };
+    match r["demotions"].as_u64().unwrap_or(0) {
+        0 => policy.to_string(),
+        n => format!("{policy} (left SCHED_FIFO {n}x: thread kept a core busy)"),
+    }
+}
+
 /// Stops the emulator (SIGTERM, then SIGKILL after 10 s) and removes
 /// everything left by name.
 fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
@@ -643,6 +664,7 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         tracing::warn!("{e}; removing by name");
         None
     });
+    let ended = stop_exec_processes(dir, name);
     let mut stopped = false;
     if let Some(st) = &st
         && st.emulator_alive()
@@ -678,11 +700,36 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
     } else {
         format!(" (leftover namespaces removed: {})", removed.join(", "))
     };
+    let ended = match ended {
+        0 => String::new(),
+        n => format!(", {n} `lab exec` process(es) ended"),
+    };
     println!(
-        "lab {name} removed{}{what}",
+        "lab {name} removed{}{ended}{what}",
         if stopped { ", emulator stopped" } else { "" }
     );
     Ok(())
+}
+
+/// Ends the commands `lab exec` started in lab `name` (SIGTERM, SIGKILL
+/// after 2 s), by their recorded PIDs only: not their children, which may
+/// have left for other process groups. Returns how many there were.
+fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
+    let pids = dir.exec_processes(name);
+    for &pid in &pids {
+        // SAFETY: signalling a PID verified by its start time.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !dir.exec_processes(name).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in dir.exec_processes(name) {
+        tracing::warn!("lab exec process {pid} ignored SIGTERM; killing it");
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    pids.len()
 }
 
 fn list(dir: &StateDir, a: ListArgs) -> anyhow::Result<()> {

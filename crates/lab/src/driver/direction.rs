@@ -6,7 +6,9 @@
 //! (emulation.md 6.5).
 
 use super::histogram::{Histogram, Summary};
-use super::timing::{self, Clock};
+use super::priority::PriorityGovernor;
+use super::timing::{self, Clock, Woke};
+use super::wake::{Wait, WakePlanner};
 use crate::model::LinkModel;
 use crate::tun;
 use serde::{Deserialize, Serialize};
@@ -68,6 +70,13 @@ pub struct DirectionReport {
     pub link: serde_json::Value,
     /// True while the thread runs.
     pub running: bool,
+    /// The thread runs with SCHED_FIFO now (priority.rs).
+    #[serde(default)]
+    pub realtime: bool,
+    /// Times the thread dropped from SCHED_FIFO to normal scheduling
+    /// because it kept a core busy.
+    #[serde(default)]
+    pub demotions: u64,
 }
 
 /// Destination IPv4 address of a packet, if it is IPv4.
@@ -89,12 +98,14 @@ pub fn run(
     realtime: bool,
 ) {
     timing::tight_timer_slack();
-    if realtime && !timing::realtime() {
+    let got_realtime = realtime && timing::realtime();
+    if realtime && !got_realtime {
         tracing::warn!(
             "{}: SCHED_FIFO refused; running with normal priority",
             io.name
         );
     }
+    let mut governor = PriorityGovernor::new(got_realtime, got_realtime, clock.now());
     let mut pollfds: Vec<libc::pollfd> = io
         .inputs
         .iter()
@@ -108,6 +119,7 @@ pub fn run(
     let mut c = IoCounters::default();
     let mut lateness = Histogram::default();
     let mut next_publish = Duration::ZERO;
+    let mut planner = WakePlanner::new(spin);
 
     while !stop.load(Ordering::Relaxed) {
         // 1. Drain the inputs, each packet stamped when read.
@@ -163,20 +175,49 @@ pub fn run(
         }
 
         if now >= next_publish {
-            publish(shared, &c, &lateness, link.as_ref(), true);
+            publish(shared, &c, &lateness, link.as_ref(), &governor, true);
             next_publish = now + PUBLISH_EVERY;
+        }
+        if let Some(rt) = governor.tick(now) {
+            let ok = if rt {
+                timing::realtime()
+            } else {
+                timing::normal_priority()
+            };
+            governor.applied(if ok { rt } else { !rt });
         }
 
         // 3. Sleep to the next deadline or arrival. `next_event` may be a
         // lower bound that has already passed while the model released
         // nothing (e.g. an AQM dropped the head); then nap briefly instead
-        // of spinning, which under SCHED_FIFO would starve the host.
+        // of looping, which under SCHED_FIFO would starve the host. Whether
+        // a wait sleeps or busy-waits is the planner's call (wake.rs): it
+        // spins only from a bounded budget.
         let deadline = link
             .next_event()
             .map(|t| if t <= now { now + STALL_NAP } else { t });
-        timing::wait(&mut pollfds, &clock, deadline, IDLE_CAP, spin);
+        let plan = deadline.map(|d| planner.plan(clock.now(), d));
+        match plan {
+            Some(Wait::Due) => {}
+            Some(Wait::Spin(t)) => {
+                timing::spin(&mut pollfds, &clock, t);
+            }
+            Some(Wait::Sleep(t)) => {
+                let before = clock.now();
+                let woke = timing::sleep(&mut pollfds, &clock, Some(t), IDLE_CAP);
+                governor.idle(clock.now().saturating_sub(before));
+                if let Woke::Timer { target, at } = woke {
+                    planner.timer_woke(target, at);
+                }
+            }
+            None => {
+                let before = clock.now();
+                timing::sleep(&mut pollfds, &clock, None, IDLE_CAP);
+                governor.idle(clock.now().saturating_sub(before));
+            }
+        }
     }
-    publish(shared, &c, &lateness, link.as_ref(), false);
+    publish(shared, &c, &lateness, link.as_ref(), &governor, false);
 }
 
 fn publish(
@@ -184,6 +225,7 @@ fn publish(
     c: &IoCounters,
     lateness: &Histogram,
     link: &dyn LinkModel,
+    governor: &PriorityGovernor,
     running: bool,
 ) {
     let report = DirectionReport {
@@ -191,6 +233,8 @@ fn publish(
         lateness: lateness.summary(),
         link: link.counters_json(),
         running,
+        realtime: governor.realtime(),
+        demotions: governor.demotions(),
     };
     if let Ok(mut g) = shared.lock() {
         *g = report;

@@ -4,7 +4,9 @@
 
 pub mod direction;
 pub mod histogram;
+pub mod priority;
 pub mod timing;
+pub mod wake;
 
 use crate::model::LinkModel;
 use direction::{DirectionIo, DirectionReport};

@@ -39,43 +39,60 @@ pub fn realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
-/// Waits for input on `fds` or until `deadline` (absolute, on `clock`),
-/// whichever comes first. The remaining time is computed from the absolute
-/// deadline just before sleeping, so lateness never accumulates. With
-/// `spin > 0` the last `spin` before the deadline is busy-waited. Returns
-/// true when input may be ready.
-pub fn wait(
+/// Switches this thread back to normal scheduling (SCHED_OTHER). Returns
+/// false when refused.
+pub fn normal_priority() -> bool {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: valid sched_param; 0 = calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
+}
+
+/// How a [`sleep`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woke {
+    /// Input may be ready (or the idle cap ended the sleep).
+    Early,
+    /// The timer aimed at `target` fired; the thread ran again at `at`.
+    Timer { target: Duration, at: Duration },
+}
+
+/// Sleeps until input arrives on `fds` or until `until` (absolute, on
+/// `clock`; at most `idle_cap` from now). The timeout is computed from the
+/// absolute time just before sleeping, so lateness never accumulates.
+pub fn sleep(
     fds: &mut [libc::pollfd],
     clock: &Clock,
-    deadline: Option<Duration>,
+    until: Option<Duration>,
     idle_cap: Duration,
-    spin: Duration,
-) -> bool {
+) -> Woke {
     let now = clock.now();
-    let timeout = match deadline {
-        None => idle_cap,
-        Some(t) if t <= now => return false,
-        Some(t) => (t - now).min(idle_cap),
+    let (timeout, capped) = match until {
+        None => (idle_cap, true),
+        Some(t) if t <= now => return Woke::Early,
+        Some(t) => ((t - now).min(idle_cap), t - now > idle_cap),
     };
-    if let Some(t) = deadline
-        && !spin.is_zero()
-        && timeout <= spin
-    {
-        // Busy-wait to the deadline, still noticing input.
-        while clock.now() < t {
-            if poll(fds, Some(Duration::ZERO)) {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        return false;
+    if poll(fds, Some(timeout)) || capped {
+        return Woke::Early;
     }
-    let sleep = if deadline.is_some() && !spin.is_zero() {
-        timeout.saturating_sub(spin)
-    } else {
-        timeout
-    };
-    poll(fds, Some(sleep))
+    match until {
+        Some(target) => Woke::Timer {
+            target,
+            at: clock.now(),
+        },
+        None => Woke::Early,
+    }
+}
+
+/// Busy-waits until `until`, still noticing input. Returns true when input
+/// may be ready.
+pub fn spin(fds: &mut [libc::pollfd], clock: &Clock, until: Duration) -> bool {
+    while clock.now() < until {
+        if poll(fds, Some(Duration::ZERO)) {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
 }
 
 /// `ppoll` with a nanosecond timeout. Returns true when an fd is readable.
@@ -104,23 +121,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wait_sleeps_until_an_absolute_deadline() {
+    fn sleep_ends_at_an_absolute_deadline_and_reports_the_timer() {
         tight_timer_slack();
         let clock = Clock::new(Instant::now());
         let deadline = clock.now() + Duration::from_millis(5);
         let mut fds: [libc::pollfd; 0] = [];
-        while clock.now() < deadline {
-            wait(
-                &mut fds,
-                &clock,
-                Some(deadline),
-                Duration::from_secs(1),
-                Duration::ZERO,
-            );
-        }
-        let late = clock.now() - deadline;
+        let woke = sleep(&mut fds, &clock, Some(deadline), Duration::from_secs(1));
+        let Woke::Timer { target, at } = woke else {
+            panic!("{woke:?}");
+        };
+        assert_eq!(target, deadline);
+        assert!(at >= deadline);
         // Generous: the machine is shared; the point is "not a 1 s idle cap".
-        assert!(late < Duration::from_millis(50), "late {late:?}");
+        assert!(
+            at - deadline < Duration::from_millis(50),
+            "late {:?}",
+            at - deadline
+        );
+        let capped = sleep(&mut fds, &clock, None, Duration::from_millis(1));
+        assert_eq!(capped, Woke::Early);
+        let past = sleep(
+            &mut fds,
+            &clock,
+            Some(Duration::ZERO),
+            Duration::from_secs(1),
+        );
+        assert_eq!(past, Woke::Early);
     }
 
     #[test]
@@ -128,15 +154,7 @@ mod tests {
         let clock = Clock::new(Instant::now());
         let deadline = clock.now() + Duration::from_micros(300);
         let mut fds: [libc::pollfd; 0] = [];
-        while clock.now() < deadline {
-            wait(
-                &mut fds,
-                &clock,
-                Some(deadline),
-                Duration::from_secs(1),
-                Duration::from_micros(200),
-            );
-        }
+        assert!(!spin(&mut fds, &clock, deadline));
         assert!(clock.now() >= deadline);
     }
 }
