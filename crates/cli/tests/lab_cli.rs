@@ -88,6 +88,54 @@ fn up_exec_status_list_down_round_trip() {
 }
 
 #[test]
+fn trace_files_hold_every_packet_with_its_sojourn() {
+    let dir = std::env::temp_dir().join(unique("trace"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("t");
+    let lab = LabGuard::up(
+        "tr",
+        &[
+            "--rate",
+            "10mbit",
+            "--delay",
+            "5ms",
+            "--trace",
+            prefix.to_str().unwrap(),
+        ],
+    );
+    let o = lab.exec(
+        "client",
+        &["fping", "-c", "5", "-p", "20", "-q", "10.77.0.2"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bl(&["lab", "down", &lab.name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for dir_name in ["up", "down"] {
+        let path = dir.join(format!("t.{dir_name}.csv"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("time_ns,flow,size_bytes,sojourn_ns,verdict"),
+            "{}",
+            path.display()
+        );
+        // Five 84-byte echo packets (plus nothing else on an idle lab but
+        // what the kernel may send, e.g. router solicitations: not IPv4).
+        let sent: Vec<Vec<&str>> = lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[4] == "sent" && f[2] == "84")
+            .collect();
+        assert_eq!(sent.len(), 5, "{dir_name}: {text}");
+        for f in &sent {
+            let sojourn: u64 = f[3].parse().unwrap();
+            assert!(sojourn < 5_000_000, "{dir_name}: sojourn {sojourn} ns");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn invalid_link_specs_exit_2_naming_field_and_value() {
     for (args, field, value) in [
         (vec!["--rate", "0mbit"], "rate", "0mbit"),
@@ -96,6 +144,16 @@ fn invalid_link_specs_exit_2_naming_field_and_value() {
         (vec!["--down-rate", "20mbits"], "rate", "20mbits"),
         (vec!["--loss", "150%"], "loss", "150%"),
         (vec!["--limit", "10 furlongs"], "limit", "10 furlongs"),
+        (
+            vec!["--trace", "/nonexistent-bl/t"],
+            "--trace",
+            "/nonexistent-bl/t",
+        ),
+        (
+            vec!["--backend", "kernel", "--trace", "/tmp/t"],
+            "--trace",
+            "userspace backend",
+        ),
     ] {
         let name = unique("bad");
         let mut v = vec!["lab", "up", &name];

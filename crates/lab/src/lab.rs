@@ -17,6 +17,7 @@ use crate::netns::{self, NetnsGuard};
 use crate::spec::{Backend, Host, LabSpec, PREFIX_LEN, Side};
 use crate::state::StateDir;
 use crate::sysctl;
+use crate::trace_file;
 use crate::tun::Tun;
 use crate::{kernel, names};
 use serde::Serialize;
@@ -43,6 +44,9 @@ pub struct Lab {
     spec: LabSpec,
     started: Instant,
     emulator: Option<Emulator>,
+    /// Trace writers; finished after the emulator stops (its link models
+    /// hold the other ends of their channels).
+    traces: Vec<trace_file::TraceWriter>,
     hosts: Vec<HostRt>,
     guards: Vec<NetnsGuard>,
 }
@@ -110,6 +114,7 @@ impl Lab {
             spec: spec.clone(),
             started: Instant::now(),
             emulator: None,
+            traces: Vec::new(),
             hosts: Vec::new(),
             guards: Vec::new(),
         };
@@ -167,11 +172,20 @@ impl Lab {
             outputs: clients,
         };
         let seed = spec.driver.seed;
+        let mut trace = |dir: &str| -> Result<Option<bloatlab_emu::TraceFn>> {
+            let Some(prefix) = &spec.driver.trace else {
+                return Ok(None);
+            };
+            let (callback, writer) = trace_file::open(prefix, dir)?;
+            self.traces.push(writer);
+            Ok(Some(callback))
+        };
+        let (up_trace, down_trace) = (trace("up")?, trace("down")?);
         let dirs = vec![
-            (up, model::build("up", &spec.up, seed)?),
+            (up, model::build("up", &spec.up, seed, up_trace)?),
             (
                 down,
-                model::build("down", &spec.down, seed.wrapping_add(1))?,
+                model::build("down", &spec.down, seed.wrapping_add(1), down_trace)?,
             ),
         ];
         let em = Emulator::start(dirs, self.started, spec.driver.spin, spec.driver.realtime)
@@ -258,6 +272,9 @@ impl Drop for Lab {
         // Order matters: threads, then fds, then namespaces.
         if let Some(mut e) = self.emulator.take() {
             e.stop();
+        }
+        for t in self.traces.drain(..) {
+            t.finish();
         }
         self.hosts.clear();
         self.guards.clear();

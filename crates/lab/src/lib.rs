@@ -25,6 +25,7 @@ pub mod signals;
 pub mod spec;
 pub mod state;
 pub mod sysctl;
+pub mod trace_file;
 pub mod tun;
 
 pub use error::{LabError, Result};

@@ -174,10 +174,17 @@ pub fn parse_direction(s: &LinkSpec) -> Result<Direction> {
 }
 
 /// Builds the emulator for one direction.
-pub fn build(dir: &str, s: &LinkSpec, seed: u64) -> Result<Box<dyn LinkModel>> {
+/// `trace` receives the link's per-packet events.
+pub fn build(
+    dir: &str,
+    s: &LinkSpec,
+    seed: u64,
+    trace: Option<bloatlab_emu::TraceFn>,
+) -> Result<Box<dyn LinkModel>> {
     let cfg = link_config(dir, s)?;
     tracing::info!("{dir}: {cfg}");
-    let link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;
+    let mut link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;
+    link.set_trace(trace);
     Ok(Box::new(link))
 }
 

@@ -71,6 +71,10 @@ pub struct DriverSpec {
     pub realtime: bool,
     /// Seed of the emulator's random numbers (loss, jitter, hashing).
     pub seed: u64,
+    /// Write the per-packet trace of each direction to `PREFIX.up.csv` and
+    /// `PREFIX.down.csv` (trace_file.rs).
+    #[serde(default)]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl Default for DriverSpec {
@@ -79,6 +83,7 @@ impl Default for DriverSpec {
             spin: Duration::ZERO,
             realtime: true,
             seed: 1,
+            trace: None,
         }
     }
 }

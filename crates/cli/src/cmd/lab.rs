@@ -177,6 +177,10 @@ struct UpArgs {
     /// (SCHED_FIFO cuts the p99 timing error on a busy host from ms to ~0.2 ms).
     #[arg(long)]
     no_realtime: bool,
+    /// Write every packet's fate (time, flow, size, sojourn, verdict) to
+    /// PREFIX.up.csv and PREFIX.down.csv (userspace backend).
+    #[arg(long, value_name = "PREFIX")]
+    trace: Option<std::path::PathBuf>,
     /// Seed of the emulator's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -290,9 +294,37 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
         spin,
         realtime: !a.no_realtime,
         seed: a.seed,
+        trace: a.trace.as_deref().map(trace_prefix).transpose()?,
     };
+    if let (Some(t), Backend::Kernel) = (&a.trace, spec.backend) {
+        return Err(LabError::Spec {
+            field: "--trace".into(),
+            value: t.display().to_string(),
+            why: "needs the userspace backend (a kernel qdisc cannot report each packet)".into(),
+        });
+    }
     spec.validate()?;
     Ok(spec)
+}
+
+/// `--trace PREFIX` made absolute (the emulator may run in the background
+/// from another directory); its directory must exist.
+fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
+    let bad = |why: String| LabError::Spec {
+        field: "--trace".into(),
+        value: p.display().to_string(),
+        why,
+    };
+    let abs = std::env::current_dir()
+        .map_err(|e| bad(e.to_string()))?
+        .join(p);
+    if abs.file_name().is_none() {
+        return Err(bad("give a file name prefix, not a directory".into()));
+    }
+    match abs.parent() {
+        Some(d) if d.is_dir() => Ok(abs),
+        _ => Err(bad("its directory does not exist".into())),
+    }
 }
 
 /// Refuses a name whose state file or namespaces exist.
