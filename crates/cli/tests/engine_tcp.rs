@@ -239,8 +239,17 @@ fn parallel_sum_equals_sum_of_streams() {
     // And the console shows [SUM] lines, on both ends.
     let out = ok(&client(srv.port, &["-t", "1", "-P", "2"]));
     assert!(out.lines().any(|l| l.starts_with("[SUM] 0.0000-")), "{out}");
+    assert!(!out.contains("[ CT]"), "connect times only with -e: {out}");
     let s = srv.wait_for("[SUM] 0.0000-");
     assert!(s.lines().any(|l| l.starts_with("[SUM] 0.0000-")), "{s}");
+    // With -e, iperf 2's closing connect-time line, after the last [SUM].
+    let out = ok(&client(srv.port, &["-t", "1", "-P", "3", "-e"]));
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("[ CT] final connect times (min/avg/max/stdev) = ")
+            && last.ends_with(" ms (tot/err) = 3/0"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -88,6 +88,18 @@ impl Reporter {
         for ev in rx {
             self.handle(ev);
         }
+        if self.s.role == Role::Client && self.s.enhanced && self.s.streams > 1 {
+            let times: Vec<Duration> = self
+                .out
+                .connections
+                .values()
+                .filter_map(|c| c.connect_time)
+                .collect();
+            let err = (self.s.streams as usize).saturating_sub(times.len());
+            if let Some(l) = connect_times_line(&times, err) {
+                self.print(&l);
+            }
+        }
         // A test where no stream connected has no document; the error goes to stderr.
         if self.s.format == OutputFormat::Json && !self.out.connections.is_empty() {
             let doc = json::document(&self.out, self.s.role, self.s.test.clone());
@@ -310,6 +322,32 @@ fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
     Span::new(start, end)
 }
 
+/// iperf 2's `-e -P N` closing line: `[ CT] final connect times
+/// (min/avg/max/stdev) = 0.021/0.440/1.681/0.828 ms (tot/err) = 4/0`.
+/// `tot` counts attempts (connected + `err` failed). The stdev is the sample
+/// standard deviation in ms; iperf 2.1.8 prints it 1000x too large (a unit
+/// bug, reference README 2.6), which we do not copy. `None` when no stream
+/// connected.
+pub fn connect_times_line(times: &[Duration], err: usize) -> Option<String> {
+    let ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    let n = ms.len();
+    if n == 0 {
+        return None;
+    }
+    let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ms.iter().copied().fold(0.0, f64::max);
+    let avg = ms.iter().sum::<f64>() / n as f64;
+    let stdev = if n > 1 {
+        (ms.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    } else {
+        0.0
+    };
+    Some(format!(
+        "[ CT] final connect times (min/avg/max/stdev) = {min:.3}/{avg:.3}/{max:.3}/{stdev:.3} ms (tot/err) = {}/{err}",
+        n + err
+    ))
+}
+
 /// `[  1] local 127.0.0.1 port 5001 connected with 127.0.0.1 port 41234 (...)`.
 pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
     let mut l = console::connected_line(stream, c.local, c.peer, &c.tags, enhanced);
@@ -328,4 +366,27 @@ pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
         l.push_str(&format!(" (ct={:.2} ms)", ct.as_secs_f64() * 1e3));
     }
     l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_times_line_matches_iperf_2_but_for_the_stdev_unit() {
+        // Capture 06b's four connect times (ct=0.02/0.03/0.03/1.68 ms; the
+        // line's min/avg/max come from unrounded values 0.021..1.681).
+        let us = |v: u64| Duration::from_micros(v);
+        let l = connect_times_line(&[us(21), us(30), us(28), us(1681)], 0).unwrap();
+        assert_eq!(
+            l,
+            "[ CT] final connect times (min/avg/max/stdev) = 0.021/0.440/1.681/0.827 ms (tot/err) = 4/0"
+        );
+        let one = connect_times_line(&[us(500)], 2).unwrap();
+        assert!(
+            one.ends_with("= 0.500/0.500/0.500/0.000 ms (tot/err) = 3/2"),
+            "{one}"
+        );
+        assert_eq!(connect_times_line(&[], 4), None);
+    }
 }
