@@ -3,8 +3,9 @@
 #
 #  1. unshaped forwarding (Gbit/s, pps) at MTU 1500 through `bloatlab lab`,
 #     beside the floor: a bare TUN-to-TUN copy loop (crates/lab/examples/tun_copy.rs);
-#  2. rate accuracy at 10, 100 and 1000 Mbit/s (UDP offered at 1.1x the rate,
-#     wire rate measured from the server TUN's kernel rx counters);
+#  2. rate accuracy at 10, 100 and 1000 Mbit/s (4 cubic TCP flows into a
+#     1000-packet FIFO, wire rate measured from the server TUN's kernel rx
+#     counters);
 #  3. delay error at 100 Mbit/s under load (fq_codel, 2 TCP flows): the
 #     emulator's own release lateness, and irtt's RTT (10 ms probes, us
 #     resolution) minus the configured RTT.
@@ -99,14 +100,17 @@ printf "| bloatlab emulator, unshaped | %.2f | %s | %s |\n" "$EMU_G" "$EMU_PPS" 
 echo
 
 # --- 2. rate accuracy ----------------------------------------------------------
-echo "## Rate accuracy (4 TCP flows into a 1000-packet FIFO, so the queue never empties; wire rate = server TUN rx IP bytes over ${SECS} s after 2 s of warm-up)"
+echo "## Rate accuracy (4 cubic TCP flows into a 1000-packet FIFO, so the queue never empties; wire rate = server TUN rx IP bytes over ${SECS} s after 2 s of warm-up)"
 echo
 echo "| configured | measured Mbit/s | error % | emulator lateness p99 us | TUN ring drops |"
 echo "|---|---|---|---|---|"
 for R in 10 100 1000; do
     "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
     iperf_server "bl-$LAB-server"
-    ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -P 4 -t $((SECS + 3)) >/dev/null &
+    # Loss-based cubic (per socket) keeps a FIFO of 1.2 BDP from ever
+    # draining; BBR, the default here, empties it on purpose (ProbeRTT),
+    # which would count as rate error that is not the emulator's.
+    ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -C cubic -P 4 -t $((SECS + 3)) >/dev/null &
     IP=$!
     sleep 2
     read -r MBPS _ < <(rx_rate "bl-$LAB-server" bl-server "$SECS")
