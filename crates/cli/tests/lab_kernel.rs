@@ -44,6 +44,28 @@ fn kernel_backend_shapes_with_tbf() {
         g / 1e6
     );
     assert!((0.85 * 20e6..=20e6).contains(&g), "goodput {g}");
+    // `lab status` reads the router's qdisc counters: the tbf shaper on the
+    // up direction sent the transfer and was over its limit.
+    let st = lab.status();
+    let qdiscs = st["counters"]["qdiscs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let up_tbf = qdiscs
+        .iter()
+        .find(|q| q[0] == "up" && q[1]["kind"] == "tbf")
+        .unwrap_or_else(|| panic!("no tbf on up: {st}"));
+    assert!(
+        up_tbf[1]["bytes"].as_u64().unwrap_or(0) > 3_000_000,
+        "{up_tbf}"
+    );
+    assert!(
+        up_tbf[1]["overlimits"].as_u64().unwrap_or(0) > 0,
+        "{up_tbf}"
+    );
+    assert!(qdiscs.iter().any(|q| q[0] == "down"), "{st}");
+    let text = stdout(&bl(&["lab", "status", &lab.name]));
+    assert!(text.contains("up   qdisc tbf 1: sent"), "{text}");
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub fn validate(spec: &LabSpec) -> Result<()> {
     Ok(())
 }
 
-fn router_ns(spec: &LabSpec) -> String {
+pub fn router_ns(spec: &LabSpec) -> String {
     names::netns(&spec.name, names::ROUTER)
 }
 

@@ -13,6 +13,7 @@ use crate::error::{LabError, Result};
 use crate::model;
 use crate::netlink::Netlink;
 use crate::netlink::msg::LinkStats;
+use crate::netlink::qdisc_stats::QdiscStats;
 use crate::netns::{self, NetnsGuard};
 use crate::spec::{Backend, Host, LabSpec, PREFIX_LEN, Side};
 use crate::state::StateDir;
@@ -47,6 +48,9 @@ pub struct Lab {
     /// Trace writers; finished after the emulator stops (its link models
     /// hold the other ends of their channels).
     traces: Vec<trace_file::TraceWriter>,
+    /// Kernel backend: a netlink socket in the router namespace and the
+    /// indices of the `bl-up`/`bl-down` devices that carry the qdiscs.
+    router: Option<(Netlink, i32, i32)>,
     hosts: Vec<HostRt>,
     guards: Vec<NetnsGuard>,
 }
@@ -72,6 +76,9 @@ pub struct LabStatus {
     /// Packets dropped in TUN rings because the emulator read too slowly:
     /// above zero, the emulator was overloaded and results are suspect.
     pub tun_ring_drops: u64,
+    /// Kernel backend: the qdiscs shaping each direction (`up`, `down`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub qdiscs: Vec<(String, QdiscStats)>,
 }
 
 fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun>, Netlink, i32)> {
@@ -115,6 +122,7 @@ impl Lab {
             started: Instant::now(),
             emulator: None,
             traces: Vec::new(),
+            router: None,
             hosts: Vec::new(),
             guards: Vec::new(),
         };
@@ -128,6 +136,12 @@ impl Lab {
                     kernel::wire_host(spec, &host)?;
                 }
                 kernel::configure_router(spec)?;
+                lab.router = Some(netns::run_in(&kernel::router_ns(spec), || {
+                    let mut nl = Netlink::open()?;
+                    let up = nl.link_index("bl-up")?;
+                    let down = nl.link_index("bl-down")?;
+                    Ok((nl, up, down))
+                })?);
                 for host in spec.hosts() {
                     let (_, nl, index) = setup_host(spec, &host, false)?;
                     lab.hosts.push(HostRt {
@@ -230,7 +244,28 @@ impl Lab {
                 .unwrap_or_default(),
             devices,
             tun_ring_drops: drops,
+            qdiscs: self.router_qdiscs(),
         }
+    }
+
+    /// Counters of the qdiscs on `bl-up` and `bl-down` (kernel backend).
+    fn router_qdiscs(&mut self) -> Vec<(String, QdiscStats)> {
+        let Some((nl, up, down)) = self.router.as_mut() else {
+            return Vec::new();
+        };
+        let (up, down) = (*up, *down);
+        let mut v: Vec<(String, QdiscStats)> = nl
+            .qdisc_stats()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|q| match q.ifindex {
+                i if i == up => Some(("up".to_string(), q)),
+                i if i == down => Some(("down".to_string(), q)),
+                _ => None,
+            })
+            .collect();
+        v.sort_by_key(|(dir, q)| (dir != "up", q.handle));
+        v
     }
 
     /// Runs until `stop()` returns true or a forwarding thread dies,
@@ -276,6 +311,7 @@ impl Drop for Lab {
         for t in self.traces.drain(..) {
             t.finish();
         }
+        self.router = None;
         self.hosts.clear();
         self.guards.clear();
     }

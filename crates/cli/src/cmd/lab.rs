@@ -666,6 +666,22 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             println!("       link {}", r["link"]);
         }
     }
+    for q in c["qdiscs"].as_array().into_iter().flatten() {
+        let (dir, q) = (&q[0], &q[1]);
+        let n = |k: &str| q[k].as_u64().unwrap_or(0);
+        println!(
+            "  {:<4} qdisc {} {:x}: sent {} B / {} pkts, dropped {}, overlimits {}, backlog {} B / {} pkts",
+            dir.as_str().unwrap_or("?"),
+            q["kind"].as_str().unwrap_or("?"),
+            n("handle") >> 16,
+            n("bytes"),
+            n("packets"),
+            n("drops"),
+            n("overlimits"),
+            n("backlog_bytes"),
+            n("qlen"),
+        );
+    }
     let drops = c["tun_ring_drops"].as_u64().unwrap_or(0);
     if drops > 0 {
         println!(

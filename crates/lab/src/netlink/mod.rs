@@ -4,6 +4,7 @@
 //! it, so open it with [`crate::netns::run_in`] to configure a namespace.
 
 pub mod msg;
+pub mod qdisc_stats;
 
 use crate::error::{LabError, Result};
 use msg::*;
@@ -222,6 +223,20 @@ impl Netlink {
         m.end_nest();
         m.end_nest();
         self.transact(&format!("create veth {name}/{peer}"), m, |_| {})
+    }
+
+    /// Counters of every qdisc in this socket's namespace (`tc -s qdisc`).
+    pub fn qdisc_stats(&mut self) -> Result<Vec<qdisc_stats::QdiscStats>> {
+        let m = MsgBuilder::new(qdisc_stats::RTM_GETQDISC, NLM_F_DUMP).fixed(&tcmsg(0, 0, 0));
+        let mut out = Vec::new();
+        self.transact("dump qdiscs", m, |msg| {
+            if msg.ty == RTM_NEWQDISC
+                && let Some(s) = qdisc_stats::QdiscStats::parse(msg.payload)
+            {
+                out.push(s);
+            }
+        })?;
+        Ok(out)
     }
 
     /// Adds a qdisc or class (`RTM_NEWQDISC`/`RTM_NEWTCLASS`) with raw
