@@ -583,13 +583,3 @@ fn sigint_stops_reverse_and_udp_clients_with_a_final_report() {
     let end = sum["end_s"].as_f64().unwrap();
     assert!(end > 0.5 && end < 8.0, "{sum}");
 }
-
-#[test]
-fn udp_with_reverse_or_full_duplex_is_a_usage_error() {
-    for extra in ["-R", "--full-duplex"] {
-        let o = client(5001, &["-u", extra]);
-        assert_eq!(o.status.code(), Some(2));
-        let err = text(&o).1;
-        assert!(err.contains("-u/--udp") && err.contains(extra), "{err}");
-    }
-}

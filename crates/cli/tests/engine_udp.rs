@@ -384,13 +384,184 @@ fn no_server_is_a_clear_error_after_the_fin_retries() {
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
 }
 
+/// `[  1] Sent N datagrams` from a sender's output.
+fn sent_datagrams(out: &str) -> u64 {
+    let l = out
+        .lines()
+        .find(|l| l.contains("Sent ") && l.contains(" datagrams"))
+        .unwrap_or_else(|| panic!("no Sent line in:\n{out}"));
+    let n = l
+        .split("Sent ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    n.parse().unwrap()
+}
+
 #[test]
-fn reverse_over_udp_is_a_usage_error_until_implemented() {
-    let o = client(free_udp_port(), &["-t", "1", "-R"]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("-u/--udp") && err.contains("-R/--reverse"),
-        "{err}"
+fn reverse_client_receives_at_the_clients_rate_and_both_sides_agree() {
+    let srv = Server::start(&["-e"]);
+    let o = client(
+        srv.port,
+        &[
+            "-R", "-e", "-b", "2m", "-l", "500", "-t", "2", "-i", "1", "--json",
+        ],
     );
+    let doc = json(&o);
+    assert_eq!(doc["test"]["reverse"], true, "{doc}");
+    let st = &doc["streams"][0];
+    assert_eq!(st["direction"], "receive", "{doc}");
+    let sum = &st["summary"];
+    let r = &sum["udp_recv"];
+    let total = u(&r["datagrams_total"]);
+    let lost = u(&r["lost"]);
+    // 2 Mbit/s of 500-byte datagrams for 2 s is 1000 datagrams (+ the FIN).
+    assert!((880..=1120).contains(&total), "{sum}");
+    assert!(lost <= total / 20, "{sum}");
+    let bps = f(&sum["bits_per_second"]);
+    assert!((1.7e6..2.3e6).contains(&bps), "{bps}");
+    assert_eq!(u(&r["latency"]["negative_count"]), 0, "{sum}");
+    assert!(f(&r["latency"]["latency_ms_mean"]) >= 0.0);
+    // Interval records while receiving (-i 1 over 2 s).
+    assert!(!st["intervals"].as_array().unwrap().is_empty(), "{st}");
+    // The server sent: its "Sent N" is the FIN's id + 1, and the client's
+    // Total is the FIN's id.
+    let out = srv.wait_for("Sent ");
+    assert!(out.contains("(reverse) (no-udp-fin)"), "{out}");
+    assert!(out.contains("Write/Err"), "{out}");
+    assert_eq!(sent_datagrams(&out), total + 1, "{out}\n{sum}");
+}
+
+#[test]
+fn reverse_console_prints_star_labelled_receive_lines_with_latency() {
+    let srv = Server::start(&[]);
+    let o = client(
+        srv.port,
+        &[
+            "-R",
+            "-e",
+            "--trip-times",
+            "-b",
+            "400k",
+            "-l",
+            "200",
+            "-t",
+            "1",
+        ],
+    );
+    let out = ok(&o);
+    assert!(out.contains("(reverse) (trip-times)"), "{out}");
+    assert!(
+        out.contains("Jitter   Lost/Total  Latency avg/min/max/stdev"),
+        "{out}"
+    );
+    let last = out
+        .lines()
+        .rfind(|l| l.starts_with("[ *1] "))
+        .unwrap_or_else(|| panic!("no [ *1] line:\n{out}"));
+    let (lost, total) = lost_total(last);
+    // 400 kbit/s of 200-byte datagrams for 1 s: 250 (+ the FIN).
+    assert!((200..=300).contains(&total), "{last}");
+    assert!(lost <= total / 20, "{last}");
+    let srv_out = srv.wait_for("Sent ");
+    assert!(srv_out.contains("(trip-times)"), "{srv_out}");
+    assert_eq!(sent_datagrams(&srv_out), total + 1, "{srv_out}\n{out}");
+}
+
+#[test]
+fn reverse_with_a_byte_amount_ends_on_the_servers_fin() {
+    let srv = Server::start(&[]);
+    let t0 = Instant::now();
+    // 100 datagrams of 1000 bytes at 8 Mbit/s: 0.1 s of traffic.
+    let o = client(
+        srv.port,
+        &["-R", "-n", "100000", "-l", "1000", "-b", "8m", "--json"],
+    );
+    let doc = json(&o);
+    // Ended on the FIN, not on the 2 s silence timer.
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let r = &doc["streams"][0]["summary"]["udp_recv"];
+    // 100 data datagrams and the FIN (-101).
+    assert_eq!(u(&r["datagrams_total"]), 101, "{r}");
+    assert!(u(&r["lost"]) <= 5, "{r}");
+    assert_eq!(sent_datagrams(&srv.wait_for("Sent ")), 102);
+}
+
+#[test]
+fn reverse_without_a_server_fails_after_the_header_retries() {
+    let port = free_udp_port();
+    let t0 = Instant::now();
+    let o = client(port, &["-R", "-t", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no UDP server at 127.0.0.1:"), "{err}");
+    // 100 header tries, 0-20 ms apart.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn full_duplex_both_ends_send_and_receive_and_the_counts_agree() {
+    let srv = Server::start(&["-e"]);
+    let o = client(
+        srv.port,
+        &[
+            "--full-duplex",
+            "-e",
+            "-b",
+            "2m",
+            "-l",
+            "500",
+            "-t",
+            "1",
+            "--json",
+        ],
+    );
+    let doc = json(&o);
+    assert_eq!(doc["test"]["full_duplex"], true, "{doc}");
+    let streams = doc["streams"].as_array().unwrap();
+    let by_dir = |d: &str| {
+        streams
+            .iter()
+            .find(|s| s["direction"] == d)
+            .unwrap_or_else(|| panic!("no {d} stream in {doc}"))
+    };
+    let send = &by_dir("send")["summary"];
+    let recv = &by_dir("receive")["summary"];
+    // No AckFIN in full-duplex (NOUDPFIN), so no relayed server report.
+    assert!(by_dir("send")["server_side"].is_null(), "{doc}");
+    let r = &recv["udp_recv"];
+    let total = u(&r["datagrams_total"]);
+    let lost = u(&r["lost"]);
+    // 2 Mbit/s of 500-byte datagrams for 1 s each way: 500 (+ the FIN).
+    assert!((440..=560).contains(&total), "{recv}");
+    assert!(lost <= total / 20, "{recv}");
+    let sent = u(&send["udp_send"]["datagrams"]);
+    assert!((440..=560).contains(&sent), "{send}");
+    // The server printed both halves: its receive line (our datagrams and
+    // our FIN) and its `[ *1]` send line with `Sent N` (its FIN id + 1).
+    let out = srv.wait_for("Sent ");
+    assert!(out.contains("(full-duplex) (no-udp-fin)"), "{out}");
+    assert!(out.contains("[ *1] "), "{out}");
+    assert_eq!(sent_datagrams(&out), total + 1, "{out}\n{recv}");
+    let srv_recv = out
+        .lines()
+        .find(|l| l.starts_with("[  1] ") && l.contains('%'))
+        .unwrap_or_else(|| panic!("no server receive line:\n{out}"));
+    let (s_lost, s_total) = lost_total(srv_recv);
+    // Our data datagrams and our FIN.
+    assert_eq!(s_total, sent + 1, "{srv_recv}\n{send}");
+    assert!(s_lost <= s_total / 20, "{srv_recv}");
+}
+
+#[test]
+fn full_duplex_without_a_server_fails_with_a_clear_error() {
+    let port = free_udp_port();
+    let t0 = Instant::now();
+    let o = client(port, &["--full-duplex", "-t", "0.5", "-b", "1m"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no UDP server at 127.0.0.1:"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
 }

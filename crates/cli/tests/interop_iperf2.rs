@@ -927,6 +927,186 @@ fn iperf_udp_client_to_our_server_enhanced_trip_times() {
     assert_eq!(negative, 0, "{doc}");
 }
 
+// ---------------------------------------------------------------- UDP -R (reverse)
+
+/// `[  1] Sent N datagrams` of a UDP sender (iperf 2: the FIN's id + 1).
+fn sent_datagrams(out: &str) -> Option<u64> {
+    out.lines()
+        .find_map(|l| l.split("Sent ").nth(1)?.strip_suffix(" datagrams"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Our `client -u -R` against `iperf -s -u`: iperf sends at our `-b`, and
+/// what we received plus what we lost is what it sent.
+fn our_udp_reverse_client_vs_iperf(server_args: &[&str], client_args: &[&str]) {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, true, server_args);
+    let mut args = vec!["-u", "-R", "-t", "1", "-b", "2m", "-l", "500"];
+    args.extend_from_slice(client_args);
+    let (client, doc) = our_client(port, &args);
+    // "Sent N" follows the final line (Write/Err columns with -e, plain without).
+    let out = server.wait_out("Sent N datagrams", |s| sent_datagrams(s).is_some());
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    let theirs = lines(&out)
+        .into_iter()
+        .find(|l| l.id == "1" && l.start == 0.0 && l.end > 0.0)
+        .unwrap_or_else(|| panic!("no final send line\n{ctx}"));
+    assert!(out.contains("(reverse)"), "{ctx}");
+    assert_eq!(doc["streams"][0]["direction"], "receive", "{ctx}");
+    let rec = ours(&doc).first(false).clone();
+    let (total, lost, _jitter) = rec.udp.expect("udp receive numbers");
+    // iperf's FIN has id -(Sent - 1); we count it as the last datagram, as
+    // iperf's own receiver does.
+    assert_eq!(Some(total + 1), sent_datagrams(&out), "{ctx}");
+    assert!(lost <= total / 20, "{ctx}");
+    // Both count the FIN's bytes: received + lost = sent.
+    assert_eq!(rec.bytes + lost * 500, theirs.bytes, "{ctx}");
+    // 2 Mbit/s of 500-byte datagrams for 1 s.
+    assert!((400..=600).contains(&total), "{ctx}");
+}
+
+#[test]
+fn our_udp_reverse_client_to_iperf_server() {
+    our_udp_reverse_client_vs_iperf(&[], &[]);
+}
+
+#[test]
+fn our_udp_reverse_client_to_iperf_server_enhanced_trip_times() {
+    our_udp_reverse_client_vs_iperf(&["-e"], &["-e", "--trip-times"]);
+}
+
+/// `iperf -c -u -R` against our server: we send at iperf's `-b`, and iperf's
+/// receive line accounts for every datagram we sent.
+fn iperf_udp_reverse_client_vs_ours(client_args: &[&str]) -> (Proc, serde_json::Value) {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, true, &["-e"]);
+    let mut args = vec!["-u", "-R", "-t", "1", "-b", "2m", "-l", "500"];
+    args.extend_from_slice(client_args);
+    let client = iperf_client(port, &args);
+    let doc = server.wait_json_streams(1);
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    assert_eq!(doc["streams"][0]["direction"], "send", "{ctx}");
+    assert_eq!(doc["test"]["reverse"], true, "{ctx}");
+    let sum = &doc["streams"][0]["summary"];
+    let sent_bytes = u(&sum["bytes"]);
+    let sent = u(&sum["udp_send"]["datagrams"]);
+    let theirs = stream_lines(&client.out(), Kind::UdpRecv)
+        .into_iter()
+        .find(|l| l.id == "*1")
+        .unwrap_or_else(|| panic!("no [ *1] receive line\n{ctx}"));
+    let (_jitter, lost, total) = theirs.udp();
+    // Our data datagrams plus the FIN are iperf's Total.
+    assert_eq!(total, sent + 1, "{ctx}");
+    // iperf --trip-times consumes the first datagram as the server's
+    // header and counts it lost (2.1.8 does the same with its own server).
+    assert!(lost <= 1 + total / 20, "{ctx}");
+    // iperf counts the FIN's bytes; we do not count it as a data write.
+    assert_eq!(theirs.bytes + lost * 500, sent_bytes + 500, "{ctx}");
+    assert!((400..=600).contains(&sent), "{ctx}");
+    (client, doc)
+}
+
+#[test]
+fn iperf_udp_reverse_client_to_our_server() {
+    let (client, _) = iperf_udp_reverse_client_vs_ours(&[]);
+    assert!(
+        client.out().contains("(reverse)"),
+        "{}",
+        client.transcript()
+    );
+}
+
+#[test]
+fn iperf_udp_reverse_client_to_our_server_enhanced_trip_times() {
+    let (client, _) = iperf_udp_reverse_client_vs_ours(&["-e", "--trip-times"]);
+    let line = stream_lines(&client.out(), Kind::UdpRecv)
+        .into_iter()
+        .find(|l| l.id == "*1")
+        .unwrap();
+    let [avg, min, _, _] = line.latency_ms();
+    // One host, one clock: small and never negative.
+    assert!(min >= 0.0 && avg < 50.0, "{}", client.transcript());
+}
+
+// ---------------------------------------------------------------- UDP --full-duplex
+
+/// Our `client -u --full-duplex` against `iperf -s -u`: both directions
+/// flow, neither side sends an AckFIN, and each receiver's Total is the other
+/// sender's FIN id.
+#[test]
+fn our_udp_full_duplex_client_to_iperf_server() {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, true, &["-e"]);
+    let (client, doc) = our_client(
+        port,
+        &["-u", "--full-duplex", "-t", "1", "-b", "2m", "-l", "500"],
+    );
+    let out = server.wait_out("Sent N and the FD line", |s| {
+        sent_datagrams(s).is_some() && s.contains("[FD1]")
+    });
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    assert!(out.contains("(full-duplex) (no-udp-fin)"), "{ctx}");
+    let o = ours(&doc);
+    let (total, lost, _) = o.first(false).udp.expect("udp receive numbers");
+    assert_eq!(Some(total + 1), sent_datagrams(&out), "{ctx}");
+    assert!(lost <= total / 20, "{ctx}");
+    let sent_bytes = o.first(true).bytes;
+    let theirs = lines(&out)
+        .into_iter()
+        .find(|l| l.id == "1" && l.kind() == Kind::UdpRecv && l.start == 0.0)
+        .unwrap_or_else(|| panic!("no iperf receive line\n{ctx}"));
+    let (_, t_lost, t_total) = theirs.udp();
+    assert!(t_lost <= t_total / 20, "{ctx}");
+    // iperf counts our FIN (bytes and Total); our Transfer does not.
+    assert_eq!(theirs.bytes + t_lost * 500, sent_bytes + 500, "{ctx}");
+    assert!((400..=600).contains(&total), "{ctx}");
+}
+
+/// `iperf -c -u --full-duplex` against our server.
+#[test]
+fn iperf_udp_full_duplex_client_to_our_server() {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, true, &["-e"]);
+    let client = iperf_client(
+        port,
+        &[
+            "-u",
+            "-e",
+            "--full-duplex",
+            "-t",
+            "1",
+            "-b",
+            "2m",
+            "-l",
+            "500",
+        ],
+    );
+    // One receive and one send document.
+    let doc = server.wait_json_streams(2);
+    let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
+    let o = ours(&doc);
+    let out = client.out();
+    assert!(out.contains("(full-duplex)"), "{ctx}");
+    // iperf's receive line ([ *1]) vs what we sent.
+    let rx = lines(&out)
+        .into_iter()
+        .find(|l| l.id == "*1" && l.kind() == Kind::UdpRecv && l.start == 0.0)
+        .unwrap_or_else(|| panic!("no iperf [ *1] receive line\n{ctx}"));
+    let (_, lost, total) = rx.udp();
+    let sent_bytes = o.first(true).bytes;
+    assert!(lost <= 1 + total / 20, "{ctx}");
+    assert_eq!(rx.bytes + lost * 500, sent_bytes + 500, "{ctx}");
+    // iperf's send line ([  1], Sent N) vs what we received.
+    let (o_total, o_lost, _) = o.first(false).udp.expect("udp receive numbers");
+    assert_eq!(Some(o_total + 1), sent_datagrams(&out), "{ctx}");
+    assert!(o_lost <= o_total / 20, "{ctx}");
+    assert!((400..=600).contains(&o_total), "{ctx}");
+}
+
 // ---------------------------------------------------------------- bloatlab extension marker
 
 /// The BLAB marker in `client_hdrext.type/length` must not change how a real

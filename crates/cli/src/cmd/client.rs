@@ -141,11 +141,6 @@ impl ClientArgs {
                 "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
             ));
         }
-        if self.udp && (self.reverse || self.full_duplex) {
-            return Err(crate::exit::usage(
-                "-u/--udp cannot be combined with -R/--reverse or --full-duplex (TCP only)",
-            ));
-        }
         if c.trip_times && c.protocol == Protocol::Tcp && c.effective_len().0 < 92 {
             return Err(crate::exit::usage(
                 "-l/--len must be at least 92 bytes with --trip-times (the burst header)",
@@ -292,17 +287,19 @@ mod tests {
     }
 
     #[test]
-    fn udp_with_reverse_or_full_duplex_is_a_usage_error() {
-        for extra in ["-R", "--full-duplex"] {
-            let e = T::try_parse_from(["t", "h", "-u", extra])
+    fn udp_with_reverse_or_full_duplex_is_allowed() {
+        for (extra, dir) in [
+            ("-R", Direction::Reverse),
+            ("--full-duplex", Direction::FullDuplex),
+        ] {
+            let c = T::try_parse_from(["t", "h", "-u", extra, "-b", "2M", "-l", "400"])
                 .unwrap()
                 .a
                 .to_config()
-                .unwrap_err();
-            let exit = e.downcast_ref::<crate::exit::Exit>().unwrap();
-            assert_eq!(exit.code, crate::exit::USAGE);
-            assert!(exit.message.contains("-u/--udp"), "{}", exit.message);
-            assert!(exit.message.contains(extra), "{}", exit.message);
+                .unwrap();
+            assert_eq!(c.protocol, Protocol::Udp);
+            assert_eq!(c.direction, dir);
+            assert_eq!(c.effective_len(), Bytes(400));
         }
     }
 

@@ -10,17 +10,22 @@
 //!    200 times, until the server's AckFIN arrives;
 //! 3. report the final line, `Sent N datagrams` and the `Server Report:`
 //!    decoded from the AckFIN (plus the bloatlab report frame, if any).
+//!
+//! `-R` streams ask and receive instead ([`super::reverse_client`]);
+//! `--full-duplex` streams do steps 1 and 3 (one FIN, no AckFIN) while a
+//! second thread receives on the same socket.
 
 use super::clock::{self, Mono, realtime_now};
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
-use super::pacer::{Pace, Pacer};
+use super::pacer::Pacer;
 use super::report::{self, Collected, Event, ReportSettings, ServerOutcome, Side};
+use super::reverse_client::{prepare_receive, receive_stream, reverse_stream};
+use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
 use super::server_report::parse_ack_fin;
 use super::{UdpError, sock};
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFormat};
-use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_metrics::udp_send::UdpSendStats;
 use bloatlab_units::{BitRate, Bytes};
@@ -28,6 +33,7 @@ use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -43,11 +49,8 @@ pub const STREAM_STAGGER: Duration = Duration::from_millis(5);
 /// Fails only if no stream could even start (every stream's error is in
 /// the result otherwise).
 pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
-    if cfg.direction != Direction::Forward {
-        return Err(UdpError::Config(
-            "-R/--reverse and --full-duplex are not supported over UDP yet".into(),
-        ));
-    }
+    // The client receives (and labels its receive lines `[ *1]`) in both.
+    let reverse = cfg.direction != Direction::Forward;
     let addr = sock::resolve(&cfg.host, cfg.port, cfg.socket.ipv6)?;
     let rate = cfg.rate.unwrap_or(DEFAULT_UDP_RATE);
     let len = cfg.effective_len();
@@ -63,6 +66,7 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         enhanced: cfg.enhanced,
         format: cfg.format,
         streams,
+        reverse,
         test: test_info(cfg, rate, len, start_wall),
     });
     // Sockets first, so the shared time origin (and every stream's first
@@ -93,7 +97,13 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         let spawned = std::thread::Builder::new()
             .name(format!("udp-client-{id}"))
             .spawn(move || {
-                let r = stream(&cfg, sock, id, tmpl, &origin, &sink);
+                let r = match cfg.direction {
+                    Direction::Reverse => reverse_stream(&cfg, &sock, id, &tmpl, &sink),
+                    Direction::FullDuplex => {
+                        full_duplex_stream(&cfg, sock, id, tmpl, &origin, &sink)
+                    }
+                    Direction::Forward => stream(&cfg, sock, id, tmpl, &origin, &sink),
+                };
                 if let Err(e) = r {
                     let _ = sink.send(Event::Failed {
                         stream: id,
@@ -137,6 +147,16 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
     Ok(collected)
 }
 
+/// The client's `-b`, `-l`, `-t`/`-n` and `-i` as a send plan.
+fn send_plan(cfg: &ClientConfig) -> SendPlan {
+    SendPlan {
+        amount: cfg.amount,
+        interval: cfg.interval,
+        rate: cfg.rate.unwrap_or(DEFAULT_UDP_RATE),
+        len: cfg.effective_len(),
+    }
+}
+
 fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration) -> TestInfo {
     TestInfo {
         start_unix_us: u64::try_from(start_wall.as_micros()).ok(),
@@ -154,6 +174,8 @@ fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration
         target_bits_per_second: Some(rate.0),
         parallel: cfg.parallel.max(1),
         trip_times: cfg.trip_times,
+        reverse: cfg.direction == Direction::Reverse,
+        full_duplex: cfg.direction == Direction::FullDuplex,
         remote: Some(format!("{}:{}", cfg.host, cfg.port)),
         ..TestInfo::default()
     }
@@ -194,18 +216,6 @@ fn print_banner(cfg: &ClientConfig, addr: SocketAddr, len: Bytes, rate: BitRate)
     println!("------------------------------------------------------------");
 }
 
-/// The per-stream send state between the loop and the FIN exchange.
-struct StreamTx {
-    sock: UdpSocket,
-    batch: SendBatch,
-    stats: UdpSendStats,
-    /// Next sequence number to use.
-    seq: i64,
-    /// When the last datagram went out (test clock).
-    last_sent: Option<Duration>,
-    len: Bytes,
-}
-
 /// Opens and connects one stream's socket and announces it.
 fn open_stream(
     cfg: &ClientConfig,
@@ -219,6 +229,14 @@ fn open_stream(
         source: e,
     })?;
     let mut tags = Vec::new();
+    match cfg.direction {
+        Direction::Forward => {}
+        Direction::Reverse => tags.push("(reverse)".to_owned()),
+        Direction::FullDuplex => {
+            tags.push("(full-duplex)".to_owned());
+            tags.push("(no-udp-fin)".to_owned());
+        }
+    }
     if cfg.trip_times {
         tags.push("(trip-times)".to_owned());
     }
@@ -272,63 +290,7 @@ fn stream(
     gate: &StartGate,
     sink: &Sender<Event>,
 ) -> Result<(), UdpError> {
-    clock::tighten_timer_slack();
-    let rate = cfg.rate.unwrap_or(DEFAULT_UDP_RATE);
-    let len = cfg.effective_len();
-    // Stagger -P streams by a few ms: a 2.1.8 server hands its listening
-    // socket to the first flow with connect() and opens a new one, and a
-    // second flow's first datagram landing in that window is counted in
-    // the wrong flow (seen here as 1 out-of-order + 1 lost).
-    let stagger = STREAM_STAGGER.saturating_mul(id.saturating_sub(1).min(20));
-    // Every datagram of a batch carries the batch's send time, and loopback
-    // spends ~3 us per datagram inside sendmmsg: 32 keeps that skew under
-    // ~100 us while the syscall cost stays a few % of the kernel's. Paced:
-    // the pacer rarely has more than a few datagrams due.
-    let paced = Pacer::new(rate, len, Duration::ZERO).is_paced();
-    let slots = if paced { 8 } else { 32 };
-    let batch = SendBatch::new(slots, &tmpl.bytes);
-    let mono = gate.wait();
-    // A thread that gets the CPU late (tens of ms on a loaded machine)
-    // starts its schedule when it runs, rather than bursting to catch up.
-    let t0 = mono.now().max(stagger);
-    let pacer = Pacer::new(rate, len, t0);
-    let mut tx = StreamTx {
-        batch,
-        sock,
-        stats: UdpSendStats::new(t0),
-        seq: 1,
-        last_sent: None,
-        len,
-    };
-    let ivl = cfg.interval.map(IntervalClock::new);
-    let pacer_gap = pacer.gap();
-    let last_boundary = send_loop(
-        cfg,
-        &mut tx,
-        pacer.with_max_batch(slots as u32),
-        mono,
-        t0,
-        ivl,
-        id,
-        sink,
-    );
-    // The test ends when the last datagram's slot ends (its send time plus
-    // one gap), not when a possibly descheduled loop noticed the deadline.
-    let gap = pacer_gap.unwrap_or(Duration::ZERO);
-    let end = match tx.last_sent {
-        Some(t) => mono.now().min(t + gap).max(last_boundary),
-        None => mono.now(),
-    };
-    let partial = ivl.and_then(|c| {
-        let span = Span::new(last_boundary, end);
-        let snap = tx.stats.take_interval(span);
-        // A partial interval starting at 0 is the whole test: the total says it.
-        (c.is_significant_partial(span) && snap.writes > 0 && !span.start.is_zero()).then_some(snap)
-    });
-    // Intervals use the shared origin (for [SUM]); the final line covers
-    // this stream's own sending time, first datagram to the end of the
-    // last one's slot, like iperf 2's per-stream start.
-    let total = tx.stats.total(Span::from_zero(end.saturating_sub(t0)));
+    let (mut tx, SendOutcome { partial, total }) = send_phase(cfg, sock, id, tmpl, gate, sink);
     let (server, last_fin) = fin_exchange(&mut tx);
     let _ = sink.send(Event::SendFinal {
         stream: id,
@@ -342,98 +304,79 @@ fn stream(
     Ok(())
 }
 
-/// Sends until the amount is reached; emits interval events. Returns the
-/// start of the interval in progress (for the final partial line).
-#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
-fn send_loop(
+/// `--full-duplex`: send as a forward stream while a second thread receives
+/// the server's datagrams on the same socket, as for `-R`. Both ends send
+/// one FIN and no AckFIN (NOUDPFIN), like iperf 2.1.8.
+fn full_duplex_stream(
     cfg: &ClientConfig,
-    tx: &mut StreamTx,
-    mut pacer: Pacer,
-    mono: Mono,
-    t0: Duration,
-    ivl: Option<IntervalClock>,
+    sock: UdpSocket,
     id: u32,
+    tmpl: Template,
+    gate: &StartGate,
     sink: &Sender<Event>,
-) -> Duration {
-    let end = match cfg.amount {
-        Amount::Time(d) => Some(t0 + d),
-        Amount::Bytes(_) => None,
-    };
-    // -n: datagrams to send, rounded up (iperf 2 sends whole datagrams).
-    let mut budget = match cfg.amount {
-        Amount::Bytes(b) => Some(b.0.div_ceil(tx.len.0.max(1))),
-        Amount::Time(_) => None,
-    };
-    let mut interval_start = Duration::ZERO;
-    let mut next_report = ivl.map(|c| c.next_boundary(t0));
-    let len = tx.len;
-    loop {
-        let now = mono.now();
-        while let (Some(c), Some(b)) = (ivl, next_report) {
-            if now < b {
-                break;
-            }
-            let snap = tx.stats.take_interval(Span::new(interval_start, b));
-            let _ = sink.send(Event::SendInterval { stream: id, snap });
-            interval_start = b;
-            next_report = Some(b + c.every());
-        }
-        // SIGINT/SIGTERM (crate::stop): end as if the amount were reached,
-        // so the FIN exchange still collects the server's report.
-        if end.is_some_and(|e| now >= e) || budget == Some(0) || crate::stop::requested() {
-            return interval_start;
-        }
-        match pacer.poll(now) {
-            Pace::WaitUntil(t) => {
-                let mut wake = t;
-                if let Some(b) = next_report {
-                    wake = wake.min(b);
-                }
-                if let Some(e) = end {
-                    wake = wake.min(e);
-                }
-                mono.sleep_until(wake);
-            }
-            Pace::SendNow(n) => {
-                let mut n = n as usize;
-                if let Some(b) = budget {
-                    n = n.min(usize::try_from(b).unwrap_or(usize::MAX));
-                }
-                let wall = realtime_now();
-                for i in 0..n {
-                    stamp(tx.batch.datagram_mut(i), tx.seq + i as i64, wall);
-                }
-                let used = match tx.batch.send(&tx.sock, n) {
-                    Ok(k) => {
-                        for _ in 0..k {
-                            tx.stats.on_datagram(len, now);
-                        }
-                        if k > 0 {
-                            tx.last_sent = Some(now);
-                        }
-                        k.max(1).min(n)
-                    }
-                    Err(e) => {
-                        // ENOBUFS, ECONNREFUSED (ICMP port unreachable from
-                        // an earlier datagram), EAGAIN: iperf 2 counts these
-                        // as Write/Err and keeps going; the id is consumed so
-                        // the server counts it as lost.
-                        tracing::debug!(stream = id, error = %e, "UDP send failed");
-                        tx.stats.on_write_error();
-                        if e.kind() == io::ErrorKind::WouldBlock {
-                            mono.sleep_until(mono.now() + Duration::from_micros(50));
-                        }
-                        1
-                    }
-                };
-                tx.seq += used as i64;
-                pacer.on_sent(used as u32);
-                if let Some(b) = &mut budget {
-                    *b = b.saturating_sub(used as u64);
-                }
-            }
-        }
+) -> Result<(), UdpError> {
+    prepare_receive(cfg, &sock)?;
+    let rx_sock = sock.try_clone().map_err(|e| UdpError::Io {
+        op: "dup (full-duplex receiver)",
+        source: e,
+    })?;
+    let started = realtime_now();
+    let rx_cfg = cfg.clone();
+    let rx_sink = sink.clone();
+    let receiver = std::thread::Builder::new()
+        .name(format!("udp-fd-recv-{id}"))
+        .spawn(move || receive_stream(&rx_cfg, &rx_sock, id, &rx_sink, started))
+        .map_err(|e| UdpError::Io {
+            op: "thread spawn",
+            source: e,
+        })?;
+    let (mut tx, SendOutcome { partial, total }) = send_phase(cfg, sock, id, tmpl, gate, sink);
+    let fin = -tx.seq;
+    stamp(tx.batch.datagram_mut(0), fin, realtime_now());
+    if let Err(e) = tx.batch.send(&tx.sock, 1) {
+        tracing::debug!(stream = id, error = %e, "sending the FIN failed");
     }
+    let _ = sink.send(Event::SendFinal {
+        stream: id,
+        partial,
+        total,
+        sent: fin.unsigned_abs() + 1,
+        server: ServerOutcome::NoAckExpected,
+    });
+    receiver.join().map_err(|_| UdpError::ThreadPanicked)?
+}
+
+/// Paces a stream's datagrams to the end of its amount (no FIN yet).
+fn send_phase(
+    cfg: &ClientConfig,
+    sock: UdpSocket,
+    id: u32,
+    tmpl: Template,
+    gate: &StartGate,
+    sink: &Sender<Event>,
+) -> (StreamTx, SendOutcome) {
+    clock::tighten_timer_slack();
+    let plan = send_plan(cfg);
+    // Stagger -P streams by a few ms: a 2.1.8 server hands its listening
+    // socket to the first flow with connect() and opens a new one, and a
+    // second flow's first datagram landing in that window is counted in
+    // the wrong flow (seen here as 1 out-of-order + 1 lost).
+    let stagger = STREAM_STAGGER.saturating_mul(id.saturating_sub(1).min(20));
+    let batch = SendBatch::new(plan.batch_slots(), &tmpl.bytes);
+    let mono = gate.wait();
+    // A thread that gets the CPU late (tens of ms on a loaded machine)
+    // starts its schedule when it runs, rather than bursting to catch up.
+    let t0 = mono.now().max(stagger);
+    let mut tx = StreamTx {
+        batch,
+        sock,
+        stats: UdpSendStats::new(t0),
+        seq: 1,
+        last_sent: None,
+        len: plan.len,
+    };
+    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, &AtomicBool::new(false));
+    (tx, out)
 }
 
 /// Sends the FIN until the AckFIN arrives. Returns the outcome and the last

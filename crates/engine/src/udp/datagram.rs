@@ -7,13 +7,13 @@
 //! pattern, and [`stamp`] rewrites the 16-byte prefix in place.
 
 use super::UdpError;
-use crate::config::{Amount, ClientConfig};
+use crate::config::{Amount, ClientConfig, Direction};
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::bloatlab::BLOATLAB_EXT_VERSION;
 use bloatlab_wire::udp::PREFIX_LEN;
 use bloatlab_wire::{
-    Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr, UdpDatagram, UdpDatagramRepr,
-    UdpHeaderRepr, UdpTestsRepr, UpperFlags, WallTime,
+    Amount as WireAmount, ClientHeaderRepr, HeaderFlags, Rate, StartFqRepr, UdpDatagram,
+    UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr, UpperFlags, WallTime,
 };
 use std::time::Duration;
 
@@ -39,16 +39,61 @@ pub fn header_repr(cfg: &ClientConfig, start_wall: Duration, rate: BitRate) -> U
     core.buf_len = cfg.buffer_len.unwrap_or(Bytes(0));
     core.tos = u16::from(cfg.socket.tos.unwrap_or(0));
     core.rate = Rate::Bits(rate);
+    match cfg.direction {
+        Direction::Forward => {}
+        // iperf 2.1.8 marks role reversal with VERSION2 plus the upper flag
+        // (README 5.6/5.10, wire/w12: flags 0x6c0100d8, upper 0x0410).
+        Direction::Reverse => {
+            core.flags = core.flags.with(HeaderFlags::VERSION2);
+            core.upper_flags = core.upper_flags.with(UpperFlags::REVERSE);
+        }
+        // Both ends send one FIN and expect no AckFIN (2.1.8 tags it
+        // `(full-duplex) (no-udp-fin)`).
+        Direction::FullDuplex => {
+            core.flags = core.flags.with(HeaderFlags::VERSION2);
+            core.upper_flags = core
+                .upper_flags
+                .with(UpperFlags::FULLDUPLEX)
+                .with(UpperFlags::NOUDPFIN);
+        }
+    }
     let mut header = UdpHeaderRepr::new(core);
     if cfg.trip_times {
-        header.core.upper_flags = header.core.upper_flags.with(UpperFlags::TRIPTIME);
-        header.tests = Some(UdpTestsRepr {
-            start_fq: Some(StartFqRepr {
-                start: WallTime::from_since_epoch(start_wall),
-                fq_rate_bytes_per_sec: 0,
-            }),
-            ..UdpTestsRepr::default()
-        });
+        announce_trip_times(&mut header, start_wall);
+    } else if cfg.direction == Direction::FullDuplex {
+        // A 2.1.8 server reads NOUDPFIN only from a header with UDPTESTS
+        // (its own full-duplex client sets it); without it, it would send
+        // an AckFIN nobody waits for.
+        header.tests = Some(UdpTestsRepr::default());
+    }
+    header
+}
+
+/// Upper `TRIPTIME` plus the sender's start time in the start/fq block.
+fn announce_trip_times(header: &mut UdpHeaderRepr, start_wall: Duration) {
+    header.core.upper_flags = header.core.upper_flags.with(UpperFlags::TRIPTIME);
+    header.tests = Some(UdpTestsRepr {
+        start_fq: Some(StartFqRepr {
+            start: WallTime::from_since_epoch(start_wall),
+            fq_rate_bytes_per_sec: 0,
+        }),
+        ..UdpTestsRepr::default()
+    });
+}
+
+/// The header a server repeats in the datagrams of a reverse (`-R`) test:
+/// the client's amount and rate, upper `NOUDPFIN` (the client sends no
+/// AckFIN) and `TRIPTIME` with the server's start time when the client
+/// asked for trip times (wire/w12: flags 0x680100d8, upper 0x0018).
+pub fn reverse_header_repr(h: &HeaderInfo, start_wall: Duration) -> UdpHeaderRepr {
+    let mut core = ClientHeaderRepr::new(h.amount);
+    core.port = h.port;
+    core.buf_len = h.buf_len;
+    core.rate = h.rate;
+    core.upper_flags = core.upper_flags.with(UpperFlags::NOUDPFIN);
+    let mut header = UdpHeaderRepr::new(core);
+    if h.trip_times {
+        announce_trip_times(&mut header, start_wall);
     }
     header
 }
@@ -106,8 +151,19 @@ pub struct HeaderInfo {
     pub version: bloatlab_wire::PeerVersion,
     /// IP TOS the client asked for.
     pub tos: u8,
-    /// The client's `-b`, for the idle timeout of slow flows.
+    /// The client's `-b`: the idle timeout of slow flows, the send rate of
+    /// a reverse test.
     pub rate: Rate,
+    /// Upper flag REVERSE: the server sends (`-R`).
+    pub reverse: bool,
+    /// Upper flag FULLDUPLEX (`--full-duplex`).
+    pub full_duplex: bool,
+    /// The client's `-t`/`-n`.
+    pub amount: WireAmount,
+    /// `mPort` (echoed in reverse datagrams).
+    pub port: u32,
+    /// The client's `-l` if it set one, else 0.
+    pub buf_len: Bytes,
 }
 
 /// Reads a received datagram's prefix. Fails (never panics) when it is
@@ -132,6 +188,11 @@ pub fn parse_header(data: &[u8]) -> Option<HeaderInfo> {
         version: c.version,
         tos: (c.tos & 0xff) as u8,
         rate: c.rate,
+        reverse: c.upper_flags.contains(UpperFlags::REVERSE),
+        full_duplex: c.upper_flags.contains(UpperFlags::FULLDUPLEX),
+        amount: c.amount,
+        port: c.port,
+        buf_len: c.buf_len,
     })
 }
 
@@ -223,5 +284,71 @@ mod tests {
         assert_eq!(parse_incoming(&t.bytes).unwrap().seqno, 0);
         assert!(Template::new(h, Bytes(15)).is_err());
         assert!(Template::new(h, Bytes(70_000)).is_err());
+    }
+
+    /// `wire/w12_udp_reverse.decoded.txt`: the client's header datagram
+    /// (`-u -e -t 1 -R -b 100k -l 200 --trip-times`) and the server's first
+    /// data datagram, header words only.
+    const W12_CLIENT: [u32; 30] = [
+        0x00000001, 0x6b0febd4, 0x000460d8, 0x00000000, 0x6c0100d8, 0x00000001, 0x0000145c,
+        0x000000c8, 0x00000000, 0xffffff9c, 0x00000000, 0x00000000, 0x04100000, 0x00020001,
+        0x00080003, 0x00000000, 0x000186a0, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x6b0febd4, 0x000460d8,
+    ];
+    const W12_SERVER: [u32; 30] = [
+        0x00000001, 0x6b0febd4, 0x00046219, 0x00000000, 0x680100d8, 0x00000001, 0x0000145c,
+        0x000000c8, 0x00000000, 0xffffff9c, 0x00000000, 0x00000000, 0x00180000, 0x00020001,
+        0x00080003, 0x00000000, 0x00100000, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
+        0x6b0febd4, 0x00046219,
+    ];
+
+    fn words(w: &[u32]) -> Vec<u8> {
+        w.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn reverse_client_header_matches_iperf_218_w12() {
+        let mut cfg = w07_config();
+        cfg.port = 5212;
+        cfg.direction = Direction::Reverse;
+        let start = WallTime {
+            sec: 0x6b0febd4,
+            usec: 0x000460d8,
+        }
+        .since_epoch();
+        let h = header_repr(&cfg, start, BitRate(100_000));
+        let mut d = Template::new(h, Bytes(200)).unwrap().bytes;
+        stamp(&mut d, 1, start);
+        let want = words(&W12_CLIENT);
+        assert_eq!(&d[..40], &want[..40]);
+        assert_eq!(&d[40..44], b"BLAB");
+        assert_eq!(&d[48..120], &want[48..120]);
+    }
+
+    #[test]
+    fn iperf_reverse_header_parses_and_the_server_answers_like_w12() {
+        let h = parse_header(&words(&W12_CLIENT)).unwrap();
+        assert!(h.reverse && !h.full_duplex && h.trip_times && !h.bloatlab);
+        assert_eq!(h.amount, WireAmount::Time(Duration::from_secs(1)));
+        assert_eq!((h.port, h.buf_len), (5212, Bytes(200)));
+        let start = WallTime {
+            sec: 0x6b0febd4,
+            usec: 0x00046219,
+        }
+        .since_epoch();
+        let t = Template::new(reverse_header_repr(&h, start), Bytes(200)).unwrap();
+        let mut d = t.bytes;
+        stamp(&mut d, 1, start);
+        let want = words(&W12_SERVER);
+        // Identical except the rate word: iperf's server writes its own
+        // default (0x100000); we echo the client's -b (0x186a0).
+        assert_eq!(&d[..64], &want[..64]);
+        assert_eq!(&d[64..68], &0x186a0u32.to_be_bytes());
+        assert_eq!(&d[68..120], &want[68..120]);
+        // A forward header is not reverse.
+        let f = parse_header(&w07_bytes()).unwrap();
+        assert!(!f.reverse && !f.full_duplex);
     }
 }

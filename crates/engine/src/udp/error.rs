@@ -39,6 +39,10 @@ pub enum UdpError {
     #[error("no UDP server at {addr}: connection refused (ICMP port unreachable)")]
     Refused { addr: SocketAddr },
     /// A socket call failed mid-test.
+    #[error("no reply from the UDP server at {addr} to {tries} reverse-test header datagrams")]
+    NoReverseData { addr: SocketAddr, tries: u32 },
+    #[error("the UDP server at {addr} sent no data in the reverse direction")]
+    NoData { addr: SocketAddr },
     #[error("UDP {op} failed: {source}")]
     Io {
         op: &'static str,

@@ -15,9 +15,54 @@ use bloatlab_metrics::json::{
     Direction, Document, IntervalRecord, Protocol, Role, SCHEMA_VERSION, ServerSideReport,
     StreamRecord, SumRecord, TestInfo,
 };
+use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
+use bloatlab_metrics::udp_send::UdpSendSnapshot;
 
 /// `server_version` of a server-side report rebuilt from an iperf 2 AckFIN.
 pub const ACKFIN_SOURCE: &str = "iperf 2 AckFIN server_hdr";
+
+/// The `receive` record of stream `id` (a server flow, or a client's `-R`
+/// / full-duplex half).
+fn recv_record(id: u32, r: &StreamResult, total: &UdpRecvSnapshot) -> StreamRecord {
+    StreamRecord {
+        id,
+        direction: Direction::Receive,
+        local: None,
+        remote: None,
+        intervals: r
+            .recv_intervals
+            .iter()
+            .map(|s| IntervalRecord::from_udp_recv(s, false))
+            .collect(),
+        summary: IntervalRecord::from_udp_recv(total, true),
+        server_side: None,
+    }
+}
+
+/// The `send` record of stream `id` (a client's stream, or a server's
+/// `-R` sender).
+fn send_record(id: u32, r: &StreamResult, total: &UdpSendSnapshot) -> StreamRecord {
+    StreamRecord {
+        id,
+        direction: Direction::Send,
+        local: None,
+        remote: None,
+        intervals: r
+            .send_intervals
+            .iter()
+            .map(IntervalRecord::from_udp_send)
+            .collect(),
+        summary: IntervalRecord::from_udp_send(total),
+        server_side: None,
+    }
+}
+
+/// `local`/`remote` of a client's stream record.
+fn with_addresses(mut rec: StreamRecord, r: &StreamResult) -> StreamRecord {
+    rec.local = r.info.as_ref().map(|i| i.local.to_string());
+    rec.remote = r.info.as_ref().map(|i| i.peer.to_string());
+    rec
+}
 
 fn server_side(id: u32, r: &StreamResult) -> Option<ServerSideReport> {
     if let Some(s) = &r.server_side {
@@ -36,22 +81,17 @@ fn server_side(id: u32, r: &StreamResult) -> Option<ServerSideReport> {
 pub fn client_document(c: &Collected, test: &TestInfo) -> Document {
     let mut doc = Document::new(Role::Client, Protocol::Udp, test.clone());
     for (id, r) in &c.streams {
+        if let Some(total) = &r.recv_total {
+            // A reverse (-R) or full-duplex stream: this client received.
+            doc.streams
+                .push(with_addresses(recv_record(*id, r, total), r));
+        }
         let Some(total) = &r.send_total else {
             continue;
         };
-        doc.streams.push(StreamRecord {
-            id: *id,
-            direction: Direction::Send,
-            local: r.info.as_ref().map(|i| i.local.to_string()),
-            remote: r.info.as_ref().map(|i| i.peer.to_string()),
-            intervals: r
-                .send_intervals
-                .iter()
-                .map(IntervalRecord::from_udp_send)
-                .collect(),
-            summary: IntervalRecord::from_udp_send(total),
-            server_side: server_side(*id, r),
-        });
+        let mut rec = with_addresses(send_record(*id, r, total), r);
+        rec.server_side = server_side(*id, r);
+        doc.streams.push(rec);
     }
     if let Some(sum) = &c.sum_total {
         doc.sum = Some(SumRecord {
@@ -70,25 +110,29 @@ pub fn client_document(c: &Collected, test: &TestInfo) -> Document {
 
 /// The server's document for one finished flow.
 pub fn server_document(id: u32, r: &StreamResult, test: &TestInfo) -> Option<Document> {
-    let total = r.recv_total.as_ref()?;
+    let Some(total) = r.recv_total.as_ref() else {
+        return server_send_document(id, r, test);
+    };
     let mut test = test.clone();
     if let Some(i) = &r.info {
         test.local = Some(i.local.to_string());
         test.remote = Some(i.peer.to_string());
     }
     let mut doc = Document::new(Role::Server, Protocol::Udp, test);
-    doc.streams.push(StreamRecord {
-        id,
-        direction: Direction::Receive,
-        local: None,
-        remote: None,
-        intervals: r
-            .recv_intervals
-            .iter()
-            .map(|s| IntervalRecord::from_udp_recv(s, false))
-            .collect(),
-        summary: IntervalRecord::from_udp_recv(total, true),
-        server_side: None,
-    });
+    doc.streams.push(recv_record(id, r, total));
+    Some(doc)
+}
+
+/// The server's document for a reverse (`-R`) test it sent.
+fn server_send_document(id: u32, r: &StreamResult, test: &TestInfo) -> Option<Document> {
+    let total = r.send_total.as_ref()?;
+    let mut test = test.clone();
+    if let Some(i) = &r.info {
+        test.local = Some(i.local.to_string());
+        test.remote = Some(i.peer.to_string());
+    }
+    test.reverse = true;
+    let mut doc = Document::new(Role::Server, Protocol::Udp, test);
+    doc.streams.push(send_record(id, r, total));
     Some(doc)
 }

@@ -215,6 +215,9 @@ fn sockaddr_to_std(sa: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<
 /// The caller rewrites the per-datagram fields (id, send time) in place.
 pub struct SendBatch {
     len: usize,
+    /// Destination for an unconnected socket (`sendto` semantics); `None`
+    /// for a connected one.
+    dest: Option<socket2::SockAddr>,
     bufs: Vec<u8>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
@@ -240,11 +243,19 @@ impl SendBatch {
         }
         SendBatch {
             len,
+            dest: None,
             bufs,
             // SAFETY: all-zero iovec / mmsghdr are valid values.
             iovs: vec![unsafe { zeroed() }; slots],
             hdrs: vec![unsafe { zeroed() }; slots],
         }
+    }
+
+    /// Sends every datagram to `dest` (the server's reverse sender shares
+    /// its unconnected listening socket).
+    pub fn with_dest(mut self, dest: std::net::SocketAddr) -> SendBatch {
+        self.dest = Some(socket2::SockAddr::from(dest));
+        self
     }
 
     /// Number of preallocated datagrams.
@@ -274,8 +285,18 @@ impl SendBatch {
                 iov_len: self.len,
             };
             let h = &mut self.hdrs[i].msg_hdr;
-            h.msg_name = std::ptr::null_mut();
-            h.msg_namelen = 0;
+            match &self.dest {
+                Some(d) => {
+                    // The kernel only reads the address (sendmmsg takes it
+                    // through a non-const pointer).
+                    h.msg_name = d.as_ptr().cast_mut().cast();
+                    h.msg_namelen = d.len();
+                }
+                None => {
+                    h.msg_name = std::ptr::null_mut();
+                    h.msg_namelen = 0;
+                }
+            }
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
             h.msg_control = std::ptr::null_mut();

@@ -18,6 +18,16 @@
 //! [`client`] and [`server`] loops. Wire layouts come from `bloatlab-wire`,
 //! statistics and console formatting from `bloatlab-metrics`.
 //!
+//! # Reverse (`-R`)
+//! The client sends its header until data arrives, then receives and
+//! computes the statistics itself ([`reverse_client`], with the same
+//! `RecvFlow` accounting as the server's forward flows); the server starts a
+//! sender thread per reverse header (`reverse_server`, with the same paced
+//! send loop as the client's forward streams) that ends with one FIN and no
+//! AckFIN, as iperf 2.1.8 does. `--full-duplex` runs both at once on one
+//! socket (the server's flow receives as usual and also gets a sender; the
+//! client sends and receives on two threads); neither end sends an AckFIN.
+//!
 //! # Clocks
 //! Send timestamps on the wire and kernel receive timestamps are
 //! CLOCK_REALTIME, as in iperf 2: one-way latency is exact on one host and
@@ -42,7 +52,11 @@ pub mod flows;
 mod json;
 pub mod mmsg;
 pub mod pacer;
+mod recv_flow;
 pub mod report;
+pub mod reverse_client;
+mod reverse_server;
+mod sender;
 pub mod server;
 pub mod server_report;
 pub mod sock;

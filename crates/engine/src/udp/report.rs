@@ -35,6 +35,9 @@ pub enum ServerOutcome {
     /// No AckFIN after this many FIN sends; `refused` when the kernel
     /// reported ICMP port unreachable (no server on that port).
     NoAck { tries: u32, refused: bool },
+    /// A server's reverse (`-R`) stream: iperf 2 sends one FIN and expects
+    /// no AckFIN (upper flag NOUDPFIN).
+    NoAckExpected,
 }
 
 /// What stream threads and the server loop tell the reporter.
@@ -83,6 +86,9 @@ pub struct ReportSettings {
     pub format: OutputFormat,
     /// Client streams (`[SUM]` lines when more than one).
     pub streams: u32,
+    /// A client receiving a reverse (`-R`) test: its lines are labelled
+    /// `[ *1]`, as in iperf 2.
+    pub reverse: bool,
     /// Test parameters for the `--json` document.
     pub test: TestInfo,
 }
@@ -144,6 +150,9 @@ pub struct Reporter {
     out: Collected,
     pending: BTreeMap<Duration, Vec<UdpSendSnapshot>>,
     finals: Vec<UdpSendSnapshot>,
+    /// Server streams whose send lines are the reversed role (`[ *1]`):
+    /// the server's half of a full-duplex test.
+    reversed_send: std::collections::BTreeSet<u32>,
 }
 
 impl Reporter {
@@ -155,6 +164,7 @@ impl Reporter {
             out: Collected::default(),
             pending: BTreeMap::new(),
             finals: Vec::new(),
+            reversed_send: Default::default(),
         }
     }
 
@@ -224,7 +234,7 @@ impl Reporter {
     /// The CSV row fields of a stream; `None` for `[SUM]` (iperf 2.1.8
     /// prints no SUM rows) or an unknown stream.
     fn csv(&self, label: StreamLabel) -> Option<bloatlab_metrics::csv::CsvRow> {
-        let StreamLabel::Id(id) = label else {
+        let (StreamLabel::Id(id) | StreamLabel::Reverse(id)) = label else {
             return None;
         };
         let info = self.out.streams.get(&id)?.info.as_ref()?;
@@ -240,12 +250,15 @@ impl Reporter {
     pub fn handle(&mut self, ev: Event) {
         match ev {
             Event::Connected { stream, info } => {
+                if self.s.side == Side::Server && info.tags.iter().any(|t| t == "(full-duplex)") {
+                    self.reversed_send.insert(stream);
+                }
                 let l = connected_line(stream, &info, self.s.enhanced);
                 self.print(&l);
                 self.out.streams.entry(stream).or_default().info = Some(info);
             }
             Event::SendInterval { stream, snap } => {
-                self.send_line(StreamLabel::Id(stream), &snap);
+                self.send_line(self.send_label(stream), &snap);
                 self.out
                     .streams
                     .entry(stream)
@@ -262,7 +275,7 @@ impl Reporter {
                 server,
             } => self.send_final(stream, partial, total, sent, server),
             Event::RecvInterval { stream, snap } => {
-                self.recv_line(StreamLabel::Id(stream), &snap, self.s.enhanced);
+                self.recv_line(self.recv_label(stream), &snap, self.s.enhanced);
                 self.out
                     .streams
                     .entry(stream)
@@ -276,7 +289,7 @@ impl Reporter {
                 total,
                 bad_datagrams,
             } => {
-                let label = StreamLabel::Id(stream);
+                let label = self.recv_label(stream);
                 if let Some(p) = &partial {
                     self.recv_line(label, p, self.s.enhanced);
                 }
@@ -293,6 +306,22 @@ impl Reporter {
         }
     }
 
+    fn send_label(&self, stream: u32) -> StreamLabel {
+        if self.reversed_send.contains(&stream) {
+            StreamLabel::Reverse(stream)
+        } else {
+            StreamLabel::Id(stream)
+        }
+    }
+
+    fn recv_label(&self, stream: u32) -> StreamLabel {
+        if self.s.reverse {
+            StreamLabel::Reverse(stream)
+        } else {
+            StreamLabel::Id(stream)
+        }
+    }
+
     fn send_final(
         &mut self,
         stream: u32,
@@ -301,7 +330,7 @@ impl Reporter {
         sent: u64,
         server: ServerOutcome,
     ) {
-        let label = StreamLabel::Id(stream);
+        let label = self.send_label(stream);
         if let Some(p) = partial {
             self.send_line(label, &p);
             self.sum_interval(p);
@@ -336,6 +365,7 @@ impl Reporter {
                     "[{stream:3}] WARNING: did not receive ack of last datagram after {tries} tries."
                 ));
             }
+            ServerOutcome::NoAckExpected => {}
         }
         self.finals.push(total);
         if self.s.streams > 1 && self.finals.len() as u32 == self.s.streams {

@@ -26,13 +26,13 @@ use super::datagram::{HeaderInfo, parse_header, parse_incoming};
 use super::flows::{Expired, FlowTable, Verdict};
 use super::json;
 use super::mmsg::{self, RecvBatch};
+use super::recv_flow::RecvFlow;
 use super::report::{Event, ReportSettings, Reporter, Side};
+use super::reverse_server::ReverseSenders;
 use super::server_report::ack_fin_bytes;
 use super::{UdpError, sock};
 use crate::config::{OutputFormat, ServerConfig};
-use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
-use bloatlab_metrics::udp_recv::{UdpRecvSnapshot, UdpRecvStats};
 use bloatlab_units::Bytes;
 use bloatlab_wire::Rate;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
@@ -76,79 +76,18 @@ pub struct Outgoing {
     pub bytes: Vec<u8>,
 }
 
+/// A flow in the table: a forward test the server receives, or a reverse
+/// (`-R`) test whose datagrams a sender thread sends.
 #[derive(Debug)]
 struct Flow {
-    id: u32,
-    stats: UdpRecvStats,
-    /// Receive time of the first datagram: the flow's time zero.
-    start: Duration,
-    ivl: Option<IntervalClock>,
-    interval_start: Duration,
-    next_report: Option<Duration>,
+    recv: RecvFlow,
     header: Option<HeaderInfo>,
-    /// Receive time of the latest datagram.
-    last_rx: Duration,
-    /// Interval records for the bloatlab report frame.
-    records: Vec<IntervalRecord>,
-    bad: u64,
     logged_bad: bool,
-    finished: bool,
-}
-
-impl Flow {
-    fn offset(&self, rx: Duration) -> Duration {
-        rx.saturating_sub(self.start)
-    }
-
-    /// Emits every interval whose end is at or before `offset`.
-    fn intervals_until(&mut self, offset: Duration, events: &mut Vec<Event>) {
-        while let (Some(c), Some(b)) = (self.ivl, self.next_report) {
-            if offset < b {
-                break;
-            }
-            let snap = self.stats.take_interval(Span::new(self.interval_start, b));
-            self.records
-                .push(IntervalRecord::from_udp_recv(&snap, false));
-            events.push(Event::RecvInterval {
-                stream: self.id,
-                snap,
-            });
-            self.interval_start = b;
-            self.next_report = Some(b + c.every());
-        }
-    }
-
-    fn account(&mut self, seq: u64, sent: Duration, d: &Datagram<'_>, events: &mut Vec<Event>) {
-        self.intervals_until(self.offset(d.rx), events);
-        self.last_rx = self.last_rx.max(d.rx);
-        self.stats
-            .on_datagram(seq, sent, d.rx, Bytes(d.wire_len as u64));
-    }
-
-    /// Final partial interval and total, ending at `end` (CLOCK_REALTIME).
-    fn finalize(&mut self, end: Duration, events: &mut Vec<Event>) -> UdpRecvSnapshot {
-        let end = self.offset(end);
-        self.intervals_until(end, events);
-        let partial = self.ivl.and_then(|c| {
-            let span = Span::new(self.interval_start, end);
-            let snap = self.stats.take_interval(span);
-            // A partial interval starting at 0 is the whole test: the total says it.
-            (c.is_significant_partial(span) && snap.ipg_count > 0 && !span.start.is_zero())
-                .then_some(snap)
-        });
-        if let Some(p) = &partial {
-            self.records.push(IntervalRecord::from_udp_recv(p, false));
-        }
-        let total = self.stats.total(Span::from_zero(end));
-        self.finished = true;
-        events.push(Event::RecvFinal {
-            stream: self.id,
-            partial,
-            total: total.clone(),
-            bad_datagrams: self.bad,
-        });
-        total
-    }
+    /// A reverse test: the client's datagrams are only its header retries.
+    reverse: bool,
+    /// A full-duplex test: received like a forward flow, sent like a
+    /// reverse one, and no AckFIN (NOUDPFIN).
+    full_duplex: bool,
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -164,6 +103,8 @@ pub struct ServerCore {
     logged_sources: HashSet<SocketAddr>,
     logged_full: bool,
     finished_flows: u64,
+    /// Reverse tests to start (the driver spawns their senders).
+    reverse_starts: Vec<ReverseStart>,
     /// Report events produced since the last [`take_events`](Self::take_events).
     events: Vec<Event>,
 }
@@ -183,6 +124,7 @@ impl ServerCore {
             logged_sources: HashSet::new(),
             logged_full: false,
             finished_flows: 0,
+            reverse_starts: Vec::new(),
             events: Vec::new(),
         }
     }
@@ -190,6 +132,12 @@ impl ServerCore {
     /// Report events produced so far, oldest first.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Reverse (`-R`) tests that started since the last call: the driver
+    /// sends their datagrams.
+    pub fn take_reverse_starts(&mut self) -> Vec<ReverseStart> {
+        std::mem::take(&mut self.reverse_starts)
     }
 
     /// Flows whose ack phase or idle finalization completed.
@@ -227,18 +175,45 @@ impl ServerCore {
                     return None;
                 }
                 let header = parse_header(d.data);
-                let flow = self.start_flow(d, header);
+                if let Some(h) = header.filter(|h| h.reverse) {
+                    let flow = self.start_reverse(d, h);
+                    // The entry only absorbs the client's header retries
+                    // and expires after the usual silence.
+                    self.table.insert(d.rx, d.from, flow);
+                    return None;
+                }
+                let mut flow = self.start_flow(d, header);
+                if let Some(h) = header.filter(|h| h.full_duplex) {
+                    // Both ways at once: receive as usual and send as for -R.
+                    flow.full_duplex = true;
+                    self.reverse_starts.push(ReverseStart {
+                        id: flow.recv.id,
+                        peer: d.from,
+                        header: h,
+                        len: Bytes(d.wire_len as u64),
+                    });
+                }
                 let idle = idle_for(header.as_ref(), d.wire_len, self.idle_timeout);
                 self.table.insert_with_idle(d.rx, d.from, flow, idle);
                 self.data(d, inc.seqno, inc.sent);
                 None
             }
+            // A reverse client repeating its header until data arrives.
+            Verdict::Data(flow) if flow.reverse => None,
             Verdict::Data(flow) => {
                 // id 0 is ignored by the accumulator, like iperf 2.
-                flow.account(inc.seqno.unsigned_abs(), inc.sent, d, &mut self.events);
+                flow.recv.account(
+                    inc.seqno.unsigned_abs(),
+                    inc.sent,
+                    d.rx,
+                    d.wire_len,
+                    &mut self.events,
+                );
                 None
             }
             Verdict::Fin => self.fin(d, inc.seqno, inc.sent),
+            // A full-duplex flow after its FIN: nothing to resend (NOUDPFIN).
+            Verdict::ResendAck([]) => None,
             Verdict::ResendAck(bytes) => {
                 tracing::debug!(peer = %d.from, "client repeated its FIN; resending the AckFIN");
                 Some(Outgoing {
@@ -254,16 +229,9 @@ impl ServerCore {
         }
     }
 
-    fn start_flow(&mut self, d: &Datagram<'_>, header: Option<HeaderInfo>) -> Flow {
+    fn connected(&mut self, d: &Datagram<'_>, tags: Vec<String>) -> u32 {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
-        let mut tags = Vec::new();
-        if header.is_some_and(|h| h.trip_times) {
-            tags.push("(trip-times)".to_owned());
-        }
-        if let Some(h) = header {
-            tags.push(format!("(peer {})", h.version));
-        }
         let local = SocketAddr::new(d.to.unwrap_or(IpAddr::from([0, 0, 0, 0])), self.local_port);
         self.events.push(Event::Connected {
             stream: id,
@@ -273,42 +241,97 @@ impl ServerCore {
                 tags,
             },
         });
-        let ivl = self.interval.map(IntervalClock::new);
+        id
+    }
+
+    fn start_flow(&mut self, d: &Datagram<'_>, header: Option<HeaderInfo>) -> Flow {
+        let mut tags = Vec::new();
+        if header.is_some_and(|h| h.full_duplex) {
+            tags.push("(full-duplex)".to_owned());
+            tags.push("(no-udp-fin)".to_owned());
+        }
+        if header.is_some_and(|h| h.trip_times) {
+            tags.push("(trip-times)".to_owned());
+        }
+        if let Some(h) = header {
+            tags.push(format!("(peer {})", h.version));
+        }
+        let id = self.connected(d, tags);
         Flow {
-            id,
-            stats: UdpRecvStats::new(d.rx),
-            start: d.rx,
-            ivl,
-            interval_start: Duration::ZERO,
-            next_report: ivl.map(|c| c.every()),
+            recv: RecvFlow::new(id, d.rx, self.interval),
             header,
-            last_rx: d.rx,
-            records: Vec::new(),
-            bad: 0,
             logged_bad: false,
-            finished: false,
+            reverse: false,
+            full_duplex: false,
+        }
+    }
+
+    /// A reverse test: announce it (iperf 2.1.8 tags it `(reverse)
+    /// (no-udp-fin)`) and queue its sender for the driver.
+    fn start_reverse(&mut self, d: &Datagram<'_>, h: HeaderInfo) -> Flow {
+        let mut tags = vec!["(reverse)".to_owned(), "(no-udp-fin)".to_owned()];
+        if h.trip_times {
+            tags.push("(trip-times)".to_owned());
+        }
+        tags.push(format!("(peer {})", h.version));
+        let id = self.connected(d, tags);
+        self.reverse_starts.push(ReverseStart {
+            id,
+            peer: d.from,
+            header: h,
+            len: Bytes(d.wire_len as u64),
+        });
+        let mut recv = RecvFlow::new(id, d.rx, None);
+        // Nothing to receive: no intervals, no final report.
+        recv.finished = true;
+        Flow {
+            recv,
+            header: Some(h),
+            logged_bad: false,
+            reverse: true,
+            full_duplex: false,
         }
     }
 
     fn data(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) {
         if let Some(flow) = self.table.get_mut(&d.from) {
-            flow.account(seqno.unsigned_abs(), sent, d, &mut self.events);
+            flow.recv.account(
+                seqno.unsigned_abs(),
+                sent,
+                d.rx,
+                d.wire_len,
+                &mut self.events,
+            );
         }
     }
 
     fn fin(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) -> Option<Outgoing> {
         let flow = self.table.get_mut(&d.from)?;
+        if flow.reverse {
+            return None;
+        }
         // The FIN is the last datagram of the test: iperf 2 counts it (its
         // |id| is the Total, its bytes are in the Transfer).
-        flow.account(seqno.unsigned_abs(), sent, d, &mut self.events);
-        let total = flow.finalize(d.rx, &mut self.events);
+        flow.recv.account(
+            seqno.unsigned_abs(),
+            sent,
+            d.rx,
+            d.wire_len,
+            &mut self.events,
+        );
+        let total = flow.recv.finalize(d.rx, &mut self.events);
+        if flow.full_duplex {
+            // No AckFIN; the (empty) ack phase still absorbs stragglers.
+            self.table.ack(d.rx, &d.from, Vec::new());
+            return None;
+        }
         let header = flow.header;
         let extended = self.enhanced || header.is_some_and(|h| h.trip_times);
         let mut bytes = ack_fin_bytes(&total, extended);
         if header.is_some_and(|h| h.bloatlab) {
             let report = ServerSideReport::new(
-                flow.id,
-                std::mem::take(&mut flow.records),
+                flow.recv.id,
+                std::mem::take(&mut flow.recv.records),
                 IntervalRecord::from_udp_recv(&total, true),
             );
             append_report_frame(&mut bytes, &report);
@@ -319,10 +342,10 @@ impl ServerCore {
 
     fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError) {
         if let Some(flow) = self.table.get_mut(&from) {
-            flow.bad += 1;
+            flow.recv.bad += 1;
             if !flow.logged_bad {
                 flow.logged_bad = true;
-                tracing::warn!(peer = %from, flow = flow.id, error = %e,
+                tracing::warn!(peer = %from, flow = flow.recv.id, error = %e,
                     "ignoring malformed UDP datagrams from this flow (logged once)");
             }
             return;
@@ -337,18 +360,22 @@ impl ServerCore {
     /// Emits due intervals and expires flows at `now`.
     pub fn on_timer(&mut self, now: Duration) {
         for (_, flow) in self.table.iter_mut() {
-            if !flow.finished {
-                let off = flow.offset(now);
-                flow.intervals_until(off, &mut self.events);
+            if !flow.recv.finished {
+                let off = flow.recv.offset(now);
+                flow.recv.intervals_until(off, &mut self.events);
             }
         }
         for (peer, why, mut flow) in self.table.expire(now) {
             match why {
+                Expired::Idle if flow.reverse => {
+                    tracing::debug!(peer = %peer, flow = flow.recv.id,
+                        "reverse test's header retries over");
+                }
                 Expired::Idle => {
-                    tracing::warn!(peer = %peer, flow = flow.id,
+                    tracing::warn!(peer = %peer, flow = flow.recv.id,
                         "no datagram and no FIN for the idle timeout; finalizing the flow");
-                    let last = flow.last_rx;
-                    flow.finalize(last, &mut self.events);
+                    let last = flow.recv.last_rx;
+                    flow.recv.finalize(last, &mut self.events);
                 }
                 Expired::Acked { sends } => {
                     tracing::debug!(peer = %peer, sends, "AckFIN phase over");
@@ -363,14 +390,26 @@ impl ServerCore {
         let intervals = self
             .table
             .states()
-            .filter(|f| !f.finished)
-            .filter_map(|f| f.next_report.map(|b| f.start + b))
+            .filter(|f| !f.recv.finished)
+            .filter_map(|f| f.recv.next_report.map(|b| f.recv.start + b))
             .min();
         match (intervals, self.table.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+}
+
+/// A reverse (`-R`) test the driver must send: to `peer`, per the
+/// client's `header`, `len`-byte datagrams (the length of its header
+/// datagram, i.e. its `-l`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReverseStart {
+    /// Report id of the flow.
+    pub id: u32,
+    pub peer: SocketAddr,
+    pub header: HeaderInfo,
+    pub len: Bytes,
 }
 
 /// The idle timeout of a new flow: the server's, or four datagram gaps at
@@ -429,6 +468,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
         enhanced: cfg.enhanced,
         format: cfg.format,
         streams: 1,
+        reverse: false,
         test: TestInfo {
             clock: Some("realtime".into()),
             interval_s: cfg.interval.map(|d| d.as_secs_f64()),
@@ -443,6 +483,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
     // Headers live in the first 160 bytes; MSG_TRUNC still reports the real
     // length, so small buffers keep a 64-datagram batch in cache.
     let mut rb = RecvBatch::new(64, 512);
+    let mut senders = ReverseSenders::new(cfg.interval);
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -464,6 +505,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
                             send(&sock, &out);
                         }
                     }
+                    senders.start(&sock, &mut core);
                     flush(&mut core, &mut reporter, cfg.format);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -478,7 +520,12 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
         let now = realtime_now();
         core.on_timer(now);
         flush(&mut core, &mut reporter, cfg.format);
-        if cfg.one_off && core.finished_flows() > 0 && core.active_flows() == 0 {
+        senders.report(&mut reporter, cfg.format);
+        if cfg.one_off
+            && core.finished_flows() > 0
+            && core.active_flows() == 0
+            && senders.all_done()
+        {
             break;
         }
         let wait = core
@@ -492,6 +539,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
             })?;
         }
     }
+    senders.stop(&mut reporter, cfg.format);
     Ok(())
 }
 

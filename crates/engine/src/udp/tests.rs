@@ -267,3 +267,94 @@ fn loopback_client_and_server_agree() {
     let min = recv.latency.as_ref().unwrap().latency_ms_min;
     assert!((0.0..50.0).contains(&min), "{min}");
 }
+
+#[test]
+fn reverse_header_starts_a_sender_once_and_receives_nothing() {
+    let mut core = ServerCore::new(
+        &server_cfg(Some(Duration::from_secs(1))),
+        5001,
+        Duration::from_secs(1),
+    );
+    let mut cfg = client_cfg(true);
+    cfg.direction = crate::config::Direction::Reverse;
+    let p = Peer::new(40010, &cfg);
+    // The client repeats its header (id 1) until data comes back.
+    for i in 0..5u64 {
+        assert!(feed(&mut core, &p, &p.datagram(1, T0), T0 + us(7_000 * i)).is_none());
+    }
+    let starts = core.take_reverse_starts();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    let s = starts[0];
+    assert_eq!((s.id, s.peer, s.len), (1, p.addr, Bytes(200)));
+    assert!(s.header.reverse && s.header.trip_times);
+    assert_eq!(
+        s.header.amount,
+        bloatlab_wire::Amount::Time(Duration::from_secs(1))
+    );
+    assert_eq!(s.header.rate, bloatlab_wire::Rate::Bits(BitRate(1_000_000)));
+    let events = core.take_events();
+    let [Event::Connected { stream: 1, info }] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        &info.tags[..3],
+        ["(reverse)", "(no-udp-fin)", "(trip-times)"]
+    );
+    // A stray negative id from the client neither acks nor reports.
+    assert!(feed(&mut core, &p, &p.datagram(-9, T0), T0 + us(40_000)).is_none());
+    // No receive intervals for the reverse flow; it leaves the table after
+    // the silence, without a receive report.
+    core.on_timer(T0 + Duration::from_secs(3));
+    assert_eq!(core.active_flows(), 0);
+    assert_eq!(core.finished_flows(), 1);
+    assert!(core.take_events().is_empty());
+    assert!(core.take_reverse_starts().is_empty());
+}
+
+#[test]
+fn full_duplex_header_receives_and_sends_and_the_fin_gets_no_ackfin() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(1));
+    let mut cfg = client_cfg(false);
+    cfg.direction = crate::config::Direction::FullDuplex;
+    let p = Peer::new(40011, &cfg);
+    for i in 1..=20i64 {
+        let t = T0 + us(1000 * i as u64);
+        assert!(feed(&mut core, &p, &p.datagram(i, t), t + us(20)).is_none());
+    }
+    let starts = core.take_reverse_starts();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert!(starts[0].header.full_duplex && !starts[0].header.reverse);
+    // NOUDPFIN: the FIN finalizes the receive half but is not acked, and
+    // neither are the client's retransmissions.
+    let fin = T0 + us(30_000);
+    assert!(feed(&mut core, &p, &p.datagram(-21, fin), fin).is_none());
+    assert!(feed(&mut core, &p, &p.datagram(-22, fin), fin + us(10)).is_none());
+    let events = core.take_events();
+    let Some(Event::Connected { info, .. }) = events.first() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(&info.tags[..2], ["(full-duplex)", "(no-udp-fin)"]);
+    let Some(Event::RecvFinal { total, .. }) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert_eq!((total.datagrams, total.lost), (21, 0));
+    core.on_timer(fin + Duration::from_secs(1));
+    assert_eq!(core.active_flows(), 0);
+    assert!(core.take_reverse_starts().is_empty());
+}
+
+#[test]
+fn full_duplex_client_header_carries_fullduplex_and_noudpfin() {
+    use bloatlab_wire::{ClientHeaderRepr, HeaderFlags, UdpDatagram, UpperFlags};
+    let mut cfg = client_cfg(false);
+    cfg.direction = crate::config::Direction::FullDuplex;
+    let t = Template::new(header_repr(&cfg, T0, BitRate(1)), Bytes(200)).unwrap();
+    let v = UdpDatagram::new_unchecked(&t.bytes[..]);
+    let c = ClientHeaderRepr::parse(&v.core().unwrap()).unwrap();
+    // As a 2.1.8 client (upper 0x0808, VERSION2, UDPTESTS so that a 2.1.8
+    // server reads NOUDPFIN).
+    assert!(c.upper_flags.contains(UpperFlags::FULLDUPLEX));
+    assert!(c.upper_flags.contains(UpperFlags::NOUDPFIN));
+    assert!(c.flags.contains(HeaderFlags::VERSION2));
+    assert!(c.flags.contains(HeaderFlags::UDPTESTS));
+}

@@ -1,0 +1,239 @@
+//! The server's half of a reverse (`-R`) UDP test: a thread that sends the
+//! client's requested `-t`/`-n` at its `-b` with its `-l`, from the
+//! listening socket (a `dup` of it, `sendmmsg` with the client's address),
+//! so the datagrams come from the port the client is connected to.
+//!
+//! As in iperf 2.1.8 (README 5.10, wire/w12) every datagram carries the
+//! header with upper `NOUDPFIN` (plus `TRIPTIME` and the server's start
+//! time if the client asked for trip times), and the test ends with one
+//! FIN datagram (negative id) and no AckFIN exchange.
+//! [`ReverseSenders`] is the server driver's set of these threads (also
+//! used for the sending half of `--full-duplex`).
+
+use super::UdpError;
+use super::clock::{self, Mono, realtime_now};
+use super::datagram::{Template, reverse_header_repr, stamp};
+use super::json;
+use super::mmsg::SendBatch;
+use super::report::Reporter;
+use super::report::{Event, ServerOutcome};
+use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
+use super::server::{ReverseStart, ServerCore};
+use crate::config::{Amount, OutputFormat};
+use bloatlab_metrics::udp_send::UdpSendStats;
+use bloatlab_units::BitRate;
+use bloatlab_wire::{Amount as WireAmount, Rate};
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Reverse (`-R`) and full-duplex tests sending at once; more are refused
+/// (each costs a thread and the server's upload).
+pub const MAX_REVERSE_SENDERS: usize = 64;
+
+/// The send plan of a reverse test: the client's amount and rate, this
+/// server's `-i`.
+pub(crate) fn reverse_plan(start: &ReverseStart, interval: Option<Duration>) -> SendPlan {
+    let amount = match start.header.amount {
+        WireAmount::Time(d) => Amount::Time(d),
+        WireAmount::Bytes(b) => Amount::Bytes(b),
+    };
+    let rate = match start.header.rate {
+        Rate::Bits(r) => r,
+        // -b Npps: N datagrams of -l bytes per second.
+        Rate::PacketsPerSec(p) => BitRate(p.saturating_mul(start.len.0).saturating_mul(8)),
+    };
+    SendPlan {
+        amount,
+        interval,
+        rate,
+        len: start.len,
+    }
+}
+
+/// Starts the sender thread of one reverse test. Its report events go to
+/// `sink`; it stops early when `cancel` is set.
+pub(crate) fn spawn_sender(
+    listener: &UdpSocket,
+    start: ReverseStart,
+    interval: Option<Duration>,
+    sink: Sender<Event>,
+    cancel: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, UdpError> {
+    let sock = listener.try_clone().map_err(|e| UdpError::Io {
+        op: "dup (reverse sender)",
+        source: e,
+    })?;
+    let plan = reverse_plan(&start, interval);
+    let tmpl = Template::new(reverse_header_repr(&start.header, realtime_now()), plan.len)?;
+    std::thread::Builder::new()
+        .name(format!("udp-reverse-{}", start.id))
+        .spawn(move || {
+            clock::tighten_timer_slack();
+            let batch = SendBatch::new(plan.batch_slots(), &tmpl.bytes).with_dest(start.peer);
+            let mono = Mono::start();
+            let t0 = mono.now();
+            let mut tx = StreamTx {
+                sock,
+                batch,
+                stats: UdpSendStats::new(t0),
+                seq: 1,
+                last_sent: None,
+                len: plan.len,
+            };
+            let SendOutcome { partial, total } =
+                send_stream(&plan, &mut tx, mono, t0, start.id, &sink, &cancel);
+            // One FIN, no AckFIN (NOUDPFIN): the client ends on it or on
+            // its own timer.
+            let fin = -tx.seq;
+            stamp(tx.batch.datagram_mut(0), fin, realtime_now());
+            if let Err(e) = tx.batch.send(&tx.sock, 1) {
+                tracing::debug!(peer = %start.peer, error = %e, "sending the reverse FIN failed");
+            }
+            let _ = sink.send(Event::SendFinal {
+                stream: start.id,
+                partial,
+                total,
+                // iperf 2.1.8 prints the id after the FIN (w12: "Sent 67").
+                sent: fin.unsigned_abs() + 1,
+                server: ServerOutcome::NoAckExpected,
+            });
+        })
+        .map_err(|e| UdpError::Io {
+            op: "thread spawn",
+            source: e,
+        })
+}
+
+/// The sender threads of reverse tests and their report channel.
+pub(crate) struct ReverseSenders {
+    interval: Option<Duration>,
+    events_tx: mpsc::Sender<Event>,
+    events: mpsc::Receiver<Event>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl ReverseSenders {
+    pub(crate) fn new(interval: Option<Duration>) -> ReverseSenders {
+        let (events_tx, events) = mpsc::channel();
+        ReverseSenders {
+            interval,
+            events_tx,
+            events,
+            threads: Vec::new(),
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Spawns a sender for every reverse test the core started.
+    pub(crate) fn start(&mut self, sock: &std::net::UdpSocket, core: &mut ServerCore) {
+        self.threads.retain(|h| !h.is_finished());
+        for s in core.take_reverse_starts() {
+            if self.threads.len() >= MAX_REVERSE_SENDERS {
+                tracing::warn!(peer = %s.peer, max = MAX_REVERSE_SENDERS,
+                    "too many concurrent reverse UDP tests; ignoring this one");
+                continue;
+            }
+            let sent = spawn_sender(
+                sock,
+                s,
+                self.interval,
+                self.events_tx.clone(),
+                self.cancel.clone(),
+            );
+            match sent {
+                Ok(h) => self.threads.push(h),
+                Err(e) => tracing::warn!(peer = %s.peer, error = %e,
+                    "could not start the reverse UDP sender"),
+            }
+        }
+    }
+
+    /// Prints what the senders reported so far.
+    pub(crate) fn report(&mut self, reporter: &mut Reporter, format: OutputFormat) {
+        while let Ok(ev) = self.events.try_recv() {
+            let done = match &ev {
+                Event::SendFinal { stream, .. } => Some(*stream),
+                _ => None,
+            };
+            reporter.handle(ev);
+            if let Some(id) = done
+                && let Some(r) = reporter.take_stream(id)
+                && format == OutputFormat::Json
+                && let Some(doc) = json::server_document(id, &r, &reporter.settings().test)
+            {
+                println!("{}", doc.to_json_pretty());
+            }
+        }
+    }
+
+    pub(crate) fn all_done(&self) -> bool {
+        self.threads.iter().all(|h| h.is_finished())
+    }
+
+    /// Ends every sender early and prints their final reports.
+    pub(crate) fn stop(mut self, reporter: &mut Reporter, format: OutputFormat) {
+        self.cancel.store(true, Ordering::Relaxed);
+        for h in std::mem::take(&mut self.threads) {
+            let _ = h.join();
+        }
+        self.report(reporter, format);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClientConfig, Direction, Protocol};
+    use crate::udp::datagram::header_repr;
+    use crate::udp::datagram::parse_header;
+    use bloatlab_units::Bytes;
+
+    fn start_for(cfg: &ClientConfig, rate: BitRate) -> ReverseStart {
+        let t = Template::new(header_repr(cfg, Duration::ZERO, rate), cfg.effective_len()).unwrap();
+        ReverseStart {
+            id: 3,
+            peer: "127.0.0.1:40000".parse().unwrap(),
+            header: parse_header(&t.bytes).unwrap(),
+            len: Bytes(t.bytes.len() as u64),
+        }
+    }
+
+    #[test]
+    fn the_plan_follows_the_clients_header() {
+        let mut cfg = ClientConfig::new("127.0.0.1");
+        cfg.protocol = Protocol::Udp;
+        cfg.direction = Direction::Reverse;
+        cfg.amount = Amount::Time(Duration::from_secs(3));
+        cfg.buffer_len = Some(Bytes(400));
+        let p = reverse_plan(
+            &start_for(&cfg, BitRate(2_000_000)),
+            Some(Duration::from_secs(1)),
+        );
+        assert_eq!(p.amount, Amount::Time(Duration::from_secs(3)));
+        assert_eq!(p.rate, BitRate(2_000_000));
+        assert_eq!(p.len, Bytes(400));
+        assert_eq!(p.interval, Some(Duration::from_secs(1)));
+        cfg.amount = Amount::Bytes(Bytes(40_000));
+        let p = reverse_plan(&start_for(&cfg, BitRate(0)), None);
+        assert_eq!(
+            (p.amount, p.rate),
+            (Amount::Bytes(Bytes(40_000)), BitRate(0))
+        );
+    }
+
+    #[test]
+    fn packets_per_second_become_bits_per_second() {
+        let mut cfg = ClientConfig::new("127.0.0.1");
+        cfg.protocol = Protocol::Udp;
+        cfg.direction = Direction::Reverse;
+        cfg.buffer_len = Some(Bytes(100));
+        let mut s = start_for(&cfg, BitRate(1));
+        s.header.rate = Rate::PacketsPerSec(50);
+        assert_eq!(reverse_plan(&s, None).rate, BitRate(50 * 100 * 8));
+    }
+}
