@@ -64,8 +64,33 @@ fn up_exec_status_list_down_round_trip() {
         "{exec_dir} not recorded"
     );
 
+    // A process started with plain `ip netns exec` is not ours to end:
+    // `lab down` names it instead (it keeps the namespace alive).
+    let stray = Bg(Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("bl-{}-server", lab.name),
+            "sleep",
+            "300",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn ip netns exec"));
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{}/comm", stray.0.id()))
+            .is_ok_and(|c| c.trim() == "sleep")
+    }));
+
     let o = bl(&["lab", "down", &lab.name]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let warned = format!(
+        "still running in bl-{}-server: {} (sleep)",
+        lab.name,
+        stray.0.id()
+    );
+    assert!(stderr(&o).contains(&warned), "{}", stderr(&o));
+    drop(stray);
     assert!(
         stdout(&o).contains("1 `lab exec` process(es) ended"),
         "{}",

@@ -170,6 +170,34 @@ pub fn list() -> Vec<String> {
     v
 }
 
+/// Processes (PID, command name) whose network namespace is `name`: read
+/// from `/proc/*/ns/net`, which names a namespace by inode. Read-only; used
+/// to tell the user what keeps a removed namespace alive.
+pub fn processes_in(name: &str) -> Vec<(u32, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path(name)) else {
+        return Vec::new();
+    };
+    let want = format!("net:[{}]", meta.ino());
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut v: Vec<(u32, String)> = proc_dir
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|l| l.as_os_str() == want.as_str())
+        })
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            (pid, comm.trim().to_string())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// Opens the namespace file, for `setns`.
 pub fn open(name: &str) -> Result<OwnedFd> {
     let p = path(name);

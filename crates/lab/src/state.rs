@@ -80,6 +80,18 @@ impl LabState {
     }
 }
 
+/// True when `pid` has exited but its parent has not reaped it yet (state
+/// `Z`): it no longer runs, whatever signal it gets.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.get(s.rfind(')')? + 1..)?.trim_start().to_string();
+            Some(rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 /// Start time of process `pid` in clock ticks since boot, if it exists.
 pub fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -216,7 +228,7 @@ impl StateDir {
                     .trim()
                     .parse()
                     .ok()?;
-                (process_start(pid) == Some(start)).then_some(pid)
+                (process_start(pid) == Some(start) && !is_zombie(pid)).then_some(pid)
             })
             .collect();
         v.sort_unstable();

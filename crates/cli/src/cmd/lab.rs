@@ -713,6 +713,12 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         None
     });
     let ended = stop_exec_processes(dir, name);
+    let listed = st
+        .as_ref()
+        .map(|s| s.namespaces.clone())
+        .unwrap_or_default();
+    // Before the emulator goes: its teardown removes the namespace names.
+    warn_about_stragglers(&listed);
     let mut stopped = false;
     if let Some(st) = &st
         && st.emulator_alive()
@@ -734,10 +740,6 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         }
         stopped = true;
     }
-    let listed = st
-        .as_ref()
-        .map(|s| s.namespaces.clone())
-        .unwrap_or_default();
     let removed = remove_by_name(name, &listed).map_err(lab_err)?;
     dir.remove(name);
     if st.is_none() && removed.is_empty() {
@@ -757,6 +759,26 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         if stopped { ", emulator stopped" } else { "" }
     );
     Ok(())
+}
+
+/// Names processes still inside the lab's namespaces (started with plain
+/// `ip netns exec`, or children of `lab exec` commands): they are not ours
+/// to end, but they keep a namespace alive after its name is removed.
+fn warn_about_stragglers(namespaces: &[String]) {
+    for ns in namespaces {
+        let procs = netns::processes_in(ns);
+        if procs.is_empty() {
+            continue;
+        }
+        let list = procs
+            .iter()
+            .map(|(pid, comm)| format!("{pid} ({comm})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!(
+            "bloatlab: warning: still running in {ns}: {list}; they keep the namespace alive after it is removed, end them yourself"
+        );
+    }
 }
 
 /// Ends the commands `lab exec` started in lab `name` (SIGTERM, SIGKILL
