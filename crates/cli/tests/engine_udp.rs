@@ -82,10 +82,15 @@ impl Server {
 
     /// Waits (up to 10 s) until stdout contains `needle` `n` times.
     fn wait_for_n(&self, needle: &str, n: usize) -> String {
+        self.wait_until(|s| s.matches(needle).count() >= n)
+    }
+
+    /// Waits (up to 10 s) until stdout satisfies `done`.
+    fn wait_until(&self, done: impl Fn(&str) -> bool) -> String {
         let t0 = Instant::now();
         loop {
             let s = self.stdout();
-            if s.matches(needle).count() >= n || t0.elapsed() > Duration::from_secs(10) {
+            if done(&s) || t0.elapsed() > Duration::from_secs(10) {
                 return s;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -564,4 +569,207 @@ fn full_duplex_without_a_server_fails_with_a_clear_error() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("no UDP server at 127.0.0.1:"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
+/// A console report line: (label, span start, span end, rest).
+fn report_line(line: &str) -> Option<(&str, f64, f64, &str)> {
+    let (label, rest) = line.split_once("] ")?;
+    let (span, rest) = rest.trim_start().split_once(" sec ")?;
+    let (a, b) = span.split_once('-')?;
+    Some((
+        label.trim_start_matches('[').trim(),
+        a.parse().ok()?,
+        b.parse().ok()?,
+        rest,
+    ))
+}
+
+/// Checks every `[SUM]` line of a receiver's console output against the
+/// per-stream lines of the same interval: Lost/Total add up exactly, the
+/// rate within rounding. Returns the number of `[SUM]` lines checked.
+fn check_recv_sums(out: &str, streams: usize) -> usize {
+    let lines: Vec<_> = out.lines().filter_map(report_line).collect();
+    let rate = |rest: &str| -> f64 {
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        // Transfer, its unit, then the rate and its unit.
+        let scale = match w[3].chars().next() {
+            Some('K') => 1e3,
+            Some('M') => 1e6,
+            Some('G') => 1e9,
+            _ => 1.0,
+        };
+        w[2].parse::<f64>().unwrap() * scale
+    };
+    let mut checked = 0;
+    for (i, (_, start, end, rest)) in lines.iter().enumerate().filter(|(_, l)| l.0 == "SUM") {
+        if rest.contains("out-of-order") {
+            continue;
+        }
+        // The members: the nearest lines before the sum with the same start
+        // (the total: start 0 and the longest spans).
+        // (-t 2 -i 1: the totals are the only spans 0-2 s.)
+        let total_span = |s: f64, e: f64| s == 0.0 && e > 1.5;
+        let is_total = total_span(*start, *end);
+        let members: Vec<_> = lines[..i]
+            .iter()
+            .rev()
+            .filter(|(l, s, e, r)| {
+                *l != "SUM"
+                    && *s == *start
+                    && total_span(*s, *e) == is_total
+                    && !r.contains("out-of-order")
+            })
+            .take(streams)
+            .collect();
+        assert_eq!(members.len(), streams, "members of {rest}:\n{out}");
+        let (lost, total) = lost_total(rest);
+        let parts: Vec<(u64, u64)> = members.iter().map(|m| lost_total(m.3)).collect();
+        assert_eq!(lost, parts.iter().map(|p| p.0).sum::<u64>(), "{out}");
+        assert_eq!(total, parts.iter().map(|p| p.1).sum::<u64>(), "{out}");
+        // Within rounding; a total spans its longest member, so a FIN
+        // delayed on a loaded machine lowers the sum's rate a little.
+        let sum_rate: f64 = members.iter().map(|m| rate(m.3)).sum();
+        assert!(
+            (rate(rest) - sum_rate).abs() <= 0.15 * sum_rate,
+            "{rest} vs {sum_rate}:\n{out}"
+        );
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn server_prints_sum_lines_for_the_flows_of_a_parallel_client() {
+    let s = Server::start(&["-i", "1"]);
+    let out = ok(&client(
+        s.port,
+        &["-b", "2m", "-t", "2", "-i", "1", "-P", "3"],
+    ));
+    assert_eq!(out.matches("Server Report:").count(), 3, "{out}");
+    // [SUM-3] Sent adds up the streams' Sent figures, as in 2.1.8.
+    let sent = |l: &str| -> u64 {
+        let n = l.split("Sent ").nth(1).unwrap().split_whitespace().next();
+        n.unwrap().parse().unwrap()
+    };
+    let (sums, each): (Vec<&str>, Vec<&str>) = out
+        .lines()
+        .filter(|l| l.contains("] Sent "))
+        .partition(|l| l.starts_with("[SUM-3] Sent "));
+    assert_eq!((sums.len(), each.len()), (1, 3), "{out}");
+    assert_eq!(sent(sums[0]), each.iter().map(|l| sent(l)).sum::<u64>());
+    // The final [SUM] follows the last flow's final line, printed as its
+    // FIN arrives (before the client's Server Report).
+    let finals = |srv: &str| {
+        srv.lines()
+            .filter_map(report_line)
+            .filter(|l| l.0 == "SUM" && l.1 == 0.0 && l.2 > 1.5)
+            .count()
+    };
+    let srv = s.wait_until(|srv| finals(srv) > 0);
+    assert_eq!(finals(&srv), 1, "{srv}");
+    // Two intervals and the total, each equal to its flows' sum.
+    assert!(check_recv_sums(&srv, 3) >= 3, "{srv}");
+    assert!(
+        srv.contains("[ ID] Interval       Transfer     Bandwidth\n"),
+        "{srv}"
+    );
+}
+
+#[test]
+fn server_json_is_one_document_per_parallel_client_with_a_receive_sum() {
+    let s = Server::start(&["--json", "-i", "1"]);
+    let c = json(&client(
+        s.port,
+        &["-b", "2m", "-t", "2", "-i", "1", "-P", "2", "--json"],
+    ));
+    assert_eq!(c["streams"].as_array().unwrap().len(), 2);
+    let srv = s.wait_for("\n}\n");
+    let doc: Value = serde_json::from_str(&srv).unwrap_or_else(|e| panic!("{e}: {srv}"));
+    let streams = doc["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{doc}");
+    let sum = &doc["sum"];
+    assert_eq!(sum["direction"], "receive", "{doc}");
+    assert_eq!(u(&sum["streams"]), 2);
+    let total: u64 = streams.iter().map(|s| u(&s["summary"]["bytes"])).sum();
+    assert_eq!(u(&sum["summary"]["bytes"]), total, "{doc}");
+    let datagrams: u64 = streams
+        .iter()
+        .map(|s| u(&s["summary"]["udp_recv"]["datagrams_total"]))
+        .sum();
+    assert_eq!(u(&sum["summary"]["udp_recv"]["datagrams_total"]), datagrams);
+    // Each interval sum equals its flows' intervals with the same start.
+    let ivls = sum["intervals"].as_array().unwrap();
+    assert!(ivls.len() >= 2, "{doc}");
+    for i in ivls {
+        let start = f(&i["start_s"]);
+        let parts: u64 = streams
+            .iter()
+            .flat_map(|s| s["intervals"].as_array().unwrap())
+            .filter(|x| f(&x["start_s"]) == start)
+            .map(|x| u(&x["bytes"]))
+            .sum();
+        assert_eq!(u(&i["bytes"]), parts, "{doc}");
+    }
+    // The server's total equals what the client sent, plus one FIN each.
+    let sent: u64 = c["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| u(&s["summary"]["udp_send"]["datagrams"]))
+        .sum();
+    assert_eq!(datagrams, sent + 2);
+}
+
+#[test]
+fn reverse_parallel_client_prints_receive_sum_lines() {
+    let s = Server::start(&[]);
+    let out = ok(&client(
+        s.port,
+        &["-R", "-b", "2m", "-t", "2", "-i", "1", "-P", "2"],
+    ));
+    assert!(out.contains("[ *1]") && out.contains("[ *2]"), "{out}");
+    assert!(check_recv_sums(&out, 2) >= 3, "{out}");
+    let j = json(&client(
+        s.port,
+        &[
+            "-R", "-b", "2m", "-t", "1", "-i", "0.5", "-P", "2", "-e", "--json",
+        ],
+    ));
+    let sum = &j["sum"];
+    assert_eq!(sum["direction"], "receive", "{j}");
+    let streams = j["streams"].as_array().unwrap();
+    let total: u64 = streams.iter().map(|s| u(&s["summary"]["bytes"])).sum();
+    assert!(total > 0);
+    assert_eq!(u(&sum["summary"]["bytes"]), total, "{j}");
+}
+
+#[test]
+fn full_duplex_with_e_prints_fd_lines_on_both_ends() {
+    let s = Server::start(&["-e", "-i", "1"]);
+    let out = ok(&client(
+        s.port,
+        &["--full-duplex", "-e", "-b", "2m", "-t", "2", "-i", "1"],
+    ));
+    assert!(
+        out.contains("[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS\n"),
+        "{out}"
+    );
+    let fd: Vec<_> = out
+        .lines()
+        .filter(|l| l.starts_with("[FD1] "))
+        .filter_map(report_line)
+        .collect();
+    assert!(fd.len() >= 3, "{out}");
+    // The total: the client's "Sent N" plus the datagrams it received.
+    let total = fd.iter().find(|l| l.1 == 0.0 && l.2 > 1.5).expect("total");
+    let n: u64 = total.3.split_whitespace().nth(4).unwrap().parse().unwrap();
+    let recv_total = out
+        .lines()
+        .filter(|l| l.starts_with("[ *1] 0.0000-") && !l.contains("0.0000-1.0000"))
+        .map(|l| lost_total(l).1)
+        .next_back()
+        .expect("receive total");
+    assert_eq!(n, sent_datagrams(&out) + recv_total, "{out}");
+    let srv = s.wait_until(|o| o.lines().filter(|l| l.starts_with("[FD1] ")).count() >= 3);
+    assert!(srv.lines().any(|l| l.starts_with("[FD1] 0.0000-")), "{srv}");
 }

@@ -11,6 +11,7 @@ pub mod console;
 pub mod sock;
 pub mod stop;
 pub mod suffix;
+pub mod sum;
 pub mod tcp;
 pub mod tcpinfo;
 pub mod udp;

@@ -64,6 +64,38 @@ pub struct UdpRecvSnapshot {
 }
 
 impl UdpRecvSnapshot {
+    /// Sums `parts` over `span`. Bytes, Total, Lost, out-of-order, duplicates
+    /// and received datagrams add up; latency statistics and histograms merge;
+    /// the jitter is the largest member's; as for the send `[SUM]`, the gap
+    /// total is the largest member's, so the PPS is the aggregate rate.
+    ///
+    /// Lost is the sum of the members' Lost. iperf 2.1.8 subtracts all streams'
+    /// out-of-order from all streams' gaps instead, so one stream's late or
+    /// duplicate datagrams can hide another's losses; the two agree whenever no
+    /// stream has more out-of-order datagrams than gaps.
+    pub fn sum<'a>(
+        span: Span,
+        parts: impl IntoIterator<Item = &'a UdpRecvSnapshot>,
+    ) -> UdpRecvSnapshot {
+        let mut s = UdpRecvSnapshot {
+            span,
+            ..UdpRecvSnapshot::default()
+        };
+        for p in parts {
+            s.bytes = s.bytes.saturating_add(p.bytes);
+            s.datagrams += p.datagrams;
+            s.lost += p.lost;
+            s.out_of_order += p.out_of_order;
+            s.duplicates += p.duplicates;
+            s.jitter = s.jitter.max(p.jitter);
+            s.latency.merge(&p.latency);
+            s.histogram.merge(&p.histogram);
+            s.ipg_count += p.ipg_count;
+            s.ipg_sum = s.ipg_sum.max(p.ipg_sum);
+        }
+        s
+    }
+
     /// Packets per second: `ipg_count / ipg_sum`.
     pub fn pps(&self) -> f64 {
         formulas::pps(self.ipg_count, self.ipg_sum.as_secs_f64())

@@ -1,23 +1,20 @@
 //! Server side of `-P N`: the N connections of one client share one
 //! reporter, so the server prints `[SUM]` lines like iperf 2 does.
 //!
-//! A connection whose header says `numThreads = N > 1` joins the open group
-//! of the same client address and N, or opens one. A group closes to new
-//! members once N have joined or [`JOIN_WINDOW`] has passed (a client that
+//! Which connections form a group is [`crate::sum::JoinTable`]'s rule
+//! (client address and `numThreads = N > 1`, [`JOIN_WINDOW`]); a client that
 //! announced N but connected fewer never blocks later tests; its `[SUM]`
-//! lines just never complete).
+//! lines just never complete.
 
 use super::Sink;
 use super::report::Collected;
-use std::collections::HashMap;
+pub use crate::sum::JOIN_WINDOW;
+use crate::sum::JoinTable;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// How long a group accepts members after its first connection.
-pub const JOIN_WINDOW: Duration = Duration::from_secs(5);
+use std::time::Instant;
 
 #[derive(Debug)]
 struct Shared {
@@ -27,19 +24,10 @@ struct Shared {
     left: AtomicU32,
 }
 
-#[derive(Debug)]
-struct Open {
-    sink: Sink,
-    joined: u32,
-    expected: u32,
-    opened: Instant,
-    shared: Arc<Shared>,
-}
-
 /// Open groups, keyed by client address and stream count.
 #[derive(Debug, Default)]
 pub struct Groups {
-    open: Mutex<HashMap<(IpAddr, u32), Open>>,
+    open: Mutex<JoinTable<Instant, (Sink, Arc<Shared>)>>,
 }
 
 /// One connection's share of a group's reporter.
@@ -76,41 +64,24 @@ impl Groups {
             return solo(spawn(1));
         };
         // Close groups whose window passed: their missing members never come.
-        open.retain(|_, g| {
-            let keep = now.duration_since(g.opened) < JOIN_WINDOW;
-            if !keep {
-                g.shared
-                    .left
-                    .fetch_sub(g.expected - g.joined, Ordering::SeqCst);
-            }
-            keep
-        });
+        for g in open.expire(now) {
+            g.value
+                .1
+                .left
+                .fetch_sub(g.expected - g.joined, Ordering::SeqCst);
+        }
         if expected == 1 {
             return solo(spawn(1));
         }
-        let key = (peer, expected);
-        let g = open.entry(key).or_insert_with(|| {
+        let (sink, shared) = open.join(peer, expected, now, || {
             let (sink, h) = spawn(expected);
-            Open {
-                sink,
-                joined: 0,
-                expected,
-                opened: now,
-                shared: Arc::new(Shared {
-                    reporter: Mutex::new(Some(h)),
-                    left: AtomicU32::new(expected),
-                }),
-            }
+            let shared = Arc::new(Shared {
+                reporter: Mutex::new(Some(h)),
+                left: AtomicU32::new(expected),
+            });
+            (sink, shared)
         });
-        g.joined += 1;
-        let member = Member {
-            sink: g.sink.clone(),
-            shared: Arc::clone(&g.shared),
-        };
-        if g.joined >= g.expected {
-            open.remove(&key);
-        }
-        member
+        Member { sink, shared }
     }
 }
 

@@ -6,6 +6,7 @@
 use super::{ConnInfo, Event, Role};
 use crate::config::OutputFormat;
 use crate::console;
+use crate::sum::{gather, pair, sum_key, sum_span};
 use crate::tcp::json;
 use bloatlab_metrics::console::{
     BW_HEADER, Console, HeaderOnce, StreamLabel, TCP_RECV_HEADER, TCP_RECV_TRIP_HEADER,
@@ -243,19 +244,14 @@ impl Reporter {
         if !self.s.full_duplex || self.s.format != OutputFormat::Console {
             return;
         }
-        let key = (stream, if total { Duration::MAX } else { span.start });
-        match self.pending_fd.remove(&key) {
-            None => {
-                self.pending_fd.insert(key, (span, bytes));
-            }
-            Some((other, b)) => {
-                let span = sum_span([span, other].into_iter());
-                self.header(BW_HEADER);
-                let l = self
-                    .console
-                    .bw_line(StreamLabel::FullDuplex(stream), span, bytes + b);
-                self.print(&l);
-            }
+        let key = sum_key(span, total);
+        if let Some(((other, b), _)) = pair(&mut self.pending_fd, stream, key, (span, bytes)) {
+            let span = sum_span([span, other].into_iter());
+            self.header(BW_HEADER);
+            let l = self
+                .console
+                .bw_line(StreamLabel::FullDuplex(stream), span, bytes + b);
+            self.print(&l);
         }
     }
 
@@ -288,38 +284,6 @@ impl Reporter {
             self.out.recv_sums.push(sum);
         }
     }
-}
-
-/// The span a `[SUM]` covers: earliest start to latest end.
-/// Which `[SUM]` a stream's snapshot belongs to: its interval, or the totals.
-fn sum_key(span: Span, total: bool) -> Duration {
-    if total { Duration::MAX } else { span.start }
-}
-
-/// Adds one stream's snapshot to the `[SUM]` under `key`; returns all of them
-/// once every one of the `streams` has reported.
-fn gather<T>(
-    pending: &mut BTreeMap<Duration, Vec<T>>,
-    key: Duration,
-    snap: T,
-    streams: u32,
-) -> Option<Vec<T>> {
-    let v = pending.entry(key).or_default();
-    v.push(snap);
-    if v.len() as u32 == streams {
-        pending.remove(&key)
-    } else {
-        None
-    }
-}
-
-fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
-    let mut it = spans.peekable();
-    let first = it.peek().copied().unwrap_or_default();
-    let (start, end) = it.fold((first.start, first.end), |(s, e), x| {
-        (s.min(x.start), e.max(x.end))
-    });
-    Span::new(start, end)
 }
 
 /// iperf 2's `-e -P N` closing line: `[ CT] final connect times

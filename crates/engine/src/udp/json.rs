@@ -8,9 +8,14 @@
 //!   with percentiles and the full histogram, per interval and total), or,
 //!   from an iperf 2 server, the AckFIN's numbers as a summary-only report
 //!   whose `server_version` is [`ACKFIN_SOURCE`].
-//! * Server: one document per finished flow, a `receive` stream record.
+//!   With `-R -P N` (the client receives), `sum` is the receive `[SUM]`;
+//!   `--full-duplex -P N` keeps the send sum there.
+//! * Server: one document per finished test, as the TCP server: a flow's
+//!   `receive` stream record, or for a `-P N` client one document with a
+//!   `receive` record per flow and their `sum`.
 
-use super::report::{Collected, StreamResult};
+use super::recv_sum::RecvSum;
+use super::report::{Collected, FinishedTest, StreamResult};
 use bloatlab_metrics::json::{
     Direction, Document, IntervalRecord, Protocol, Role, SCHEMA_VERSION, ServerSideReport,
     StreamRecord, SumRecord, TestInfo,
@@ -104,8 +109,49 @@ pub fn client_document(c: &Collected, test: &TestInfo) -> Document {
                 .collect(),
             summary: IntervalRecord::from_udp_send(sum),
         });
+    } else if let Some(sum) = &c.recv_sum {
+        doc.sum = recv_sum_record(sum);
     }
     doc
+}
+
+/// The `sum` record of a receive `[SUM]`, once its total exists.
+fn recv_sum_record(sum: &RecvSum) -> Option<SumRecord> {
+    let total = sum.total.as_ref()?;
+    Some(SumRecord {
+        direction: Direction::Receive,
+        streams: sum.size(),
+        intervals: sum
+            .intervals
+            .iter()
+            .map(|s| IntervalRecord::from_udp_recv(s, false))
+            .collect(),
+        summary: IntervalRecord::from_udp_recv(total, true),
+    })
+}
+
+/// The server's document for a finished test: one flow, or every flow of
+/// a `-P N` client with their `sum`.
+pub fn server_test_document(t: &FinishedTest, test: &TestInfo) -> Option<Document> {
+    let Some(sum) = &t.sum else {
+        let (id, r) = t.streams.first()?;
+        return server_document(*id, r, test);
+    };
+    let mut test = test.clone();
+    if let Some(i) = t.streams.iter().find_map(|(_, r)| r.info.as_ref()) {
+        test.local = Some(i.local.to_string());
+        test.remote = Some(i.peer.ip().to_string());
+    }
+    test.parallel = sum.size();
+    let mut doc = Document::new(Role::Server, Protocol::Udp, test);
+    for (id, r) in &t.streams {
+        if let Some(total) = &r.recv_total {
+            doc.streams
+                .push(with_addresses(recv_record(*id, r, total), r));
+        }
+    }
+    doc.sum = recv_sum_record(sum);
+    Some(doc)
 }
 
 /// The server's document for one finished flow.

@@ -53,6 +53,7 @@ mod json;
 pub mod mmsg;
 pub mod pacer;
 mod recv_flow;
+pub mod recv_sum;
 pub mod report;
 pub mod reverse_client;
 mod reverse_server;

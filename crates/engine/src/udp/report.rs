@@ -6,9 +6,11 @@
 
 use super::conn::{ConnInfo, connected_line, csv_row};
 use super::json;
+use super::recv_sum::RecvSum;
 use super::server_report::snapshot_from_server_report;
 use crate::config::OutputFormat;
 use crate::console;
+use crate::sum::{gather, pair, sum_key, sum_span};
 use bloatlab_metrics::console::{
     BW_HEADER, Console, HeaderOnce, StreamLabel, UDP_RECV_ENHANCED_HEADER, UDP_RECV_HEADER,
     UDP_SEND_HEADER,
@@ -17,11 +19,15 @@ use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::{ServerSideReport, TestInfo};
 use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
 use bloatlab_metrics::udp_send::UdpSendSnapshot;
+use bloatlab_units::Bytes;
 use bloatlab_wire::ServerReportRepr;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Header of iperf 2.1.8's UDP `[FD n]` lines (`-e`).
+pub const UDP_FD_HEADER: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS";
 
 /// How a client's end-of-test exchange with the server ended.
 #[derive(Debug, Clone)]
@@ -69,6 +75,15 @@ pub enum Event {
     },
     /// A stream failed; the message names what.
     Failed { stream: u32, error: String },
+    /// Server: flow `stream` belongs to `-P` group `group` of a client
+    /// that announced `expected` flows.
+    Joined {
+        stream: u32,
+        group: u32,
+        expected: u32,
+    },
+    /// Server: the join window of `group` ended with only `members` flows.
+    GroupClosed { group: u32, members: u32 },
 }
 
 /// Which side is printing.
@@ -115,12 +130,29 @@ pub struct StreamResult {
     pub bad_datagrams: u64,
 }
 
+/// A server test whose every flow ended: one flow, or the flows of one
+/// `-P N` client with their receive `[SUM]`.
+#[derive(Debug, Clone, Default)]
+pub struct FinishedTest {
+    pub streams: Vec<(u32, StreamResult)>,
+    pub sum: Option<RecvSum>,
+}
+
+/// A server's `-P N` group being reported.
+#[derive(Debug)]
+struct Group {
+    sum: RecvSum,
+    members: Vec<u32>,
+}
+
 /// Everything a test reported (for `--json` and for callers' checks).
 #[derive(Debug, Clone, Default)]
 pub struct Collected {
     pub streams: BTreeMap<u32, StreamResult>,
     pub sum_intervals: Vec<UdpSendSnapshot>,
     pub sum_total: Option<UdpSendSnapshot>,
+    /// A client's receive `[SUM]` (`-R` / `--full-duplex` with `-P > 1`).
+    pub recv_sum: Option<RecvSum>,
     pub failures: Vec<(u32, String)>,
 }
 
@@ -148,8 +180,17 @@ pub struct Reporter {
     console: Console,
     headers: HeaderOnce,
     out: Collected,
+    /// Client send snapshots waiting for the other streams' (`[SUM]`).
     pending: BTreeMap<Duration, Vec<UdpSendSnapshot>>,
-    finals: Vec<UdpSendSnapshot>,
+    /// Client: the streams' "Sent N" figures so far (for `[SUM-N] Sent`).
+    sent_sum: u64,
+    /// `[FD n]`: one direction's (span, bytes, datagrams) waiting for the other's.
+    pending_fd: BTreeMap<(u32, Duration), (Span, Bytes, u64)>,
+    /// Server: `-P N` groups by id, and each grouped flow's group.
+    groups: BTreeMap<u32, Group>,
+    group_of: HashMap<u32, u32>,
+    /// Server tests that ended since the last [`Reporter::take_finished`].
+    finished: Vec<FinishedTest>,
     /// Server streams whose send lines are the reversed role (`[ *1]`):
     /// the server's half of a full-duplex test.
     reversed_send: std::collections::BTreeSet<u32>,
@@ -157,13 +198,22 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(s: ReportSettings) -> Reporter {
+        let mut out = Collected::default();
+        if s.side == Side::Client && s.streams > 1 {
+            // Used only if the streams receive (-R, --full-duplex).
+            out.recv_sum = Some(RecvSum::new(s.streams));
+        }
         Reporter {
             s,
             console: Console::default(),
             headers: HeaderOnce::new(),
-            out: Collected::default(),
+            out,
             pending: BTreeMap::new(),
-            finals: Vec::new(),
+            sent_sum: 0,
+            pending_fd: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            group_of: HashMap::new(),
+            finished: Vec::new(),
             reversed_send: Default::default(),
         }
     }
@@ -216,10 +266,12 @@ impl Reporter {
                 }
             }
             OutputFormat::Console => {
-                self.header(if enhanced {
-                    UDP_RECV_ENHANCED_HEADER
-                } else {
-                    UDP_RECV_HEADER
+                // iperf 2.1.8 heads a receive [SUM] with the send columns.
+                self.header(match (label, enhanced) {
+                    (StreamLabel::Sum, true) => UDP_SEND_HEADER,
+                    (StreamLabel::Sum, false) => BW_HEADER,
+                    (_, true) => UDP_RECV_ENHANCED_HEADER,
+                    (_, false) => UDP_RECV_HEADER,
                 });
                 let l = self.console.udp_recv_line(label, snap, enhanced);
                 self.print(&l);
@@ -265,7 +317,8 @@ impl Reporter {
                     .or_default()
                     .send_intervals
                     .push(snap);
-                self.sum_interval(snap);
+                self.sum_send(snap, false);
+                self.full_duplex(stream, snap.span, snap.bytes, snap.writes, false);
             }
             Event::SendFinal {
                 stream,
@@ -276,6 +329,8 @@ impl Reporter {
             } => self.send_final(stream, partial, total, sent, server),
             Event::RecvInterval { stream, snap } => {
                 self.recv_line(self.recv_label(stream), &snap, self.s.enhanced);
+                self.sum_recv(stream, &snap, false);
+                self.full_duplex(stream, snap.span, snap.bytes, snap.datagrams, false);
                 self.out
                     .streams
                     .entry(stream)
@@ -292,18 +347,153 @@ impl Reporter {
                 let label = self.recv_label(stream);
                 if let Some(p) = &partial {
                     self.recv_line(label, p, self.s.enhanced);
+                    self.sum_recv(stream, p, false);
+                    self.full_duplex(stream, p.span, p.bytes, p.datagrams, false);
                 }
                 self.recv_line(label, &total, self.s.enhanced);
+                self.full_duplex(stream, total.span, total.bytes, total.datagrams, true);
+                let grouped = self.group_of.contains_key(&stream);
                 let r = self.out.streams.entry(stream).or_default();
                 r.recv_intervals.extend(partial);
-                r.recv_total = Some(total);
+                r.recv_total = Some(total.clone());
                 r.bad_datagrams = bad_datagrams;
+                self.sum_recv(stream, &total, true);
+                if self.s.side == Side::Server && !grouped {
+                    let streams = self.take_stream(stream).map(|r| (stream, r));
+                    self.finished.push(FinishedTest {
+                        streams: streams.into_iter().collect(),
+                        sum: None,
+                    });
+                }
             }
             Event::Failed { stream, error } => {
                 eprintln!("[{stream:3}] {error}");
                 self.out.failures.push((stream, error));
             }
+            Event::Joined {
+                stream,
+                group,
+                expected,
+            } => {
+                self.group_of.insert(stream, group);
+                self.groups
+                    .entry(group)
+                    .or_insert_with(|| Group {
+                        sum: RecvSum::new(expected),
+                        members: Vec::new(),
+                    })
+                    .members
+                    .push(stream);
+            }
+            Event::GroupClosed { group, members } => {
+                let done = match self.groups.get_mut(&group) {
+                    Some(g) => g.sum.resize(members),
+                    None => Vec::new(),
+                };
+                for sum in &done {
+                    self.recv_line(StreamLabel::Sum, sum, self.s.enhanced);
+                }
+                self.end_group_if_done(group);
+            }
         }
+    }
+
+    /// `[FD n]` with `-e`, as iperf 2.1.8 prints it on both ends: once both
+    /// directions of full-duplex stream `n` reported a span, their bytes
+    /// and datagrams (writes, or "Sent N" on the total, plus the
+    /// receiver's Total) and the PPS over the span.
+    fn full_duplex(&mut self, stream: u32, span: Span, bytes: Bytes, datagrams: u64, total: bool) {
+        let fd = match self.s.side {
+            Side::Client => self.s.test.full_duplex,
+            Side::Server => self.reversed_send.contains(&stream),
+        };
+        if !fd || !self.s.enhanced || self.s.format != OutputFormat::Console {
+            return;
+        }
+        let half = (span, bytes, datagrams);
+        let Some(((s0, b0, d0), _)) =
+            pair(&mut self.pending_fd, stream, sum_key(span, total), half)
+        else {
+            return;
+        };
+        if total {
+            // A partial interval only one direction had never pairs.
+            self.pending_fd.retain(|(s, _), _| *s != stream);
+        }
+        let span = sum_span([s0, span].into_iter());
+        let n = d0 + datagrams;
+        let secs = span.secs();
+        let pps = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        self.header(UDP_FD_HEADER);
+        let mut l = self.console.bw_line(
+            StreamLabel::FullDuplex(stream),
+            span,
+            b0.saturating_add(bytes),
+        );
+        l.push_str(&format!(" {n}{pps:8.0} pps"));
+        self.print(&l);
+    }
+
+    /// Adds a receive snapshot to its `[SUM]` (the server's group of the
+    /// flow, the client's streams) and prints the sum if it completed.
+    fn sum_recv(&mut self, stream: u32, snap: &UdpRecvSnapshot, total: bool) {
+        let sum = match self.s.side {
+            Side::Client => self.out.recv_sum.as_mut(),
+            Side::Server => {
+                let g = self.group_of.get(&stream).copied();
+                g.and_then(|g| self.groups.get_mut(&g)).map(|g| &mut g.sum)
+            }
+        };
+        let Some(sum) = sum.and_then(|s| s.add(snap, total)) else {
+            return;
+        };
+        self.recv_line(StreamLabel::Sum, &sum, self.s.enhanced);
+        if let Some(&g) = self.group_of.get(&stream) {
+            self.end_group_if_done(g);
+        }
+    }
+
+    /// A server group whose total `[SUM]` is out is a finished test.
+    fn end_group_if_done(&mut self, group: u32) {
+        if self
+            .groups
+            .get(&group)
+            .is_none_or(|g| g.sum.total.is_none())
+        {
+            return;
+        }
+        let Some(g) = self.groups.remove(&group) else {
+            return;
+        };
+        let mut streams = Vec::new();
+        for id in g.members {
+            self.group_of.remove(&id);
+            if let Some(r) = self.take_stream(id) {
+                streams.push((id, r));
+            }
+        }
+        self.finished.push(FinishedTest {
+            streams,
+            sum: Some(g.sum),
+        });
+    }
+
+    /// Server shutdown: every group completes with the flows it has (a
+    /// `--one-off` server need not wait out a short group's join window).
+    pub fn end_open_groups(&mut self) {
+        let open: Vec<(u32, u32)> = self
+            .groups
+            .iter()
+            .map(|(id, g)| (*id, g.members.len() as u32))
+            .collect();
+        for (group, members) in open {
+            self.handle(Event::GroupClosed { group, members });
+        }
+    }
+
+    /// Server tests (a flow, or a `-P N` group) that ended since the last call.
+    pub fn take_finished(&mut self) -> Vec<FinishedTest> {
+        std::mem::take(&mut self.finished)
     }
 
     fn send_label(&self, stream: u32) -> StreamLabel {
@@ -333,10 +523,13 @@ impl Reporter {
         let label = self.send_label(stream);
         if let Some(p) = partial {
             self.send_line(label, &p);
-            self.sum_interval(p);
+            self.sum_send(p, false);
+            self.full_duplex(stream, p.span, p.bytes, p.writes, false);
         }
         self.send_line(label, &total);
         self.print(&self.console.udp_sent_datagrams(stream, sent));
+        // iperf 2.1.8 counts the sender's "Sent N" (the FIN included) here.
+        self.full_duplex(stream, total.span, total.bytes, sent, true);
         let r = self.out.streams.entry(stream).or_default();
         r.send_intervals.extend(partial);
         r.send_total = Some(total);
@@ -367,29 +560,31 @@ impl Reporter {
             }
             ServerOutcome::NoAckExpected => {}
         }
-        self.finals.push(total);
-        if self.s.streams > 1 && self.finals.len() as u32 == self.s.streams {
-            let span = sum_span(self.finals.iter().map(|f| f.span));
-            let sum = UdpSendSnapshot::sum(span, self.finals.iter());
-            self.send_line(StreamLabel::Sum, &sum);
-            self.out.sum_total = Some(sum);
+        self.sent_sum += sent;
+        if self.sum_send(total, true) && self.s.format == OutputFormat::Console {
+            let label = StreamLabel::SumCount(self.s.streams);
+            self.print(&self.console.udp_sent_datagrams_sum(label, self.sent_sum));
         }
     }
 
-    /// Queues a client interval for `[SUM]`; prints once every stream reported it.
-    fn sum_interval(&mut self, snap: UdpSendSnapshot) {
+    /// Queues a client send snapshot for `[SUM]`; prints once every stream
+    /// reported it (then returns true).
+    fn sum_send(&mut self, snap: UdpSendSnapshot, total: bool) -> bool {
         if self.s.streams < 2 {
-            return;
+            return false;
         }
-        let v = self.pending.entry(snap.span.start).or_default();
-        v.push(snap);
-        if v.len() as u32 == self.s.streams {
-            let parts = self.pending.remove(&snap.span.start).unwrap_or_default();
-            let span = sum_span(parts.iter().map(|p| p.span));
-            let sum = UdpSendSnapshot::sum(span, parts.iter());
-            self.send_line(StreamLabel::Sum, &sum);
+        let key = sum_key(snap.span, total);
+        let Some(parts) = gather(&mut self.pending, key, snap, self.s.streams) else {
+            return false;
+        };
+        let sum = UdpSendSnapshot::sum(sum_span(parts.iter().map(|p| p.span)), parts.iter());
+        self.send_line(StreamLabel::Sum, &sum);
+        if total {
+            self.out.sum_total = Some(sum);
+        } else {
             self.out.sum_intervals.push(sum);
         }
+        true
     }
 
     /// Results so far (server side: per flow).
@@ -407,14 +602,4 @@ impl Reporter {
     pub fn settings(&self) -> &ReportSettings {
         &self.s
     }
-}
-
-/// Earliest start to latest end.
-fn sum_span(spans: impl Iterator<Item = Span>) -> Span {
-    let mut it = spans.peekable();
-    let first = it.peek().copied().unwrap_or_default();
-    let (start, end) = it.fold((first.start, first.end), |(s, e), x| {
-        (s.min(x.start), e.max(x.end))
-    });
-    Span::new(start, end)
 }

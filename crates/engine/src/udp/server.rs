@@ -32,6 +32,7 @@ use super::reverse_server::ReverseSenders;
 use super::server_report::ack_fin_bytes;
 use super::{UdpError, sock};
 use crate::config::{OutputFormat, ServerConfig};
+use crate::sum::{JOIN_WINDOW, JoinTable};
 use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
 use bloatlab_units::Bytes;
 use bloatlab_wire::Rate;
@@ -105,6 +106,9 @@ pub struct ServerCore {
     finished_flows: u64,
     /// Reverse tests to start (the driver spawns their senders).
     reverse_starts: Vec<ReverseStart>,
+    /// Open `-P N` groups (client address + numThreads) -> group id.
+    groups: JoinTable<Duration, u32>,
+    next_group: u32,
     /// Report events produced since the last [`take_events`](Self::take_events).
     events: Vec<Event>,
 }
@@ -125,6 +129,8 @@ impl ServerCore {
             logged_full: false,
             finished_flows: 0,
             reverse_starts: Vec::new(),
+            groups: JoinTable::new(JOIN_WINDOW),
+            next_group: 1,
             events: Vec::new(),
         }
     }
@@ -193,6 +199,9 @@ impl ServerCore {
                         len: Bytes(d.wire_len as u64),
                     });
                 }
+                if let Some(h) = header.filter(|h| h.parallel > 1) {
+                    self.join_group(d, flow.recv.id, h.parallel);
+                }
                 let idle = idle_for(header.as_ref(), d.wire_len, self.idle_timeout);
                 self.table.insert_with_idle(d.rx, d.from, flow, idle);
                 self.data(d, inc.seqno, inc.sent);
@@ -242,6 +251,35 @@ impl ServerCore {
             },
         });
         id
+    }
+
+    /// A flow of a `-P N` client joins its client's group (iperf 2.1.8
+    /// sums them in `[SUM]` lines), or opens one.
+    fn join_group(&mut self, d: &Datagram<'_>, stream: u32, expected: u32) {
+        self.close_groups(d.rx);
+        let next = &mut self.next_group;
+        let group = self.groups.join(d.from.ip(), expected, d.rx, || {
+            let g = *next;
+            *next = next.wrapping_add(1).max(1);
+            g
+        });
+        self.events.push(Event::Joined {
+            stream,
+            group,
+            expected,
+        });
+    }
+
+    /// Groups whose join window ended with fewer flows than announced.
+    fn close_groups(&mut self, now: Duration) {
+        for g in self.groups.expire(now) {
+            if g.joined < g.expected {
+                self.events.push(Event::GroupClosed {
+                    group: g.value,
+                    members: g.joined,
+                });
+            }
+        }
     }
 
     fn start_flow(&mut self, d: &Datagram<'_>, header: Option<HeaderInfo>) -> Flow {
@@ -359,6 +397,7 @@ impl ServerCore {
 
     /// Emits due intervals and expires flows at `now`.
     pub fn on_timer(&mut self, now: Duration) {
+        self.close_groups(now);
         for (_, flow) in self.table.iter_mut() {
             if !flow.recv.finished {
                 let off = flow.recv.offset(now);
@@ -393,10 +432,14 @@ impl ServerCore {
             .filter(|f| !f.recv.finished)
             .filter_map(|f| f.recv.next_report.map(|b| f.recv.start + b))
             .min();
-        match (intervals, self.table.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            intervals,
+            self.table.next_deadline(),
+            self.groups.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 
@@ -540,6 +583,8 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
         }
     }
     senders.stop(&mut reporter, cfg.format);
+    reporter.end_open_groups();
+    print_finished(&mut reporter, cfg.format);
     Ok(())
 }
 
@@ -549,19 +594,20 @@ fn send(sock: &std::net::UdpSocket, out: &Outgoing) {
     }
 }
 
-/// Forwards the core's events to the reporter; prints a flow's JSON
-/// document when it finishes.
+/// Forwards the core's events to the reporter; prints a test's JSON
+/// document when it finishes (a flow, or every flow of a `-P N` client).
 fn flush(core: &mut ServerCore, reporter: &mut Reporter, format: OutputFormat) {
     for ev in core.take_events() {
-        let done = match &ev {
-            Event::RecvFinal { stream, .. } => Some(*stream),
-            _ => None,
-        };
         reporter.handle(ev);
-        if let Some(id) = done
-            && let Some(r) = reporter.take_stream(id)
-            && format == OutputFormat::Json
-            && let Some(doc) = json::server_document(id, &r, &reporter.settings().test)
+        print_finished(reporter, format);
+    }
+}
+
+/// Prints the `--json` documents of the tests that ended.
+fn print_finished(reporter: &mut Reporter, format: OutputFormat) {
+    for t in reporter.take_finished() {
+        if format == OutputFormat::Json
+            && let Some(doc) = json::server_test_document(&t, &reporter.settings().test)
         {
             println!("{}", doc.to_json_pretty());
         }

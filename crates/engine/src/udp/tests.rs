@@ -2,11 +2,13 @@
 //! plus one in-process loopback run of client and server.
 
 use super::datagram::{Template, header_repr, stamp};
-use super::report::Event;
+use super::json;
+use super::report::{Event, ReportSettings, Reporter, Side};
 use super::server::{Datagram, ServerCore};
 use super::server_report::{parse_ack_fin, snapshot_from_server_report};
 use crate::config::{Amount, ClientConfig, OutputFormat, Protocol, ServerConfig};
-use bloatlab_metrics::json::ServerSideReport;
+use bloatlab_metrics::json::{ServerSideReport, TestInfo};
+use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::net::SocketAddr;
@@ -357,4 +359,206 @@ fn full_duplex_client_header_carries_fullduplex_and_noudpfin() {
     assert!(c.upper_flags.contains(UpperFlags::NOUDPFIN));
     assert!(c.flags.contains(HeaderFlags::VERSION2));
     assert!(c.flags.contains(HeaderFlags::UDPTESTS));
+}
+
+/// Feeds flow `p` ids `1..=n` every 10 ms from `start` (20 us transit),
+/// skipping `lose`, then its FIN.
+fn run_flow(core: &mut ServerCore, p: &Peer, start: Duration, n: i64, lose: Option<i64>) {
+    for id in (1..=n).filter(|i| Some(*i) != lose) {
+        let sent = start + us(10_000 * (id as u64 - 1));
+        feed(core, p, &p.datagram(id, sent), sent + us(20));
+    }
+    let fin = start + us(10_000 * n as u64);
+    feed(core, p, &p.datagram(-(n + 1), fin), fin + us(20));
+}
+
+fn quiet_server_reporter() -> Reporter {
+    Reporter::new(ReportSettings {
+        side: Side::Server,
+        enhanced: true,
+        format: OutputFormat::Json,
+        streams: 1,
+        reverse: false,
+        test: TestInfo::default(),
+    })
+}
+
+fn parallel_peer(port: u16, parallel: u32) -> Peer {
+    let mut cfg = client_cfg(false);
+    cfg.parallel = parallel;
+    Peer::new(port, &cfg)
+}
+
+#[test]
+fn flows_of_one_parallel_client_are_summed_once_every_flow_reported() {
+    let mut core = ServerCore::new(
+        &server_cfg(Some(Duration::from_secs(1))),
+        5001,
+        Duration::from_secs(4),
+    );
+    let peers: Vec<Peer> = (0..3).map(|k| parallel_peer(41_000 + k, 3)).collect();
+    let single = parallel_peer(41_010, 1);
+    // Staggered by 5 ms like our client; flow 1 loses id 50.
+    for (k, p) in peers.iter().enumerate() {
+        let lose = (k == 0).then_some(50);
+        run_flow(&mut core, p, T0 + us(5_000 * k as u64), 150, lose);
+    }
+    run_flow(&mut core, &single, T0, 20, None);
+    let events = core.take_events();
+    let joined: Vec<(u32, u32)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Joined {
+                stream,
+                group,
+                expected: 3,
+            } => Some((*stream, *group)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined, vec![(1, 1), (2, 1), (3, 1)], "{events:?}");
+
+    let mut r = quiet_server_reporter();
+    let mut finished = Vec::new();
+    for ev in events {
+        r.handle(ev);
+        finished.extend(r.take_finished());
+    }
+    // The lone flow's test ends on its own (after the group's, which
+    // finished first); the group's as one test with its sum.
+    assert_eq!(finished.len(), 2);
+    let group = &finished[0];
+    assert_eq!(finished[1].streams.len(), 1);
+    assert!(finished[1].sum.is_none());
+    let ids: Vec<u32> = group.streams.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let sum = group.sum.as_ref().expect("a [SUM]");
+    let total = sum.total.as_ref().expect("the total [SUM]");
+    let totals: Vec<&UdpRecvSnapshot> = group
+        .streams
+        .iter()
+        .map(|(_, s)| s.recv_total.as_ref().unwrap())
+        .collect();
+    let bytes: u64 = totals.iter().map(|t| t.bytes.0).sum();
+    assert_eq!(total.bytes, Bytes(bytes));
+    assert_eq!(
+        total.bytes,
+        Bytes(200 * (3 * 150 + 3 - 1)),
+        "FINs count, one lost"
+    );
+    assert_eq!((total.lost, total.datagrams), (1, 3 * 151));
+    assert_eq!(
+        total.span.end,
+        totals.iter().map(|t| t.span.end).max().unwrap()
+    );
+    // One full interval (0-1 s) summed; 1-1.5 s partials summed too.
+    assert_eq!(sum.intervals.len(), 2);
+    let first: u64 = group
+        .streams
+        .iter()
+        .map(|(_, s)| s.recv_intervals[0].bytes.0)
+        .sum();
+    assert_eq!(sum.intervals[0].bytes, Bytes(first));
+    assert_eq!(sum.intervals[0].span.end, Duration::from_secs(1));
+
+    // --json: one document for the group, with a receive sum.
+    let doc = json::server_test_document(group, &TestInfo::default()).unwrap();
+    assert_eq!(doc.streams.len(), 3);
+    let s = doc.sum.as_ref().unwrap();
+    assert_eq!((s.streams, s.intervals.len()), (3, 2));
+    assert_eq!(s.summary.udp_recv.as_ref().unwrap().datagrams_total, 453);
+}
+
+#[test]
+fn a_group_short_of_members_completes_when_its_join_window_ends() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    // The client announced 3 flows; only 2 arrive.
+    let a = parallel_peer(41_100, 3);
+    let b = parallel_peer(41_101, 3);
+    run_flow(&mut core, &a, T0, 10, None);
+    run_flow(&mut core, &b, T0, 10, None);
+    let mut r = quiet_server_reporter();
+    let mut at_shutdown = quiet_server_reporter();
+    for ev in core.take_events() {
+        r.handle(ev.clone());
+        at_shutdown.handle(ev);
+    }
+    assert!(r.take_finished().is_empty(), "waits for the third flow");
+    // A server stopping now completes the group with the flows it has.
+    at_shutdown.end_open_groups();
+    let done = at_shutdown.take_finished();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].streams.len(), 2);
+    let close = T0 + crate::sum::JOIN_WINDOW + us(100);
+    assert!(core.next_deadline().unwrap() <= close);
+    core.on_timer(close);
+    let events = core.take_events();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Event::GroupClosed {
+                group: 1,
+                members: 2
+            }
+        )),
+        "{events:?}"
+    );
+    for ev in events {
+        r.handle(ev);
+    }
+    let done = r.take_finished();
+    assert_eq!(done.len(), 1);
+    let total = done[0].sum.as_ref().unwrap().total.as_ref().unwrap();
+    assert_eq!(total.datagrams, 2 * 11);
+    assert_eq!(total.bytes, Bytes(2 * 11 * 200));
+    // A later test of the same client opens a new group.
+    let c = parallel_peer(41_102, 3);
+    feed(&mut core, &c, &c.datagram(1, close), close);
+    assert!(core.take_events().iter().any(|e| matches!(
+        e,
+        Event::Joined {
+            stream: 3,
+            group: 2,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn reverse_client_sums_its_receive_streams() {
+    let mut r = Reporter::new(ReportSettings {
+        side: Side::Client,
+        enhanced: false,
+        format: OutputFormat::Json,
+        streams: 2,
+        reverse: true,
+        test: TestInfo::default(),
+    });
+    let snap = |end_ms: u64, bytes: u64| UdpRecvSnapshot {
+        span: bloatlab_metrics::interval::Span::new(Duration::ZERO, Duration::from_millis(end_ms)),
+        bytes: Bytes(bytes),
+        datagrams: bytes / 100,
+        ..UdpRecvSnapshot::default()
+    };
+    for (stream, bytes) in [(1, 1000), (2, 3000)] {
+        r.handle(Event::RecvInterval {
+            stream,
+            snap: snap(1000, bytes),
+        });
+    }
+    for (stream, end) in [(1, 2000), (2, 2010)] {
+        r.handle(Event::RecvFinal {
+            stream,
+            partial: None,
+            total: snap(end, 10_000),
+            bad_datagrams: 0,
+        });
+    }
+    let c = r.finish();
+    let sum = c.recv_sum.expect("a receive sum");
+    assert_eq!(sum.intervals.len(), 1);
+    assert_eq!(sum.intervals[0].bytes, Bytes(4000));
+    let total = sum.total.unwrap();
+    assert_eq!((total.bytes, total.datagrams), (Bytes(20_000), 200));
+    assert_eq!(total.span.end, Duration::from_millis(2010));
 }
