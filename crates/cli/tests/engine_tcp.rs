@@ -94,6 +94,18 @@ mod helpers {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+
+        /// Waits (up to 10 s) until stderr contains `needle`.
+        pub fn wait_for_stderr(&self, needle: &str) -> String {
+            let t0 = Instant::now();
+            loop {
+                let s = self.stderr();
+                if s.contains(needle) || t0.elapsed() > Duration::from_secs(10) {
+                    return s;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
 
     impl Drop for Server {
@@ -582,4 +594,25 @@ fn sigint_stops_reverse_and_udp_clients_with_a_final_report() {
     assert!(sum["bytes"].as_u64().unwrap() > 0, "{v}");
     let end = sum["end_s"].as_f64().unwrap();
     assert!(end > 0.5 && end < 8.0, "{sum}");
+}
+
+#[test]
+fn no_reverse_server_refuses_tests_that_make_it_send() {
+    let srv = Server::start(&["--no-reverse"]);
+    for (extra, what) in [("-R", "reverse (-R)"), ("--full-duplex", "full-duplex")] {
+        let o = client(srv.port, &["-t", "1", extra]);
+        let (_, err) = text(&o);
+        if extra == "-R" {
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(err.contains("without sending anything"), "{err}");
+        }
+        let log = srv.wait_for_stderr(&format!("refusing a {what} test"));
+        assert!(log.contains("(--no-reverse)"), "{log}");
+    }
+    // Forward tests are served as usual.
+    let out = ok(&client(srv.port, &["-t", "1"]));
+    assert!(
+        out.contains("Gbits/sec") || out.contains("Mbits/sec"),
+        "{out}"
+    );
 }

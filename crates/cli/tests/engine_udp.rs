@@ -773,3 +773,23 @@ fn full_duplex_with_e_prints_fd_lines_on_both_ends() {
     let srv = s.wait_until(|o| o.lines().filter(|l| l.starts_with("[FD1] ")).count() >= 3);
     assert!(srv.lines().any(|l| l.starts_with("[FD1] 0.0000-")), "{srv}");
 }
+
+#[test]
+fn no_reverse_server_refuses_udp_reverse_and_serves_forward() {
+    let srv = Server::start(&["--no-reverse"]);
+    let o = client(srv.port, &["-R", "-t", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("reverse-test header datagrams"), "{err}");
+    let t0 = Instant::now();
+    while !srv.stderr().contains("--no-reverse") && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        srv.stderr().contains("refusing a UDP -R"),
+        "{}",
+        srv.stderr()
+    );
+    let o = client(srv.port, &["-t", "1", "-b", "1m"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

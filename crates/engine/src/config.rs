@@ -191,6 +191,11 @@ pub struct ServerConfig {
     pub one_off: bool,
     /// How long to wait for a test header before dropping a connection.
     pub header_timeout: Duration,
+    /// `--no-reverse`: refuse tests that make the server send (`-R`,
+    /// `--full-duplex`). A UDP `-R` header names the rate and duration the
+    /// server sends at, to the datagram's source address, which may be
+    /// spoofed: on a public host this turns the server into a reflector.
+    pub no_reverse: bool,
 }
 
 impl Default for ServerConfig {
@@ -205,6 +210,7 @@ impl Default for ServerConfig {
             format: OutputFormat::Console,
             one_off: false,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            no_reverse: false,
         }
     }
 }

@@ -56,6 +56,10 @@ pub struct ServerArgs {
     /// Seconds to wait for a client's test header before dropping it.
     #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
     pub header_timeout: Duration,
+    /// Refuse tests that make this server send (-R, --full-duplex), TCP and UDP:
+    /// a UDP -R request from a spoofed address would aim our traffic at a third party.
+    #[arg(long = "no-reverse")]
+    pub no_reverse: bool,
     /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
     #[arg(long = "no-probes")]
     pub no_probes: bool,
@@ -93,6 +97,7 @@ impl ServerArgs {
             },
             one_off: self.one_off,
             header_timeout: self.header_timeout,
+            no_reverse: self.no_reverse,
         }
     }
 }

@@ -177,6 +177,9 @@ fn stream(
             let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
             let _ = s.shutdown(Shutdown::Write);
+            if acc.total_bytes().0 == 0 {
+                return Err(REFUSED_REVERSE.into());
+            }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
         }
         Direction::FullDuplex => {
@@ -194,6 +197,10 @@ fn stream(
     }
     Ok(())
 }
+
+/// A reverse test that ended without a byte from the server.
+const REFUSED_REVERSE: &str = "the server closed the connection without sending anything \
+(a bloatlab server started with --no-reverse refuses -R and --full-duplex)";
 
 /// On reverse/full-duplex trip-times tests the server's sender starts with
 /// its own test header (README 5.6); read it and count it as received.

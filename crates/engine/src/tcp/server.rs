@@ -144,6 +144,17 @@ fn connection(
         }
     };
     let req = request_of(raw.len(), &hdr);
+    if cfg.no_reverse && req.direction != Direction::Forward {
+        eprintln!(
+            "bloatlab server: refusing a {} test from {peer} (--no-reverse)",
+            if req.direction == Direction::Reverse {
+                "reverse (-R)"
+            } else {
+                "full-duplex"
+            }
+        );
+        return;
+    }
     if cfg.one_off {
         let _ = one
             .expected

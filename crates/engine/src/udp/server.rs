@@ -103,6 +103,9 @@ pub struct ServerCore {
     stray_bad: u64,
     logged_sources: HashSet<SocketAddr>,
     logged_full: bool,
+    /// `--no-reverse`: -R / --full-duplex headers are refused.
+    no_reverse: bool,
+    refused_reverse: u64,
     finished_flows: u64,
     /// Reverse tests to start (the driver spawns their senders).
     reverse_starts: Vec<ReverseStart>,
@@ -127,6 +130,8 @@ impl ServerCore {
             stray_bad: 0,
             logged_sources: HashSet::new(),
             logged_full: false,
+            no_reverse: cfg.no_reverse,
+            refused_reverse: 0,
             finished_flows: 0,
             reverse_starts: Vec::new(),
             groups: JoinTable::new(JOIN_WINDOW),
@@ -181,6 +186,17 @@ impl ServerCore {
                     return None;
                 }
                 let header = parse_header(d.data);
+                if self.no_reverse && header.is_some_and(|h| h.reverse || h.full_duplex) {
+                    // Not even a flow entry: the client's retries are
+                    // refused one by one. Log the first few, then every
+                    // 1000th (a spoofed flood must not flood the log).
+                    self.refused_reverse += 1;
+                    if self.refused_reverse <= 3 || self.refused_reverse.is_multiple_of(1000) {
+                        tracing::warn!(peer = %d.from, refused = self.refused_reverse,
+                            "refusing a UDP -R / --full-duplex test (--no-reverse)");
+                    }
+                    return None;
+                }
                 if let Some(h) = header.filter(|h| h.reverse) {
                     let flow = self.start_reverse(d, h);
                     // The entry only absorbs the client's header retries

@@ -562,3 +562,30 @@ fn reverse_client_sums_its_receive_streams() {
     assert_eq!((total.bytes, total.datagrams), (Bytes(20_000), 200));
     assert_eq!(total.span.end, Duration::from_millis(2010));
 }
+
+#[test]
+fn no_reverse_refuses_reverse_and_full_duplex_headers_but_serves_forward_tests() {
+    let scfg = ServerConfig {
+        no_reverse: true,
+        ..server_cfg(Some(Duration::from_secs(1)))
+    };
+    let mut core = ServerCore::new(&scfg, 5001, Duration::from_secs(1));
+    for (port, direction) in [
+        (40020, crate::config::Direction::Reverse),
+        (40021, crate::config::Direction::FullDuplex),
+    ] {
+        let mut cfg = client_cfg(true);
+        cfg.direction = direction;
+        let p = Peer::new(port, &cfg);
+        for i in 0..5u64 {
+            assert!(feed(&mut core, &p, &p.datagram(1, T0), T0 + us(7_000 * i)).is_none());
+        }
+    }
+    assert!(core.take_reverse_starts().is_empty());
+    assert_eq!(core.active_flows(), 0, "refused tests hold no flow");
+    assert!(core.take_events().is_empty());
+    // A forward test from another client is served as usual.
+    let p = Peer::new(40022, &client_cfg(true));
+    feed(&mut core, &p, &p.datagram(1, T0), T0 + us(50_000));
+    assert_eq!(core.active_flows(), 1);
+}
