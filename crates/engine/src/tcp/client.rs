@@ -177,7 +177,8 @@ fn stream(
             let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
             let _ = s.shutdown(Shutdown::Write);
-            if acc.total_bytes().0 == 0 {
+            // Nothing at all, and not because the user stopped us first.
+            if acc.total_bytes().0 == 0 && !crate::stop::requested() {
                 return Err(REFUSED_REVERSE.into());
             }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
