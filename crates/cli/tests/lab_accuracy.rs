@@ -26,35 +26,6 @@ fn iperf3_server(lab: &LabGuard) -> Bg {
     bg
 }
 
-/// Runs an iperf3 client from `client` and returns the receiver's goodput
-/// in bit/s (first second omitted: slow start is not the steady state).
-fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
-    let mut args = vec![
-        "iperf3",
-        "-c",
-        "10.77.0.2",
-        "-t",
-        "3",
-        "-O",
-        "1",
-        "-J",
-        "-C",
-        "cubic",
-    ];
-    args.extend_from_slice(extra);
-    let o = lab.exec("client", &args);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("iperf3 JSON: {e}: {}{}", stdout(&o), stderr(&o)));
-    let sum = if extra.contains(&"-u") {
-        &v["end"]["sum"]
-    } else {
-        &v["end"]["sum_received"]
-    };
-    sum["bits_per_second"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no goodput in {v}"))
-}
-
 /// fping from the client to the server while `load` runs; returns RTTs (ms).
 fn rtts_under_load(lab: &LabGuard, load: impl FnOnce() -> f64) -> (Vec<f64>, f64) {
     std::thread::scope(|s| {

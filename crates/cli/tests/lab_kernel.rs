@@ -20,25 +20,7 @@ fn kernel_backend_shapes_with_tbf() {
     assert!(wait_until(Duration::from_secs(5), || {
         stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
     }));
-    let o = lab.exec(
-        "client",
-        &[
-            "iperf3",
-            "-c",
-            "10.77.0.2",
-            "-t",
-            "3",
-            "-O",
-            "1",
-            "-J",
-            "-C",
-            "cubic",
-        ],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("iperf3 JSON");
-    let g = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .expect("goodput");
+    let g = iperf3_goodput(&lab, &[]);
     eprintln!(
         "kernel backend TCP goodput {:.2} Mbit/s through tbf 20 Mbit/s",
         g / 1e6

@@ -162,3 +162,32 @@ pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// Runs an iperf3 client from `client` and returns the receiver's goodput
+/// in bit/s (first second omitted: slow start is not the steady state).
+pub fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
+    let mut args = vec![
+        "iperf3",
+        "-c",
+        "10.77.0.2",
+        "-t",
+        "3",
+        "-O",
+        "1",
+        "-J",
+        "-C",
+        "cubic",
+    ];
+    args.extend_from_slice(extra);
+    let o = lab.exec("client", &args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 JSON: {e}: {}{}", stdout(&o), stderr(&o)));
+    let sum = if extra.contains(&"-u") {
+        &v["end"]["sum"]
+    } else {
+        &v["end"]["sum_received"]
+    };
+    sum["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no goodput in {v}"))
+}
