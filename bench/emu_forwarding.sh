@@ -4,16 +4,23 @@
 #  1. unshaped forwarding (Gbit/s, pps) at MTU 1500 through `bloatlab lab`,
 #     beside the floor: a bare TUN-to-TUN copy loop (crates/lab/examples/tun_copy.rs);
 #  2. rate accuracy at 10, 100 and 1000 Mbit/s (4 cubic TCP flows into a
-#     1000-packet FIFO, wire rate measured from the server TUN's kernel rx
-#     counters);
+#     1000-packet FIFO): the wire rate the emulator wrote (its byte counter
+#     over its own clock), beside the server TUN's kernel rx counters, and
+#     the emulator's CPU time;
 #  3. delay error at 100 Mbit/s under load (fq_codel, 2 TCP flows): the
 #     emulator's own release lateness, and irtt's RTT (10 ms probes, us
 #     resolution) minus the configured RTT.
 #
 # Targets: >= 1.5 Gbit/s unshaped; rate error <= 1 %; delay p99 error <= 0.5 ms.
 # Needs root, iperf3, irtt, jq. Traffic stays inside lab namespaces (10.77.0.0/24).
-# Usage: [NO_BUILD=1] [LAB_OPTS="--spin 0 ..."] bench/emu_forwarding.sh [SECONDS]
-#   (results on stdout as markdown; LAB_OPTS is added to every `lab up`)
+# Usage: [NO_BUILD=1] [LAB_OPTS="--offload ..."] [SECTIONS="1 2 3"] [RATES="10 100 1000"] \
+#        bench/emu_forwarding.sh [SECONDS]
+#   (results on stdout as markdown; LAB_OPTS is added to every `lab up`;
+#   SECTIONS picks the parts below, RATES the rates of part 2)
+# With --offload the server TUN's kernel counters see coalesced writes: its
+# bytes miss the headers of the merged segments and its packets count
+# writes, so the emulator's own wire counters are the rate measure (in the
+# default mode both agree).
 set -euo pipefail
 
 SECS=${1:-5}
@@ -57,6 +64,22 @@ print(f"{(b1 - b0) * 8 / (t1 - t0) / 1e6:.3f} {round((p1 - p0) / (t1 - t0))}")
 EOF
 }
 
+# The up direction's wire counters and the emulator's CPU time, from
+# `lab status --json` (`at_s` is when the forwarding thread took them).
+emu_sample() { # LAB -> JSON {at_s, tx_bytes, tx_packets, cpu_s, ...}
+    "$BL" lab status "$1" --json | python3 -c '
+import json, os, sys, time
+st = json.load(sys.stdin)
+up = [d[1] for d in st["counters"]["directions"] if d[0] == "up"][0]
+f = open("/proc/%d/stat" % st["pid"]).read().rsplit(")", 1)[1].split()
+cpu = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+print(json.dumps({"at_s": up["at_s"], "tx_bytes": up["io"]["tx_bytes"],
+                  "tx_packets": up["io"]["tx_packets"], "cpu_s": cpu,
+                  "wall_s": time.monotonic(),
+                  "lateness_p99_us": up["lateness"]["p99_us"],
+                  "ring_drops": st["counters"]["tun_ring_drops"]}))'
+}
+
 SRVPID=
 iperf_server() { # NETNS (sets SRVPID; call without a subshell)
     # `ip netns exec` execs, so $! is iperf3's PID.
@@ -66,45 +89,71 @@ iperf_server() { # NETNS (sets SRVPID; call without a subshell)
     sleep 0.5
 }
 
+want() { case " ${SECTIONS:-1 2 3} " in *" $1 "*) return 0 ;; esac; return 1; }
+
 # --- 1. unshaped forwarding --------------------------------------------------
-tcp_through() { # NETNS-PREFIX -> prints "gbps pps" (server already started)
+if want 1; then
+tcp_through() { # NETNS-PREFIX [LAB] -> "gbps pps [emu_gbps emu_pps]" (server already started)
     local c=$1-client s=$1-server
     ip netns exec "$c" iperf3 -c 10.77.0.2 -t $((SECS + 2)) >/dev/null &
-    local ip=$! mbps pps
+    local ip=$! mbps pps e0= e1=
     sleep 1.5
+    if [ -n "${2:-}" ]; then e0=$(emu_sample "$2"); fi
     read -r mbps pps < <(rx_rate "$s" bl-server "$SECS")
+    if [ -n "${2:-}" ]; then e1=$(emu_sample "$2"); fi
     wait $ip || true
-    echo "$(python3 -c "print($mbps / 1000)") $pps"
+    python3 - "$mbps" "$pps" "$e0" "$e1" <<'EOF'
+import json, sys
+out = [float(sys.argv[1]) / 1000, sys.argv[2]]
+if sys.argv[3]:
+    a, b = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+    dt = b["at_s"] - a["at_s"]
+    out += [(b["tx_bytes"] - a["tx_bytes"]) * 8 / dt / 1e9, round((b["tx_packets"] - a["tx_packets"]) / dt)]
+print(*out)
+EOF
 }
 
-"$FLOOR" "${LAB}f" $((SECS + 4)) >/tmp/bl-bench-floor.log &
-BGPIDS+=($!)
-for _ in $(seq 50); do grep -q ready /tmp/bl-bench-floor.log && break; sleep 0.1; done
-iperf_server "bl-${LAB}f-server"
-read -r FLOOR_G FLOOR_PPS < <(tcp_through "bl-${LAB}f")
-wait "${BGPIDS[0]}" || true
+floor() { # SUFFIX [offload] -> "gbps pps" of the bare copy loop in labs "${LAB}SUFFIX"
+    local name="${LAB}$1"
+    "$FLOOR" "$name" $((SECS + 4)) ${2:-} >"/tmp/bl-bench-floor$1.log" &
+    local fp=$!
+    for _ in $(seq 50); do grep -q ready "/tmp/bl-bench-floor$1.log" && break; sleep 0.1; done
+    iperf_server "bl-$name-server"
+    tcp_through "bl-$name"
+    wait "$fp" || true
+}
+read -r FLOOR_G FLOOR_PPS < <(floor f)
+# With --offload, also the floor that passes super-packets through.
+OFFLOAD=
+case " ${LAB_OPTS:-} " in *" --offload "*) OFFLOAD=1 ;; esac
+if [ -n "$OFFLOAD" ]; then read -r FLOOR_OG FLOOR_OPPS < <(floor g offload); fi
 
 "$BL" lab up "$LAB" ${LAB_OPTS:-} >/dev/null
 iperf_server "bl-$LAB-server"
-read -r EMU_G EMU_PPS < <(tcp_through "bl-$LAB")
+read -r EMU_G EMU_PPS EMU_WG EMU_WPPS < <(tcp_through "bl-$LAB" "$LAB")
 EMU_STATUS=$("$BL" lab status "$LAB" --json)
 EMU_DROPS=$(echo "$EMU_STATUS" | jq '.counters.tun_ring_drops')
 "$BL" lab down "$LAB" >/dev/null
 
-echo "## Unshaped forwarding, MTU 1500, 1 TCP flow (kernel default CC), ${SECS} s after 1.5 s warm-up"
+echo "## Unshaped forwarding, MTU 1500, 1 TCP flow (kernel default CC), ${SECS} s after 1.5 s warm-up${LAB_OPTS:+; lab options: $LAB_OPTS}"
 echo
-echo "| path | wire Gbit/s (server TUN rx) | data-direction pps | TUN ring drops |"
-echo "|---|---|---|---|"
-printf "| bare TUN copy loop (floor) | %.2f | %s | - |\n" "$FLOOR_G" "$FLOOR_PPS"
-printf "| bloatlab emulator, unshaped | %.2f | %s | %s |\n" "$EMU_G" "$EMU_PPS" "$EMU_DROPS"
+echo "| path | server TUN rx Gbit/s | TUN rx pps | emulator wire Gbit/s | emulator wire pps | TUN ring drops |"
+echo "|---|---|---|---|---|---|"
+printf "| bare TUN copy loop (floor) | %.2f | %s | - | - | - |\n" "$FLOOR_G" "$FLOOR_PPS"
+if [ -n "$OFFLOAD" ]; then
+    printf "| bare TUN copy loop with offloads (floor) | %.2f | %s | - | - | - |\n" "$FLOOR_OG" "$FLOOR_OPPS"
+fi
+printf "| bloatlab emulator, unshaped | %.2f | %s | %.2f | %s | %s |\n" "$EMU_G" "$EMU_PPS" "$EMU_WG" "$EMU_WPPS" "$EMU_DROPS"
 echo
 
+fi
 # --- 2. rate accuracy ----------------------------------------------------------
-echo "## Rate accuracy (4 cubic TCP flows into a 1000-packet FIFO, so the queue never empties; wire rate = server TUN rx IP bytes over ${SECS} s after 2 s of warm-up)"
+if want 2; then
+echo "## Rate accuracy (4 cubic TCP flows into a 1000-packet FIFO, 5 ms each way, so the queue never empties; ${SECS} s after 2 s of warm-up${LAB_OPTS:+; lab options: $LAB_OPTS})"
 echo
-echo "| configured | measured Mbit/s | error % | emulator lateness p99 us | TUN ring drops |"
-echo "|---|---|---|---|---|"
-for R in 10 100 1000; do
+echo "| configured | emulator wire Mbit/s | error % | server TUN rx Mbit/s | emulator CPU % of a core | lateness p99 us | TUN ring drops |"
+echo "|---|---|---|---|---|---|---|"
+for R in ${RATES:-10 100 1000}; do
     "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
     iperf_server "bl-$LAB-server"
     # Loss-based cubic (per socket) keeps a FIFO of 1.2 BDP from ever
@@ -113,20 +162,26 @@ for R in 10 100 1000; do
     ip netns exec "bl-$LAB-client" iperf3 -c 10.77.0.2 -C cubic -P 4 -t $((SECS + 3)) >/dev/null &
     IP=$!
     sleep 2
+    E0=$(emu_sample "$LAB")
     read -r MBPS _ < <(rx_rate "bl-$LAB-server" bl-server "$SECS")
+    E1=$(emu_sample "$LAB")
     wait $IP || true
-    ST=$("$BL" lab status "$LAB" --json)
-    python3 - "$R" "$MBPS" "$ST" <<'EOF'
+    python3 - "$R" "$MBPS" "$E0" "$E1" <<'EOF'
 import sys, json
-R = float(sys.argv[1]); mbps = float(sys.argv[2]); st = json.loads(sys.argv[3])
-up = [d[1] for d in st["counters"]["directions"] if d[0] == "up"][0]
-print(f"| {R:g} Mbit/s | {mbps:.2f} | {100 * (mbps - R) / R:+.2f} | {up['lateness']['p99_us']:.0f} | {st['counters']['tun_ring_drops']} |")
+R = float(sys.argv[1]); tun = float(sys.argv[2])
+a, b = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+dt = b["at_s"] - a["at_s"]
+wire = (b["tx_bytes"] - a["tx_bytes"]) * 8 / dt / 1e6
+cpu = 100 * (b["cpu_s"] - a["cpu_s"]) / (b["wall_s"] - a["wall_s"])
+print(f"| {R:g} Mbit/s | {wire:.2f} | {100 * (wire - R) / R:+.2f} | {tun:.2f} | {cpu:.0f} | {b['lateness_p99_us']:.0f} | {b['ring_drops']} |")
 EOF
     "$BL" lab down "$LAB" >/dev/null
 done
 echo
 
+fi
 # --- 3. delay error under load ---------------------------------------------
+if want 3; then
 echo "## Delay error at 100 Mbit/s under load (10 ms each way, fq_codel, 2 TCP flows)"
 echo
 "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate 100mbit --delay 10ms --qdisc fq_codel >/dev/null
@@ -145,6 +200,9 @@ sleep 1.5
 ip netns exec "bl-$LAB-client" irtt client -i 10ms -d "${SECS}s" --wait=300ms -Q -o "$RTTS" 10.77.0.2:2112 || true
 wait $IP || true
 ST=$("$BL" lab status "$LAB" --json)
+# End the irtt and iperf3 servers before their namespace goes.
+for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+BGPIDS=()
 "$BL" lab down "$LAB" >/dev/null
 python3 - "$IDLE" "$RTTS" "$ST" <<'EOF'
 import sys, json
@@ -167,3 +225,4 @@ print()
 print(f"TUN ring drops: {st['counters']['tun_ring_drops']}")
 EOF
 rm -f "$RTTS" "$IDLE"
+fi

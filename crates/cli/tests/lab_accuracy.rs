@@ -27,12 +27,14 @@ fn iperf3_server(lab: &LabGuard) -> Bg {
 }
 
 /// fping from the client to the server while `load` runs; returns RTTs (ms).
-fn rtts_under_load(lab: &LabGuard, load: impl FnOnce() -> f64) -> (Vec<f64>, f64) {
+/// fping's timeout with `-C` is the period, so `period_ms` must exceed the
+/// largest RTT expected.
+fn rtts_under_load(lab: &LabGuard, period_ms: u32, load: impl FnOnce() -> f64) -> (Vec<f64>, f64) {
     std::thread::scope(|s| {
         let pinger = s.spawn(|| {
             // Let the queue build for 1 s, then sample for ~1.5 s.
             std::thread::sleep(Duration::from_millis(1000));
-            fping_rtts(lab, "client", "10.77.0.2", 30, 50)
+            fping_rtts(lab, "client", "10.77.0.2", 1500 / period_ms, period_ms)
         });
         let goodput = load();
         (pinger.join().expect("pinger"), goodput)
@@ -91,7 +93,7 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
     // A UDP flood above the rate keeps the FIFO full (TCP's sawtooth would
     // drain it after each loss), so every echo request that gets in waits
     // behind B bytes.
-    let (mut rtts, _) = rtts_under_load(&lab, || {
+    let (mut rtts, _) = rtts_under_load(&lab, 50, || {
         iperf3_goodput(&lab, &["-u", "-b", "26M", "-l", "1400", "-t", "4"])
     });
     assert!(rtts.len() >= 5, "too few echo replies under load: {rtts:?}");
@@ -115,7 +117,7 @@ fn fq_codel_keeps_latency_low_at_full_throughput() {
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
     );
     let _srv = iperf3_server(&lab);
-    let (mut rtts, g) = rtts_under_load(&lab, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
+    let (mut rtts, g) = rtts_under_load(&lab, 50, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
     assert!(rtts.len() >= 25, "{rtts:?}");
     let m = median(&mut rtts);
     eprintln!(
@@ -154,17 +156,106 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
     assert!(marked > 0, "no CE marks: {link}");
     assert_eq!(aqm_drops, 0, "AQM dropped ECN-capable packets: {link}");
     // nstat -a: absolute counters of the server's (fresh) namespace.
-    let o = lab.exec("server", &["nstat", "-asz", "IpExtInCEPkts"]);
-    let text = stdout(&o);
-    let seen: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("IpExtInCEPkts"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no IpExtInCEPkts in nstat output: {text}"));
+    let seen = nstat(&lab, "server", "IpExtInCEPkts");
     eprintln!("CE marks: emulator {marked}, receiver nstat {seen}");
     assert_eq!(
         seen, marked,
         "receiver saw {seen} CE packets, emulator marked {marked}"
     );
+}
+
+/// The absolute value of one `nstat` counter in `host`'s namespace.
+fn nstat(lab: &LabGuard, host: &str, counter: &str) -> u64 {
+    let o = lab.exec(host, &["nstat", "-asz", counter]);
+    let text = stdout(&o);
+    text.lines()
+        .find_map(|l| l.strip_prefix(counter))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {counter} in nstat output: {text}"))
+}
+
+/// The `up` direction's report in `lab status --json`, once counters have
+/// been published after the traffic.
+fn up_report(lab: &LabGuard) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0];
+    assert_eq!(up[0], "up", "{st}");
+    up[1].clone()
+}
+
+/// `--offload`: the hosts hand the emulator 64 KB super-packets, but the
+/// emulated FIFO still holds wire packets: 100 packets at 20 Mbit/s are
+/// 60 ms of queue, where 100 super-packets would be seconds
+/// (emulation.md 4.3).
+#[test]
+fn offload_keeps_emulated_packets_wire_sized() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "offl",
+        &[
+            "--offload",
+            "--rate",
+            "20mbit",
+            "--delay",
+            "5ms",
+            "--qdisc",
+            "fifo",
+            "--limit",
+            "100p",
+        ],
+    );
+    let _srv = iperf3_server(&lab);
+    let (rtts, g) = rtts_under_load(&lab, 120, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
+    eprintln!("offload: goodput {:.2} Mbit/s, RTTs {rtts:?}", g / 1e6);
+    assert!(rtts.len() >= 8, "too few echo replies under load: {rtts:?}");
+    assert!(
+        (0.9 * 20e6..=20e6).contains(&g),
+        "TCP goodput {:.2} Mbit/s through a 20 Mbit/s link",
+        g / 1e6
+    );
+    let queue_ms = 100.0 * 1500.0 * 8.0 / 20e6 * 1e3;
+    let worst = rtts.iter().copied().fold(0.0, f64::max);
+    assert!(
+        worst <= 10.0 + queue_ms + 5.0,
+        "RTT {worst:.1} ms under load > base 10 + {queue_ms} ms of FIFO ({rtts:?})"
+    );
+    let up = up_report(&lab);
+    let io = &up["io"];
+    assert!(io["rx_super"].as_u64() > Some(0), "no super-packets: {io}");
+    assert_eq!(io["rx_errors"], 0, "{io}");
+    let link = &up["link"];
+    assert!(
+        link["dropped"]["overflow"]["packets"].as_u64() > Some(0),
+        "the FIFO never filled, so its bound was not tested: {link}"
+    );
+    // Everything in the queue plus the packet in service.
+    let max_ms = link["sojourn"]["max_ns"].as_f64().unwrap() / 1e6;
+    assert!(
+        max_ms <= queue_ms + 1.0,
+        "a packet waited {max_ms:.1} ms in a {queue_ms} ms FIFO: {link}"
+    );
+}
+
+/// Unshaped, back-to-back segments leave the emulator as one write, and
+/// the receiving stack accepts every frame (no checksum errors).
+#[test]
+fn offload_coalesces_and_the_receiver_accepts_the_frames() {
+    let _s = serial();
+    let lab = LabGuard::up("offu", &["--offload", "--delay", "1ms"]);
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput(&lab, &["-t", "2"]);
+    assert!(g > 0.0, "goodput {g}");
+    let io = &up_report(&lab)["io"];
+    eprintln!("offload unshaped: {:.0} Mbit/s, {io}", g / 1e6);
+    assert!(io["rx_super"].as_u64() > Some(0), "no super-packets: {io}");
+    assert!(
+        io["tx_coalesced"].as_u64() > Some(0),
+        "no coalesced writes: {io}"
+    );
+    assert_eq!(io["rx_errors"], 0, "{io}");
+    assert_eq!(io["tx_errors"], 0, "{io}");
+    assert_eq!(nstat(&lab, "server", "TcpInCsumErrors"), 0);
+    assert_eq!(nstat(&lab, "client", "TcpInCsumErrors"), 0);
 }

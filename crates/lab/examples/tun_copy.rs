@@ -1,16 +1,19 @@
 //! The benchmark's floor: a bare TUN-to-TUN copy loop with no emulator.
 //!
-//! `tun_copy NAME SECONDS` creates namespaces `bl-NAME-client` and
+//! `tun_copy NAME SECONDS [offload]` creates namespaces `bl-NAME-client` and
 //! `bl-NAME-server`, each with a TUN (`bl-client` 10.77.0.1/24,
 //! `bl-server` 10.77.0.2/24), and copies packets between them with one
 //! thread per direction doing blocking `read`/`write`, for SECONDS seconds
 //! (or until SIGINT/SIGTERM), with SCHED_FIFO like the emulator's threads. It prints `ready` once traffic can flow and
 //! the packets copied per direction at the end. Everything is removed on
-//! exit. `bench/emu_forwarding.sh` runs iperf3 across it.
+//! exit. `bench/emu_forwarding.sh` runs iperf3 across it. A third argument
+//! `offload` opens the TUNs the way `lab up --offload` does and passes
+//! every frame (`virtio_net_hdr` + super-packet) through unchanged: the
+//! floor for the offload mode.
 
 use bloatlab_lab::netlink::Netlink;
 use bloatlab_lab::netns::{self, NetnsGuard};
-use bloatlab_lab::tun::{self, Tun};
+use bloatlab_lab::tun::{self, Offload, Tun};
 use bloatlab_lab::{names, signals};
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
@@ -18,9 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-fn make(ns: &str, ifname: &str, addr: Ipv4Addr) -> bloatlab_lab::Result<Tun> {
+fn make(ns: &str, ifname: &str, addr: Ipv4Addr, offload: Offload) -> bloatlab_lab::Result<Tun> {
     netns::run_in(ns, || {
-        let t = Tun::create(ifname)?;
+        let t = Tun::create(ifname, offload)?;
         let mut nl = Netlink::open()?;
         let lo = nl.link_index("lo")?;
         nl.set_link(lo, None, None)?;
@@ -35,7 +38,7 @@ fn copy(from: i32, to: i32, stop: &AtomicBool, count: &AtomicU64) {
     // Same scheduling as the emulator's threads, for a fair floor.
     bloatlab_lab::driver::timing::tight_timer_slack();
     bloatlab_lab::driver::timing::realtime();
-    let mut buf = vec![0u8; 65_536];
+    let mut buf = vec![0u8; bloatlab_lab::offload::MAX_FRAME];
     let mut pfd = libc::pollfd {
         fd: from,
         events: libc::POLLIN,
@@ -61,13 +64,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map(String::as_str).unwrap_or("floor");
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let offload = match args.get(3).map(String::as_str) {
+        None => Offload::Off,
+        Some("offload") => Offload::Tso,
+        Some(other) => return Err(format!("third argument {other:?}: expected `offload`").into()),
+    };
     names::validate(name)?;
     signals::install();
     let (nc, ns) = (names::netns(name, "client"), names::netns(name, "server"));
     let _gc = NetnsGuard::create(&nc)?;
     let _gs = NetnsGuard::create(&ns)?;
-    let c = make(&nc, "bl-client", Ipv4Addr::new(10, 77, 0, 1))?;
-    let s = make(&ns, "bl-server", Ipv4Addr::new(10, 77, 0, 2))?;
+    let c = make(&nc, "bl-client", Ipv4Addr::new(10, 77, 0, 1), offload)?;
+    let s = make(&ns, "bl-server", Ipv4Addr::new(10, 77, 0, 2), offload)?;
     let stop = Arc::new(AtomicBool::new(false));
     let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
     let (cfd, sfd) = (c.fd().as_raw_fd(), s.fd().as_raw_fd());

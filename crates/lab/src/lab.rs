@@ -19,7 +19,7 @@ use crate::spec::{Backend, Host, LabSpec, PREFIX_LEN, Side};
 use crate::state::StateDir;
 use crate::sysctl;
 use crate::trace_file;
-use crate::tun::Tun;
+use crate::tun::{Offload, Tun};
 use crate::{kernel, names};
 use serde::Serialize;
 use std::os::fd::AsRawFd;
@@ -84,7 +84,12 @@ pub struct LabStatus {
 fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun>, Netlink, i32)> {
     netns::run_in(&host.netns, || {
         let tun = if with_tun {
-            Some(Tun::create(&host.ifname)?)
+            let offload = if spec.driver.offload {
+                Offload::Tso
+            } else {
+                Offload::Off
+            };
+            Some(Tun::create(&host.ifname, offload)?)
         } else {
             None
         };
@@ -179,11 +184,13 @@ impl Lab {
             name: "up".into(),
             inputs: clients.iter().map(|(_, fd)| *fd).collect(),
             outputs: servers.clone(),
+            offload: spec.driver.offload,
         };
         let down = DirectionIo {
             name: "down".into(),
             inputs: servers.iter().map(|(_, fd)| *fd).collect(),
             outputs: clients,
+            offload: spec.driver.offload,
         };
         let seed = spec.driver.seed;
         let mut trace = |dir: &str| -> Result<Option<bloatlab_emu::TraceFn>> {

@@ -21,6 +21,7 @@ pub mod model;
 pub mod names;
 pub mod netlink;
 pub mod netns;
+pub mod offload;
 pub mod signals;
 pub mod spec;
 pub mod state;

@@ -75,6 +75,10 @@ pub struct DriverSpec {
     /// `PREFIX.down.csv` (trace_file.rs).
     #[serde(default)]
     pub trace: Option<std::path::PathBuf>,
+    /// TSO in, GRO-like coalescing out at the TUNs (crate::offload); the
+    /// emulated link still sees wire-sized packets. Off by default.
+    #[serde(default)]
+    pub offload: bool,
 }
 
 impl Default for DriverSpec {
@@ -84,6 +88,7 @@ impl Default for DriverSpec {
             realtime: true,
             seed: 1,
             trace: None,
+            offload: false,
         }
     }
 }

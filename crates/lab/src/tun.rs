@@ -1,8 +1,11 @@
 //! TUN devices (Documentation/networking/tuntap.rst): `IFF_TUN | IFF_NO_PI`,
-//! so each `read` returns one IP packet with no header. No `IFF_VNET_HDR`:
-//! without it the kernel segments and checksums before the packet reaches
-//! us, which is what "offloads off" means for a TUN, and every emulated
-//! packet is a wire-sized packet (emulation.md 4.3: GSO super-packets break
+//! so each `read` returns one IP packet with no header. By default there is
+//! no `IFF_VNET_HDR`: the kernel segments and checksums before the packet
+//! reaches us, which is what "offloads off" means for a TUN. With
+//! [`Offload::Tso`] every read and write starts with a `virtio_net_hdr` and
+//! the device offers checksum and TCPv4 segmentation offload, so a host
+//! hands over 64 KB super-packets ([`crate::offload`] cuts them into wire
+//! packets before emulation: emulation.md 4.3, GSO super-packets break
 //! packet limits). The device is not persistent: it vanishes when the last
 //! fd closes, so a crashed emulator leaves no interface behind.
 
@@ -12,8 +15,24 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
 /// `_IOW('T', 202, int)`.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+/// `_IOW('T', 208, unsigned int)`.
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// `TUN_F_CSUM | TUN_F_TSO4` (include/uapi/linux/if_tun.h): partial
+/// checksums and IPv4 TCP segmentation. No TSO_ECN (the kernel segments
+/// CWR-carrying packets itself), no UDP or IPv6 segmentation.
+const TUN_F_CSUM_TSO4: libc::c_uint = 0x01 | 0x02;
+
+/// Whether a TUN exchanges offloaded packets with its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    /// Plain wire-sized packets, checksums complete.
+    Off,
+    /// `virtio_net_hdr` framing with checksum and TCPv4 segmentation offload.
+    Tso,
+}
 
 /// An open TUN device.
 #[derive(Debug)]
@@ -25,7 +44,7 @@ pub struct Tun {
 impl Tun {
     /// Creates TUN `name` in the calling thread's namespace. The fd is
     /// non-blocking; it keeps working from any thread in any namespace.
-    pub fn create(name: &str) -> Result<Tun> {
+    pub fn create(name: &str, offload: Offload) -> Result<Tun> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ {
             return Err(LabError::Sys {
                 op: format!("TUN name {name:?}"),
@@ -48,11 +67,23 @@ impl Tun {
         // as `short ifr_flags`; 40 bytes in total.
         let mut ifr = [0u8; 40];
         ifr[..name.len()].copy_from_slice(name.as_bytes());
-        ifr[16..18].copy_from_slice(&(IFF_TUN | IFF_NO_PI).to_ne_bytes());
+        let mut flags = IFF_TUN | IFF_NO_PI;
+        if offload == Offload::Tso {
+            flags |= IFF_VNET_HDR;
+        }
+        ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
         // SAFETY: ifr is a valid, large enough ifreq buffer.
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, ifr.as_mut_ptr()) };
         if rc < 0 {
             return Err(LabError::last_os(format!("TUNSETIFF {name}")));
+        }
+        if offload == Offload::Tso {
+            // The argument is the flag word itself, not a pointer.
+            // SAFETY: plain integer ioctl on our fd.
+            let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, TUN_F_CSUM_TSO4) };
+            if rc < 0 {
+                return Err(LabError::last_os(format!("TUNSETOFFLOAD {name}")));
+            }
         }
         Ok(Tun {
             fd,

@@ -4,12 +4,18 @@
 //! the link's next deadline or the next arrival. One OS thread per
 //! direction, so ACKs never wait behind the other direction's work
 //! (emulation.md 6.5).
+//!
+//! With offloads (`lab up --offload`) a read may bring a TSO super-packet,
+//! which is cut into wire packets before `enqueue`, and the packets
+//! released in one pass go through a per-output [`Coalescer`], so segments
+//! of one flow that are due together reach the host in one write (GRO).
 
 use super::histogram::{Histogram, Summary};
-use super::priority::PriorityGovernor;
+use super::priority::{BusyBoard, PriorityGovernor};
 use super::timing::{self, Clock, Woke};
 use super::wake::{Wait, WakePlanner};
 use crate::model::LinkModel;
+use crate::offload::{self, Coalescer, Frame};
 use crate::tun;
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -37,6 +43,9 @@ pub struct DirectionIo {
     pub inputs: Vec<RawFd>,
     /// Destination address -> TUN fd packets go to.
     pub outputs: Vec<(Ipv4Addr, RawFd)>,
+    /// The TUNs were opened with [`tun::Offload::Tso`]: every read and
+    /// write carries a `virtio_net_hdr`.
+    pub offload: bool,
 }
 
 /// Counters of the driver itself (the link model keeps its own).
@@ -57,11 +66,22 @@ pub struct IoCounters {
     /// Wake-ups that found a full batch waiting: the emulator fell behind
     /// the input (the TUN ring may overflow next).
     pub rx_batch_full: u64,
+    /// Offloads: TSO super-packets read (and cut into `rx_packets`), and
+    /// writes that carried more than one packet.
+    #[serde(default)]
+    pub rx_super: u64,
+    #[serde(default)]
+    pub tx_coalesced: u64,
 }
 
 /// What a direction publishes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DirectionReport {
+    /// When these counters were taken, seconds since the lab came up: two
+    /// reports give exact rates (`lab status` files are written every
+    /// 0.5 s, reports refreshed every 0.2 s).
+    #[serde(default)]
+    pub at_s: f64,
     pub io: IoCounters,
     /// How late packets were released after the time the link model gave
     /// them (the emulator's own timing error).
@@ -87,6 +107,16 @@ fn ipv4_dst(pkt: &[u8]) -> Option<Ipv4Addr> {
     Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]))
 }
 
+/// How a forwarding thread waits and is scheduled (`lab up --spin`,
+/// `--no-realtime`).
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduling {
+    /// Longest busy-wait before a release (wake.rs).
+    pub spin: Duration,
+    /// Ask for SCHED_FIFO (priority.rs decides when to keep it).
+    pub realtime: bool,
+}
+
 /// Runs one direction until `stop` is set.
 pub fn run(
     io: &DirectionIo,
@@ -94,8 +124,8 @@ pub fn run(
     clock: Clock,
     stop: &AtomicBool,
     shared: &Mutex<DirectionReport>,
-    spin: Duration,
-    realtime: bool,
+    (board, slot): (&BusyBoard, usize),
+    Scheduling { spin, realtime }: Scheduling,
 ) {
     timing::tight_timer_slack();
     let got_realtime = realtime && timing::realtime();
@@ -105,7 +135,10 @@ pub fn run(
             io.name
         );
     }
-    let mut governor = PriorityGovernor::new(got_realtime, got_realtime, clock.now());
+    // The machine-share rule only with offloads (priority.rs says why).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let share_of = io.offload.then_some(cpus);
+    let mut governor = PriorityGovernor::new(got_realtime, got_realtime, clock.now(), share_of);
     let mut pollfds: Vec<libc::pollfd> = io
         .inputs
         .iter()
@@ -115,7 +148,8 @@ pub fn run(
             revents: 0,
         })
         .collect();
-    let mut buf = vec![0u8; 65_536];
+    let mut buf = vec![0u8; offload::MAX_FRAME];
+    let mut coalescers: Vec<Coalescer> = io.outputs.iter().map(|_| Coalescer::new()).collect();
     let mut c = IoCounters::default();
     let mut lateness = Histogram::default();
     let mut next_publish = Duration::ZERO;
@@ -127,6 +161,23 @@ pub fn run(
             let mut n = 0;
             while n < BATCH {
                 match tun::read_packet(fd, &mut buf) {
+                    Ok(Some(len)) if io.offload => {
+                        n += 1;
+                        let now = clock.now();
+                        let mut enqueue = |p: Vec<u8>| {
+                            c.rx_packets += 1;
+                            c.rx_bytes += p.len() as u64;
+                            link.enqueue(now, p);
+                        };
+                        match offload::split(&buf[..len], &mut enqueue) {
+                            Ok(1) => {}
+                            Ok(_) => c.rx_super += 1,
+                            Err(e) => {
+                                c.rx_errors += 1;
+                                tracing::debug!("{}: dropped a frame: {e}", io.name);
+                            }
+                        }
+                    }
                     Ok(Some(len)) => {
                         n += 1;
                         c.rx_packets += 1;
@@ -153,32 +204,34 @@ pub fn run(
                 break;
             };
             lateness.record(now - due);
-            let out = ipv4_dst(&pkt).and_then(|dst| {
-                io.outputs
-                    .iter()
-                    .find(|(a, _)| *a == dst)
-                    .map(|(_, fd)| *fd)
-            });
-            match out {
-                Some(fd) => match tun::write_packet(fd, &pkt) {
-                    Ok(()) => {
-                        c.tx_packets += 1;
-                        c.tx_bytes += pkt.len() as u64;
-                    }
-                    Err(e) => {
-                        c.tx_errors += 1;
-                        tracing::debug!("{}: write: {e}", io.name);
-                    }
-                },
-                None => c.unroutable += 1,
+            let out = ipv4_dst(&pkt).and_then(|dst| io.outputs.iter().position(|(a, _)| *a == dst));
+            let Some(i) = out else {
+                c.unroutable += 1;
+                continue;
+            };
+            let fd = io.outputs[i].1;
+            if io.offload {
+                coalescers[i].push(&pkt, &mut |f| write_frame(fd, f, &mut c, &io.name));
+            } else {
+                let f = Frame {
+                    bytes: &pkt,
+                    packets: 1,
+                    wire_bytes: pkt.len(),
+                };
+                write_frame(fd, f, &mut c, &io.name);
             }
+        }
+        for (co, (_, fd)) in coalescers.iter_mut().zip(&io.outputs) {
+            co.flush(&mut |f| write_frame(*fd, f, &mut c, &io.name));
         }
 
         if now >= next_publish {
-            publish(shared, &c, &lateness, link.as_ref(), &governor, true);
+            publish(shared, now, &c, &lateness, link.as_ref(), &governor, true);
             next_publish = now + PUBLISH_EVERY;
         }
-        if let Some(rt) = governor.tick(now) {
+        let decision = governor.tick(now, board.others(slot));
+        board.set(slot, governor.last_busy_pct());
+        if let Some(rt) = decision {
             let ok = if rt {
                 timing::realtime()
             } else {
@@ -217,11 +270,29 @@ pub fn run(
             }
         }
     }
-    publish(shared, &c, &lateness, link.as_ref(), &governor, false);
+    let end = clock.now();
+    publish(shared, end, &c, &lateness, link.as_ref(), &governor, false);
+}
+
+/// Writes one frame into a TUN (the receiving host's stack processes it
+/// inside this call).
+fn write_frame(fd: RawFd, f: Frame<'_>, c: &mut IoCounters, dir: &str) {
+    match tun::write_packet(fd, f.bytes) {
+        Ok(()) => {
+            c.tx_packets += f.packets as u64;
+            c.tx_bytes += f.wire_bytes as u64;
+            c.tx_coalesced += u64::from(f.packets > 1);
+        }
+        Err(e) => {
+            c.tx_errors += 1;
+            tracing::debug!("{dir}: write: {e}");
+        }
+    }
 }
 
 fn publish(
     shared: &Mutex<DirectionReport>,
+    now: Duration,
     c: &IoCounters,
     lateness: &Histogram,
     link: &dyn LinkModel,
@@ -229,6 +300,7 @@ fn publish(
     running: bool,
 ) {
     let report = DirectionReport {
+        at_s: now.as_secs_f64(),
         io: *c,
         lateness: lateness.summary(),
         link: link.counters_json(),
@@ -296,6 +368,7 @@ mod tests {
                 (Ipv4Addr::new(10, 77, 0, 2), out_drv),
                 (Ipv4Addr::new(10, 77, 0, 3), other_drv),
             ],
+            offload: false,
         };
         let mut cfg = bloatlab_emu::LinkConfig::default();
         cfg.set("delay", Some("20ms")).unwrap();
@@ -311,8 +384,11 @@ mod tests {
                     Clock::new(origin),
                     &stop,
                     &shared,
-                    Duration::ZERO,
-                    false,
+                    (&BusyBoard::new(1), 0),
+                    Scheduling {
+                        spin: Duration::ZERO,
+                        realtime: false,
+                    },
                 )
             });
             let t0 = std::time::Instant::now();
@@ -349,6 +425,86 @@ mod tests {
         assert_eq!(r.lateness.count, 3);
         assert_eq!(r.link["dequeued"]["packets"], 3);
         for fd in [in_test, in_drv, out_drv, out_test, other_drv, other_test] {
+            // SAFETY: closing fds this test opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    #[test]
+    fn with_offloads_a_tso_frame_is_emulated_as_segments_and_written_as_one() {
+        use crate::offload::testpkt::{self, ACK};
+        use crate::offload::{F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN, VnetHeader};
+        let (in_test, in_drv) = seqpacket();
+        let (out_drv, out_test) = seqpacket();
+        let io = DirectionIo {
+            name: "up".into(),
+            inputs: vec![in_drv],
+            outputs: vec![(Ipv4Addr::new(10, 77, 0, 2), out_drv)],
+            offload: true,
+        };
+        // 1 ms of delay: the three segments are due together and leave in
+        // one GSO write.
+        let mut cfg = bloatlab_emu::LinkConfig::default();
+        cfg.set("delay", Some("1ms")).unwrap();
+        let link = Box::new(bloatlab_emu::Link::new(&cfg, 1).unwrap());
+        let data = testpkt::payload(3 * 1448, 0);
+        let mut frame = vec![0u8; VNET_HDR_LEN];
+        VnetHeader {
+            gso_type: GSO_TCPV4,
+            gso_size: 1448,
+            ..VnetHeader::default()
+        }
+        .write(&mut frame);
+        frame.extend_from_slice(&testpkt::tcp(1, ACK, 9, &data));
+        let stop = AtomicBool::new(false);
+        let shared = Mutex::new(DirectionReport::default());
+        let mut buf = vec![0u8; 70_000];
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                let sched = Scheduling {
+                    spin: Duration::ZERO,
+                    realtime: false,
+                };
+                let clock = Clock::new(std::time::Instant::now());
+                run(
+                    &io,
+                    link,
+                    clock,
+                    &stop,
+                    &shared,
+                    (&BusyBoard::new(1), 0),
+                    sched,
+                )
+            });
+            tun::write_packet(in_test, &frame).unwrap();
+            let t0 = std::time::Instant::now();
+            let mut got = None;
+            while got.is_none() && t0.elapsed() < Duration::from_secs(2) {
+                got = tun::read_packet(out_test, &mut buf).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            stop.store(true, Ordering::Relaxed);
+            got
+        });
+        let n = got.expect("frame forwarded");
+        let h = VnetHeader::parse(&buf[..n]).unwrap();
+        assert_eq!(
+            (h.flags, h.gso_type, h.gso_size),
+            (F_NEEDS_CSUM, GSO_TCPV4, 1448)
+        );
+        assert_eq!(n, VNET_HDR_LEN + 52 + data.len());
+        assert_eq!(&buf[VNET_HDR_LEN + 52..n], &data[..]);
+        let r = shared.lock().unwrap().clone();
+        assert_eq!(r.io.rx_super, 1);
+        assert_eq!(r.io.rx_packets, 3);
+        assert_eq!(r.io.rx_bytes, 3 * 1500);
+        assert_eq!(
+            (r.io.tx_packets, r.io.tx_bytes, r.io.tx_coalesced),
+            (3, 4500, 1)
+        );
+        assert_eq!(r.link["enqueued"]["packets"], 3);
+        for fd in [in_test, in_drv, out_drv, out_test] {
             // SAFETY: closing fds this test opened.
             unsafe { libc::close(fd) };
         }

@@ -37,17 +37,21 @@ impl Emulator {
             stop: stop.clone(),
             threads: Vec::new(),
         };
-        for (io, model) in dirs {
+        let board = Arc::new(priority::BusyBoard::new(dirs.len()));
+        for (slot, (io, model)) in dirs.into_iter().enumerate() {
             let shared = Arc::new(Mutex::new(DirectionReport {
                 running: true,
                 ..DirectionReport::default()
             }));
-            let (s, st) = (shared.clone(), stop.clone());
+            let (s, st, b) = (shared.clone(), stop.clone(), board.clone());
             let name = io.name.clone();
             let clock = timing::Clock::new(origin);
             let h = std::thread::Builder::new()
                 .name(format!("emu-{name}"))
-                .spawn(move || direction::run(&io, model, clock, &st, &s, spin, realtime))?;
+                .spawn(move || {
+                    let sched = direction::Scheduling { spin, realtime };
+                    direction::run(&io, model, clock, &st, &s, (&b, slot), sched)
+                })?;
             em.threads.push((name, h, shared));
         }
         Ok(em)
