@@ -391,8 +391,34 @@ fn up(dir: &StateDir, a: UpArgs) -> anyhow::Result<()> {
     }
 }
 
+/// From this rate on, the default (no offload) emulator can run out of CPU
+/// on a small machine: 1 Gbit/s lost 2-21 % on a 2-vCPU VM
+/// (docs/benchmarks.md).
+const OFFLOAD_HINT_BPS: f64 = 500e6;
+
+/// A note for `lab up` when a direction is fast enough to want `--offload`.
+fn offload_hint(spec: &LabSpec) -> Option<String> {
+    if spec.driver.offload || spec.backend != Backend::Userspace {
+        return None;
+    }
+    let fast = [&spec.up, &spec.down]
+        .into_iter()
+        .filter_map(|l| l.rate.as_deref())
+        .filter_map(|r| bloatlab_emu::parse_rate(r).ok())
+        .any(|r| r.bits_per_sec_f64() >= OFFLOAD_HINT_BPS);
+    fast.then(|| {
+        "note: at 500 Mbit/s and above the emulator may run short of CPU without offloads \
+         (rate errors, TUN ring drops in `lab status`); `--offload` keeps emulated packets \
+         wire-sized and cuts that cost (docs/lab.md, Offloads)"
+            .to_string()
+    })
+}
+
 fn print_summary(spec: &LabSpec) {
     println!("lab {} is up ({:?} backend)", spec.name, spec.backend);
+    if let Some(note) = offload_hint(spec) {
+        eprintln!("{note}");
+    }
     for h in spec.hosts() {
         println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
     }
@@ -957,6 +983,21 @@ mod tests {
                 .driver
                 .offload
         );
+    }
+
+    #[test]
+    fn fast_links_without_offload_get_a_note() {
+        let hint = |argv: &[&str]| offload_hint(&build_spec(&up_args(argv)).unwrap());
+        assert!(
+            hint(&["x", "--rate", "1gbit"])
+                .unwrap()
+                .contains("--offload")
+        );
+        assert!(hint(&["x", "--down-rate", "500mbit"]).is_some());
+        assert!(hint(&["x", "--rate", "1gbit", "--offload"]).is_none());
+        assert!(hint(&["x", "--rate", "100mbit"]).is_none());
+        assert!(hint(&["x"]).is_none(), "unshaped");
+        assert!(hint(&["x", "--rate", "1gbit", "--backend", "kernel"]).is_none());
     }
 
     #[test]
