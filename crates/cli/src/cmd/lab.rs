@@ -392,7 +392,7 @@ fn up(dir: &StateDir, a: UpArgs) -> anyhow::Result<()> {
 }
 
 /// From this rate on, the default (no offload) emulator can run out of CPU
-/// on a small machine: 1 Gbit/s lost 2-21 % on a 2-vCPU VM
+/// on a small machine: 1 Gbit/s gave 807-995 Mbit/s on a 2-vCPU VM
 /// (docs/benchmarks.md).
 const OFFLOAD_HINT_BPS: f64 = 500e6;
 
