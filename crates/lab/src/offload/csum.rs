@@ -29,10 +29,10 @@ pub fn pseudo_v4(ip: &[u8], proto: u8, l4_len: usize) -> u64 {
     add(0, &ip[12..20]) + u64::from(proto) + l4_len as u64
 }
 
-/// Recomputes the IPv4 header checksum in place.
+/// Recomputes the IPv4 header checksum in place (the emulator's own
+/// header checksum, which skips the checksum field).
 pub fn fix_ipv4_header(ip: &mut [u8], ihl: usize) {
-    ip[10..12].fill(0);
-    let c = !fold(add(0, &ip[..ihl]));
+    let c = bloatlab_emu::packet::ipv4_header_checksum(&ip[..ihl]);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
