@@ -5,11 +5,11 @@
 
 use crate::spec::Limit;
 use bloatlab_units::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A count of packets and their bytes (IP lengths).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacketBytes {
     /// Packets.
     pub packets: u64,
@@ -53,10 +53,19 @@ impl PacketBytes {
             bytes: Bytes(self.bytes.0 + o.bytes.0),
         }
     }
+
+    /// What was added since `earlier` (saturating: a counter never runs backwards, but a
+    /// snapshot of another link must not underflow).
+    pub fn since(self, earlier: PacketBytes) -> PacketBytes {
+        PacketBytes {
+            packets: self.packets.saturating_sub(earlier.packets),
+            bytes: Bytes(self.bytes.0.saturating_sub(earlier.bytes.0)),
+        }
+    }
 }
 
 /// Drops, by who dropped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drops {
     /// The qdisc was full (packet, byte or memory limit; FQ's fattest-flow drops).
     pub overflow: PacketBytes,
@@ -71,11 +80,20 @@ impl Drops {
     pub fn total(&self) -> PacketBytes {
         self.overflow.plus(self.aqm).plus(self.loss)
     }
+
+    /// Drops since `earlier`, by cause.
+    pub fn since(&self, earlier: &Drops) -> Drops {
+        Drops {
+            overflow: self.overflow.since(earlier.overflow),
+            aqm: self.aqm.since(earlier.aqm),
+            loss: self.loss.since(earlier.loss),
+        }
+    }
 }
 
 /// Everything one direction of a link did. Serialises to JSON with units in the field names
-/// where they are not types (`_ns`).
-#[derive(Debug, Clone, Default, Serialize)]
+/// where they are not types (`_ns`), and reads back what it wrote.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Counters {
     /// Packets passed to `Link::enqueue`.
     pub enqueued: PacketBytes,
@@ -93,6 +111,24 @@ pub struct Counters {
     pub unparsed: u64,
     /// Time from entering the qdisc to starting serialization, for every packet that left it.
     pub sojourn: SojournHistogram,
+}
+
+impl Counters {
+    /// What happened between the snapshot `earlier` and this one: cumulative counts as
+    /// differences, `backlog` and `in_transit` as they are now, the sojourn histogram of the
+    /// packets that left the qdisc in between.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            enqueued: self.enqueued.since(earlier.enqueued),
+            dropped: self.dropped.since(&earlier.dropped),
+            ce_marked: self.ce_marked.since(earlier.ce_marked),
+            dequeued: self.dequeued.since(earlier.dequeued),
+            backlog: self.backlog,
+            in_transit: self.in_transit,
+            unparsed: self.unparsed.saturating_sub(earlier.unparsed),
+            sojourn: self.sojourn.since(&earlier.sojourn),
+        }
+    }
 }
 
 impl Counters {
@@ -231,6 +267,28 @@ impl SojournHistogram {
         self.max_ns = self.max_ns.max(o.max_ns);
     }
 
+    /// The samples recorded after the snapshot `earlier` of this histogram: bucket counts
+    /// subtracted. The exact minimum and maximum of those samples are not known; they are
+    /// taken as the edges of the lowest and highest non-empty buckets, within the whole
+    /// histogram's exact minimum and maximum (so within 1.6 %, and exact when the extreme
+    /// sample is the newest).
+    pub fn since(&self, earlier: &SojournHistogram) -> SojournHistogram {
+        let mut out = SojournHistogram::default();
+        for (i, (a, b)) in self.buckets.iter().zip(&earlier.buckets).enumerate() {
+            let n = a.saturating_sub(*b);
+            if n == 0 {
+                continue;
+            }
+            out.buckets[i] = n;
+            out.count += n;
+            let (low, width) = bucket_range(i);
+            out.min_ns = out.min_ns.min(low.max(self.min_ns));
+            out.max_ns = out.max_ns.max((low + width - 1).min(self.max_ns));
+        }
+        out.sum_ns = self.sum_ns.saturating_sub(earlier.sum_ns);
+        out
+    }
+
     /// The summary that is serialized.
     pub fn summary(&self) -> SojournSummary {
         let ns = |d: Option<Duration>| d.map(|d| d.as_nanos() as u64);
@@ -248,7 +306,7 @@ impl SojournHistogram {
 }
 
 /// Percentiles of the sojourn time, in nanoseconds; `None` (JSON null) when there were no samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SojournSummary {
     /// Samples.
     pub count: u64,
@@ -274,9 +332,54 @@ impl std::fmt::Debug for SojournHistogram {
     }
 }
 
+/// The serialized form: the summary plus the non-empty buckets as `[index, count]` pairs
+/// and the exact sum, so a reader can rebuild the histogram (and subtract two snapshots).
+#[derive(Serialize, Deserialize)]
+struct SojournWire {
+    #[serde(flatten)]
+    summary: SojournSummary,
+    #[serde(default)]
+    sum_ns: u128,
+    #[serde(default)]
+    buckets: Vec<(u32, u64)>,
+}
+
 impl Serialize for SojournHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.summary().serialize(s)
+        SojournWire {
+            summary: self.summary(),
+            sum_ns: self.sum_ns,
+            buckets: self
+                .buckets
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| (i as u32, *n))
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SojournHistogram {
+    /// Reads what [`Serialize`] wrote; bucket indices out of range are an error, counts that
+    /// disagree with `count` are taken from the buckets.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = SojournWire::deserialize(d)?;
+        let mut h = SojournHistogram::default();
+        for (i, n) in w.buckets {
+            let slot = h.buckets.get_mut(i as usize).ok_or_else(|| {
+                serde::de::Error::custom(format!("sojourn bucket {i} out of range"))
+            })?;
+            *slot += n;
+            h.count += n;
+        }
+        if h.count > 0 {
+            h.min_ns = w.summary.min_ns.unwrap_or(0);
+            h.max_ns = w.summary.max_ns.unwrap_or(u64::MAX);
+        }
+        h.sum_ns = w.sum_ns;
+        Ok(h)
     }
 }
 
@@ -333,5 +436,61 @@ mod tests {
         let j = serde_json::to_value(&s).unwrap();
         assert_eq!(j["p50_ns"], 5);
         assert_eq!(j["count"], 3);
+    }
+
+    #[test]
+    fn histogram_round_trips_through_json() {
+        let mut h = SojournHistogram::default();
+        for us in [1u64, 7, 300, 4_000, 4_000, 90_000] {
+            h.record(Duration::from_micros(us));
+        }
+        let back: SojournHistogram =
+            serde_json::from_value(serde_json::to_value(&h).unwrap()).unwrap();
+        assert_eq!(back.summary(), h.summary());
+        let bad = serde_json::json!({"count": 1, "buckets": [[999_999, 1]]});
+        assert!(serde_json::from_value::<SojournHistogram>(bad).is_err());
+    }
+
+    #[test]
+    fn since_keeps_only_the_newer_samples() {
+        let mut h = SojournHistogram::default();
+        for _ in 0..100 {
+            h.record(Duration::from_millis(200)); // a bloated FIFO before the run
+        }
+        let before = h.clone();
+        for us in 1..=100u64 {
+            h.record(Duration::from_micros(us * 10)); // 10 us .. 1 ms during the run
+        }
+        let d = h.since(&before);
+        assert_eq!(d.count(), 100);
+        let p50 = d.quantile(0.5).unwrap().as_nanos() as f64 / 1e3;
+        assert!((p50 - 500.0).abs() / 500.0 <= 1.0 / 64.0, "p50 {p50} us");
+        let max = d.max().unwrap().as_nanos() as f64 / 1e3;
+        assert!((max - 1000.0).abs() / 1000.0 <= 1.0 / 64.0, "max {max} us");
+        assert_eq!(d.min(), Some(Duration::from_micros(10)));
+        assert_eq!(d.mean(), Some(Duration::from_nanos(505_000)));
+        assert_eq!(h.since(&h).count(), 0);
+        assert_eq!(h.since(&h).quantile(0.5), None);
+    }
+
+    #[test]
+    fn counters_since_subtract_and_keep_the_current_backlog() {
+        let mut a = Counters::default();
+        a.enqueued.add(1000);
+        a.dropped.aqm.add(1000);
+        let mut b = a.clone();
+        b.enqueued.add(1500);
+        b.enqueued.add(1500);
+        b.ce_marked.add(1500);
+        b.dropped.overflow.add(1500);
+        b.backlog.add(1500);
+        let d = b.since(&a);
+        assert_eq!(d.enqueued.packets, 2);
+        assert_eq!(d.dropped.aqm.packets, 0);
+        assert_eq!(d.dropped.overflow.bytes, Bytes(1500));
+        assert_eq!(d.ce_marked.packets, 1);
+        assert_eq!(d.backlog.packets, 1);
+        let back: Counters = serde_json::from_value(serde_json::to_value(&b).unwrap()).unwrap();
+        assert_eq!(back.dropped, b.dropped);
     }
 }

@@ -21,7 +21,7 @@ use crate::sysctl;
 use crate::trace_file;
 use crate::tun::{Offload, Tun};
 use crate::{kernel, names};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -56,20 +56,26 @@ pub struct Lab {
 }
 
 /// Per-device counters in a status report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceStatus {
     pub host: String,
     pub ifname: String,
     pub stats: LinkStats,
 }
 
-/// What `lab status` shows (the `NAME.status.json` file).
-#[derive(Debug, Clone, Serialize)]
+/// The emulator's counters (the `NAME.status.json` file, written twice a
+/// second; read it with [`crate::status::read`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabStatus {
     pub name: String,
     pub backend: Backend,
     /// Seconds since the lab came up.
     pub uptime_s: f64,
+    /// When these counters were taken, seconds since the Unix epoch (0 in
+    /// files of older emulators): with `uptime_s` it places each
+    /// direction's `at_s` on the wall clock ([`LabStatus::taken_unix_s`]).
+    #[serde(default)]
+    pub unix_time_s: f64,
     /// `up` and `down` driver reports (userspace backend only).
     pub directions: Vec<(String, DirectionReport)>,
     pub devices: Vec<DeviceStatus>,
@@ -77,8 +83,28 @@ pub struct LabStatus {
     /// above zero, the emulator was overloaded and results are suspect.
     pub tun_ring_drops: u64,
     /// Kernel backend: the qdiscs shaping each direction (`up`, `down`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub qdiscs: Vec<(String, QdiscStats)>,
+}
+
+impl LabStatus {
+    /// When the oldest direction report in here was taken, seconds since
+    /// the Unix epoch (the file's own time when there are none).
+    pub fn taken_unix_s(&self) -> f64 {
+        let origin = self.unix_time_s - self.uptime_s;
+        self.directions
+            .iter()
+            .map(|(_, r)| origin + r.at_s)
+            .fold(self.unix_time_s, f64::min)
+    }
+
+    /// The report of direction `name` (`up` or `down`).
+    pub fn direction(&self, name: &str) -> Option<&DirectionReport> {
+        self.directions
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| r)
+    }
 }
 
 fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun>, Netlink, i32)> {
@@ -244,6 +270,9 @@ impl Lab {
             name: self.spec.name.clone(),
             backend: self.spec.backend,
             uptime_s: self.started.elapsed().as_secs_f64(),
+            unix_time_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             directions: self
                 .emulator
                 .as_ref()

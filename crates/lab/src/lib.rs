@@ -15,6 +15,7 @@
 
 pub mod driver;
 pub mod error;
+pub mod hostctl;
 pub mod kernel;
 pub mod lab;
 pub mod model;
@@ -25,6 +26,7 @@ pub mod offload;
 pub mod signals;
 pub mod spec;
 pub mod state;
+pub mod status;
 pub mod sysctl;
 pub mod trace_file;
 pub mod tun;

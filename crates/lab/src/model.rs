@@ -17,35 +17,38 @@ pub trait LinkModel: Send {
     /// Earliest time [`LinkModel::dequeue`] may return something.
     fn next_event(&self) -> Option<Duration>;
     /// The model's counters, for `lab status`.
-    fn counters_json(&self) -> serde_json::Value;
+    fn counters(&self) -> Counters;
 }
 
 /// Forwards every packet immediately: no rate, no delay, no queue limit.
 #[derive(Debug, Default)]
 pub struct PassThrough {
     queue: VecDeque<(Duration, Vec<u8>)>,
-    forwarded: u64,
+    counters: Counters,
 }
 
 impl LinkModel for PassThrough {
     fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        self.counters.enqueued.add(packet.len() as u64);
+        self.counters.backlog.add(packet.len() as u64);
         self.queue.push_back((now, packet));
     }
     fn dequeue(&mut self, _now: Duration) -> Option<Vec<u8>> {
-        let p = self.queue.pop_front().map(|(_, p)| p);
-        self.forwarded += u64::from(p.is_some());
-        p
+        let (_, p) = self.queue.pop_front()?;
+        self.counters.backlog.sub(p.len() as u64);
+        self.counters.dequeued.add(p.len() as u64);
+        Some(p)
     }
     fn next_event(&self) -> Option<Duration> {
         self.queue.front().map(|(t, _)| *t)
     }
-    fn counters_json(&self) -> serde_json::Value {
-        serde_json::json!({ "model": "pass-through", "forwarded": self.forwarded })
+    fn counters(&self) -> Counters {
+        self.counters.clone()
     }
 }
 
+use bloatlab_emu::{Counters, LinkConfig, SpecError};
 pub use bloatlab_emu::{Limit, Probability, parse_time};
-use bloatlab_emu::{LinkConfig, SpecError};
 
 impl LinkModel for bloatlab_emu::Link {
     fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
@@ -57,8 +60,8 @@ impl LinkModel for bloatlab_emu::Link {
     fn next_event(&self) -> Option<Duration> {
         bloatlab_emu::Link::next_event(self)
     }
-    fn counters_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.counters()).unwrap_or_default()
+    fn counters(&self) -> Counters {
+        bloatlab_emu::Link::counters(self).clone()
     }
 }
 
@@ -202,7 +205,8 @@ mod tests {
         assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![1]));
         assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![2]));
         assert_eq!(m.dequeue(Duration::from_micros(9)), None);
-        assert_eq!(m.counters_json()["forwarded"], 2);
+        assert_eq!(m.counters().dequeued.packets, 2);
+        assert_eq!(m.counters().backlog.packets, 0);
     }
 
     #[test]

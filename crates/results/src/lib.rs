@@ -14,6 +14,7 @@
 
 pub mod convert;
 pub mod derived;
+pub mod lab;
 pub mod load;
 pub mod migrate;
 pub mod save;

@@ -17,6 +17,7 @@
 //!     "congestion_control": { free-form },   e.g. per flow
 //!     "qdisc":              { free-form },
 //!     "link":               { free-form },   rate, delay, buffer of a lab link
+//!     "lab":                { ... },         optional: the lab's view of the run (crate::lab)
 //!     "extra":              { free-form }
 //!   },
 //!   "raw": {                               what was measured; never rewritten
@@ -125,6 +126,10 @@ pub struct Metadata {
     /// Link settings (rate, delay, buffer, offloads).
     #[serde(default)]
     pub link: FreeForm,
+    /// The lab the run went through and what its emulator counted (crate::lab); `None`
+    /// outside a lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<crate::lab::LabRecord>,
     /// Anything else.
     #[serde(default)]
     pub extra: FreeForm,
@@ -146,6 +151,7 @@ impl Metadata {
             congestion_control: FreeForm::new(),
             qdisc: FreeForm::new(),
             link: FreeForm::new(),
+            lab: None,
             extra: FreeForm::new(),
         }
     }

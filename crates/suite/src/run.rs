@@ -5,23 +5,27 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
     DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
-    CongestionSignals, Finding, HostCheckConfig, QueueCheckConfig, check_host, check_queue,
+    CongestionSignals, EMULATOR_LATE_P99, Finding, HostCheckConfig, MAX_PROBE_SHARE,
+    QueueCheckConfig, check_emulator, check_host, check_probe_load, check_queue,
 };
 use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
 use bloatlab_stats::{
     DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
 };
+use bloatlab_units::BitRate;
 use serde_json::{Value, json};
 
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
 use crate::driver::{self, DriveResult, Output, Target};
 use crate::host;
+use crate::lab::{LabContext, LabWatch};
 use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
 
 /// What to run.
@@ -39,6 +43,11 @@ pub struct RunConfig {
     pub title: Option<String>,
     /// Check the server answers TCP and probes before starting (on by default).
     pub preflight: bool,
+    /// The lab this run goes through (`lab exec` sets the environment), if any: its
+    /// emulator's counters are recorded and checked.
+    pub lab: Option<LabContext>,
+    /// TCP ECN for the run's connections (`--ecn on|off`); needs a lab. `None` = as set.
+    pub ecn: Option<bool>,
 }
 
 /// Why a run could not produce results.
@@ -82,6 +91,15 @@ pub enum RunError {
     /// The phases could not be stored (a bug).
     #[error(transparent)]
     Raw(#[from] bloatlab_results::RawError),
+    /// `--ecn` outside a lab.
+    #[error(
+        "--ecn needs a lab: run the test with `bloatlab lab exec LAB HOST -- bloatlab test ...` \
+         (outside a lab, set net.ipv4.tcp_ecn yourself)"
+    )]
+    EcnNeedsLab,
+    /// The lab could not be read or changed.
+    #[error("lab: {0}")]
+    Lab(#[from] bloatlab_lab::LabError),
 }
 
 /// A VoIP stream assessed over one phase and direction.
@@ -220,20 +238,61 @@ pub fn run(
     mut progress: impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
     let plan = plan(cfg.test, &cfg.params)?;
+    if cfg.ecn.is_some() && cfg.lab.is_none() {
+        return Err(RunError::EcnNeedsLab);
+    }
+    // ECN is set before the pre-flight check, so its connections negotiate what the run's do.
+    let ecn_was = match (&cfg.lab, cfg.ecn) {
+        (Some(ctx), Some(on)) => Some(ctx.set_ecn(on)?),
+        _ => None,
+    };
+    let result = run_in_lab(cfg, &plan, stop, &mut progress);
+    if let (Some(ctx), Some(was)) = (&cfg.lab, ecn_was)
+        && let Err(e) = ctx.set_ecn(was)
+    {
+        tracing::warn!("could not restore TCP ECN of {}: {e}", ctx.host);
+    }
+    result
+}
+
+fn unix_s(t: jiff::Timestamp) -> f64 {
+    t.as_nanosecond() as f64 / 1e9
+}
+
+/// Pre-flight, the drive and the assembly, with the lab (if any) watched throughout.
+fn run_in_lab(
+    cfg: &RunConfig,
+    plan: &Plan,
+    stop: &AtomicBool,
+    progress: &mut impl FnMut(Duration, Duration),
+) -> Result<RunOutcome, RunError> {
     if cfg.preflight {
         preflight(&cfg.target)?;
     }
+    let mut watch = match &cfg.lab {
+        Some(ctx) => Some(LabWatch::start(
+            ctx.clone(),
+            unix_s(jiff::Timestamp::now()),
+        )?),
+        None => None,
+    };
     let total = plan.end();
     let mut cpu = CpuSampler::default();
     let run_start = jiff::Timestamp::now();
+    if let Some(w) = &mut watch {
+        w.set_origin(unix_s(run_start));
+    }
     let drove = driver::drive(
         &cfg.target,
-        &plan,
+        plan,
         cfg.params.sample_interval,
         Duration::from_secs(10),
         stop,
         |now| {
             cpu.tick(now, &plan.timeline);
+            if let Some(w) = &mut watch {
+                w.tick(now);
+            }
             progress(now, total);
         },
     )
@@ -241,7 +300,10 @@ pub fn run(
         exe: cfg.target.exe.display().to_string(),
         source,
     })?;
-    assemble(cfg, &plan, drove, run_start, cpu.samples)
+    if let Some(w) = &mut watch {
+        w.finish();
+    }
+    assemble(cfg, plan, drove, run_start, cpu.samples, watch.as_ref())
 }
 
 /// Samples whole-machine CPU utilisation every 500 ms during loaded phases.
@@ -313,6 +375,7 @@ fn assemble(
     drove: DriveResult,
     run_start: jiff::Timestamp,
     cpu: Vec<f64>,
+    watch: Option<&LabWatch>,
 ) -> Result<RunOutcome, RunError> {
     let mut notes = Vec::new();
     let mut flows = Vec::new();
@@ -468,6 +531,15 @@ fn assemble(
     if !notes.is_empty() {
         meta.extra.insert("notes".into(), json!(notes));
     }
+    if let Some(w) = watch {
+        let mut per_phase = Vec::new();
+        for ph in &phases {
+            for dir in ["up", "down"] {
+                per_phase.extend(w.phase(ph, dir));
+            }
+        }
+        meta.lab = Some(w.record(per_phase));
+    }
     let file = ResultsFile::new(meta, raw).with_derived()?;
     let timeline = file.raw.timeline()?;
     let series = file.raw.latency_series();
@@ -487,7 +559,7 @@ fn assemble(
             .filter(|p| p.kind == PhaseKind::Loaded)
         {
             let loaded = rs.summarize(ph);
-            let signals = CongestionSignals {
+            let mut signals = CongestionSignals {
                 retransmits: retransmits.map(|_| {
                     retrans_windows
                         .iter()
@@ -495,8 +567,11 @@ fn assemble(
                         .map(|(_, _, n)| n)
                         .sum()
                 }),
-                ecn_marks: None,
+                ..CongestionSignals::default()
             };
+            if let Some(lab) = &file.metadata.lab {
+                lab_signals(&mut signals, lab, &ph.name);
+            }
             if let Some(idle) = &idle {
                 findings.push((
                     Some(ph.name.clone()),
@@ -517,6 +592,9 @@ fn assemble(
             .into_iter()
             .map(|f| (None, f)),
     );
+    if let Some(lab) = &file.metadata.lab {
+        findings.extend(lab_findings(lab, plan).into_iter().map(|f| (None, f)));
+    }
     let voip = plan
         .probes()
         .filter(|(_, q)| q.voip)
@@ -531,6 +609,75 @@ fn assemble(
         reference: reference.map(str::to_owned),
         grade,
     })
+}
+
+/// The emulator's evidence for one loaded phase: congestion drops and CE marks summed
+/// over both directions, and the higher utilisation of the two.
+fn lab_signals(signals: &mut CongestionSignals, lab: &LabRecord, phase: &str) {
+    let rows: Vec<_> = lab.phases.iter().filter(|p| p.phase == phase).collect();
+    if rows.is_empty() {
+        return;
+    }
+    signals.bottleneck_drops = Some(rows.iter().map(|p| p.drops).sum());
+    signals.bottleneck_marks = Some(rows.iter().map(|p| p.ce_marked).sum());
+    signals.utilisation = rows
+        .iter()
+        .filter_map(|p| p.utilisation)
+        .max_by(f64::total_cmp);
+}
+
+/// Findings only a lab run can have: the emulator was late, or the probes take more than
+/// 5 % of a direction's rate.
+fn lab_findings(lab: &LabRecord, plan: &Plan) -> Vec<Finding> {
+    let late: Vec<(String, Duration, Duration)> = lab
+        .directions
+        .iter()
+        .filter_map(|d| {
+            let p99 = Duration::from_nanos(d.lateness.p99_ns?);
+            let max = Duration::from_nanos(d.lateness.max_ns.unwrap_or(0));
+            Some((direction_name(d.direction).to_owned(), p99, max))
+        })
+        .collect();
+    let mut out = check_emulator(&late, EMULATOR_LATE_P99);
+    let probes = probe_rate(plan);
+    for d in &lab.directions {
+        if let Some(rate) = d.link.rate_bps {
+            out.extend(check_probe_load(
+                direction_name(d.direction),
+                probes,
+                BitRate(rate),
+                MAX_PROBE_SHARE,
+            ));
+        }
+    }
+    out
+}
+
+fn direction_name(d: DirectionRecord) -> &'static str {
+    match d {
+        DirectionRecord::Up => "up",
+        DirectionRecord::Down => "down",
+    }
+}
+
+/// Default probe sizes (`bloatlab ping`): 80 bytes of UDP payload or of ICMP message.
+const DEFAULT_PROBE_SIZE: usize = 80;
+
+/// The plan's probe traffic in one direction on the wire (IP packets): requests go up,
+/// replies of the same size come down.
+pub fn probe_rate(plan: &Plan) -> BitRate {
+    let bps: f64 = plan
+        .probes()
+        .map(|(_, q)| {
+            let payload = q.size.unwrap_or(DEFAULT_PROBE_SIZE);
+            let headers = match q.mode {
+                ProbeMode::Udp => 28, // IPv4 20 + UDP 8
+                ProbeMode::Icmp => 20,
+            };
+            ((payload + headers) * 8) as f64 / q.interval.as_secs_f64()
+        })
+        .sum();
+    BitRate(bps.round() as u64)
 }
 
 fn add_client(
@@ -636,5 +783,19 @@ mod tests {
         ];
         assert_eq!(pick_reference(&v), Some("icmp"));
         assert_eq!(pick_reference(&[]), None);
+    }
+
+    #[test]
+    fn probe_rate_of_rrul_at_100_hz_is_what_issue_9_measured() {
+        // 3 UDP streams (108-byte packets) + ICMP (100 bytes) at 100 Hz: 339.2 kbit/s,
+        // 46 % of a 737 kbit/s uplink.
+        let p = plan(TestName::Rrul, &TestParams::default()).unwrap();
+        assert_eq!(probe_rate(&p), BitRate(3 * 100 * 108 * 8 + 100 * 100 * 8));
+        let slow = TestParams {
+            probe_interval: Duration::from_millis(200),
+            ..TestParams::default()
+        };
+        let p = plan(TestName::Rrul, &slow).unwrap();
+        assert_eq!(probe_rate(&p).0, (3 * 108 * 8 + 100 * 8) * 5);
     }
 }

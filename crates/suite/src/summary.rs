@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
+use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
@@ -160,6 +161,70 @@ fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
     }
 }
 
+fn opt_ms(ns: Option<u64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e6))
+}
+
+/// The lab's view of the run: per direction (stage) of the emulated link, its settings and
+/// what the emulator counted while the test ran.
+fn lab_section(out: &mut String, lab: &LabRecord) {
+    let ecn: Vec<String> = lab.ecn.iter().map(|(h, v)| format!("{h}={v}")).collect();
+    let _ = writeln!(
+        out,
+        "Lab {} (this test on host {}; net.ipv4.tcp_ecn {}): the emulator during the run",
+        lab.name,
+        lab.host,
+        if ecn.is_empty() {
+            "not read".to_string()
+        } else {
+            ecn.join(" ")
+        }
+    );
+    for d in &lab.directions {
+        let l = &d.link;
+        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  {:<4} rate {} delay {} qdisc {}{}: delivered {} pkts, dropped {} (overflow {}, aqm {}, loss {}), CE-marked {}",
+            match d.direction {
+                DirectionRecord::Up => "up",
+                DirectionRecord::Down => "down",
+            },
+            dash(&l.rate),
+            dash(&l.delay),
+            l.qdisc.as_deref().unwrap_or("fifo"),
+            if l.params.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", l.params.join(" "))
+            },
+            d.dequeued_packets,
+            d.drops.overflow + d.drops.aqm + d.drops.loss,
+            d.drops.overflow,
+            d.drops.aqm,
+            d.drops.loss,
+            d.ce_marked,
+        );
+        let _ = writeln!(
+            out,
+            "       queue sojourn ms p50 {} p99 {} max {}; backlog pkts p50 {} max {}; emulator lateness ms p99 {} max {}",
+            opt_ms(d.sojourn.p50_ns),
+            opt_ms(d.sojourn.p99_ns),
+            opt_ms(d.sojourn.max_ns),
+            d.backlog.p50_packets.map_or("-".into(), |v| v.to_string()),
+            d.backlog.max_packets.map_or("-".into(), |v| v.to_string()),
+            opt_ms(d.lateness.p99_ns),
+            opt_ms(d.lateness.max_ns),
+        );
+    }
+    if let Some(n) = lab.tun_ring_drops.filter(|&n| n > 0) {
+        let _ = writeln!(
+            out,
+            "  WARNING: {n} packets were dropped in the TUN rings before emulation (emulator overloaded)"
+        );
+    }
+}
+
 /// Flows covering less of a phase than this are left out of its throughput table.
 const MIN_COVERAGE: f64 = 0.1;
 
@@ -203,6 +268,9 @@ pub fn render(o: &RunOutcome) -> String {
             .map(|p| p.name.as_str())
             .collect();
         throughput_table(&mut out, d, &loaded);
+    }
+    if let Some(lab) = &m.lab {
+        lab_section(&mut out, lab);
     }
     for v in &o.voip {
         let a = &v.assessment;

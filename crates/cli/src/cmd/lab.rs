@@ -8,9 +8,11 @@
 //! file, so they also work after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
+use bloatlab_lab::driver::direction::DirectionReport;
 use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
+use bloatlab_lab::status::StatusReport;
 use bloatlab_lab::{LabError, names, netns, signals};
 use clap::{Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
@@ -34,6 +36,8 @@ enum LabCmd {
     Exec(ExecArgs),
     /// Show the lab's hosts, emulator health and counters.
     Status(StatusArgs),
+    /// Change a running lab's host settings (TCP ECN) without rebuilding it.
+    Set(SetArgs),
     /// Stop the emulator and remove every object of lab NAME (also after a crash).
     Down(NameArg),
     /// List labs (and leftover lab namespaces without a state file).
@@ -215,6 +219,16 @@ struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+struct SetArgs {
+    /// Lab name.
+    name: String,
+    /// TCP ECN of a host (net.ipv4.tcp_ecn 1 = on, 2 = off, the kernel default):
+    /// `HOST=on|off` or `all=on|off`. Repeatable. Applies to connections opened afterwards.
+    #[arg(long, value_name = "HOST=on|off", required = true)]
+    ecn: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 struct NameArg {
     /// Lab name.
     name: String,
@@ -233,6 +247,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         LabCmd::Up(a) => up(&dir, *a),
         LabCmd::Exec(a) => exec(&dir, a),
         LabCmd::Status(a) => status(&dir, a),
+        LabCmd::Set(a) => set(&dir, a),
         LabCmd::Down(a) => down(&dir, &a.name),
         LabCmd::List(a) => list(&dir, a),
         LabCmd::Daemon(a) => daemon(&dir, &a.name),
@@ -614,40 +629,38 @@ fn remount_sys() {
     }
 }
 
-fn status(dir: &StateDir, a: StatusArgs) -> anyhow::Result<()> {
+fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
+    use bloatlab_lab::hostctl;
     names::validate(&a.name).map_err(lab_err)?;
     let st = dir
         .read(&a.name)
         .map_err(lab_err)?
         .ok_or_else(|| lab_err(LabError::NoSuchLab(a.name.clone())))?;
-    let alive = st.emulator_alive();
-    let counters: serde_json::Value = std::fs::read(dir.status(&a.name))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(serde_json::Value::Null);
-    let problem = (!alive).then(|| {
-        format!(
-            "the emulator of lab {} (pid {}) is not running; `bloatlab lab down {}` removes what is left",
-            st.name, st.pid, st.name
-        )
-    });
-    if a.json {
-        let v = serde_json::json!({
-            "name": st.name,
-            "backend": st.spec.backend,
-            "phase": st.phase,
-            "pid": st.pid,
-            "emulator_alive": alive,
-            "problem": problem,
-            "hosts": st.hosts,
-            "spec": st.spec,
-            "counters": counters,
-        });
-        print_json(&v)?;
-    } else {
-        print_status_text(&st, alive, &counters);
+    let mut settings = Vec::new();
+    for v in &a.ecn {
+        settings.extend(hostctl::parse_ecn_setting(&st, v).map_err(lab_err)?);
     }
-    match problem {
+    check_privilege("bloatlab lab set").map_err(lab_err)?;
+    hostctl::set_ecn(dir, &a.name, &settings).map_err(lab_err)?;
+    for (host, on) in &settings {
+        println!(
+            "lab {}: {host} ECN {} (net.ipv4.tcp_ecn={})",
+            a.name,
+            if *on { "on" } else { "off" },
+            hostctl::ecn_value(*on)
+        );
+    }
+    Ok(())
+}
+
+fn status(dir: &StateDir, a: StatusArgs) -> anyhow::Result<()> {
+    let report = bloatlab_lab::status::read(dir, &a.name).map_err(lab_err)?;
+    if a.json {
+        print_json(&serde_json::to_value(&report)?)?;
+    } else {
+        print!("{}", status_text(&report));
+    }
+    match report.problem {
         Some(p) => Err(anyhow::Error::new(Exit {
             code: FAILURE,
             message: p,
@@ -663,20 +676,29 @@ fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
-    println!(
+/// `lab status` as text, from the same record `--json` prints.
+fn status_text(r: &StatusReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "lab {}: {:?} backend, emulator pid {} {}",
-        st.name,
-        st.spec.backend,
-        st.pid,
-        if alive { "running" } else { "NOT RUNNING" }
+        r.name,
+        r.backend,
+        r.pid,
+        if r.emulator_alive {
+            "running"
+        } else {
+            "NOT RUNNING"
+        }
     );
-    for h in &st.hosts {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+    for h in &r.hosts {
+        let _ = writeln!(out, "  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
     }
-    let show = |dir: &str, l: &LinkSpec| {
+    let mut show = |dir: &str, l: &LinkSpec| {
         let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
-        println!(
+        let _ = writeln!(
+            out,
             "  {dir:<4} rate {} delay {} jitter {} loss {} limit {} qdisc {} {}",
             f(&l.rate),
             f(&l.delay),
@@ -687,67 +709,91 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             l.params.join(" ")
         );
     };
-    show("up", &st.spec.up);
-    show("down", &st.spec.down);
-    if let Some(dirs) = c["directions"].as_array() {
-        for d in dirs {
-            let (name, r) = (&d[0], &d[1]);
-            let io = &r["io"];
-            let lat = &r["lateness"];
-            println!(
-                "  {:<4} forwarded {} pkts / {} B, unroutable {}, lateness p50 {:.0} us p99 {:.0} us max {:.0} us, {}",
-                name.as_str().unwrap_or("?"),
-                io["tx_packets"],
-                io["tx_bytes"],
-                io["unroutable"],
-                lat["p50_us"].as_f64().unwrap_or(0.0),
-                lat["p99_us"].as_f64().unwrap_or(0.0),
-                lat["max_us"].as_f64().unwrap_or(0.0),
-                scheduling(r),
+    show("up", &r.spec.up);
+    show("down", &r.spec.down);
+    if !r.spec.ecn_hosts.is_empty() {
+        let _ = writeln!(out, "  TCP ECN on: {}", r.spec.ecn_hosts.join(", "));
+    }
+    let Some(c) = &r.counters else {
+        return out;
+    };
+    for (name, d) in &c.directions {
+        let _ = writeln!(
+            out,
+            "  {:<4} forwarded {} pkts / {} B, unroutable {}, lateness p50 {:.0} us p99 {:.0} us max {:.0} us, {}",
+            name,
+            d.io.tx_packets,
+            d.io.tx_bytes,
+            d.io.unroutable,
+            d.lateness.p50_us,
+            d.lateness.p99_us,
+            d.lateness.max_us,
+            scheduling(d),
+        );
+        if d.io.rx_super > 0 || d.io.tx_coalesced > 0 {
+            let _ = writeln!(
+                out,
+                "       offload: {} TSO super-packets cut into wire packets, {} coalesced writes",
+                d.io.rx_super, d.io.tx_coalesced
             );
-            let (sup, co) = (io["rx_super"].as_u64(), io["tx_coalesced"].as_u64());
-            if let (Some(sup), Some(co)) = (sup, co)
-                && (sup > 0 || co > 0)
-            {
-                println!(
-                    "       offload: {sup} TSO super-packets cut into wire packets, {co} coalesced writes"
-                );
-            }
-            println!("       link {}", r["link"]);
         }
+        let _ = writeln!(out, "       {}", link_counters_text(&d.link));
     }
-    for q in c["qdiscs"].as_array().into_iter().flatten() {
-        let (dir, q) = (&q[0], &q[1]);
-        let n = |k: &str| q[k].as_u64().unwrap_or(0);
-        println!(
+    for (dir, q) in &c.qdiscs {
+        let _ = writeln!(
+            out,
             "  {:<4} qdisc {} {:x}: sent {} B / {} pkts, dropped {}, overlimits {}, backlog {} B / {} pkts",
-            dir.as_str().unwrap_or("?"),
-            q["kind"].as_str().unwrap_or("?"),
-            n("handle") >> 16,
-            n("bytes"),
-            n("packets"),
-            n("drops"),
-            n("overlimits"),
-            n("backlog_bytes"),
-            n("qlen"),
+            dir,
+            q.kind,
+            q.handle >> 16,
+            q.bytes,
+            q.packets,
+            q.drops,
+            q.overlimits,
+            q.backlog_bytes,
+            q.qlen,
         );
     }
-    let drops = c["tun_ring_drops"].as_u64().unwrap_or(0);
-    if drops > 0 {
-        println!(
-            "  WARNING: emulator overloaded: {drops} packets dropped in TUN rings before emulation"
+    if c.tun_ring_drops > 0 {
+        let _ = writeln!(
+            out,
+            "  WARNING: emulator overloaded: {} packets dropped in TUN rings before emulation",
+            c.tun_ring_drops
         );
     }
+    out
+}
+
+/// One line of a link model's counters: what entered, left, was dropped
+/// (by whom) or marked, what waits, and the sojourn percentiles.
+fn link_counters_text(l: &bloatlab_emu::Counters) -> String {
+    let ms = |ns: Option<u64>| ns.map_or("-".to_string(), |v| format!("{:.2}", v as f64 / 1e6));
+    let s = l.sojourn.summary();
+    format!(
+        "link: enqueued {} pkts, dequeued {}, dropped {} (overflow {}, aqm {}, loss {}), CE-marked {}, backlog {} pkts / {} B, sojourn ms p50 {} p99 {} max {}",
+        l.enqueued.packets,
+        l.dequeued.packets,
+        l.dropped.total().packets,
+        l.dropped.overflow.packets,
+        l.dropped.aqm.packets,
+        l.dropped.loss.packets,
+        l.ce_marked.packets,
+        l.backlog.packets,
+        l.backlog.bytes.0,
+        ms(s.p50_ns),
+        ms(s.p99_ns),
+        ms(s.max_ns),
+    )
 }
 
 /// How a forwarding thread is scheduled, for `lab status`.
-fn scheduling(r: &serde_json::Value) -> String {
-    let policy = if r["realtime"].as_bool().unwrap_or(false) {
+fn scheduling(r: &DirectionReport) -> String {
+    let policy = if r.realtime {
         "SCHED_FIFO"
     } else {
         "normal priority"
     };
-    match r["demotions"].as_u64().unwrap_or(0) {
+    match r.demotions {
         0 => policy.to_string(),
         n => format!("{policy} (left SCHED_FIFO {n}x: busy enough to starve the hosts)"),
     }

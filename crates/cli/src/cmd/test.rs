@@ -68,6 +68,11 @@ pub struct TestArgs {
     /// one_vs_pulses: size of each upload (1M = 1 MiB).
     #[arg(long = "pulse-size", default_value = "1M", value_parser = opts::nonzero_bytes)]
     pub pulse_size: bloatlab_engine::config::Bytes,
+    /// TCP ECN for the run's connections: `on` or `off`. Needs a lab: the test sets
+    /// net.ipv4.tcp_ecn of its lab host for the run (the client opens every connection,
+    /// so this decides what each flow negotiates) and restores it afterwards.
+    #[arg(long = "ecn", value_parser = on_off)]
+    pub ecn: Option<bool>,
     /// A title stored in the results file.
     #[arg(long = "title")]
     pub title: Option<String>,
@@ -77,6 +82,14 @@ pub struct TestArgs {
     /// Skip the check that the server answers TCP and probes before the run.
     #[arg(long = "no-preflight", hide = true)]
     pub no_preflight: bool,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{s:?} is neither on nor off")),
+    }
 }
 
 fn marking(s: &str) -> Result<Tos, String> {
@@ -119,6 +132,7 @@ impl TestArgs {
 fn map_run_error(e: RunError) -> anyhow::Error {
     match e {
         RunError::Plan(p) => exit::usage(p.to_string()),
+        e @ RunError::EcnNeedsLab => exit::usage(e.to_string()),
         e => anyhow::Error::new(e),
     }
 }
@@ -155,6 +169,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         command_line: std::env::args().collect(),
         title: args.title.clone(),
         preflight: !args.no_preflight,
+        lab: bloatlab_suite::lab::LabContext::from_env(),
+        ecn: args.ecn,
     };
     install_stop_handler();
     let show_progress = !args.json && std::io::stderr().is_terminal();
@@ -306,5 +322,11 @@ mod tests {
                 .contains("--flows")
         );
         assert!(parse(&["--list"]).is_ok());
+        let e = parse(&["rrul", "h", "--ecn", "maybe"]).unwrap_err();
+        assert!(e.contains("--ecn") && e.contains("maybe"), "{e}");
+        assert_eq!(
+            parse(&["rrul", "h", "--ecn", "on"]).unwrap().ecn,
+            Some(true)
+        );
     }
 }

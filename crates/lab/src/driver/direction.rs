@@ -86,8 +86,12 @@ pub struct DirectionReport {
     /// How late packets were released after the time the link model gave
     /// them (the emulator's own timing error).
     pub lateness: Summary,
+    /// The same as a histogram, so that two reports give the lateness of
+    /// the packets released between them ([`Histogram::since`]).
+    #[serde(default)]
+    pub lateness_histogram: Histogram,
     /// The link model's counters.
-    pub link: serde_json::Value,
+    pub link: bloatlab_emu::Counters,
     /// True while the thread runs.
     pub running: bool,
     /// The thread runs with SCHED_FIFO now (priority.rs).
@@ -303,7 +307,8 @@ fn publish(
         at_s: now.as_secs_f64(),
         io: *c,
         lateness: lateness.summary(),
-        link: link.counters_json(),
+        lateness_histogram: lateness.clone(),
+        link: link.counters(),
         running,
         realtime: governor.realtime(),
         demotions: governor.demotions(),
@@ -423,7 +428,7 @@ mod tests {
         assert_eq!(r.io.tx_packets, 2);
         assert_eq!(r.io.unroutable, 1);
         assert_eq!(r.lateness.count, 3);
-        assert_eq!(r.link["dequeued"]["packets"], 3);
+        assert_eq!(r.link.dequeued.packets, 3);
         for fd in [in_test, in_drv, out_drv, out_test, other_drv, other_test] {
             // SAFETY: closing fds this test opened.
             unsafe { libc::close(fd) };
@@ -503,7 +508,7 @@ mod tests {
             (r.io.tx_packets, r.io.tx_bytes, r.io.tx_coalesced),
             (3, 4500, 1)
         );
-        assert_eq!(r.link["enqueued"]["packets"], 3);
+        assert_eq!(r.link.enqueued.packets, 3);
         for fd in [in_test, in_drv, out_drv, out_test] {
             // SAFETY: closing fds this test opened.
             unsafe { libc::close(fd) };

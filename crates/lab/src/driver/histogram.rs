@@ -2,7 +2,7 @@
 //! so a reported percentile is within about 3 % of the true sample), cheap
 //! enough to record every packet's release lateness.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 const SUB_BITS: u32 = 5;
@@ -91,6 +91,23 @@ impl Histogram {
         self.sum += o.sum;
     }
 
+    /// The values recorded after the snapshot `earlier` of this histogram
+    /// (bucket counts subtracted). Their maximum is the upper edge of the
+    /// highest non-empty bucket, within the whole histogram's exact maximum.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        let mut out = Histogram::default();
+        for (i, (a, b)) in self.counts.iter().zip(&earlier.counts).enumerate() {
+            let n = a.saturating_sub(*b);
+            if n > 0 {
+                out.counts[i] = n;
+                out.total += n;
+                out.max = out.max.max(upper(i).min(self.max));
+            }
+        }
+        out.sum = self.sum.saturating_sub(earlier.sum);
+        out
+    }
+
     /// Summary for reports, in microseconds.
     pub fn summary(&self) -> Summary {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
@@ -107,6 +124,50 @@ impl Histogram {
             p999_us: us(self.quantile(0.999)),
             max_us: self.max as f64 / 1e3,
         }
+    }
+}
+
+/// The serialized form of a [`Histogram`]: its non-empty buckets as
+/// `[index, count]` pairs, the exact maximum and sum (ns), so that a reader
+/// can rebuild it and subtract two snapshots.
+#[derive(Serialize, Deserialize)]
+struct HistogramWire {
+    buckets: Vec<(u32, u64)>,
+    max_ns: u64,
+    sum_ns: u128,
+}
+
+impl Serialize for Histogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        HistogramWire {
+            buckets: self
+                .counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(i, n)| (i as u32, *n))
+                .collect(),
+            max_ns: self.max,
+            sum_ns: self.sum,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Histogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = HistogramWire::deserialize(d)?;
+        let mut h = Histogram::default();
+        for (i, n) in w.buckets {
+            let slot = h.counts.get_mut(i as usize).ok_or_else(|| {
+                serde::de::Error::custom(format!("histogram bucket {i} out of range"))
+            })?;
+            *slot += n;
+            h.total += n;
+        }
+        h.max = w.max_ns;
+        h.sum = w.sum_ns;
+        Ok(h)
     }
 }
 
@@ -167,5 +228,25 @@ mod tests {
         assert_eq!(h.quantile(0.5), Duration::from_nanos(2));
         assert_eq!(h.summary().count, 3);
         assert_eq!(Histogram::default().quantile(0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn since_isolates_a_window_and_survives_json() {
+        let mut h = Histogram::default();
+        for _ in 0..1000 {
+            h.record(Duration::from_millis(30)); // a bad spell before the run
+        }
+        let before: Histogram = serde_json::from_value(serde_json::to_value(&h).unwrap()).unwrap();
+        assert_eq!(before.summary(), h.summary());
+        for us in 1..=100u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let d = h.since(&before).summary();
+        assert_eq!(d.count, 100);
+        assert!(d.p99_us >= 99.0 && d.p99_us <= 99.0 * 1.035, "{d:?}");
+        assert!(d.max_us >= 100.0 && d.max_us <= 103.5, "{d:?}");
+        assert!((d.mean_us - 50.5).abs() < 1e-9, "{d:?}");
+        let bad = serde_json::json!({"buckets": [[100_000, 1]], "max_ns": 1, "sum_ns": 1});
+        assert!(serde_json::from_value::<Histogram>(bad).is_err());
     }
 }

@@ -244,7 +244,7 @@ impl<'a> Iterator for Attrs<'a> {
 }
 
 /// Reads the little set of `rtnl_link_stats64` counters the lab reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkStats {
     pub rx_packets: u64,
     pub tx_packets: u64,

@@ -1,0 +1,186 @@
+//! The lab's view of a run (`metadata.lab`): which lab the test ran in, each direction's
+//! link settings, and what the emulator counted during the run.
+//!
+//! ```text
+//! "lab": {
+//!   "name": "demo", "host": "client", "backend": "userspace",
+//!   "ecn": {"client": "1", "server": "2"},          net.ipv4.tcp_ecn per host at the start
+//!   "tun_ring_drops": 0,                            packets lost before emulation (overload)
+//!   "directions": [ {
+//!     "direction": "up",
+//!     "link": {"rate": "20mbit", "delay": "40ms", "jitter": null, "loss": null,
+//!              "limit": null, "qdisc": "fq_codel", "params": [], "rate_bps": 20000000},
+//!     "start_ns": 120000000, "end_ns": 70150000000,   the window counted, run time
+//!     "enqueued_packets": 10, "dequeued_packets": 9, "dequeued_bytes": 13500,
+//!     "drops": {"overflow": 0, "aqm": 1, "loss": 0},  packets, by who dropped them
+//!     "ce_marked": 0,                                 packets marked CE
+//!     "backlog": {"samples": 140, "p50_packets": 3, "p90_packets": 9, "max_packets": 12,
+//!                 "max_bytes": 18000, "end_packets": 0},  qdisc backlog, sampled ~2/s
+//!     "sojourn": {"count": 9, "p50_ns": 1, "p90_ns": 2, "p99_ns": 3, "max_ns": 4},
+//!     "lateness": {"count": 9, "p50_ns": 1, "p90_ns": 2, "p99_ns": 3, "max_ns": 4}
+//!   } ],
+//!   "phases": [ {"phase": "loaded", "direction": "up", "dequeued_bytes": 1, "drops": 0,
+//!                "ce_marked": 0, "utilisation": 0.97} ]
+//! }
+//! ```
+//!
+//! `sojourn` is the time packets waited in the emulated qdisc; `lateness` is the emulator's
+//! own error (how late it released packets after their due time): above 1 ms at p99 the
+//! latency figures of the run carry that error. Percentiles are `null` without samples.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::schema::DirectionRecord;
+
+/// The lab a run went through, as the emulator saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabRecord {
+    /// Lab name.
+    pub name: String,
+    /// The lab host the test ran on (`client`, ...).
+    pub host: String,
+    /// `userspace` or `kernel`.
+    pub backend: String,
+    /// `net.ipv4.tcp_ecn` of each lab host when the run started (`"1"` = requests ECN).
+    #[serde(default)]
+    pub ecn: BTreeMap<String, String>,
+    /// Packets dropped in the TUN rings during the run (the emulator read too slowly);
+    /// `None` = not measured.
+    #[serde(default)]
+    pub tun_ring_drops: Option<u64>,
+    /// One record per direction of the emulated link.
+    #[serde(default)]
+    pub directions: Vec<EmulatorRecord>,
+    /// The emulator's counters per phase and direction.
+    #[serde(default)]
+    pub phases: Vec<EmulatorPhaseRecord>,
+}
+
+/// A link direction's settings, in tc spellings as given to `lab up`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabLinkRecord {
+    /// Bottleneck rate (`20mbit`); `None` = unshaped.
+    pub rate: Option<String>,
+    /// One-way delay.
+    pub delay: Option<String>,
+    /// Delay jitter.
+    pub jitter: Option<String>,
+    /// Random loss.
+    pub loss: Option<String>,
+    /// Queue limit.
+    pub limit: Option<String>,
+    /// Queue discipline; `None` = the emulator's default (FIFO).
+    pub qdisc: Option<String>,
+    /// Queue discipline parameters.
+    #[serde(default)]
+    pub params: Vec<String>,
+    /// `rate` in bits per second.
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+}
+
+/// Drops by cause, packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropsRecord {
+    /// The queue was full.
+    pub overflow: u64,
+    /// The AQM's control law.
+    pub aqm: u64,
+    /// The random loss model (not congestion).
+    pub loss: u64,
+}
+
+/// Percentiles of a duration, ns; `None` without samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PercentilesRecord {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: Option<u64>,
+    /// 90th percentile.
+    pub p90_ns: Option<u64>,
+    /// 99th percentile.
+    pub p99_ns: Option<u64>,
+    /// Largest.
+    pub max_ns: Option<u64>,
+}
+
+/// The qdisc backlog, sampled during the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BacklogRecord {
+    /// Samples taken.
+    pub samples: u64,
+    /// Median, packets.
+    pub p50_packets: Option<u64>,
+    /// 90th percentile, packets.
+    pub p90_packets: Option<u64>,
+    /// Largest sample, packets.
+    pub max_packets: Option<u64>,
+    /// Largest sample, bytes.
+    pub max_bytes: Option<u64>,
+    /// At the end of the run, packets.
+    pub end_packets: u64,
+}
+
+/// What one direction of the emulator did during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatorRecord {
+    /// Up (client to server) or down.
+    pub direction: DirectionRecord,
+    /// The direction's settings.
+    pub link: LabLinkRecord,
+    /// Start of the counted window, ns since the run start (negative values are clamped
+    /// to 0: the first snapshot may predate the run by up to 0.5 s).
+    pub start_ns: u64,
+    /// End of the counted window, ns since the run start.
+    pub end_ns: u64,
+    /// Packets that entered the link.
+    pub enqueued_packets: u64,
+    /// Packets the link delivered.
+    pub dequeued_packets: u64,
+    /// Bytes (IP lengths) the link delivered.
+    pub dequeued_bytes: u64,
+    /// Drops by cause.
+    pub drops: DropsRecord,
+    /// Packets marked CE.
+    pub ce_marked: u64,
+    /// The qdisc backlog.
+    pub backlog: BacklogRecord,
+    /// Time packets waited in the qdisc.
+    pub sojourn: PercentilesRecord,
+    /// The emulator's release lateness (its own timing error).
+    pub lateness: PercentilesRecord,
+}
+
+/// The emulator's counters over one phase of the run, one direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatorPhaseRecord {
+    /// Phase name.
+    pub phase: String,
+    /// Up or down.
+    pub direction: DirectionRecord,
+    /// The window counted (status snapshots nearest the phase edges), ns since run start.
+    pub start_ns: u64,
+    /// End of that window.
+    pub end_ns: u64,
+    /// Bytes the link delivered in the window.
+    pub dequeued_bytes: u64,
+    /// Congestion drops (overflow + AQM; random loss is not counted).
+    pub drops: u64,
+    /// Packets marked CE.
+    pub ce_marked: u64,
+    /// Delivered bits over the link rate in the window (0..=1, a little above 1 when the
+    /// window edges are uneven); `None` when the link is unshaped.
+    pub utilisation: Option<f64>,
+}
+
+impl LabRecord {
+    /// The largest release-lateness p99 over the directions, if any was measured.
+    pub fn worst_lateness_p99_ns(&self) -> Option<u64> {
+        self.directions
+            .iter()
+            .filter_map(|d| d.lateness.p99_ns)
+            .max()
+    }
+}

@@ -1,0 +1,504 @@
+//! A test run inside a bloatlab lab (`bloatlab lab exec NAME HOST -- bloatlab test ...`):
+//! the lab's view of the run.
+//!
+//! `lab exec` puts `BLOATLAB_LAB` and `BLOATLAB_HOST` in the environment
+//! ([`LabContext::from_env`]). [`LabWatch`] then reads the emulator's counters through
+//! `bloatlab_lab::status` when the run starts (waiting for a snapshot taken after that
+//! moment), about twice a second during it (backlog samples and phase edges) and after it
+//! ends, and turns the differences into the results file's [`LabRecord`]: the link spec,
+//! drops by cause, CE marks, backlog and sojourn percentiles, and the emulator's own
+//! release lateness over the run. [`LabWatch::phase_signals`] gives the working-condition
+//! check the emulator's drops, marks and utilisation per phase.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bloatlab_lab::LinkSpec;
+use bloatlab_lab::hostctl;
+use bloatlab_lab::lab::LabStatus;
+use bloatlab_lab::state::StateDir;
+use bloatlab_lab::status::{self, StatusReport};
+use bloatlab_results::lab::{
+    BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LabLinkRecord, LabRecord,
+    PercentilesRecord,
+};
+use bloatlab_results::schema::DirectionRecord;
+use bloatlab_stats::Phase;
+
+/// Which lab (and host) this process runs in.
+#[derive(Debug, Clone)]
+pub struct LabContext {
+    /// Lab name.
+    pub name: String,
+    /// Host the test runs on.
+    pub host: String,
+    /// Where the lab's state files are.
+    pub dir: StateDir,
+}
+
+impl LabContext {
+    /// The lab named by `lab exec`'s environment, if any.
+    pub fn from_env() -> Option<LabContext> {
+        let name = std::env::var("BLOATLAB_LAB")
+            .ok()
+            .filter(|n| !n.is_empty())?;
+        let host = std::env::var("BLOATLAB_HOST").unwrap_or_default();
+        Some(LabContext {
+            name,
+            host,
+            dir: StateDir::default(),
+        })
+    }
+
+    /// Sets TCP ECN of this host for the run; returns the previous value to restore.
+    pub fn set_ecn(&self, on: bool) -> Result<bool, bloatlab_lab::LabError> {
+        let st = self
+            .dir
+            .read(&self.name)?
+            .ok_or_else(|| bloatlab_lab::LabError::NoSuchLab(self.name.clone()))?;
+        let was = st.spec.ecn_hosts.contains(&self.host);
+        hostctl::set_ecn(&self.dir, &self.name, &[(self.host.clone(), on)])?;
+        Ok(was)
+    }
+}
+
+/// Seconds since the Unix epoch now.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Per direction, the cumulative counters the phases and the backlog need.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct DirSnap {
+    /// Run time this direction's counters were taken, seconds.
+    t: f64,
+    dequeued_bytes: u64,
+    congestion_drops: u64,
+    ce_marked: u64,
+    backlog_packets: u64,
+    backlog_bytes: u64,
+}
+
+/// One sample of the emulator's counters on the run's time axis.
+#[derive(Debug, Clone, PartialEq)]
+struct Snap {
+    /// Run time of the sample (negative: before the run started), seconds.
+    t: f64,
+    dirs: Vec<(String, DirSnap)>,
+}
+
+fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
+    let origin = s.unix_time_s - s.uptime_s - run_start_unix;
+    Snap {
+        t: s.taken_unix_s() - run_start_unix,
+        dirs: s
+            .directions
+            .iter()
+            .map(|(n, r)| {
+                let l = &r.link;
+                (
+                    n.clone(),
+                    DirSnap {
+                        t: origin + r.at_s,
+                        dequeued_bytes: l.dequeued.bytes.0,
+                        congestion_drops: l.dropped.overflow.packets + l.dropped.aqm.packets,
+                        ce_marked: l.ce_marked.packets,
+                        backlog_packets: l.backlog.packets,
+                        backlog_bytes: l.backlog.bytes.0,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Watches the lab's emulator over one run.
+#[derive(Debug)]
+pub struct LabWatch {
+    ctx: LabContext,
+    report: StatusReport,
+    ecn: BTreeMap<String, String>,
+    run_start_unix: f64,
+    first: Option<LabStatus>,
+    last: Option<LabStatus>,
+    samples: Vec<Snap>,
+    next_poll: Duration,
+}
+
+/// How often the counters are sampled during the run (the emulator writes them every
+/// 0.5 s).
+const POLL_EVERY: Duration = Duration::from_millis(500);
+/// Longest wait for a snapshot taken after a given moment (files every 0.5 s, direction
+/// reports every 0.2 s).
+const FRESH_WITHIN: Duration = Duration::from_millis(1500);
+
+/// Polls the counters until a snapshot taken at or after `after_unix` appears (or
+/// `FRESH_WITHIN` passes: then the newest one, if any).
+fn fresh_counters(ctx: &LabContext, after_unix: f64) -> Option<LabStatus> {
+    let deadline = Instant::now() + FRESH_WITHIN;
+    let mut newest = None;
+    loop {
+        if let Some(s) = status::read_counters(&ctx.dir, &ctx.name) {
+            if s.taken_unix_s() >= after_unix {
+                return Some(s);
+            }
+            newest = Some(s);
+        }
+        if Instant::now() >= deadline {
+            return newest;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl LabWatch {
+    /// Starts watching: reads the lab's state and the host ECN settings, and a counter
+    /// snapshot taken now or later. `run_start_unix` is the run's time origin.
+    pub fn start(ctx: LabContext, run_start_unix: f64) -> Result<LabWatch, bloatlab_lab::LabError> {
+        let report = status::read(&ctx.dir, &ctx.name)?;
+        let ecn = match ctx.dir.read(&ctx.name)? {
+            Some(st) => hostctl::ecn_of_hosts(&st),
+            None => BTreeMap::new(),
+        };
+        let first = fresh_counters(&ctx, unix_now());
+        let mut w = LabWatch {
+            ctx,
+            report,
+            ecn,
+            run_start_unix,
+            first: None,
+            last: None,
+            samples: Vec::new(),
+            next_poll: Duration::ZERO,
+        };
+        if let Some(f) = first {
+            w.samples.push(snap(&f, run_start_unix));
+            w.first = Some(f);
+        }
+        Ok(w)
+    }
+
+    /// Moves the run's time origin (the first snapshot may be taken before the run
+    /// start is fixed).
+    pub fn set_origin(&mut self, run_start_unix: f64) {
+        let shift = self.run_start_unix - run_start_unix;
+        for s in &mut self.samples {
+            s.t += shift;
+            for (_, d) in &mut s.dirs {
+                d.t += shift;
+            }
+        }
+        self.run_start_unix = run_start_unix;
+    }
+
+    /// The lab's spec and hosts as read at the start.
+    pub fn report(&self) -> &StatusReport {
+        &self.report
+    }
+
+    /// Called often during the run with the run time: samples the counters every 0.5 s.
+    pub fn tick(&mut self, now: Duration) {
+        if now < self.next_poll {
+            return;
+        }
+        self.next_poll = now + POLL_EVERY;
+        if let Some(s) = status::read_counters(&self.ctx.dir, &self.ctx.name) {
+            self.push(s);
+        }
+    }
+
+    fn push(&mut self, s: LabStatus) {
+        let sn = snap(&s, self.run_start_unix);
+        if self.samples.last().is_none_or(|l| sn.t > l.t) {
+            self.samples.push(sn);
+        }
+        if self.first.is_none() {
+            self.first = Some(s.clone());
+        }
+        self.last = Some(s);
+    }
+
+    /// Ends the watch after the run: waits for a snapshot taken after now.
+    pub fn finish(&mut self) {
+        if let Some(s) = fresh_counters(&self.ctx, unix_now()) {
+            self.push(s);
+        }
+    }
+
+    /// The link settings of direction `dir`.
+    fn link(&self, dir: &str) -> LabLinkRecord {
+        let l: &LinkSpec = if dir == "up" {
+            &self.report.spec.up
+        } else {
+            &self.report.spec.down
+        };
+        LabLinkRecord {
+            rate: l.rate.clone(),
+            delay: l.delay.clone(),
+            jitter: l.jitter.clone(),
+            loss: l.loss.clone(),
+            limit: l.limit.clone(),
+            qdisc: l.qdisc.clone(),
+            params: l.params.clone(),
+            rate_bps: l
+                .rate
+                .as_deref()
+                .and_then(|r| {
+                    bloatlab_lab::model::parse_direction(&LinkSpec {
+                        rate: Some(r.to_string()),
+                        ..LinkSpec::default()
+                    })
+                    .ok()
+                })
+                .and_then(|d| d.rate)
+                .map(|r| r.0),
+        }
+    }
+
+    /// The link rate of direction `dir` (`up`/`down`), when shaped.
+    pub fn rate_bps(&self, dir: &str) -> Option<u64> {
+        self.link(dir).rate_bps
+    }
+
+    /// The emulator's counters between the first and the last snapshot inside
+    /// `[start, end]` (run time), for direction `dir`: `(window start, window end,
+    /// delta)`. Inside, so that a loaded phase's utilisation is not diluted by idle time.
+    fn window(&self, dir: &str, start: f64, end: f64) -> Option<(f64, f64, DirSnap)> {
+        let a = self.samples.iter().find(|s| s.t >= start && s.t <= end)?;
+        let b = self
+            .samples
+            .iter()
+            .rev()
+            .find(|s| s.t <= end && s.t >= start)?;
+        let get = |s: &Snap| s.dirs.iter().find(|(n, _)| n == dir).map(|(_, d)| *d);
+        let (da, db) = (get(a)?, get(b)?);
+        Some((
+            da.t,
+            db.t,
+            DirSnap {
+                t: db.t,
+                dequeued_bytes: db.dequeued_bytes.saturating_sub(da.dequeued_bytes),
+                congestion_drops: db.congestion_drops.saturating_sub(da.congestion_drops),
+                ce_marked: db.ce_marked.saturating_sub(da.ce_marked),
+                backlog_packets: db.backlog_packets,
+                backlog_bytes: db.backlog_bytes,
+            },
+        ))
+    }
+
+    /// The emulator's view of phase `p` in direction `dir`.
+    pub fn phase(&self, p: &Phase, dir: &str) -> Option<EmulatorPhaseRecord> {
+        let (a, b) = (p.start.as_secs_f64(), p.end.as_secs_f64());
+        let (wa, wb, d) = self.window(dir, a, b)?;
+        if wb <= wa {
+            return None;
+        }
+        let utilisation = self
+            .rate_bps(dir)
+            .map(|bps| d.dequeued_bytes as f64 * 8.0 / (bps as f64 * (wb - wa)));
+        Some(EmulatorPhaseRecord {
+            phase: p.name.clone(),
+            direction: dir_record(dir),
+            start_ns: secs_ns(wa),
+            end_ns: secs_ns(wb),
+            dequeued_bytes: d.dequeued_bytes,
+            drops: d.congestion_drops,
+            ce_marked: d.ce_marked,
+            utilisation,
+        })
+    }
+
+    /// The results record: everything counted between the first and last snapshot,
+    /// plus `phases` (from [`LabWatch::phase`]).
+    pub fn record(&self, phases: Vec<EmulatorPhaseRecord>) -> LabRecord {
+        let (dirs, ring) = match (&self.first, &self.last) {
+            (Some(a), Some(b)) => {
+                let (d, r) = status::window(a, b);
+                (d, Some(r))
+            }
+            _ => (Vec::new(), None),
+        };
+        let directions = dirs
+            .iter()
+            .map(|w| {
+                let l = &w.link;
+                let s = l.sojourn.summary();
+                let start_t = self.first.as_ref().map_or(0.0, |f| {
+                    f.unix_time_s - f.uptime_s + f.direction(&w.direction).map_or(0.0, |r| r.at_s)
+                        - self.run_start_unix
+                });
+                let us_ns = |us: f64| (w.lateness.count > 0).then(|| (us * 1e3).round() as u64);
+                EmulatorRecord {
+                    direction: dir_record(&w.direction),
+                    link: self.link(&w.direction),
+                    start_ns: secs_ns(start_t),
+                    end_ns: secs_ns(start_t + w.seconds),
+                    enqueued_packets: l.enqueued.packets,
+                    dequeued_packets: l.dequeued.packets,
+                    dequeued_bytes: l.dequeued.bytes.0,
+                    drops: DropsRecord {
+                        overflow: l.dropped.overflow.packets,
+                        aqm: l.dropped.aqm.packets,
+                        loss: l.dropped.loss.packets,
+                    },
+                    ce_marked: l.ce_marked.packets,
+                    backlog: self.backlog(&w.direction, l.backlog.packets),
+                    sojourn: PercentilesRecord {
+                        count: s.count,
+                        p50_ns: s.p50_ns,
+                        p90_ns: s.p90_ns,
+                        p99_ns: s.p99_ns,
+                        max_ns: s.max_ns,
+                    },
+                    lateness: PercentilesRecord {
+                        count: w.lateness.count,
+                        p50_ns: us_ns(w.lateness.p50_us),
+                        p90_ns: us_ns(w.lateness.p90_us),
+                        p99_ns: us_ns(w.lateness.p99_us),
+                        max_ns: us_ns(w.lateness.max_us),
+                    },
+                }
+            })
+            .collect();
+        LabRecord {
+            name: self.ctx.name.clone(),
+            host: self.ctx.host.clone(),
+            backend: match self.report.backend {
+                bloatlab_lab::Backend::Userspace => "userspace",
+                bloatlab_lab::Backend::Kernel => "kernel",
+            }
+            .into(),
+            ecn: self.ecn.clone(),
+            tun_ring_drops: ring,
+            directions,
+            phases,
+        }
+    }
+
+    /// Backlog percentiles of direction `dir` over the samples taken during the run.
+    fn backlog(&self, dir: &str, end_packets: u64) -> BacklogRecord {
+        let mut pk: Vec<(u64, u64)> = self
+            .samples
+            .iter()
+            .filter(|s| s.t >= 0.0)
+            .filter_map(|s| s.dirs.iter().find(|(n, _)| n == dir))
+            .map(|(_, d)| (d.backlog_packets, d.backlog_bytes))
+            .collect();
+        let n = pk.len();
+        let max_bytes = pk.iter().map(|p| p.1).max();
+        pk.sort_unstable();
+        let at = |q: f64| -> Option<u64> {
+            // Nearest rank: the ceil(q n)-th smallest.
+            let rank = ((q * n as f64).ceil() as usize).clamp(1, n.max(1));
+            pk.get(rank - 1).map(|p| p.0)
+        };
+        BacklogRecord {
+            samples: n as u64,
+            p50_packets: at(0.5),
+            p90_packets: at(0.9),
+            max_packets: pk.last().map(|p| p.0),
+            max_bytes,
+            end_packets,
+        }
+    }
+}
+
+fn dir_record(d: &str) -> DirectionRecord {
+    if d == "down" {
+        DirectionRecord::Down
+    } else {
+        DirectionRecord::Up
+    }
+}
+
+fn secs_ns(s: f64) -> u64 {
+    (s.max(0.0) * 1e9).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(samples: Vec<Snap>) -> LabWatch {
+        let spec = {
+            let mut s = bloatlab_lab::LabSpec::new("w");
+            s.up.rate = Some("10mbit".into());
+            s
+        };
+        let st = bloatlab_lab::state::LabState::new(&spec, &StateDir::default());
+        LabWatch {
+            ctx: LabContext {
+                name: "w".into(),
+                host: "client".into(),
+                dir: StateDir::default(),
+            },
+            report: StatusReport {
+                name: "w".into(),
+                backend: spec.backend,
+                phase: st.phase,
+                pid: 0,
+                emulator_alive: false,
+                problem: None,
+                hosts: st.hosts.clone(),
+                spec: spec.clone(),
+                counters: None,
+            },
+            ecn: BTreeMap::new(),
+            run_start_unix: 0.0,
+            first: None,
+            last: None,
+            samples,
+            next_poll: Duration::ZERO,
+        }
+    }
+
+    fn s(t: f64, bytes: u64, drops: u64, backlog: u64) -> Snap {
+        Snap {
+            t,
+            dirs: vec![(
+                "up".into(),
+                DirSnap {
+                    t,
+                    dequeued_bytes: bytes,
+                    congestion_drops: drops,
+                    ce_marked: 0,
+                    backlog_packets: backlog,
+                    backlog_bytes: backlog * 1500,
+                },
+            )],
+        }
+    }
+
+    #[test]
+    fn phase_counters_come_from_the_snapshots_at_its_edges() {
+        // 10 Mbit/s link: 1.25 MB/s; inside the loaded phase [1, 3) s the snapshots at
+        // 1.9 and 2.9 s show 1.2 MB delivered in 1 s (96 %).
+        let w = watch(vec![
+            s(-0.2, 0, 0, 0),
+            s(0.9, 1000, 0, 0),
+            s(1.9, 1_201_000, 40, 80),
+            s(2.9, 2_401_000, 90, 85),
+            s(3.4, 2_500_000, 90, 0),
+        ]);
+        let p = Phase {
+            kind: bloatlab_stats::PhaseKind::Loaded,
+            name: "loaded".into(),
+            start: Duration::from_secs(1),
+            end: Duration::from_secs(3),
+        };
+        let r = w.phase(&p, "up").unwrap();
+        assert_eq!((r.start_ns, r.end_ns), (1_900_000_000, 2_900_000_000));
+        assert_eq!(r.drops, 50);
+        let u = r.utilisation.unwrap();
+        assert!((u - 0.96).abs() < 1e-9, "{u}");
+        assert!(w.phase(&p, "down").is_none(), "no such direction sampled");
+        let b = w.backlog("up", 0);
+        assert_eq!(b.samples, 4, "the sample before the run is left out");
+        assert_eq!((b.p50_packets, b.max_packets), (Some(0), Some(85)));
+        assert_eq!(b.p90_packets, Some(85));
+        assert_eq!(w.rate_bps("up"), Some(10_000_000));
+        assert_eq!(w.rate_bps("down"), None);
+    }
+}
