@@ -79,10 +79,30 @@ impl LabGuard {
             .expect("spawn lab exec")
     }
 
-    /// `lab status NAME --json`, parsed.
+    /// `lab status NAME --json`, parsed. The output must be a
+    /// `bloatlab_lab::status::StatusReport` (the producer's own type), so
+    /// every test reading it checks that producer and consumer agree.
     pub fn status(&self) -> serde_json::Value {
+        match self.status_typed() {
+            Some(r) => serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+            None => serde_json::Value::Null,
+        }
+    }
+
+    /// `lab status NAME --json` as the typed record; `None` when the
+    /// command printed nothing (no such lab). Panics when it printed JSON
+    /// that is not a `StatusReport`.
+    pub fn status_typed(&self) -> Option<bloatlab_lab::status::StatusReport> {
         let o = bl(&["lab", "status", &self.name, "--json"]);
-        serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null)
+        if o.stdout.is_empty() {
+            return None;
+        }
+        Some(serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "lab status --json is not a StatusReport: {e}: {}",
+                stdout(&o)
+            )
+        }))
     }
 
     /// Namespaces of this lab under /run/netns.

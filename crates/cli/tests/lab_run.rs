@@ -1,0 +1,230 @@
+//! `bloatlab test` inside a lab (`lab exec NAME client -- bloatlab test ...`): the lab's
+//! view of the run in the results file, working-condition checks that are right on AQMs,
+//! ECN changed on a running lab, and the probe-load warning. One lab test per physical
+//! claim; the pure checks are in bloatlab-stats and bloatlab-suite.
+
+mod lab_util;
+
+use bloatlab_results::ResultsFile;
+use bloatlab_results::schema::DirectionRecord;
+use lab_util::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// These tests saturate links; run them one at a time so the emulator has the CPU.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `bloatlab server` in the lab's server host, killed (by PID) on drop.
+fn server(lab: &LabGuard) -> Bg {
+    let bg = Bg(lab.spawn("server", &[BIN, "server"]));
+    let ok = wait_until(Duration::from_secs(10), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
+    });
+    assert!(ok, "bloatlab server did not start in {}", lab.name);
+    bg
+}
+
+/// Runs `bloatlab test ARGS... 10.77.0.2 -o FILE` from the client host; returns the
+/// summary and the results file.
+fn test_in_lab(lab: &LabGuard, args: &[&str]) -> (String, ResultsFile) {
+    let out = std::env::temp_dir().join(format!("bl-labrun-{}.json", lab.name));
+    let out_s = out.display().to_string();
+    let mut v = vec![BIN, "test"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["10.77.0.2", "-o", &out_s]);
+    let o = lab.exec("client", &v);
+    let text = stdout(&o);
+    assert!(
+        o.status.success(),
+        "test {args:?} failed: {text}{}",
+        stderr(&o)
+    );
+    let file = bloatlab_results::load(&out).expect("results file");
+    let _ = std::fs::remove_file(&out);
+    (text, file)
+}
+
+fn dir<'a>(
+    lab: &'a bloatlab_results::lab::LabRecord,
+    d: DirectionRecord,
+) -> &'a bloatlab_results::lab::EmulatorRecord {
+    lab.directions
+        .iter()
+        .find(|x| x.direction == d)
+        .unwrap_or_else(|| panic!("no {d:?} record in {lab:?}"))
+}
+
+/// issue 9: RRUL through an AQM ended with "the load did not build a queue" on a full
+/// link with thousands of AQM drops. Through a saturated FQ-CoDel or CAKE lab there is no
+/// such warning, and the results file carries the lab's view of the run.
+#[test]
+fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
+    let _s = serial();
+    for qdisc in ["fq_codel", "cake"] {
+        let lab = LabGuard::up(
+            "aqm",
+            &["--rate", "20mbit", "--delay", "10ms", "--qdisc", qdisc],
+        );
+        let _srv = server(&lab);
+        let (text, file) = test_in_lab(&lab, &["rrul", "-l", "4", "--idle", "1"]);
+        assert!(
+            !text.contains("did not build a queue"),
+            "{qdisc}: false warning:\n{text}"
+        );
+        assert!(
+            text.contains("ok: the load reached working conditions"),
+            "{qdisc}:\n{text}"
+        );
+        let labr = file.metadata.lab.as_ref().expect("metadata.lab");
+        assert_eq!(labr.name, lab.name);
+        assert_eq!(labr.host, "client");
+        assert_eq!(labr.directions.len(), 2, "{labr:?}");
+        let up = dir(labr, DirectionRecord::Up);
+        assert_eq!(up.link.qdisc.as_deref(), Some(qdisc));
+        assert_eq!(up.link.rate_bps, Some(20_000_000));
+        // 4 s at 20 Mbit/s is ~6600 full packets; the window spans the whole run.
+        assert!(up.dequeued_packets > 4000, "{up:?}");
+        assert!(up.end_ns > 5_000_000_000, "{up:?}");
+        assert!(
+            up.lateness.count > 0 && up.lateness.p99_ns.is_some(),
+            "{up:?}"
+        );
+        assert!(up.sojourn.count > 0, "{up:?}");
+        assert!(up.backlog.samples >= 5, "{up:?}");
+        let drops: u64 = labr
+            .directions
+            .iter()
+            .map(|d| d.drops.aqm + d.drops.overflow)
+            .sum();
+        assert!(drops > 0, "{qdisc}: a saturated AQM drops: {labr:?}");
+        let loaded = labr
+            .phases
+            .iter()
+            .filter(|p| p.phase == "loaded")
+            .filter_map(|p| p.utilisation)
+            .fold(0.0, f64::max);
+        assert!(loaded > 0.85, "{qdisc}: loaded utilisation {loaded}");
+        assert!(
+            text.contains(&format!("Lab {}", lab.name)) && text.contains("CE-marked"),
+            "{text}"
+        );
+    }
+}
+
+/// anchors §7.1: a window-limited single flow through a deep FIFO on a fast link builds
+/// no queue, and the warning must still show (no drops, a sliver of the capacity).
+#[test]
+fn window_limited_flow_through_a_deep_fifo_still_warns() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "wlim",
+        &["--rate", "200mbit", "--delay", "10ms", "--limit", "10000p"],
+    );
+    // A 32 KB receive buffer at the server caps the upload's window: ~13 Mbit/s at 20 ms.
+    let o = lab.exec(
+        "server",
+        &[
+            "sh",
+            "-c",
+            "echo '4096 32768 32768' > /proc/sys/net/ipv4/tcp_rmem",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _srv = server(&lab);
+    let (text, file) = test_in_lab(&lab, &["tcp_upload", "-l", "3", "--idle", "1"]);
+    assert!(text.contains("did not build a queue"), "{text}");
+    let labr = file.metadata.lab.expect("metadata.lab");
+    let up = dir(&labr, DirectionRecord::Up);
+    assert_eq!(up.drops.overflow + up.drops.aqm, 0, "{up:?}");
+    let u = labr
+        .phases
+        .iter()
+        .find(|p| p.phase == "loaded" && p.direction == DirectionRecord::Up)
+        .and_then(|p| p.utilisation)
+        .expect("utilisation");
+    assert!(u < 0.3, "window-limited flow used {u} of the link");
+}
+
+/// issue 9 deliverable 6: ECN per test on a running lab. `test --ecn on` makes the
+/// flows negotiate ECN, the emulator's CE marks are counted per stage and shown, and the
+/// host's setting is restored afterwards; `lab set --ecn` changes it for good.
+#[test]
+fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "ecn",
+        &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
+    );
+    let _srv = server(&lab);
+    let ecn_of = |host: &str| {
+        stdout(&lab.exec(host, &["cat", "/proc/sys/net/ipv4/tcp_ecn"]))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(ecn_of("client"), "2", "kernel default");
+    let (text, file) = test_in_lab(
+        &lab,
+        &["tcp_upload", "-l", "3", "--idle", "1", "--ecn", "on"],
+    );
+    let labr = file.metadata.lab.expect("metadata.lab");
+    assert_eq!(labr.ecn.get("client").map(String::as_str), Some("1"));
+    let up = dir(&labr, DirectionRecord::Up);
+    assert!(up.ce_marked > 0, "no CE marks with ECN on: {up:?}");
+    assert_eq!(
+        up.drops.aqm, 0,
+        "the AQM dropped ECN-capable packets: {up:?}"
+    );
+    assert!(
+        text.contains(&format!("CE-marked {}", up.ce_marked)),
+        "{text}"
+    );
+    assert_eq!(ecn_of("client"), "2", "restored after the run");
+
+    let o = bl(&["lab", "set", &lab.name, "--ecn", "client=on"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ecn_of("client"), "1");
+    let st = lab.status_typed().expect("status");
+    assert_eq!(st.spec.ecn_hosts, ["client"]);
+    assert!(stdout(&bl(&["lab", "status", &lab.name])).contains("TCP ECN on: client"));
+    let o = bl(&["lab", "set", &lab.name, "--ecn", "nobody=on"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nobody"), "{}", stderr(&o));
+}
+
+/// issue 9 deliverable 9: probes every 10 ms on a 737 kbit/s uplink take a large share of
+/// it; the run says so (and not for the fast downlink).
+#[test]
+fn probes_taking_over_5_percent_of_a_slow_uplink_are_flagged() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "prb",
+        &[
+            "--up-rate",
+            "737kbit",
+            "--down-rate",
+            "20mbit",
+            "--delay",
+            "5ms",
+        ],
+    );
+    let _srv = server(&lab);
+    let (text, _) = test_in_lab(&lab, &["ping", "-l", "2"]);
+    assert!(text.contains("take 23 % of the up link"), "{text}");
+    assert!(!text.contains("of the down link"), "{text}");
+}
+
+/// `--ecn` outside a lab is refused before anything runs (exit 2, naming the option).
+#[test]
+fn ecn_outside_a_lab_is_a_usage_error() {
+    let o = std::process::Command::new(BIN)
+        .args(["test", "rrul", "127.0.0.1", "--ecn", "on", "-l", "1"])
+        .env_remove("BLOATLAB_LAB")
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--ecn needs a lab"), "{}", stderr(&o));
+}
