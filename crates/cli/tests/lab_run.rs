@@ -48,10 +48,10 @@ fn test_in_lab(lab: &LabGuard, args: &[&str]) -> (String, ResultsFile) {
     (text, file)
 }
 
-fn dir<'a>(
-    lab: &'a bloatlab_results::lab::LabRecord,
+fn dir(
+    lab: &bloatlab_results::lab::LabRecord,
     d: DirectionRecord,
-) -> &'a bloatlab_results::lab::EmulatorRecord {
+) -> &bloatlab_results::lab::EmulatorRecord {
     lab.directions
         .iter()
         .find(|x| x.direction == d)
