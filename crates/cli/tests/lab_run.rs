@@ -79,6 +79,9 @@ fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
             text.contains("ok: the load reached working conditions"),
             "{qdisc}:\n{text}"
         );
+        // issue 9: inside a lab, metadata.link and qdisc were empty.
+        assert_eq!(file.metadata.link["up"]["rate"], "20mbit");
+        assert_eq!(file.metadata.qdisc["down"]["kind"], qdisc);
         let labr = file.metadata.lab.as_ref().expect("metadata.lab");
         assert_eq!(labr.name, lab.name);
         assert_eq!(labr.host, "client");

@@ -227,8 +227,8 @@ impl LabWatch {
         }
     }
 
-    /// The link settings of direction `dir`.
-    fn link(&self, dir: &str) -> LabLinkRecord {
+    /// The link settings of direction `dir` (`up`/`down`).
+    pub fn link(&self, dir: &str) -> LabLinkRecord {
         let l: &LinkSpec = if dir == "up" {
             &self.report.spec.up
         } else {

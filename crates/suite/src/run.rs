@@ -538,7 +538,17 @@ fn assemble(
                 per_phase.extend(w.phase(ph, dir));
             }
         }
-        meta.lab = Some(w.record(per_phase));
+        let rec = w.record(per_phase);
+        // The lab's link and qdisc settings also fill the general metadata fields.
+        for name in ["up", "down"] {
+            let link = w.link(name);
+            meta.qdisc.insert(
+                name.into(),
+                json!({"kind": link.qdisc.as_deref().unwrap_or("fifo"), "params": link.params}),
+            );
+            meta.link.insert(name.into(), json!(link));
+        }
+        meta.lab = Some(rec);
     }
     let file = ResultsFile::new(meta, raw).with_derived()?;
     let timeline = file.raw.timeline()?;
