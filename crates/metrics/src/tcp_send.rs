@@ -24,6 +24,10 @@ pub struct TcpInfoSample {
     pub rttvar: Duration,
     /// `tcpi_total_retrans`: retransmitted segments since the connection began (cumulative).
     pub total_retrans: u32,
+    /// `tcpi_delivered_ce`: segments delivered with a CE mark echoed by the
+    /// receiver, since the connection began (cumulative; `None` when the
+    /// kernel's `tcp_info` is too short to hold it, before Linux 4.19).
+    pub delivered_ce: Option<u32>,
 }
 
 impl TcpInfoSample {
@@ -195,6 +199,7 @@ mod tests {
             rtt: Duration::from_micros(rtt_us),
             rttvar: Duration::from_micros(272),
             total_retrans,
+            delivered_ce: None,
         }
     }
 

@@ -30,6 +30,7 @@ fn info(cwnd_k: u64, rtt_us: u64, rttvar_us: u64) -> TcpInfoSample {
         rtt: Duration::from_micros(rtt_us),
         rttvar: Duration::from_micros(rttvar_us),
         total_retrans: 0,
+        delivered_ce: None,
     }
 }
 

@@ -48,13 +48,14 @@ pub fn report_style(s: &str) -> Result<OutputFormat, String> {
     }
 }
 
-/// `--near-congestion=w`: a weight in (0, 100].
+/// `--near-congestion=w`: a weight in [0, 100]. iperf 2.1.8 accepts 0
+/// (`atof(optarg) >= 0.0`, Settings.cpp): no pause, TCP_INFO after every write.
 pub fn weight(s: &str) -> Result<f64, String> {
     let w: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if w.is_finite() && w > 0.0 && w <= 100.0 {
+    if w.is_finite() && (0.0..=100.0).contains(&w) {
         Ok(w)
     } else {
-        Err(format!("`{s}` must be in (0, 100]"))
+        Err(format!("`{s}` must be in [0, 100]"))
     }
 }
 
