@@ -318,7 +318,13 @@ pub fn drive(
                 if now >= r.stop && s.started > 0 {
                     s.done = true;
                 } else if now >= r.start {
-                    let args = runner_args(target, r, sample_interval);
+                    // A flow spawned late (this loop polls every 20 ms) still ends
+                    // at its planned stop: the loaded phase's end.
+                    let late = Runner {
+                        start: now.max(r.start),
+                        ..r.clone()
+                    };
+                    let args = runner_args(target, &late, sample_interval);
                     tracing::debug!(runner = %r.name, ?args, "spawning");
                     s.running = Some(Proc::spawn(&target.exe, &args, now)?);
                     s.started += 1;
