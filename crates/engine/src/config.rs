@@ -89,6 +89,10 @@ pub struct SocketOptions {
     pub bind: Option<SocketAddr>,
     /// `-N`: TCP_NODELAY (Nagle off).
     pub nodelay: bool,
+    /// `--fwmark N`: SO_MARK, set before `connect()`, so policy routing can pick a route
+    /// per socket, e.g. one with `features ecn` to negotiate ECN on this flow only
+    /// (Linux has no per-socket ECN switch; needs CAP_NET_ADMIN).
+    pub mark: Option<u32>,
 }
 
 /// Everything a client run needs. Build with [`ClientConfig::new`] and adjust fields.

@@ -81,6 +81,9 @@ pub fn apply_options(sock: &Socket, opts: &SocketOptions, v6: bool) -> Result<()
         sock.set_tcp_congestion(cc.as_bytes())
             .map_err(opt_err("-Z/--tcp-congestion", cc))?;
     }
+    if let Some(mark) = opts.mark {
+        sock.set_mark(mark).map_err(opt_err("--fwmark", mark))?;
+    }
     if let Some(tos) = opts.tos {
         if v6 {
             sock.set_tclass_v6(u32::from(tos))

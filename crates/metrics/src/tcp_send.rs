@@ -58,6 +58,9 @@ pub struct TcpSendSnapshot {
     pub retransmits: u64,
     /// The last `TCP_INFO` sample taken in the span (`None` if none was taken).
     pub tcp_info: Option<TcpInfoSample>,
+    /// Whether `TCP_INFO` was sampled at all (by the end of the span; on a sum, on any
+    /// part), i.e. whether `retransmits` was measured rather than left at 0.
+    pub tcp_info_sampled: bool,
 }
 
 impl TcpSendSnapshot {
@@ -87,6 +90,7 @@ impl TcpSendSnapshot {
             s.writes += p.writes;
             s.write_errors += p.write_errors;
             s.retransmits += p.retransmits;
+            s.tcp_info_sampled |= p.tcp_info_sampled;
         }
         s
     }
@@ -161,6 +165,7 @@ impl TcpSendStats {
                     .saturating_sub(self.retrans_at_interval_start),
             ),
             tcp_info: self.last_info,
+            tcp_info_sampled: self.last_info.is_some(),
         };
         self.current = Counters::default();
         self.retrans_at_interval_start = self.last_total_retrans;
@@ -179,6 +184,7 @@ impl TcpSendStats {
             write_errors: self.total.write_errors,
             retransmits: u64::from(self.last_total_retrans),
             tcp_info: self.last_info,
+            tcp_info_sampled: self.last_info.is_some(),
         }
     }
 
@@ -254,6 +260,7 @@ mod tests {
             write_errors: 1,
             retransmits: 26,
             tcp_info: Some(sample(0, 1)),
+            tcp_info_sampled: true,
         };
         let s = TcpSendSnapshot::sum(Span::new(ms(0), ms(1000)), [&a, &a]);
         assert_eq!(
@@ -261,5 +268,6 @@ mod tests {
             (Bytes(10), 4, 2, 52)
         );
         assert_eq!(s.tcp_info, None);
+        assert!(s.tcp_info_sampled, "the parts' retransmits were measured");
     }
 }

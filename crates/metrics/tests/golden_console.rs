@@ -48,6 +48,7 @@ fn send(
         write_errors: 0,
         retransmits: rtry,
         tcp_info: info,
+        tcp_info_sampled: info.is_some(),
     }
 }
 

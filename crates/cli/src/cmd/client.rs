@@ -95,6 +95,10 @@ pub struct ClientArgs {
     /// connection to drain (no server-side report then).
     #[arg(long = "abort-at-end", conflicts_with = "num")]
     pub abort_at_end: bool,
+    /// SO_MARK on the client's sockets (policy routing per flow, e.g. a route with
+    /// `features ecn` for ECN on this flow only; needs CAP_NET_ADMIN).
+    #[arg(long = "fwmark")]
+    pub fwmark: Option<u32>,
     /// Give up connecting after this many seconds.
     #[arg(long = "connect-timeout", default_value = "5", value_parser = opts::positive_seconds)]
     pub connect_timeout: Duration,
@@ -137,6 +141,7 @@ impl ClientArgs {
             ipv6: self.ipv6,
             bind: self.bind,
             nodelay: self.nodelay,
+            mark: self.fwmark,
         };
         c.format = if self.json {
             OutputFormat::Json
@@ -312,6 +317,7 @@ mod tests {
         let c = cfg(&["h", "-t", "3", "--notsent-lowat", "16K", "--abort-at-end"]);
         assert_eq!(c.notsent_lowat, Some(Bytes(16384)));
         assert!(c.abort_at_end);
+        assert_eq!(cfg(&["h", "--fwmark", "7"]).socket.mark, Some(7));
         // An abortive end needs a time to end at.
         assert!(T::try_parse_from(["t", "h", "-n", "1M", "--abort-at-end"]).is_err());
     }

@@ -217,7 +217,7 @@ impl IntervalRecord {
         r.tcp_send = Some(TcpSendRecord {
             writes: s.writes,
             write_errors: s.write_errors,
-            retransmits: s.tcp_info.map(|_| s.retransmits),
+            retransmits: s.tcp_info_sampled.then_some(s.retransmits),
             tcp_info: s.tcp_info.map(|i| TcpInfoRecord {
                 cwnd_bytes: i.cwnd().0,
                 rtt_us: u64::try_from(i.rtt.as_micros()).unwrap_or(u64::MAX),
