@@ -89,6 +89,10 @@ pub struct SocketOptions {
     pub bind: Option<SocketAddr>,
     /// `-N`: TCP_NODELAY (Nagle off).
     pub nodelay: bool,
+    /// `--fwmark N`: SO_MARK, set before `connect()`, so policy routing can pick a route
+    /// per socket, e.g. one with `features ecn` to negotiate ECN on this flow only
+    /// (Linux has no per-socket ECN switch; needs CAP_NET_ADMIN).
+    pub mark: Option<u32>,
 }
 
 /// Everything a client run needs. Build with [`ClientConfig::new`] and adjust fields.
@@ -126,6 +130,15 @@ pub struct ClientConfig {
     pub format: OutputFormat,
     /// Bound on `connect()`.
     pub connect_timeout: Duration,
+    /// `--notsent-lowat BYTES`: TCP_NOTSENT_LOWAT on whichever end sends
+    /// (the bloatlab server is asked through the wire extension block), so
+    /// at most about this much unsent data waits in a sender's socket buffer.
+    pub notsent_lowat: Option<Bytes>,
+    /// `--abort-at-end`: when `-t` ends, close at once with an RST
+    /// (SO_LINGER 0) instead of `shutdown()` and waiting for the peer to
+    /// drain; the receiving side stops reading at `-t` too. No server-side
+    /// report arrives then.
+    pub abort_at_end: bool,
 }
 
 impl ClientConfig {
@@ -148,6 +161,8 @@ impl ClientConfig {
             socket: SocketOptions::default(),
             format: OutputFormat::Console,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            notsent_lowat: None,
+            abort_at_end: false,
         }
     }
 

@@ -384,7 +384,11 @@ fn assemble(
     // Per upload runner: its planned window and retransmits, to credit each loaded phase
     // only with the flows that ran in it (speedtest's upload retransmits are not download's).
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
+    // Per upload runner: its window and CE-marked deliveries (tcpi_delivered_ce).
+    let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     let mut per_flow_cc = BTreeMap::new();
+    // Per flow: what its sender measured (TCP_INFO) and used (congestion control).
+    let mut per_flow_tcp = BTreeMap::new();
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -409,9 +413,21 @@ fn assemble(
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            if let Some(cc) = c.congestion_control {
-                                per_flow_cc.insert(r.runner.name.clone(), Value::String(cc));
+                            if flow.direction == Direction::Up
+                                && let Some(n) = c.sender_tcp.delivered_ce
+                            {
+                                ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
+                            // The congestion control of the flow's sender, read back from
+                            // its socket (a download's sender is the server; unknown when
+                            // it is not bloatlab).
+                            per_flow_cc.insert(
+                                r.runner.name.clone(),
+                                c.sender_congestion_control
+                                    .clone()
+                                    .map_or(Value::Null, Value::String),
+                            );
+                            per_flow_tcp.insert(r.runner.name.clone(), flow_tcp_json(&c));
                             if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
                                 pulses.push(o.exited.saturating_sub(o.spawned));
                             }
@@ -521,6 +537,12 @@ fn assemble(
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
     meta.extra
         .insert("tcp_retransmits_up".into(), json!(retransmits));
+    if !per_flow_tcp.is_empty() {
+        meta.extra.insert(
+            "flows".into(),
+            Value::Object(per_flow_tcp.into_iter().collect()),
+        );
+    }
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()
@@ -572,6 +594,13 @@ fn assemble(
             let mut signals = CongestionSignals {
                 retransmits: retransmits.map(|_| {
                     retrans_windows
+                        .iter()
+                        .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
+                        .map(|(_, _, n)| n)
+                        .sum()
+                }),
+                ecn_marks: (!ce_windows.is_empty()).then(|| {
+                    ce_windows
                         .iter()
                         .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
                         .map(|(_, _, n)| n)
@@ -688,6 +717,20 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
         })
         .sum();
     BitRate(bps.round() as u64)
+}
+
+/// A flow's sender-side measurements for the results file; `null` = not measured.
+fn flow_tcp_json(c: &ClientRun) -> Value {
+    let us = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    json!({
+        "sender_congestion_control": c.sender_congestion_control,
+        "retransmits": c.sender_tcp.retransmits,
+        "delivered_ce": c.sender_tcp.delivered_ce,
+        "rtt_min_us": us(c.sender_tcp.rtt_min),
+        "rtt_mean_us": us(c.sender_tcp.rtt_mean),
+        "rtt_max_us": us(c.sender_tcp.rtt_max),
+        "bytes": c.total.0,
+    })
 }
 
 fn add_client(

@@ -228,6 +228,19 @@ fn lab_section(out: &mut String, lab: &LabRecord) {
 /// Flows covering less of a phase than this are left out of its throughput table.
 const MIN_COVERAGE: f64 = 0.1;
 
+/// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
+/// from its socket (a download's sender is the server; unknown when it is not bloatlab).
+fn load_cc_line(cc: &bloatlab_results::schema::FreeForm) -> Option<String> {
+    let per = cc.get("per_flow")?.as_object()?;
+    let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for v in per.values() {
+        *by.entry(v.as_str().unwrap_or("unknown (sender not bloatlab)"))
+            .or_default() += 1;
+    }
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    (!parts.is_empty()).then(|| format!("Load congestion control: {}", parts.join(", ")))
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
@@ -268,6 +281,9 @@ pub fn render(o: &RunOutcome) -> String {
             .map(|p| p.name.as_str())
             .collect();
         throughput_table(&mut out, d, &loaded);
+    }
+    if let Some(l) = load_cc_line(&m.congestion_control) {
+        let _ = writeln!(out, "{l}");
     }
     if let Some(lab) = &m.lab {
         lab_section(&mut out, lab);
@@ -357,6 +373,21 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn load_congestion_control_is_counted_per_sender() {
+        let mut cc = bloatlab_results::schema::FreeForm::new();
+        assert_eq!(load_cc_line(&cc), None);
+        cc.insert(
+            "per_flow".into(),
+            serde_json::json!({"tcp_up_1": "cubic", "tcp_up_2": "cubic", "tcp_down_1": "bbr",
+                               "tcp_down_2": null}),
+        );
+        assert_eq!(
+            load_cc_line(&cc).unwrap(),
+            "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                     .collect(),
                 summary: IntervalRecord::from_tcp_send(total),
                 server_side,
+                sender_congestion_control: info.congestion.clone(),
             });
         }
         if let Some(total) = c.recv_totals.get(&id) {
@@ -73,6 +74,14 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                     .collect(),
                 summary: IntervalRecord::from_tcp_recv(total, true),
                 server_side: None,
+                // A client's receive record: the server's sender, from its hello.
+                sender_congestion_control: match role {
+                    JsonRole::Client => c
+                        .peer_senders
+                        .get(&id)
+                        .and_then(|h| h.congestion_control.clone()),
+                    JsonRole::Server => None,
+                },
             });
         }
     }

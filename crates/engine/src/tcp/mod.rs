@@ -83,6 +83,12 @@ pub enum Event {
         stream: u32,
         json: String,
     },
+    /// A bloatlab server's hello on a reverse/full-duplex stream: what its
+    /// sending socket uses (bloatlab extension).
+    PeerSender {
+        stream: u32,
+        hello: bloatlab_metrics::json::SenderHello,
+    },
     /// A stream failed; the message names what.
     Failed {
         stream: u32,
