@@ -386,6 +386,8 @@ fn assemble(
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     // Per upload runner: its window and CE-marked deliveries (tcpi_delivered_ce).
     let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
+    // Per flow whose sender sampled TCP_INFO: its window and mean smoothed RTT.
+    let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
     let mut per_flow_cc = BTreeMap::new();
     // Per flow: what its sender measured (TCP_INFO) and used (congestion control).
     let mut per_flow_tcp = BTreeMap::new();
@@ -417,6 +419,9 @@ fn assemble(
                                 && let Some(n) = c.sender_tcp.delivered_ce
                             {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
+                            }
+                            if let Some(rtt) = c.sender_tcp.rtt_mean {
+                                rtt_windows.push((r.runner.start, r.runner.stop, rtt));
                             }
                             // The congestion control of the flow's sender, read back from
                             // its socket (a download's sender is the server; unknown when
@@ -606,6 +611,7 @@ fn assemble(
                         .map(|(_, _, n)| n)
                         .sum()
                 }),
+                flow_rtt_rise: flow_rtt_rise(&rtt_windows, ph, idle.as_ref()),
                 ..CongestionSignals::default()
             };
             if let Some(lab) = &file.metadata.lab {
@@ -648,6 +654,27 @@ fn assemble(
         reference: reference.map(str::to_owned),
         grade,
     })
+}
+
+/// How much the load flows' own RTT (the mean of their senders' `tcpi_rtt` samples, over
+/// the flows that ran in `phase`) exceeds the idle median round trip of the probes.
+/// `None` when no flow's sender sampled TCP_INFO or there is no idle baseline.
+fn flow_rtt_rise(
+    windows: &[(Duration, Duration, Duration)],
+    phase: &Phase,
+    idle: Option<&bloatlab_stats::LatencySummary>,
+) -> Option<Duration> {
+    let base = idle?.delay.as_ref()?.median;
+    let rtts: Vec<Duration> = windows
+        .iter()
+        .filter(|(a, b, _)| *a < phase.end && phase.start < *b)
+        .map(|(_, _, r)| *r)
+        .collect();
+    if rtts.is_empty() {
+        return None;
+    }
+    let mean = rtts.iter().sum::<Duration>() / rtts.len() as u32;
+    Some(mean.saturating_sub(base))
 }
 
 /// The emulator's evidence for one loaded phase: congestion drops and CE marks summed
@@ -836,6 +863,35 @@ mod tests {
         ];
         assert_eq!(pick_reference(&v), Some("icmp"));
         assert_eq!(pick_reference(&[]), None);
+    }
+
+    #[test]
+    fn flow_rtt_rise_is_the_flows_mean_rtt_over_the_idle_median() {
+        use bloatlab_stats::latency::{DelayStats, LatencySummary};
+        let ms = Duration::from_millis;
+        let idle = LatencySummary {
+            sent: 3,
+            received: 3,
+            lost: 0,
+            duplicates: 0,
+            late: 0,
+            delay: DelayStats::from_delays(&[ms(80), ms(80), ms(81)]),
+        };
+        let loaded = Phase {
+            kind: PhaseKind::Loaded,
+            name: "loaded".into(),
+            start: s(5),
+            end: s(65),
+        };
+        // Two flows in the phase (86 and 88 ms), one after it (ignored).
+        let w = [
+            (s(5), s(65), ms(86)),
+            (s(5), s(65), ms(88)),
+            (s(70), s(80), ms(200)),
+        ];
+        assert_eq!(flow_rtt_rise(&w, &loaded, Some(&idle)), Some(ms(7)));
+        assert_eq!(flow_rtt_rise(&w[2..], &loaded, Some(&idle)), None);
+        assert_eq!(flow_rtt_rise(&w, &loaded, None), None);
     }
 
     #[test]
