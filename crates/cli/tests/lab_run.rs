@@ -80,14 +80,18 @@ fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
             "{qdisc}:\n{text}"
         );
         // issue 9: inside a lab, metadata.link and qdisc were empty.
-        assert_eq!(file.metadata.link["up"]["rate"], "20mbit");
-        assert_eq!(file.metadata.qdisc["down"]["kind"], qdisc);
+        let link = file.metadata.link.as_ref().expect("metadata.link");
+        assert_eq!(link.lab.as_deref(), Some(lab.name.as_str()));
+        assert_eq!(link.up.rate_bps, Some(20_000_000));
+        assert_eq!(link.down.delay_ns, Some(10_000_000));
+        assert_eq!(file.metadata.qdisc.len(), 2);
+        assert_eq!(file.metadata.qdisc[1].kind, qdisc);
         let labr = file.metadata.lab.as_ref().expect("metadata.lab");
         assert_eq!(labr.name, lab.name);
         assert_eq!(labr.host, "client");
         assert_eq!(labr.directions.len(), 2, "{labr:?}");
         let up = dir(labr, DirectionRecord::Up);
-        assert_eq!(up.link.qdisc.as_deref(), Some(qdisc));
+        assert_eq!(up.link.qdisc.as_ref().map(|q| q.kind.as_str()), Some(qdisc));
         assert_eq!(up.link.rate_bps, Some(20_000_000));
         // 4 s at 20 Mbit/s is ~6600 full packets; the window spans the whole run.
         assert!(up.dequeued_packets > 4000, "{up:?}");

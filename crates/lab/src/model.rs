@@ -48,7 +48,7 @@ impl LinkModel for PassThrough {
 }
 
 use bloatlab_emu::{Counters, LinkConfig, SpecError};
-pub use bloatlab_emu::{Limit, Probability, parse_time};
+pub use bloatlab_emu::{Limit, Probability, parse_percent, parse_time};
 
 impl LinkModel for bloatlab_emu::Link {
     fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {

@@ -8,8 +8,7 @@
 //!   "tun_ring_drops": 0,                            packets lost before emulation (overload)
 //!   "directions": [ {
 //!     "direction": "up",
-//!     "link": {"rate": "20mbit", "delay": "40ms", "jitter": null, "loss": null,
-//!              "limit": null, "qdisc": "fq_codel", "params": [], "rate_bps": 20000000},
+//!     "link": {"rate_bps": 20000000, "delay_ns": 40000000, ..., "qdisc": {"kind": "fq_codel", ...}},
 //!     "start_ns": 120000000, "end_ns": 70150000000,   the window counted, run time
 //!     "enqueued_packets": 10, "dequeued_packets": 9, "dequeued_bytes": 13500,
 //!     "drops": {"overflow": 0, "aqm": 1, "loss": 0},  packets, by who dropped them
@@ -31,7 +30,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::schema::DirectionRecord;
+use crate::schema::{DirectionRecord, LinkDirectionRecord};
 
 /// The lab a run went through, as the emulator saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,29 +54,6 @@ pub struct LabRecord {
     /// The emulator's counters per phase and direction.
     #[serde(default)]
     pub phases: Vec<EmulatorPhaseRecord>,
-}
-
-/// A link direction's settings, in tc spellings as given to `lab up`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LabLinkRecord {
-    /// Bottleneck rate (`20mbit`); `None` = unshaped.
-    pub rate: Option<String>,
-    /// One-way delay.
-    pub delay: Option<String>,
-    /// Delay jitter.
-    pub jitter: Option<String>,
-    /// Random loss.
-    pub loss: Option<String>,
-    /// Queue limit.
-    pub limit: Option<String>,
-    /// Queue discipline; `None` = the emulator's default (FIFO).
-    pub qdisc: Option<String>,
-    /// Queue discipline parameters.
-    #[serde(default)]
-    pub params: Vec<String>,
-    /// `rate` in bits per second.
-    #[serde(default)]
-    pub rate_bps: Option<u64>,
 }
 
 /// Drops by cause, packets.
@@ -128,8 +104,8 @@ pub struct BacklogRecord {
 pub struct EmulatorRecord {
     /// Up (client to server) or down.
     pub direction: DirectionRecord,
-    /// The direction's settings.
-    pub link: LabLinkRecord,
+    /// The direction's settings (the same record as `metadata.link`).
+    pub link: LinkDirectionRecord,
     /// Start of the counted window, ns since the run start (negative values are clamped
     /// to 0: the first snapshot may predate the run by up to 0.5 s).
     pub start_ns: u64,

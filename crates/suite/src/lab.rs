@@ -19,10 +19,9 @@ use bloatlab_lab::lab::LabStatus;
 use bloatlab_lab::state::StateDir;
 use bloatlab_lab::status::{self, StatusReport};
 use bloatlab_results::lab::{
-    BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LabLinkRecord, LabRecord,
-    PercentilesRecord,
+    BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LabRecord, PercentilesRecord,
 };
-use bloatlab_results::schema::DirectionRecord;
+use bloatlab_results::schema::{DirectionRecord, LinkDirectionRecord, LinkRecord, QdiscRecord};
 use bloatlab_stats::Phase;
 
 /// Which lab (and host) this process runs in.
@@ -228,32 +227,28 @@ impl LabWatch {
     }
 
     /// The link settings of direction `dir` (`up`/`down`).
-    pub fn link(&self, dir: &str) -> LabLinkRecord {
-        let l: &LinkSpec = if dir == "up" {
+    pub fn link(&self, dir: &str) -> LinkDirectionRecord {
+        direction_record(if dir == "up" {
             &self.report.spec.up
         } else {
             &self.report.spec.down
-        };
-        LabLinkRecord {
-            rate: l.rate.clone(),
-            delay: l.delay.clone(),
-            jitter: l.jitter.clone(),
-            loss: l.loss.clone(),
-            limit: l.limit.clone(),
-            qdisc: l.qdisc.clone(),
-            params: l.params.clone(),
-            rate_bps: l
-                .rate
-                .as_deref()
-                .and_then(|r| {
-                    bloatlab_lab::model::parse_direction(&LinkSpec {
-                        rate: Some(r.to_string()),
-                        ..LinkSpec::default()
-                    })
-                    .ok()
-                })
-                .and_then(|d| d.rate)
-                .map(|r| r.0),
+        })
+    }
+
+    /// The lab's link for `metadata.link`.
+    pub fn link_record(&self) -> LinkRecord {
+        LinkRecord {
+            lab: Some(self.ctx.name.clone()),
+            backend: Some(self.backend().into()),
+            up: self.link("up"),
+            down: self.link("down"),
+        }
+    }
+
+    fn backend(&self) -> &'static str {
+        match self.report.backend {
+            bloatlab_lab::Backend::Userspace => "userspace",
+            bloatlab_lab::Backend::Kernel => "kernel",
         }
     }
 
@@ -365,11 +360,7 @@ impl LabWatch {
         LabRecord {
             name: self.ctx.name.clone(),
             host: self.ctx.host.clone(),
-            backend: match self.report.backend {
-                bloatlab_lab::Backend::Userspace => "userspace",
-                bloatlab_lab::Backend::Kernel => "kernel",
-            }
-            .into(),
+            backend: self.backend().into(),
             ecn: self.ecn.clone(),
             tun_ring_drops: ring,
             directions,
@@ -403,6 +394,76 @@ impl LabWatch {
             end_packets,
         }
     }
+}
+
+/// One direction's tc-style settings as the typed record (`None` where unset or, for a
+/// Gilbert-Elliott loss model, not a single fraction). The qdisc's parameters keep tc's
+/// spelling; a bare flag (`ecn`) reads `on`.
+pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
+    use bloatlab_lab::model::{Limit, parse_time};
+    let time = |v: &Option<String>| {
+        v.as_deref()
+            .and_then(|t| parse_time(t).ok())
+            .map(bloatlab_results::convert::nanos)
+    };
+    let limit = l
+        .limit
+        .as_deref()
+        .and_then(|v| {
+            bloatlab_lab::model::parse_direction(&LinkSpec {
+                limit: Some(v.to_string()),
+                ..LinkSpec::default()
+            })
+            .ok()
+        })
+        .and_then(|d| d.limit);
+    let mut parameters = BTreeMap::new();
+    let mut overhead = None;
+    for p in &l.params {
+        let (k, v) = match p.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => (p.trim(), "on"),
+        };
+        if k == "overhead" {
+            overhead = v.parse().ok();
+        }
+        parameters.insert(k.to_owned(), v.to_owned());
+    }
+    LinkDirectionRecord {
+        rate_bps: rate_bps(l),
+        delay_ns: time(&l.delay),
+        jitter_ns: time(&l.jitter),
+        loss_fraction: l
+            .loss
+            .as_deref()
+            .and_then(|v| bloatlab_lab::model::parse_percent(v).ok())
+            .map(|p| p.get()),
+        limit_packets: match limit {
+            Some(Limit::Packets(n)) => Some(u64::from(n)),
+            _ => None,
+        },
+        limit_bytes: match limit {
+            Some(Limit::Bytes(b)) => Some(b.0),
+            _ => None,
+        },
+        overhead_bytes: overhead,
+        qdisc: Some(QdiscRecord {
+            kind: l.qdisc.clone().unwrap_or_else(|| "fifo".into()),
+            interface: None,
+            parameters,
+        }),
+    }
+}
+
+fn rate_bps(l: &LinkSpec) -> Option<u64> {
+    let r = l.rate.as_deref()?;
+    bloatlab_lab::model::parse_direction(&LinkSpec {
+        rate: Some(r.to_string()),
+        ..LinkSpec::default()
+    })
+    .ok()?
+    .rate
+    .map(|r| r.0)
 }
 
 fn dir_record(d: &str) -> DirectionRecord {

@@ -14,6 +14,7 @@
 //! * [`summary`]: the terminal summary.
 //! * [`host`]: CPU utilisation, kernel and sysctls of this host.
 //! * [`lab`]: the lab's view of a run inside a lab (emulator counters, link spec, ECN).
+//! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
 //! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
 
 pub mod catalog;
@@ -23,6 +24,7 @@ pub mod driver;
 pub mod flow;
 pub mod host;
 pub mod lab;
+pub mod meta;
 pub mod plan;
 pub mod run;
 pub mod summary;

@@ -1,7 +1,6 @@
 //! One test run end to end: pre-flight check, driving the plan, turning runner output
 //! into a results file, and the working-condition findings.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use bloatlab_stats::{
     DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
 };
 use bloatlab_units::BitRate;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
@@ -388,9 +387,8 @@ fn assemble(
     let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     // Per flow whose sender sampled TCP_INFO: its window and mean smoothed RTT.
     let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
-    let mut per_flow_cc = BTreeMap::new();
-    // Per flow: what its sender measured (TCP_INFO) and used (congestion control).
-    let mut per_flow_tcp = BTreeMap::new();
+    let mut per_flow_cc = Vec::new();
+    let mut peer_version = None;
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -403,6 +401,8 @@ fn assemble(
         match &r.runner.kind {
             RunnerKind::Tcp(flow) => {
                 let mut samples = Vec::new();
+                // Only the client's own TCP_INFO is read here: an upload's sender.
+                let mut flow_tcp = bloatlab_results::schema::FlowTcpRecord::default();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -413,6 +413,8 @@ fn assemble(
                                 && let Some(n) = c.retransmits
                             {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
+                                let sender = flow_tcp.sender.get_or_insert_default();
+                                sender.retransmits = Some(sender.retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
                             if flow.direction == Direction::Up
@@ -420,19 +422,33 @@ fn assemble(
                             {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
+                            if flow.direction == Direction::Up {
+                                // This end sent: its TCP_INFO is the sender's.
+                                let sender = flow_tcp.sender.get_or_insert_default();
+                                let ns =
+                                    |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
+                                sender.delivered_ce = c.sender_tcp.delivered_ce;
+                                sender.min_rtt_ns = ns(c.sender_tcp.rtt_min);
+                                sender.max_rtt_ns = ns(c.sender_tcp.rtt_max);
+                            }
+                            // The congestion control of the flow's sender, read back from
+                            // its socket (a download's sender is the server, which says
+                            // what it uses; unknown when it is not bloatlab).
+                            let mut fcc = crate::meta::flow_cc(
+                                &r.runner.name,
+                                flow,
+                                c.congestion_control.as_deref(),
+                            );
+                            if c.sender_congestion_control.is_some() {
+                                fcc.used = c.sender_congestion_control.clone();
+                            }
+                            per_flow_cc.push(fcc);
+                            if peer_version.is_none() {
+                                peer_version = c.peer_version.clone();
+                            }
                             if let Some(rtt) = c.sender_tcp.rtt_mean {
                                 rtt_windows.push((r.runner.start, r.runner.stop, rtt));
                             }
-                            // The congestion control of the flow's sender, read back from
-                            // its socket (a download's sender is the server; unknown when
-                            // it is not bloatlab).
-                            per_flow_cc.insert(
-                                r.runner.name.clone(),
-                                c.sender_congestion_control
-                                    .clone()
-                                    .map_or(Value::Null, Value::String),
-                            );
-                            per_flow_tcp.insert(r.runner.name.clone(), flow_tcp_json(&c));
                             if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
                                 pulses.push(o.exited.saturating_sub(o.spawned));
                             }
@@ -455,6 +471,7 @@ fn assemble(
                     name: r.runner.name.clone(),
                     direction: dir_record(flow.direction),
                     samples,
+                    tcp: flow_tcp,
                 });
             }
             RunnerKind::Probe(p) => {
@@ -498,56 +515,21 @@ fn assemble(
     let mut meta = Metadata::new(cfg.test.as_str(), cfg.command_line.clone(), run_start);
     meta.title = cfg.title.clone();
     meta.interrupted = drove.interrupted;
-    meta.hosts.insert(
-        "remote".into(),
-        json!({"host": cfg.target.host, "port": cfg.target.port}),
+    meta.hosts = crate::meta::hosts(
+        host::node_name(),
+        &cfg.target.host,
+        cfg.target.port,
+        peer_version.as_deref(),
     );
     meta.kernel = host::kernel();
     meta.sysctls = host::sysctls();
-    if let Some(d) = meta.sysctls.get("net.ipv4.tcp_congestion_control") {
-        meta.congestion_control
-            .insert("default".into(), Value::String(d.clone()));
-    }
-    if !per_flow_cc.is_empty() {
-        meta.congestion_control.insert(
-            "per_flow".into(),
-            Value::Object(per_flow_cc.into_iter().collect()),
-        );
-    }
-    let p = &cfg.params;
-    meta.extra.insert(
-        "plan".into(),
-        json!({
-            "loaded_ns": bloatlab_results::convert::nanos(p.loaded),
-            "idle_before_ns": bloatlab_results::convert::nanos(p.idle_before),
-            "idle_after_ns": bloatlab_results::convert::nanos(p.idle_after),
-            "probe_interval_ns": bloatlab_results::convert::nanos(p.probe_interval),
-            "sample_interval_ns": bloatlab_results::convert::nanos(p.sample_interval),
-            "runners": plan.runners.iter().map(|r| json!({
-                "name": r.name,
-                "start_ns": bloatlab_results::convert::nanos(r.start),
-                "stop_ns": bloatlab_results::convert::nanos(r.stop),
-                "kind": match &r.kind {
-                    RunnerKind::Tcp(f) => json!({"tcp": {
-                        "direction": match f.direction { Direction::Up => "up", Direction::Down => "down" },
-                        "tos": f.tos.map(|t| t.0), "cc": f.cc}}),
-                    RunnerKind::Probe(q) => json!({"probe": {
-                        "mode": match q.mode { ProbeMode::Udp => "udp", ProbeMode::Icmp => "icmp" },
-                        "tos": q.tos.map(|t| t.0), "size": q.size,
-                        "interval_ns": bloatlab_results::convert::nanos(q.interval)}}),
-                },
-            })).collect::<Vec<_>>(),
-        }),
+    meta.congestion_control = crate::meta::congestion_control(
+        meta.sysctls.get("net.ipv4.tcp_congestion_control").cloned(),
+        &cfg.params,
+        per_flow_cc,
     );
+    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan));
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
-    meta.extra
-        .insert("tcp_retransmits_up".into(), json!(retransmits));
-    if !per_flow_tcp.is_empty() {
-        meta.extra.insert(
-            "flows".into(),
-            Value::Object(per_flow_tcp.into_iter().collect()),
-        );
-    }
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()
@@ -567,14 +549,13 @@ fn assemble(
         }
         let rec = w.record(per_phase);
         // The lab's link and qdisc settings also fill the general metadata fields.
-        for name in ["up", "down"] {
-            let link = w.link(name);
-            meta.qdisc.insert(
-                name.into(),
-                json!({"kind": link.qdisc.as_deref().unwrap_or("fifo"), "params": link.params}),
-            );
-            meta.link.insert(name.into(), json!(link));
-        }
+        let link = w.link_record();
+        meta.qdisc.extend(
+            [&link.up, &link.down]
+                .into_iter()
+                .filter_map(|d| d.qdisc.clone()),
+        );
+        meta.link = Some(link);
         meta.lab = Some(rec);
     }
     let file = ResultsFile::new(meta, raw).with_derived()?;
@@ -744,20 +725,6 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
         })
         .sum();
     BitRate(bps.round() as u64)
-}
-
-/// A flow's sender-side measurements for the results file; `null` = not measured.
-fn flow_tcp_json(c: &ClientRun) -> Value {
-    let us = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-    json!({
-        "sender_congestion_control": c.sender_congestion_control,
-        "retransmits": c.sender_tcp.retransmits,
-        "delivered_ce": c.sender_tcp.delivered_ce,
-        "rtt_min_us": us(c.sender_tcp.rtt_min),
-        "rtt_mean_us": us(c.sender_tcp.rtt_mean),
-        "rtt_max_us": us(c.sender_tcp.rtt_max),
-        "bytes": c.total.0,
-    })
 }
 
 fn add_client(

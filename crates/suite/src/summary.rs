@@ -182,7 +182,15 @@ fn lab_section(out: &mut String, lab: &LabRecord) {
     );
     for d in &lab.directions {
         let l = &d.link;
-        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let q = l.qdisc.as_ref();
+        let params: Vec<String> = q
+            .map(|q| {
+                q.parameters
+                    .iter()
+                    .map(|(k, v)| format!(" {k}={v}"))
+                    .collect()
+            })
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "  {:<4} rate {} delay {} qdisc {}{}: delivered {} pkts, dropped {} (overflow {}, aqm {}, loss {}), CE-marked {}",
@@ -190,14 +198,12 @@ fn lab_section(out: &mut String, lab: &LabRecord) {
                 DirectionRecord::Up => "up",
                 DirectionRecord::Down => "down",
             },
-            dash(&l.rate),
-            dash(&l.delay),
-            l.qdisc.as_deref().unwrap_or("fifo"),
-            if l.params.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", l.params.join(" "))
-            },
+            l.rate_bps
+                .map_or("-".into(), |r| format!("{:.3} Mbit/s", r as f64 / 1e6)),
+            l.delay_ns
+                .map_or("-".into(), |v| format!("{:.1} ms", v as f64 / 1e6)),
+            q.map_or("fifo", |q| q.kind.as_str()),
+            params.concat(),
             d.dequeued_packets,
             d.drops.overflow + d.drops.aqm + d.drops.loss,
             d.drops.overflow,
@@ -230,11 +236,10 @@ const MIN_COVERAGE: f64 = 0.1;
 
 /// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
 /// from its socket (a download's sender is the server; unknown when it is not bloatlab).
-fn load_cc_line(cc: &bloatlab_results::schema::FreeForm) -> Option<String> {
-    let per = cc.get("per_flow")?.as_object()?;
+fn load_cc_line(cc: &bloatlab_results::schema::CongestionControlRecord) -> Option<String> {
     let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
-    for v in per.values() {
-        *by.entry(v.as_str().unwrap_or("unknown (sender not bloatlab)"))
+    for f in &cc.per_flow {
+        *by.entry(f.used.as_deref().unwrap_or("unknown (sender not bloatlab)"))
             .or_default() += 1;
     }
     let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} x{n}")).collect();
@@ -364,6 +369,7 @@ mod tests {
         FlowRecord {
             name: name.into(),
             direction,
+            tcp: Default::default(),
             samples: spans
                 .iter()
                 .map(|&(start_ns, end_ns, bytes)| TransferRecord {
@@ -377,13 +383,22 @@ mod tests {
 
     #[test]
     fn load_congestion_control_is_counted_per_sender() {
-        let mut cc = bloatlab_results::schema::FreeForm::new();
+        use bloatlab_results::schema::{CongestionControlRecord, FlowCongestionControl, FlowEnd};
+        let mut cc = CongestionControlRecord::default();
         assert_eq!(load_cc_line(&cc), None);
-        cc.insert(
-            "per_flow".into(),
-            serde_json::json!({"tcp_up_1": "cubic", "tcp_up_2": "cubic", "tcp_down_1": "bbr",
-                               "tcp_down_2": null}),
-        );
+        for (flow, sender, used) in [
+            ("tcp_up_1", FlowEnd::Local, Some("cubic")),
+            ("tcp_up_2", FlowEnd::Local, Some("cubic")),
+            ("tcp_down_1", FlowEnd::Remote, Some("bbr")),
+            ("tcp_down_2", FlowEnd::Remote, None),
+        ] {
+            cc.per_flow.push(FlowCongestionControl {
+                flow: flow.into(),
+                sender,
+                requested: None,
+                used: used.map(str::to_owned),
+            });
+        }
         assert_eq!(
             load_cc_line(&cc).unwrap(),
             "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"
