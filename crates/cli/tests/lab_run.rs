@@ -177,6 +177,7 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
         &lab,
         &["tcp_upload", "-l", "3", "--idle", "1", "--ecn", "on"],
     );
+    let file_copy = file.clone();
     let labr = file.metadata.lab.expect("metadata.lab");
     assert_eq!(labr.ecn.get("client").map(String::as_str), Some("1"));
     let up = dir(&labr, DirectionRecord::Up);
@@ -190,6 +191,24 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
         "{text}"
     );
     assert_eq!(ecn_of("client"), "2", "restored after the run");
+    // The report shows the same counts.
+    let dir = std::env::temp_dir().join(format!("bl-labrun-rep-{}", lab.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, html) = (dir.join("run.json"), dir.join("run.html"));
+    bloatlab_results::save(&json, &file_copy).expect("save");
+    let o = bl(&[
+        "report",
+        &json.display().to_string(),
+        "--html",
+        &html.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        page.contains("lab emulator") && page.contains(&format!("CE-marked {}", up.ce_marked)),
+        "the report lacks the lab's counts"
+    );
 
     let o = bl(&["lab", "set", &lab.name, "--ecn", "client=on"]);
     assert!(o.status.success(), "{}", stderr(&o));

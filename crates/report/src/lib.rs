@@ -21,6 +21,7 @@
 pub mod flent;
 pub mod fonts;
 pub mod html;
+pub mod lab;
 pub mod meta;
 pub mod output;
 pub mod plot;

@@ -145,6 +145,8 @@ pub struct RunView {
     pub title: Option<String>,
     /// The run was cut short.
     pub interrupted: bool,
+    /// The lab's emulator was late during the run (shown with the latency figures).
+    pub emulator_late: Option<String>,
     /// Metadata lines.
     pub meta: Vec<MetaRow>,
     /// Phases as `name (kind): start-end s`.
@@ -267,6 +269,7 @@ fn meta_rows(run: &Run) -> Vec<MetaRow> {
         ),
         ("qdisc", crate::meta::qdiscs(&m.qdisc)),
         ("link", m.link.as_ref().map(crate::meta::link)),
+        ("lab emulator", m.lab.as_ref().map(crate::lab::summary)),
         ("plan", m.plan.as_ref().map(crate::meta::plan)),
         ("extra", (!m.extra.is_empty()).then(|| json_text(&m.extra))),
     ];
@@ -297,6 +300,12 @@ impl RunView {
             test: run.file.metadata.test.clone(),
             title: run.file.metadata.title.clone(),
             interrupted: run.file.metadata.interrupted,
+            emulator_late: run
+                .file
+                .metadata
+                .lab
+                .as_ref()
+                .and_then(crate::lab::late_warning),
             meta: meta_rows(run),
             phases: run
                 .timeline
