@@ -321,7 +321,8 @@ fn assemble(
     // Per upload runner: its planned window and retransmits, to credit each loaded phase
     // only with the flows that ran in it (speedtest's upload retransmits are not download's).
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    // Per upload runner: its window and CE-marked deliveries (tcpi_delivered_ce).
+    // Per load runner: its window and CE marks (upload: tcpi_delivered_ce at the sender;
+    // download: tcpi_received_ce at the receiving client).
     let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     let mut per_flow_cc = BTreeMap::new();
     // Per flow: what its sender measured (TCP_INFO) and used (congestion control).
@@ -350,9 +351,13 @@ fn assemble(
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            if flow.direction == Direction::Up
-                                && let Some(n) = c.sender_tcp.delivered_ce
-                            {
+                            // CE marks: an upload's sender counts those echoed back, a
+                            // download's receiving client those that arrived.
+                            let ce = match flow.direction {
+                                Direction::Up => c.sender_tcp.delivered_ce,
+                                Direction::Down => c.receiver_tcp.received_ce,
+                            };
+                            if let Some(n) = ce {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
                             // The congestion control of the flow's sender, read back from
@@ -572,6 +577,9 @@ fn flow_tcp_json(c: &ClientRun) -> Value {
         "rtt_mean_us": us(c.sender_tcp.rtt_mean),
         "rtt_max_us": us(c.sender_tcp.rtt_max),
         "bytes": c.total.0,
+        "receiver_out_of_order_packets": c.receiver_tcp.out_of_order_packets,
+        "receiver_received_ce": c.receiver_tcp.received_ce,
+        "receiver_rtt_us": us(c.receiver_tcp.rcv_rtt),
     })
 }
 

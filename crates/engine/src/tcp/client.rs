@@ -209,6 +209,7 @@ fn stream(
             let plan = recv_plan(already);
             let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
+            duplex::send_recv_tcp_info(sink, id, &s);
             // Nothing at all, and not because the user stopped us first.
             if acc.total_bytes().0 == 0 && !crate::stop::requested() {
                 return Err(REFUSED_REVERSE.into());

@@ -89,6 +89,11 @@ pub enum Event {
         stream: u32,
         hello: bloatlab_metrics::json::SenderHello,
     },
+    /// The receiving socket's TCP_INFO at the end of a stream.
+    RecvTcpInfo {
+        stream: u32,
+        info: bloatlab_metrics::json::RecvTcpInfoRecord,
+    },
     /// A stream failed; the message names what.
     Failed {
         stream: u32,

@@ -46,6 +46,8 @@ pub struct Collected {
     pub send_sums: Vec<TcpSendSnapshot>,
     pub recv_sums: Vec<TcpRecvSnapshot>,
     pub peer_reports: BTreeMap<u32, String>,
+    /// The receiving socket's TCP_INFO at the end, per stream.
+    pub recv_tcp_info: BTreeMap<u32, bloatlab_metrics::json::RecvTcpInfoRecord>,
     /// What a bloatlab server's sender uses, per stream (its hello).
     pub peer_senders: BTreeMap<u32, bloatlab_metrics::json::SenderHello>,
     pub failures: Vec<(u32, String)>,
@@ -233,6 +235,9 @@ impl Reporter {
             }
             Event::PeerReport { stream, json } => {
                 self.out.peer_reports.insert(stream, json);
+            }
+            Event::RecvTcpInfo { stream, info } => {
+                self.out.recv_tcp_info.insert(stream, info);
             }
             Event::PeerSender { stream, hello } => {
                 if self.s.format == OutputFormat::Console
