@@ -1,12 +1,12 @@
 //! One test run end to end: pre-flight check, driving the plan, turning runner output
 //! into a results file, and the working-condition findings.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowRecord, FlowTcpRecord,
+    LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -16,7 +16,7 @@ use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
 use bloatlab_stats::{
     DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
@@ -324,9 +324,8 @@ fn assemble(
     // Per load runner: its window and CE marks (upload: tcpi_delivered_ce at the sender;
     // download: tcpi_received_ce at the receiving client).
     let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    let mut per_flow_cc = BTreeMap::new();
-    // Per flow: what its sender measured (TCP_INFO) and used (congestion control).
-    let mut per_flow_tcp = BTreeMap::new();
+    let mut per_flow_cc = Vec::new();
+    let mut peer_version = None;
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -339,6 +338,8 @@ fn assemble(
         match &r.runner.kind {
             RunnerKind::Tcp(flow) => {
                 let mut samples = Vec::new();
+                // The client's own TCP_INFO: an upload's sender, a download's receiver.
+                let mut flow_tcp = FlowTcpRecord::default();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -351,6 +352,7 @@ fn assemble(
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
+                            add_flow_tcp(&mut flow_tcp, &c, flow.direction);
                             // CE marks: an upload's sender counts those echoed back, a
                             // download's receiving client those that arrived.
                             let ce = match flow.direction {
@@ -361,15 +363,21 @@ fn assemble(
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
                             // The congestion control of the flow's sender, read back from
-                            // its socket (a download's sender is the server; unknown when
-                            // it is not bloatlab).
-                            per_flow_cc.insert(
-                                r.runner.name.clone(),
-                                c.sender_congestion_control
-                                    .clone()
-                                    .map_or(Value::Null, Value::String),
-                            );
-                            per_flow_tcp.insert(r.runner.name.clone(), flow_tcp_json(&c));
+                            // its socket (a download's sender is the server, which says in
+                            // its hello; unknown when it is not bloatlab).
+                            if !per_flow_cc
+                                .iter()
+                                .any(|f: &FlowCongestionControl| f.flow == r.runner.name)
+                            {
+                                per_flow_cc.push(crate::meta::flow_cc(
+                                    &r.runner.name,
+                                    flow,
+                                    c.sender_congestion_control.as_deref(),
+                                ));
+                            }
+                            if peer_version.is_none() {
+                                peer_version = c.peer_version.clone();
+                            }
                             if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
                                 pulses.push(o.exited.saturating_sub(o.spawned));
                             }
@@ -392,6 +400,7 @@ fn assemble(
                     name: r.runner.name.clone(),
                     direction: dir_record(flow.direction),
                     samples,
+                    tcp: flow_tcp,
                 });
             }
             RunnerKind::Probe(p) => {
@@ -435,56 +444,21 @@ fn assemble(
     let mut meta = Metadata::new(cfg.test.as_str(), cfg.command_line.clone(), run_start);
     meta.title = cfg.title.clone();
     meta.interrupted = drove.interrupted;
-    meta.hosts.insert(
-        "remote".into(),
-        json!({"host": cfg.target.host, "port": cfg.target.port}),
+    meta.hosts = crate::meta::hosts(
+        host::node_name(),
+        &cfg.target.host,
+        cfg.target.port,
+        peer_version.as_deref(),
     );
     meta.kernel = host::kernel();
     meta.sysctls = host::sysctls();
-    if let Some(d) = meta.sysctls.get("net.ipv4.tcp_congestion_control") {
-        meta.congestion_control
-            .insert("default".into(), Value::String(d.clone()));
-    }
-    if !per_flow_cc.is_empty() {
-        meta.congestion_control.insert(
-            "per_flow".into(),
-            Value::Object(per_flow_cc.into_iter().collect()),
-        );
-    }
-    let p = &cfg.params;
-    meta.extra.insert(
-        "plan".into(),
-        json!({
-            "loaded_ns": bloatlab_results::convert::nanos(p.loaded),
-            "idle_before_ns": bloatlab_results::convert::nanos(p.idle_before),
-            "idle_after_ns": bloatlab_results::convert::nanos(p.idle_after),
-            "probe_interval_ns": bloatlab_results::convert::nanos(p.probe_interval),
-            "sample_interval_ns": bloatlab_results::convert::nanos(p.sample_interval),
-            "runners": plan.runners.iter().map(|r| json!({
-                "name": r.name,
-                "start_ns": bloatlab_results::convert::nanos(r.start),
-                "stop_ns": bloatlab_results::convert::nanos(r.stop),
-                "kind": match &r.kind {
-                    RunnerKind::Tcp(f) => json!({"tcp": {
-                        "direction": match f.direction { Direction::Up => "up", Direction::Down => "down" },
-                        "tos": f.tos.map(|t| t.0), "cc": f.cc}}),
-                    RunnerKind::Probe(q) => json!({"probe": {
-                        "mode": match q.mode { ProbeMode::Udp => "udp", ProbeMode::Icmp => "icmp" },
-                        "tos": q.tos.map(|t| t.0), "size": q.size,
-                        "interval_ns": bloatlab_results::convert::nanos(q.interval)}}),
-                },
-            })).collect::<Vec<_>>(),
-        }),
+    meta.congestion_control = crate::meta::congestion_control(
+        meta.sysctls.get("net.ipv4.tcp_congestion_control").cloned(),
+        &cfg.params,
+        per_flow_cc,
     );
+    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan));
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
-    meta.extra
-        .insert("tcp_retransmits_up".into(), json!(retransmits));
-    if !per_flow_tcp.is_empty() {
-        meta.extra.insert(
-            "flows".into(),
-            Value::Object(per_flow_tcp.into_iter().collect()),
-        );
-    }
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()
@@ -566,21 +540,36 @@ fn assemble(
     })
 }
 
-/// A flow's sender-side measurements for the results file; `null` = not measured.
-fn flow_tcp_json(c: &ClientRun) -> Value {
-    let us = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-    json!({
-        "sender_congestion_control": c.sender_congestion_control,
-        "retransmits": c.sender_tcp.retransmits,
-        "delivered_ce": c.sender_tcp.delivered_ce,
-        "rtt_min_us": us(c.sender_tcp.rtt_min),
-        "rtt_mean_us": us(c.sender_tcp.rtt_mean),
-        "rtt_max_us": us(c.sender_tcp.rtt_max),
-        "bytes": c.total.0,
-        "receiver_out_of_order_packets": c.receiver_tcp.out_of_order_packets,
-        "receiver_received_ce": c.receiver_tcp.received_ce,
-        "receiver_rtt_us": us(c.receiver_tcp.rcv_rtt),
-    })
+/// Adds one client run's TCP_INFO to its flow's record (a pulse flow has several runs):
+/// the client is an upload's sender and a download's receiver; the server's side is not
+/// relayed, so it stays `null` (not measured).
+fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
+    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let ns = |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
+    match direction {
+        Direction::Up => {
+            let t = &c.sender_tcp;
+            let s = rec.sender.get_or_insert_default();
+            s.retransmits = sum(s.retransmits, t.retransmits);
+            s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
+            s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
+            s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
+        }
+        Direction::Down => {
+            let t = &c.receiver_tcp;
+            let r = rec.receiver.get_or_insert_default();
+            r.received_ce = sum(r.received_ce, t.received_ce);
+            r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
+            r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+        }
+    }
 }
 
 fn add_client(

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
-use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_results::schema::{
+    CongestionControlRecord, DelayKindRecord, DirectionRecord, PhaseKindRecord,
+};
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
 use bloatlab_units::BitRate;
@@ -165,11 +167,10 @@ const MIN_COVERAGE: f64 = 0.1;
 
 /// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
 /// from its socket (a download's sender is the server; unknown when it is not bloatlab).
-fn load_cc_line(cc: &bloatlab_results::schema::FreeForm) -> Option<String> {
-    let per = cc.get("per_flow")?.as_object()?;
+fn load_cc_line(cc: &CongestionControlRecord) -> Option<String> {
     let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
-    for v in per.values() {
-        *by.entry(v.as_str().unwrap_or("unknown (sender not bloatlab)"))
+    for f in &cc.per_flow {
+        *by.entry(f.used.as_deref().unwrap_or("unknown (sender not bloatlab)"))
             .or_default() += 1;
     }
     let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} x{n}")).collect();
@@ -296,6 +297,7 @@ mod tests {
         FlowRecord {
             name: name.into(),
             direction,
+            tcp: Default::default(),
             samples: spans
                 .iter()
                 .map(|&(start_ns, end_ns, bytes)| TransferRecord {
@@ -309,13 +311,21 @@ mod tests {
 
     #[test]
     fn load_congestion_control_is_counted_per_sender() {
-        let mut cc = bloatlab_results::schema::FreeForm::new();
+        use bloatlab_results::schema::{FlowCongestionControl, FlowEnd};
+        let mut cc = CongestionControlRecord::default();
         assert_eq!(load_cc_line(&cc), None);
-        cc.insert(
-            "per_flow".into(),
-            serde_json::json!({"tcp_up_1": "cubic", "tcp_up_2": "cubic", "tcp_down_1": "bbr",
-                               "tcp_down_2": null}),
-        );
+        let flow = |name: &str, sender, used: Option<&str>| FlowCongestionControl {
+            flow: name.into(),
+            sender,
+            requested: None,
+            used: used.map(str::to_owned),
+        };
+        cc.per_flow = vec![
+            flow("tcp_up_1", FlowEnd::Local, Some("cubic")),
+            flow("tcp_up_2", FlowEnd::Local, Some("cubic")),
+            flow("tcp_down_1", FlowEnd::Remote, Some("bbr")),
+            flow("tcp_down_2", FlowEnd::Remote, None),
+        ];
         assert_eq!(
             load_cc_line(&cc).unwrap(),
             "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"
