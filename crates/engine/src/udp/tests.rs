@@ -279,8 +279,16 @@ fn reverse_header_starts_a_sender_once_and_receives_nothing() {
     );
     let mut cfg = client_cfg(true);
     cfg.direction = crate::config::Direction::Reverse;
-    let p = Peer::new(40010, &cfg);
-    // The client repeats its header (id 1) until data comes back.
+    let mut p = Peer::new(40010, &cfg);
+    // Without the cookie: a reply with one, and nothing starts.
+    let reply = feed(&mut core, &p, &p.datagram(1, T0), T0).expect("cookie reply");
+    assert_eq!(reply.len(), super::cookie::REPLY_LEN);
+    assert!(core.take_reverse_starts().is_empty());
+    assert_eq!(core.active_flows(), 0);
+    let c = super::cookie::from_reply(&reply).unwrap();
+    assert!(super::cookie::embed(&mut p.tmpl, &c));
+    // The client repeats its header (id 1), now with the cookie, until
+    // data comes back.
     for i in 0..5u64 {
         assert!(feed(&mut core, &p, &p.datagram(1, T0), T0 + us(7_000 * i)).is_none());
     }
@@ -319,10 +327,17 @@ fn full_duplex_header_receives_and_sends_and_the_fin_gets_no_ackfin() {
     let mut cfg = client_cfg(false);
     cfg.direction = crate::config::Direction::FullDuplex;
     let p = Peer::new(40011, &cfg);
-    for i in 1..=20i64 {
+    // The first datagram starts the receive half and gets a cookie; the
+    // sender waits for a datagram carrying it (the client's id-0 echo).
+    let reply = feed(&mut core, &p, &p.datagram(1, T0 + us(1000)), T0 + us(1020)).unwrap();
+    for i in 2..=20i64 {
         let t = T0 + us(1000 * i as u64);
         assert!(feed(&mut core, &p, &p.datagram(i, t), t + us(20)).is_none());
+        assert!(core.take_reverse_starts().is_empty());
     }
+    let mut echo = p.datagram(0, T0 + us(20_500));
+    super::cookie::embed(&mut echo, &super::cookie::from_reply(&reply).unwrap());
+    assert!(feed(&mut core, &p, &echo, T0 + us(20_520)).is_none());
     let starts = core.take_reverse_starts();
     assert_eq!(starts.len(), 1, "{starts:?}");
     assert!(starts[0].header.full_duplex && !starts[0].header.reverse);
@@ -588,4 +603,96 @@ fn no_reverse_refuses_reverse_and_full_duplex_headers_but_serves_forward_tests()
     let p = Peer::new(40022, &client_cfg(true));
     feed(&mut core, &p, &p.datagram(1, T0), T0 + us(50_000));
     assert_eq!(core.active_flows(), 1);
+}
+
+#[test]
+fn a_spoofed_reverse_header_costs_one_small_reply_and_no_state() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(1));
+    let mut cfg = client_cfg(false);
+    cfg.direction = crate::config::Direction::Reverse;
+    cfg.buffer_len = Some(Bytes(1470));
+    let mut p = Peer::new(40030, &cfg);
+    p.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1_000_000)), Bytes(1470))
+        .unwrap()
+        .bytes;
+    for i in 0..100u64 {
+        let r = feed(&mut core, &p, &p.datagram(1, T0), T0 + us(i)).unwrap();
+        assert!(r.len() < 1470 / 10, "amplification");
+    }
+    assert_eq!(core.active_flows(), 0);
+    assert!(core.take_reverse_starts().is_empty());
+    // A cookie made for another address does not work here.
+    let other = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 1], 40031)),
+        tmpl: p.tmpl.clone(),
+    };
+    let r = feed(&mut core, &other, &other.datagram(1, T0), T0).unwrap();
+    super::cookie::embed(&mut p.tmpl, &super::cookie::from_reply(&r).unwrap());
+    assert!(feed(&mut core, &p, &p.datagram(1, T0), T0).is_some());
+    assert!(core.take_reverse_starts().is_empty());
+}
+
+#[test]
+fn random_datagrams_create_no_flows_and_garbage_never_ends_a_flow() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut candidates = 0;
+    for k in 0..2000u16 {
+        let mut b = vec![0u8; 76 + usize::from(k % 200)];
+        for c in b.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_be_bytes()[..c.len()]);
+        }
+        let peer = Peer {
+            addr: SocketAddr::from(([10, 1, (k >> 8) as u8, k as u8], 5000 + k)),
+            tmpl: b,
+        };
+        // Negative ids are stale FINs, dropped before any header check.
+        candidates += u64::from(super::datagram::parse_incoming(&peer.tmpl).unwrap().seqno >= 0);
+        assert!(feed(&mut core, &peer, &peer.tmpl.clone(), T0).is_none());
+    }
+    assert_eq!(core.active_flows(), 0);
+    assert!(candidates > 900);
+    assert_eq!(core.not_headers(), candidates);
+    assert!(core.take_reverse_starts().is_empty());
+    // A real flow: a forged FIN and a huge id from its address are bad
+    // datagrams, not its end or 10^17 lost.
+    let p = Peer::new(40040, &client_cfg(false));
+    for id in 1..=10 {
+        feed(&mut core, &p, &p.datagram(id, T0), T0 + us(20));
+    }
+    assert!(feed(&mut core, &p, &p.datagram(-(1 << 50), T0), T0 + us(30)).is_none());
+    feed(&mut core, &p, &p.datagram(1 << 59, T0), T0 + us(40));
+    let ack = feed(&mut core, &p, &p.datagram(-11, T0), T0 + us(50)).expect("AckFIN");
+    let r = super::server_report::parse_ack_fin(&ack).unwrap();
+    assert_eq!((r.datagrams, r.lost), (11, 0));
+}
+
+#[test]
+fn one_source_cannot_fill_the_flow_table_and_claimed_slowness_is_bounded() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let cfg = client_cfg(false);
+    // 1 bit/s claimed: one datagram every 1600 s.
+    let mut p = Peer::new(1, &cfg);
+    p.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1)), Bytes(200))
+        .unwrap()
+        .bytes;
+    for port in 1..=1000u16 {
+        p.addr = SocketAddr::from(([127, 0, 0, 1], port));
+        feed(&mut core, &p, &p.datagram(1, T0), T0);
+    }
+    assert_eq!(core.active_flows(), super::server::MAX_FLOWS_PER_SOURCE);
+    // Another source still gets in.
+    let q = Peer::new(2, &cfg);
+    let q = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 2], 2)),
+        ..q
+    };
+    feed(&mut core, &q, &q.datagram(1, T0), T0);
+    assert_eq!(core.active_flows(), super::server::MAX_FLOWS_PER_SOURCE + 1);
+    // Every entry is gone after the bounded idle time, not days.
+    core.on_timer(T0 + super::server::MAX_FLOW_IDLE);
+    assert_eq!(core.active_flows(), 0);
 }
