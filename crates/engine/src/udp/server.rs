@@ -339,7 +339,7 @@ impl ServerCore {
         let inc = match parse_incoming(d.data) {
             Ok(inc) => inc,
             Err(e) => {
-                self.bad(d.from, &e);
+                self.bad(d.from, &e, d.rx);
                 return None;
             }
         };
@@ -553,7 +553,7 @@ impl ServerCore {
         Some(Outgoing { to: d.from, bytes })
     }
 
-    fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError) {
+    fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError, now: Duration) {
         if let Some(flow) = self.table.get_mut(&from) {
             flow.recv.bad += 1;
             if !flow.logged_bad {
@@ -565,8 +565,11 @@ impl ServerCore {
         }
         self.stray_bad += 1;
         if self.logged_sources.len() < MAX_LOGGED_SOURCES && self.logged_sources.insert(from) {
-            tracing::warn!(peer = %from, error = %e,
-                "ignoring a malformed UDP datagram (logged once per source)");
+            self.warn(now, || {
+                format!(
+                    "ignoring a malformed UDP datagram from {from} (logged once per source): {e}"
+                )
+            });
         }
     }
 

@@ -696,3 +696,74 @@ fn one_source_cannot_fill_the_flow_table_and_claimed_slowness_is_bounded() {
     core.on_timer(T0 + super::server::MAX_FLOW_IDLE);
     assert_eq!(core.active_flows(), 0);
 }
+
+/// A fake UDP server on loopback: `then` gets its socket.
+fn fake_udp_server(then: impl FnOnce(std::net::UdpSocket) + Send + 'static) -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = s.local_addr().unwrap().port();
+    std::thread::spawn(move || then(s));
+    port
+}
+
+#[test]
+fn an_impossible_ackfin_is_reported_as_such_and_fails_the_run() {
+    let port = fake_udp_server(|s| {
+        let mut b = [0u8; 2048];
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        while let Ok((n, from)) = s.recv_from(&mut b) {
+            let id = super::datagram::parse_incoming(&b[..n]).unwrap().seqno;
+            if id < 0 {
+                // 16 zero bytes then 0xff everywhere: 16384 PBytes, -1 lost...
+                let mut ack = vec![0u8; 16];
+                ack.extend([0xffu8; 112]);
+                let _ = s.send_to(&ack, from);
+            }
+        }
+    });
+    let mut c = client_cfg(false);
+    c.port = port;
+    c.amount = Amount::Time(Duration::from_millis(300));
+    c.format = OutputFormat::Json;
+    let out = super::run_client(&c).unwrap();
+    assert_eq!(out.failures.len(), 1, "{:?}", out.failures);
+    assert!(
+        out.failures[0].1.contains("impossible"),
+        "{:?}",
+        out.failures
+    );
+    assert!(out.streams[&1].server_snapshot.is_none());
+}
+
+#[test]
+fn one_garbage_datagram_neither_ends_a_reverse_test_nor_counts_as_loss() {
+    let port = fake_udp_server(|s| {
+        let mut b = [0u8; 2048];
+        let (_, from) = s.recv_from(&mut b).unwrap(); // the client's header
+        let mut d = vec![b'0'; 200];
+        let send = |d: &mut Vec<u8>, id: i64| {
+            super::datagram::stamp(d, id, super::clock::realtime_now());
+            let _ = s.send_to(d, from);
+        };
+        for id in 1..=20 {
+            send(&mut d, id);
+            std::thread::sleep(Duration::from_millis(5));
+            if id == 10 {
+                // Forged: a FIN from nowhere and an absurd id (these
+                // datagrams carry no SEQNO64B header: 32-bit ids).
+                send(&mut d, -(1 << 30));
+                send(&mut d, i64::from(i32::MAX));
+            }
+        }
+        send(&mut d, -21);
+    });
+    let mut c = client_cfg(false);
+    c.port = port;
+    c.direction = crate::config::Direction::Reverse;
+    c.format = OutputFormat::Json;
+    let out = super::run_client(&c).unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let r = &out.streams[&1];
+    let total = r.recv_total.as_ref().expect("a receive total");
+    assert_eq!((total.datagrams, total.lost), (21, 0), "{total:?}");
+    assert_eq!(r.bad_datagrams, 2);
+}
