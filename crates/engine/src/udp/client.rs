@@ -68,7 +68,11 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         streams,
         reverse,
         test: test_info(cfg, rate, len, start_wall),
-    });
+    })
+    .map_err(|e| UdpError::Io {
+        op: "thread spawn",
+        source: e,
+    })?;
     // Sockets first, so the shared time origin (and every stream's first
     // datagram) comes right before sending starts, not before set-up.
     let mut socks = Vec::new();

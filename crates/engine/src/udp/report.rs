@@ -160,7 +160,9 @@ pub struct Collected {
 }
 
 /// Starts the reporter. Drop every sender, then join to get the results.
-pub fn spawn(settings: ReportSettings) -> (mpsc::Sender<Event>, JoinHandle<Collected>) {
+pub fn spawn(
+    settings: ReportSettings,
+) -> std::io::Result<(mpsc::Sender<Event>, JoinHandle<Collected>)> {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .name("udp-reporter".into())
@@ -170,9 +172,8 @@ pub fn spawn(settings: ReportSettings) -> (mpsc::Sender<Event>, JoinHandle<Colle
                 r.handle(ev);
             }
             r.finish()
-        })
-        .expect("spawning the UDP reporter thread");
-    (tx, h)
+        })?;
+    Ok((tx, h))
 }
 
 /// The reporter state; also usable synchronously (the server drives it

@@ -139,6 +139,8 @@ pub struct ServerCore {
     not_headers: u64,
     /// Test requests refused (caps, table full).
     refused: u64,
+    /// Sources refused lately, and when (one log line per request).
+    recently_refused: std::collections::HashMap<SocketAddr, Duration>,
 }
 
 impl ServerCore {
@@ -166,6 +168,7 @@ impl ServerCore {
             log: LogLimit::default(),
             not_headers: 0,
             refused: 0,
+            recently_refused: std::collections::HashMap::new(),
         }
     }
 
@@ -265,9 +268,17 @@ impl ServerCore {
         };
         if let Err(r) = self.limits.check(&ask) {
             self.refused += 1;
-            self.warn(d.rx, || {
-                format!("refusing a UDP test from {}: it {r}", d.from)
-            });
+            // A client repeats a refused header (a -R client 100 times):
+            // one line per request, not per datagram.
+            if self.recently_refused.len() >= MAX_LOGGED_SOURCES {
+                self.recently_refused.clear();
+            }
+            let last = self.recently_refused.insert(d.from, d.rx);
+            if last.is_none_or(|t| d.rx.saturating_sub(t) > Duration::from_secs(10)) {
+                self.warn(d.rx, || {
+                    format!("refusing a UDP test from {}: it {r}", d.from)
+                });
+            }
             return None;
         }
         if header.reverse {

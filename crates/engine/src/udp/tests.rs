@@ -767,3 +767,48 @@ fn one_garbage_datagram_neither_ends_a_reverse_test_nor_counts_as_loss() {
     assert_eq!((total.datagrams, total.lost), (21, 0), "{total:?}");
     assert_eq!(r.bad_datagrams, 2);
 }
+
+#[test]
+fn udp_requests_above_the_caps_create_nothing() {
+    let scfg = ServerConfig {
+        limits: crate::limits::ServerLimits {
+            max_duration: Duration::from_secs(10),
+            max_rate: Some(BitRate(5_000_000)),
+            ..crate::limits::ServerLimits::default()
+        },
+        ..server_cfg(None)
+    };
+    let mut core = ServerCore::new(&scfg, 5001, Duration::from_secs(1));
+    let mut cfg = client_cfg(false);
+    cfg.amount = Amount::Time(Duration::from_secs(11));
+    let p = Peer::new(40050, &cfg);
+    assert!(feed(&mut core, &p, &p.datagram(1, T0), T0).is_none());
+    cfg.amount = Amount::Time(Duration::from_secs(5));
+    let mut fast = Peer::new(40051, &cfg);
+    fast.tmpl = Template::new(header_repr(&cfg, T0, BitRate(6_000_000)), Bytes(200))
+        .unwrap()
+        .bytes;
+    assert!(feed(&mut core, &fast, &fast.datagram(1, T0), T0).is_none());
+    assert_eq!((core.active_flows(), core.refused()), (0, 2));
+    // An iperf 2 style (unmarked) -R header above the unverified cap.
+    let mut rev = client_cfg(false);
+    rev.direction = crate::config::Direction::Reverse;
+    let h = header_repr(&rev, T0, BitRate(20_000_000));
+    let mut b = Template::new(h, Bytes(200)).unwrap().bytes;
+    b[40..48].fill(0); // no BLAB marker: cannot do the cookie exchange
+    stamp(&mut b, 1, T0);
+    let q = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 1], 40052)),
+        tmpl: b.clone(),
+    };
+    assert!(feed(&mut core, &q, &b, T0).is_none());
+    assert!(core.take_reverse_starts().is_empty());
+    assert_eq!(core.refused(), 3);
+    // Within the caps the same request is served.
+    let mut ok = Peer::new(40053, &cfg);
+    ok.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1_000_000)), Bytes(200))
+        .unwrap()
+        .bytes;
+    feed(&mut core, &ok, &ok.datagram(1, T0), T0);
+    assert_eq!(core.active_flows(), 1);
+}
