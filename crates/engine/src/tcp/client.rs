@@ -279,7 +279,8 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
 
 /// A reverse test that ended without a byte from the server.
 const REFUSED_REVERSE: &str = "the server closed the connection without sending anything \
-(a bloatlab server started with --no-reverse refuses -R and --full-duplex)";
+(a bloatlab server refuses -R and --full-duplex with --no-reverse, and any test above its caps \
+such as --max-duration or --max-reverse-rate; its log says which)";
 
 /// On reverse/full-duplex trip-times tests the server's sender starts with
 /// its own test header (README 5.6); read it and count it as received.

@@ -154,6 +154,23 @@ mod tests {
     }
 
     #[test]
+    fn a_reporter_that_cannot_start_refuses_one_connection_and_leaves_no_group() {
+        let groups = Groups::default();
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let t = Instant::now();
+        let fail = |_| Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+        assert!(groups.join(ip, 1, t, fail).is_err());
+        assert!(groups.join(ip, 3, t, fail).is_err());
+        assert!(groups.open.lock().unwrap().is_empty());
+        // The next connection of that client opens the group normally.
+        let spawned = Arc::new(AtomicU32::new(0));
+        let m = groups.join(ip, 3, t, spawner(spawned.clone())).unwrap();
+        assert_eq!(spawned.load(Ordering::SeqCst), 1);
+        let _ = groups.join(ip, 3, t + JOIN_WINDOW * 2, spawner(spawned.clone()));
+        m.finish();
+    }
+
+    #[test]
     fn single_streams_get_their_own_reporter() {
         let groups = Groups::default();
         let spawned = Arc::new(AtomicU32::new(0));
