@@ -126,6 +126,9 @@ pub struct ClientConfig {
     pub format: OutputFormat,
     /// Bound on `connect()`.
     pub connect_timeout: Duration,
+    /// `--permit-key`: sent after the TCP test header (iperf 2's KEYCHECK);
+    /// 4 to 128 bytes ([`bloatlab_wire::permit_key`]).
+    pub permit_key: Option<String>,
 }
 
 impl ClientConfig {
@@ -148,6 +151,7 @@ impl ClientConfig {
             socket: SocketOptions::default(),
             format: OutputFormat::Console,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            permit_key: None,
         }
     }
 
@@ -196,6 +200,9 @@ pub struct ServerConfig {
     /// server sends at, to the datagram's source address, which may be
     /// spoofed: on a public host this turns the server into a reflector.
     pub no_reverse: bool,
+    /// `--permit-key`: refuse TCP tests whose header does not carry this key
+    /// (and, as iperf 2 does, tests that carry a key when this is `None`).
+    pub permit_key: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -211,6 +218,7 @@ impl Default for ServerConfig {
             one_off: false,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             no_reverse: false,
+            permit_key: None,
         }
     }
 }
