@@ -318,7 +318,7 @@ mod tests {
             .collect();
         assert_eq!(
             stages,
-            [("stage 1".to_string(), 3), ("stage 2".to_string(), 3)]
+            [("1".to_string(), 3), ("2".to_string(), 3)]
         );
     }
 
