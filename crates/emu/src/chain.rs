@@ -316,10 +316,7 @@ mod tests {
             .stages()
             .map(|(n, l)| (n.to_string(), l.counters().dequeued.packets))
             .collect();
-        assert_eq!(
-            stages,
-            [("1".to_string(), 3), ("2".to_string(), 3)]
-        );
+        assert_eq!(stages, [("1".to_string(), 3), ("2".to_string(), 3)]);
     }
 
     /// A late wake-up does not change when packets reach the next stage.

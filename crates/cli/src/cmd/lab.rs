@@ -351,6 +351,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     Ok(spec)
 }
 
+/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap, then the lab spec:
+/// stages, qdisc parameters, hosts), without building anything. For `experiment run`, which
+/// checks every point before it starts.
+pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Up {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+    let mut argv = vec!["up".to_string(), name.to_string()];
+    argv.extend(args.iter().cloned());
+    let a = Up::try_parse_from(argv).map_err(|e| e.to_string())?;
+    build_spec(&a.up).map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// `--trace PREFIX` made absolute (the emulator may run in the background
 /// from another directory); its directory must exist.
 fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
