@@ -176,3 +176,40 @@ fn bad_files_name_key_and_line_and_start_nothing() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A built-in's `--quick` variant end to end: the report's numbers beside ours and a verdict
+/// with its criterion. (Quick runs are too short to promise the report's steady-state result,
+/// so the verdict itself is not asserted here; `builtin` unit tests check the judging.)
+#[test]
+fn builtin_quick_prints_report_numbers_and_a_verdict() {
+    let o = bl(&["experiment", "list"]);
+    assert!(o.status.success());
+    for name in [
+        "report2-netpwr",
+        "report3-ecn",
+        "report4-sqm-sweep",
+        "report5-directions",
+    ] {
+        assert!(stdout(&o).contains(name), "{}", stdout(&o));
+    }
+    let d = scratch("r5");
+    let out = d.join("out");
+    let o = bl(&[
+        "experiment",
+        "run",
+        "report5-directions",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("report ms") && text.contains("147.0"),
+        "{text}"
+    );
+    assert!(text.contains("criterion: loaded median RTT"), "{text}");
+    assert!(text.contains("REPRODUCED"), "{text}");
+    assert_eq!(rows(&out).len(), 2);
+    let _ = std::fs::remove_dir_all(&d);
+}

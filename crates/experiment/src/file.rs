@@ -109,6 +109,10 @@ pub struct Param {
     pub target: Target,
     /// Its values, in order.
     pub values: Vec<Scalar>,
+    /// Zipped parameters (a list of inline tables, `[{down = "6mbit", up = "700kbit"}, ..]`):
+    /// per value, its fields, used as `{NAME.FIELD}`; the value itself is the table's `label`
+    /// or its fields joined with `/`. Empty for plain parameters.
+    pub fields: Vec<Vec<(String, Scalar)>>,
     /// Line of the key.
     pub line: usize,
 }
@@ -138,6 +142,29 @@ pub struct Experiment {
     pub matrix: Vec<Param>,
     /// `[expect]`: free key/value pairs the built-ins use for their criteria.
     pub expect: BTreeMap<String, (Scalar, usize)>,
+}
+
+impl Experiment {
+    /// The `--quick` variant: 2 s loaded, 0.5 s idle, 3 pulses, one repetition (a smoke test
+    /// of the whole pipeline; too short for steady-state numbers).
+    pub fn quick(mut self) -> Experiment {
+        self.repetitions = 1;
+        self.test_opts.retain(|o| {
+            !["length", "idle", "idle-before", "idle-after", "pulses"].contains(&o.key.as_str())
+        });
+        for (k, v) in [
+            ("length", Scalar::Int(2)),
+            ("idle", Scalar::Float(0.5)),
+            ("pulses", Scalar::Int(3)),
+        ] {
+            self.test_opts.push(Opt {
+                key: k.into(),
+                values: vec![v],
+                line: 0,
+            });
+        }
+        self
+    }
 }
 
 /// Most runs an experiment may declare (points x repetitions): a typo such as a range with a
@@ -333,7 +360,51 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
                 Target::Placeholder
             }
         };
+        let mut fields = Vec::new();
         let values = match v {
+            Value::Array(a) if a.iter().next().is_some_and(|x| x.is_inline_table()) => {
+                if target != Target::Placeholder {
+                    return Err(lines.err(
+                        line,
+                        format!("matrix.{k}"),
+                        "a list of tables (zipped values) must be a placeholder, used as {NAME.FIELD}",
+                    ));
+                }
+                let mut labels = Vec::new();
+                for x in a.iter() {
+                    let bad = || {
+                        lines.err(
+                            line,
+                            format!("matrix.{k}"),
+                            "zipped values are inline tables of scalars with the same keys",
+                        )
+                    };
+                    let t = x.as_inline_table().ok_or_else(bad)?;
+                    let mut f = Vec::new();
+                    let mut label = None;
+                    for (fk, fv) in t.iter() {
+                        let sv = scalar(fv).ok_or_else(bad)?;
+                        if fk == "label" {
+                            label = Some(sv);
+                        } else {
+                            f.push((fk.to_string(), sv));
+                        }
+                    }
+                    if fields.first().is_some_and(|g: &Vec<(String, Scalar)>| {
+                        g.iter().map(|(a, _)| a).ne(f.iter().map(|(a, _)| a))
+                    }) {
+                        return Err(bad());
+                    }
+                    let joined = f
+                        .iter()
+                        .map(|(_, v)| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    labels.push(label.unwrap_or(Scalar::Str(joined)));
+                    fields.push(f);
+                }
+                labels
+            }
             Value::Array(a) => a
                 .iter()
                 .map(|x| match x {
@@ -360,6 +431,7 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
             name: k,
             target,
             values,
+            fields,
             line,
         });
     }
@@ -516,12 +588,26 @@ fn check_placeholders(lines: &Lines<'_>, exp: &Experiment) -> Result<(), FileErr
         .filter(|p| p.target == Target::Placeholder)
         .collect();
     let mut used = vec![false; declared.len()];
-    for (section, opts) in [("lab", &exp.lab), ("test", &exp.test_opts)] {
+    let declares = |p: &Param, name: &str| {
+        name == p.name
+            || name.strip_prefix(&format!("{}.", p.name)).is_some_and(|f| {
+                p.fields
+                    .first()
+                    .is_some_and(|g| g.iter().any(|(k, _)| k == f))
+            })
+    };
+    let name_opt = Opt {
+        key: "name".into(),
+        values: vec![Scalar::Str(exp.test.0.clone())],
+        line: exp.test.1,
+    };
+    let test_all: Vec<Opt> = exp.test_opts.iter().cloned().chain([name_opt]).collect();
+    for (section, opts) in [("lab", &exp.lab), ("test", &test_all)] {
         for o in opts.iter() {
             for v in &o.values {
                 let Scalar::Str(s) = v else { continue };
                 for name in placeholders(s) {
-                    match declared.iter().position(|p| p.name == name) {
+                    match declared.iter().position(|p| declares(p, name)) {
                         Some(i) => used[i] = true,
                         None => {
                             return Err(lines.err(

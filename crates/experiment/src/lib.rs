@@ -9,9 +9,11 @@
 //!   writes `DIR/runs/*`, `DIR/summary.csv`, `DIR/summary.json` and `DIR/report.html`;
 //!   [`runner::merge`] joins shard directories.
 //! * [`summary`], [`html`]: the combined results.
+//! * [`builtin`]: the field reports as built-in experiments, with their criteria.
 //!
 //! The format is documented in docs/experiments.md.
 
+pub mod builtin;
 pub mod file;
 pub mod html;
 pub mod matrix;

@@ -20,7 +20,14 @@ impl Point {
     /// `p002_rate-8mbit_cc-bbr`: safe as a file name, unique within the experiment.
     pub fn name(&self) -> String {
         let mut s = format!("p{:03}", self.index + 1);
-        for (k, v) in &self.params {
+        // Zipped fields (`shaper.down`) are named by their parameter's label only.
+        let top = self.params.iter().filter(|(k, _)| {
+            !self.params.iter().any(|(o, _)| {
+                k.strip_prefix(o.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+            })
+        });
+        for (k, v) in top {
             let short = k.rsplit('.').next().unwrap_or(k);
             s.push('_');
             s.push_str(&sanitize(short));
@@ -87,11 +94,17 @@ pub fn points(exp: &Experiment) -> Vec<Point> {
     (0..n)
         .map(|index| {
             let mut rest = index;
-            let mut params = vec![(String::new(), Scalar::Bool(false)); exp.matrix.len()];
-            for (slot, p) in params.iter_mut().zip(&exp.matrix).rev() {
-                let v = &p.values[rest % p.values.len()];
+            let mut picks = vec![0; exp.matrix.len()];
+            for (slot, p) in picks.iter_mut().zip(&exp.matrix).rev() {
+                *slot = rest % p.values.len();
                 rest /= p.values.len();
-                *slot = (p.name.clone(), v.clone());
+            }
+            let mut params = Vec::new();
+            for (p, &i) in exp.matrix.iter().zip(&picks) {
+                params.push((p.name.clone(), p.values[i].clone()));
+                for (k, v) in p.fields.get(i).into_iter().flatten() {
+                    params.push((format!("{}.{k}", p.name), v.clone()));
+                }
             }
             Point { index, params }
         })
@@ -180,6 +193,11 @@ pub fn runs(exp: &Experiment, shard: Option<Shard>) -> Vec<Run> {
     out
 }
 
+/// The test to run at `point` (`[test] name` may use placeholders).
+pub fn test_name(exp: &Experiment, point: &Point) -> String {
+    substitute(&exp.test.0, point)
+}
+
 /// `{NAME}` replaced by the point's value of placeholder NAME.
 fn substitute(s: &str, point: &Point) -> String {
     let mut out = s.to_string();
@@ -217,13 +235,13 @@ pub fn argv(exp: &Experiment, section: Section, point: &Point) -> Vec<(String, u
         Section::Lab => &exp.lab,
         Section::Test => &exp.test_opts,
     };
+    let value = |name: &str| point.params.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let swept: Vec<(&str, &Scalar, usize)> = exp
         .matrix
         .iter()
-        .zip(&point.params)
-        .filter_map(|(p, (_, v))| match (&p.target, section) {
+        .filter_map(|p| match (&p.target, section) {
             (Target::Lab(k), Section::Lab) | (Target::Test(k), Section::Test) => {
-                Some((k.as_str(), v, p.line))
+                value(&p.name).map(|v| (k.as_str(), v, p.line))
             }
             _ => None,
         })
@@ -288,6 +306,41 @@ rate = ["6mbit", "8mbit", "9mbit"]
         assert_eq!(p[3].name(), "p004_rate-8mbit_length-10");
         let names: std::collections::BTreeSet<String> = p.iter().map(Point::name).collect();
         assert_eq!(names.len(), 6);
+    }
+
+    #[test]
+    fn zipped_values_move_together() {
+        let t = r#"
+[lab]
+up-stage = ["rate={shaper.up}"]
+down-stage = ["rate={shaper.down}"]
+[test]
+name = "{t}"
+[matrix]
+shaper = [{down = "6mbit", up = "700kbit"}, {down = "1gbit", up = "1gbit", label = "SQM off"}]
+t = ["rrul", "tcp_upload"]
+"#;
+        let e = parse("z.toml", "z", t).unwrap();
+        let p = points(&e);
+        assert_eq!(p.len(), 4);
+        assert_eq!(
+            p[0].label(),
+            "shaper=6mbit/700kbit shaper.down=6mbit shaper.up=700kbit t=rrul"
+        );
+        assert_eq!(p[3].name(), "p004_shaper-SQM-off_t-tcp-upload");
+        let lab: Vec<String> = argv(&e, Section::Lab, &p[0])
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        assert_eq!(lab, ["--up-stage=rate=700kbit", "--down-stage=rate=6mbit"]);
+        assert_eq!(test_name(&e, &p[3]), "tcp_upload");
+        let bad = t.replace("{shaper.up}", "{shaper.sideways}");
+        assert!(
+            parse("z.toml", "z", &bad)
+                .unwrap_err()
+                .why
+                .contains("shaper.sideways")
+        );
     }
 
     #[test]

@@ -287,6 +287,7 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let results_s = results.to_string_lossy().into_owned();
     let title = format!("{} {} rep {}", exp.name, r.point.label(), r.rep);
     let test_args = matrix::argv(exp, Section::Test, &r.point);
+    let test_name = matrix::test_name(exp, &r.point);
     let mut t: Vec<&str> = vec![
         "lab",
         "exec",
@@ -295,7 +296,7 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
         "--",
         &exe_s,
         "test",
-        &exp.test.0,
+        &test_name,
         SERVER_ADDR,
         "-p",
         &port,
@@ -312,7 +313,7 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     if !o.status.success() {
         return Err(format!(
             "test {}: {}",
-            exp.test.0,
+            test_name,
             process::last_line(&o.stderr)
         ));
     }

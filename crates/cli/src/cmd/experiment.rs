@@ -31,12 +31,17 @@ enum ExperimentCmd {
     Run(RunArgs),
     /// Join the output directories of shards into one summary and report.
     Merge(MergeArgs),
+    /// List the built-in experiments (the field reports).
+    List,
 }
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The experiment file (TOML).
+    /// The experiment file (TOML), or the name of a built-in (`experiment list`).
     file: PathBuf,
+    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, one repetition): a smoke test.
+    #[arg(long = "quick")]
+    quick: bool,
     /// Output directory: results files, summary.csv, summary.json, report.html. Running
     /// again with the same DIR resumes: complete runs are kept.
     #[arg(
@@ -78,13 +83,32 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     match args.cmd {
         ExperimentCmd::Run(a) => run_file(a),
         ExperimentCmd::Merge(a) => merge(a),
+        ExperimentCmd::List => {
+            for (name, text) in bloatlab_experiment::builtin::BUILTINS {
+                let e = bloatlab_experiment::parse(name, name, text)
+                    .map_err(|e| anyhow::anyhow!("built-in {e}"))?;
+                println!("{name:<20} {}", e.description);
+            }
+            Ok(())
+        }
     }
 }
 
 /// Reads and checks an experiment file: syntax, keys, matrix, and every point's options.
 fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| exit::usage(format!("cannot read {}: {e}", path.display())))?;
+    let builtin = path
+        .to_str()
+        .filter(|_| !path.exists())
+        .and_then(bloatlab_experiment::builtin::get);
+    let text = match builtin {
+        Some(t) => t.to_string(),
+        None => std::fs::read_to_string(path).map_err(|e| {
+            exit::usage(format!(
+                "cannot read {}: {e} (built-ins: `bloatlab experiment list`)",
+                path.display()
+            ))
+        })?,
+    };
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -111,15 +135,13 @@ fn first_line(s: &str) -> &str {
 
 /// Checks every point's `lab up` and `test` options as those commands would.
 fn check_points(exp: &Experiment) -> Result<(), String> {
-    let test: bloatlab_suite::TestName =
-        exp.test
-            .0
-            .parse()
-            .map_err(|e: bloatlab_suite::UnknownTest| {
-                format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
-            })?;
     let lab_line = exp.lab.first().map_or(0, |o| o.line);
     for p in matrix::points(exp) {
+        let name = matrix::test_name(exp, &p);
+        let test: bloatlab_suite::TestName =
+            name.parse().map_err(|e: bloatlab_suite::UnknownTest| {
+                format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
+            })?;
         let lab = matrix::argv(exp, Section::Lab, &p);
         let words: Vec<String> = lab.iter().map(|(s, _)| s.clone()).collect();
         if let Err(e) = crate::cmd::lab::check_up_args("check", &words) {
@@ -133,11 +155,7 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
             ));
         }
         let t = matrix::argv(exp, Section::Test, &p);
-        let mut argv = vec![
-            "test".to_string(),
-            exp.test.0.clone(),
-            "10.77.0.2".to_string(),
-        ];
+        let mut argv = vec!["test".to_string(), name.clone(), "10.77.0.2".to_string()];
         argv.extend(t.iter().map(|(s, _)| s.clone()));
         let cmd = <crate::cmd::test::TestArgs as Args>::augment_args(clap::Command::new("test"));
         let parsed = cmd
@@ -177,7 +195,11 @@ fn fmt_left(d: Duration) -> String {
 }
 
 fn run_file(a: RunArgs) -> anyhow::Result<()> {
-    let exp = load(&a.file)?;
+    let mut exp = load(&a.file)?;
+    if a.quick {
+        exp = exp.quick();
+        check_points(&exp).map_err(exit::usage)?;
+    }
     if a.list_points {
         for r in matrix::runs(&exp, a.shard) {
             println!("{}\t{}", r.name(), r.point.label());
@@ -254,6 +276,10 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         "{}",
         summary::table(&outcome.rows, &runner::param_names(&exp))
     );
+    if let Some(v) = bloatlab_experiment::builtin::check(&exp, &outcome.rows) {
+        println!("=== {}: the report's numbers beside ours ===", exp.name);
+        print!("{v}");
+    }
     let kept = outcome
         .runs
         .iter()
