@@ -79,6 +79,15 @@ pub struct DriverSpec {
     /// emulated link still sees wire-sized packets. Off by default.
     #[serde(default)]
     pub offload: bool,
+    /// Take the measured forwarding and host path overhead out of the
+    /// configured delay (driver/calibrate.rs). On by default;
+    /// `lab up --no-calibrate` turns it off.
+    #[serde(default = "calibrate_default")]
+    pub calibrate: bool,
+}
+
+fn calibrate_default() -> bool {
+    true
 }
 
 impl Default for DriverSpec {
@@ -89,6 +98,7 @@ impl Default for DriverSpec {
             seed: 1,
             trace: None,
             offload: false,
+            calibrate: true,
         }
     }
 }

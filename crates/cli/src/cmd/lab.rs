@@ -8,6 +8,7 @@
 //! file, so they also work after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
+use bloatlab_lab::driver::path_probe;
 use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
@@ -43,7 +44,7 @@ enum LabCmd {
     Daemon(NameArg),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
     /// The bloatlab emulator in userspace between TUN devices.
     Userspace,
@@ -192,6 +193,12 @@ struct UpArgs {
     /// Seed of the emulator's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the configured delay as it is. By default the emulator measures
+    /// the hosts' path overhead (at `lab up`) and its own release lateness
+    /// (continuously) and takes them out of the delay, so an idle ping or
+    /// irtt round trip matches the configured one (userspace backend).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -304,6 +311,7 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
         seed: a.seed,
         trace: a.trace.as_deref().map(trace_prefix).transpose()?,
         offload: a.offload,
+        calibrate: !a.no_calibrate && a.backend == BackendArg::Userspace,
     };
     if a.offload && spec.backend == Backend::Kernel {
         return Err(LabError::Spec {
@@ -713,8 +721,33 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
                     "       offload: {sup} TSO super-packets cut into wire packets, {co} coalesced writes"
                 );
             }
+            if let Some(line) = calibration_line(&r["calibration"]) {
+                println!("       {line}");
+            }
             println!("       link {}", r["link"]);
         }
+    }
+    let cal = &c["calibration"];
+    if let Some(share) = cal["share_ns"].as_f64() {
+        let us = |k: &str| cal[k].as_f64().unwrap_or(0.0) / 1e3;
+        println!(
+            "  calibration at lab up: {}/{} echo requests client -> server through {} ms + {} ms: \
+             RTT p50 {:.3} ms p90 {:.3} ms, overhead {:.1} us (of it release lateness {:.1} us), \
+             {:.1} us taken out of each direction",
+            cal["answered"],
+            cal["probes"],
+            path_probe::PROBE_DELAY.as_millis(),
+            path_probe::PROBE_DELAY.as_millis(),
+            us("rtt_p50_ns") / 1e3,
+            us("rtt_p90_ns") / 1e3,
+            us("overhead_ns"),
+            us("lateness_ns"),
+            share / 1e3,
+        );
+    } else if st.spec.backend == Backend::Userspace && !st.spec.driver.calibrate {
+        println!(
+            "  delay calibration off (--no-calibrate): idle RTTs include the emulator's overhead"
+        );
     }
     for q in c["qdiscs"].as_array().into_iter().flatten() {
         let (dir, q) = (&q[0], &q[1]);
@@ -738,6 +771,26 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             "  WARNING: emulator overloaded: {drops} packets dropped in TUN rings before emulation"
         );
     }
+}
+
+/// One direction's delay calibration, for `lab status`: what was
+/// configured, what is applied, and what could not be taken out.
+fn calibration_line(c: &serde_json::Value) -> Option<String> {
+    let ms = |k: &str| c[k].as_f64().map(|v| v / 1e6);
+    let us = |k: &str| c[k].as_f64().map(|v| v / 1e3).unwrap_or(0.0);
+    let (configured, applied) = (ms("configured_ns")?, ms("applied_ns")?);
+    let unremoved = match us("unremoved_ns") {
+        0.0 => "nothing".to_string(),
+        u => format!("{u:.1} us"),
+    };
+    Some(format!(
+        "calibrated delay: configured {configured:.3} ms, applied {applied:.3} ms \
+         (path {:.1} us + release lateness p50 {:.1} us of the last {} packets); \
+         not removed: {unremoved}, nor the spread above the lateness p50",
+        us("host_path_ns"),
+        us("forwarding_ns"),
+        c["samples"],
+    ))
 }
 
 /// How a forwarding thread is scheduled, for `lab status`.

@@ -97,6 +97,9 @@ pub struct DirectionReport {
     /// because it kept a core busy.
     #[serde(default)]
     pub demotions: u64,
+    /// The delay calibration (absent with `lab up --no-calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<super::calibrate::TrimReport>,
 }
 
 /// Destination IPv4 address of a packet, if it is IPv4.
@@ -307,6 +310,7 @@ fn publish(
         running,
         realtime: governor.realtime(),
         demotions: governor.demotions(),
+        calibration: link.calibration(),
     };
     if let Ok(mut g) = shared.lock() {
         *g = report;
