@@ -17,7 +17,7 @@ use crate::netlink::Netlink;
 use crate::netlink::msg::LinkStats;
 use crate::netlink::qdisc_stats::QdiscStats;
 use crate::netns::{self, NetnsGuard};
-use crate::spec::{Backend, Host, LabSpec, LinkSpec, PREFIX_LEN, Side};
+use crate::spec::{Backend, Host, LabSpec, LinkSpec, PREFIX_LEN, PREFIX_LEN6, Side};
 use crate::state::StateDir;
 use crate::sysctl;
 use crate::trace_file;
@@ -107,6 +107,7 @@ fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun
         let index = nl.link_index(&host.ifname)?;
         nl.set_link(index, Some(spec.mtu), Some(TUN_TXQLEN))?;
         nl.add_addr_v4(index, host.addr, PREFIX_LEN)?;
+        nl.add_addr_v6(index, host.addr6, PREFIX_LEN6)?;
         host_sysctls(spec, host)?;
         Ok((tun, nl, index))
     })
@@ -181,23 +182,25 @@ impl Lab {
                 index,
             });
         }
-        let fds = |side: Side| -> Vec<(std::net::Ipv4Addr, i32)> {
+        // Every host is reached by its IPv4 and its IPv6 address.
+        let fds = |side: Side| -> Vec<(std::net::IpAddr, i32)> {
             self.hosts
                 .iter()
                 .filter(|h| h.host.side == side)
-                .filter_map(|h| h.tun.as_ref().map(|t| (h.host.addr, t.fd().as_raw_fd())))
+                .filter_map(|h| h.tun.as_ref().map(|t| (&h.host, t.fd().as_raw_fd())))
+                .flat_map(|(h, fd)| [(h.addr.into(), fd), (h.addr6.into(), fd)])
                 .collect()
         };
         let (clients, servers) = (fds(Side::Client), fds(Side::Server));
         let up = DirectionIo {
             name: "up".into(),
-            inputs: clients.iter().map(|(_, fd)| *fd).collect(),
+            inputs: tun_fds(&clients),
             outputs: servers.clone(),
             offload: spec.driver.offload,
         };
         let down = DirectionIo {
             name: "down".into(),
-            inputs: servers.iter().map(|(_, fd)| *fd).collect(),
+            inputs: tun_fds(&servers),
             outputs: clients,
             offload: spec.driver.offload,
         };
@@ -413,6 +416,13 @@ pub fn remove_by_name(name: &str, listed: &[String]) -> Result<Vec<String>> {
         Some(e) => Err(e),
         None => Ok(removed),
     }
+}
+
+/// Each TUN fd once (a host is listed with both of its addresses).
+fn tun_fds(outputs: &[(std::net::IpAddr, i32)]) -> Vec<i32> {
+    let mut v: Vec<i32> = outputs.iter().map(|(_, fd)| *fd).collect();
+    v.dedup();
+    v
 }
 
 /// Linux capability numbers (linux/capability.h).

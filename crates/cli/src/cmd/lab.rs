@@ -428,7 +428,10 @@ fn print_summary(spec: &LabSpec) {
         eprintln!("{note}");
     }
     for h in spec.hosts() {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     println!(
         "run commands with: bloatlab lab exec {} HOST -- CMD; remove with: bloatlab lab down {}",
@@ -584,6 +587,13 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
             format!("BLOATLAB_{}", h.name.to_uppercase()),
             h.addr.to_string(),
         );
+        // Labs recorded before IPv6 have no IPv6 address.
+        if !h.addr6.is_unspecified() {
+            cmd.env(
+                format!("BLOATLAB_{}6", h.name.to_uppercase()),
+                h.addr6.to_string(),
+            );
+        }
     }
     let err = cmd.exec();
     Err(anyhow::Error::new(Exit {
@@ -680,7 +690,10 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
         if alive { "running" } else { "NOT RUNNING" }
     );
     for h in &st.hosts {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     let show = |dir: &str, l: &LinkSpec| {
         let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
