@@ -446,6 +446,78 @@ mod tests {
         }
     }
 
+    /// An IPv6 packet goes to the TUN of its IPv6 destination, an IPv6
+    /// packet to an unknown address (a router solicitation to ff02::2) is
+    /// unroutable, and the link model parsed both.
+    #[test]
+    fn ipv6_packets_are_routed_by_their_destination() {
+        let (in_test, in_drv) = seqpacket();
+        let (out_drv, out_test) = seqpacket();
+        let server6: Ipv6Addr = "fd00:77::2".parse().unwrap();
+        let io = DirectionIo {
+            name: "up".into(),
+            inputs: vec![in_drv],
+            outputs: vec![
+                (Ipv4Addr::new(10, 77, 0, 2).into(), out_drv),
+                (server6.into(), out_drv),
+            ],
+            offload: false,
+        };
+        let v6_to = |dst: Ipv6Addr| {
+            let mut p = vec![0u8; 48];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&8u16.to_be_bytes());
+            p[6] = 17;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&"fd00:77::1".parse::<Ipv6Addr>().unwrap().octets());
+            p[24..40].copy_from_slice(&dst.octets());
+            p
+        };
+        let cfg = bloatlab_emu::LinkConfig::default();
+        let link = Box::new(bloatlab_emu::Link::new(&cfg, 1).unwrap());
+        let stop = AtomicBool::new(false);
+        let shared = Mutex::new(DirectionReport::default());
+        let mut buf = [0u8; 2048];
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                let sched = Scheduling {
+                    spin: Duration::ZERO,
+                    realtime: false,
+                };
+                let clock = Clock::new(std::time::Instant::now());
+                run(
+                    &io,
+                    link,
+                    clock,
+                    &stop,
+                    &shared,
+                    (&BusyBoard::new(1), 0),
+                    sched,
+                )
+            });
+            tun::write_packet(in_test, &v6_to("ff02::2".parse().unwrap())).unwrap();
+            tun::write_packet(in_test, &v6_to(server6)).unwrap();
+            let t0 = std::time::Instant::now();
+            let mut got = None;
+            while got.is_none() && t0.elapsed() < Duration::from_secs(2) {
+                got = tun::read_packet(out_test, &mut buf).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            stop.store(true, Ordering::Relaxed);
+            got
+        });
+        assert_eq!(got, Some(48));
+        assert_eq!(&buf[24..40], &server6.octets());
+        let r = shared.lock().unwrap().clone();
+        assert_eq!((r.io.tx_packets, r.io.unroutable), (1, 1));
+        assert_eq!(r.link["unparsed"], 0);
+        for fd in [in_test, in_drv, out_drv, out_test] {
+            // SAFETY: closing fds this test opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+
     #[test]
     fn with_offloads_a_tso_frame_is_emulated_as_segments_and_written_as_one() {
         use crate::offload::testpkt::{self, ACK};
