@@ -1,8 +1,9 @@
 //! ECN per flow through a real lab: Linux has no per-socket ECN switch, so a flow gets ECN
 //! from its route (`features ecn`), chosen per socket with `bloatlab client --fwmark N`
 //! (SO_MARK) and a policy rule. Through the lab's FQ-CoDel (ECN marking on), the marked
-//! flow sees CE marks (`tcp_info.delivered_ce` > 0) while an unmarked flow from the same
-//! host sees none. The hosts keep the kernel default `tcp_ecn=2` (accept, do not ask).
+//! flow sees CE marks (`tcp_info.delivered_ce` > 0 on an upload, the receiving socket's
+//! `received_ce` > 0 on a download: ECN is negotiated for both directions) while an
+//! unmarked flow from the same host sees none. The hosts keep the kernel default `tcp_ecn=2` (accept, do not ask).
 //! Needs root (CI runs as root), like the other lab tests.
 
 mod lab_util;
@@ -25,7 +26,9 @@ fn ip(lab: &LabGuard, args: &[&str]) -> String {
     stdout(&o)
 }
 
-fn delivered_ce(lab: &LabGuard, extra: &[&str]) -> u64 {
+/// Runs a 3 s cubic flow; returns its CE count: `tcp_info.delivered_ce` of an upload
+/// (sender side), `tcp_recv.tcp_info.received_ce` of a download (`-R`, receiver side).
+fn ce_marks(lab: &LabGuard, extra: &[&str]) -> u64 {
     let mut cmd = vec![
         BIN, "client", SERVER, "-p", "5001", "-t", "3", "-e", "-Z", "cubic",
     ];
@@ -37,9 +40,12 @@ fn delivered_ce(lab: &LabGuard, extra: &[&str]) -> u64 {
     let s = &v["streams"][0]["summary"];
     // The link was saturated, so the AQM had a reason to mark or drop.
     assert!(s["bits_per_second"].as_f64().unwrap() > 10e6, "{v}");
-    s["tcp_send"]["tcp_info"]["delivered_ce"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no delivered_ce: {v}"))
+    let ce = if extra.contains(&"-R") {
+        &s["tcp_recv"]["tcp_info"]["received_ce"]
+    } else {
+        &s["tcp_send"]["tcp_info"]["delivered_ce"]
+    };
+    ce.as_u64().unwrap_or_else(|| panic!("no CE count: {v}"))
 }
 
 #[test]
@@ -84,8 +90,12 @@ fn fwmark_gives_one_flow_ecn_through_fq_codel() {
         "the server in lab {} never answered",
         lab.name
     );
-    let marked = delivered_ce(&lab, &["--fwmark", "7"]);
-    let plain = delivered_ce(&lab, &[]);
-    assert!(marked > 0, "the ECN flow saw no CE marks");
-    assert_eq!(plain, 0, "a flow without ECN cannot be CE-marked");
+    for dir in [&[][..], &["-R"][..]] {
+        let mut marked_args = vec!["--fwmark", "7"];
+        marked_args.extend_from_slice(dir);
+        let marked = ce_marks(&lab, &marked_args);
+        let plain = ce_marks(&lab, dir);
+        assert!(marked > 0, "{dir:?}: the ECN flow saw no CE marks");
+        assert_eq!(plain, 0, "{dir:?}: a flow without ECN cannot be CE-marked");
+    }
 }

@@ -25,6 +25,7 @@ pub mod netns;
 pub mod offload;
 pub mod signals;
 pub mod spec;
+pub mod stages;
 pub mod state;
 pub mod status;
 pub mod sysctl;

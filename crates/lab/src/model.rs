@@ -17,7 +17,46 @@ pub trait LinkModel: Send {
     /// Earliest time [`LinkModel::dequeue`] may return something.
     fn next_event(&self) -> Option<Duration>;
     /// The model's counters, for `lab status`.
-    fn counters(&self) -> Counters;
+    fn counters(&self) -> LinkCounters;
+    /// The one-way delay applied now, if the model has one that can be
+    /// changed (driver/calibrate.rs trims it).
+    fn delay(&self) -> Option<Duration> {
+        None
+    }
+    /// Changes the one-way delay for packets from now on.
+    fn set_delay(&mut self, _delay: Duration) {}
+    /// What the delay calibration did (only calibrated models have one).
+    fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
+        None
+    }
+}
+
+/// A direction's counters: the whole direction's (a single link's, or a
+/// chain's summed over its stages) and, for a chain (`--up-stage`), each
+/// stage's own. Serialises as the totals with a `stages` list added.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct LinkCounters {
+    #[serde(flatten)]
+    pub total: Counters,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageCounters>,
+}
+
+/// One stage of a chain.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct StageCounters {
+    pub name: String,
+    pub link: Counters,
+}
+
+impl LinkCounters {
+    /// Counters of a single link.
+    pub fn single(total: Counters) -> LinkCounters {
+        LinkCounters {
+            total,
+            stages: Vec::new(),
+        }
+    }
 }
 
 /// Forwards every packet immediately: no rate, no delay, no queue limit.
@@ -42,8 +81,8 @@ impl LinkModel for PassThrough {
     fn next_event(&self) -> Option<Duration> {
         self.queue.front().map(|(t, _)| *t)
     }
-    fn counters(&self) -> Counters {
-        self.counters.clone()
+    fn counters(&self) -> LinkCounters {
+        LinkCounters::single(self.counters.clone())
     }
 }
 
@@ -60,8 +99,14 @@ impl LinkModel for bloatlab_emu::Link {
     fn next_event(&self) -> Option<Duration> {
         bloatlab_emu::Link::next_event(self)
     }
-    fn counters(&self) -> Counters {
-        bloatlab_emu::Link::counters(self).clone()
+    fn counters(&self) -> LinkCounters {
+        LinkCounters::single(bloatlab_emu::Link::counters(self).clone())
+    }
+    fn delay(&self) -> Option<Duration> {
+        Some(bloatlab_emu::Link::delay(self))
+    }
+    fn set_delay(&mut self, delay: Duration) {
+        bloatlab_emu::Link::set_delay(self, delay)
     }
 }
 
@@ -132,7 +177,11 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
 }
 
 /// Checks one direction's fields with the emulator's tc-style parsers.
+/// With `--stage`, checks every stage instead (crate::stages).
 pub fn validate_direction(dir: &str, s: &LinkSpec) -> Result<()> {
+    if crate::stages::stage_configs(dir, s)?.is_some() {
+        return Ok(());
+    }
     link_config(dir, s).map(|_| ())
 }
 
@@ -184,6 +233,9 @@ pub fn build(
     seed: u64,
     trace: Option<bloatlab_emu::TraceFn>,
 ) -> Result<Box<dyn LinkModel>> {
+    if let Some(stages) = crate::stages::stage_configs(dir, s)? {
+        return crate::stages::build_chain(dir, &stages, seed, trace);
+    }
     let cfg = link_config(dir, s)?;
     tracing::info!("{dir}: {cfg}");
     let mut link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;
@@ -205,8 +257,8 @@ mod tests {
         assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![1]));
         assert_eq!(m.dequeue(Duration::from_micros(9)), Some(vec![2]));
         assert_eq!(m.dequeue(Duration::from_micros(9)), None);
-        assert_eq!(m.counters().dequeued.packets, 2);
-        assert_eq!(m.counters().backlog.packets, 0);
+        assert_eq!(m.counters().total.dequeued.packets, 2);
+        assert_eq!(m.counters().total.backlog.packets, 0);
     }
 
     #[test]

@@ -91,9 +91,10 @@ pub struct DirectionWindow {
     pub io: IoCounters,
     /// Release lateness of the packets released in the window.
     pub lateness: Summary,
-    /// The link model's counters: differences, with `backlog` and
-    /// `in_transit` as at the end and the sojourn histogram of the packets
-    /// that left the qdisc in the window.
+    /// The link model's counters (the whole direction's; a chain's summed
+    /// over its stages): differences, with `backlog` and `in_transit` as at
+    /// the end and the sojourn histogram of the packets that left the qdisc
+    /// in the window.
     pub link: bloatlab_emu::Counters,
 }
 
@@ -124,7 +125,7 @@ pub fn window(start: &LabStatus, end: &LabStatus) -> (Vec<DirectionWindow>, u64)
                 seconds: (e.at_s - s.at_s).max(0.0),
                 io,
                 lateness: e.lateness_histogram.since(&s.lateness_histogram).summary(),
-                link: e.link.since(&s.link),
+                link: e.link.total.since(&s.link.total),
             })
         })
         .collect();
@@ -146,9 +147,9 @@ mod tests {
         for &us in late_us {
             h.record(Duration::from_micros(us));
         }
-        let mut link = bloatlab_emu::Counters::default();
+        let mut link = crate::model::LinkCounters::default();
         for _ in 0..aqm_drops {
-            link.dropped.aqm.add(1500);
+            link.total.dropped.aqm.add(1500);
         }
         LabStatus {
             name: "t".into(),

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-pub use crate::flow::{ClientRun, SenderTcpInfo, client_start, parse_client};
+pub use crate::flow::{ClientRun, ReceiverTcpInfo, SenderTcpInfo, client_start, parse_client};
 use bloatlab_results::schema::{DelayKindRecord, LatencyRecord, ProbeRecord};
 use bloatlab_stats::TransferSample;
 

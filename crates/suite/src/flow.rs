@@ -32,6 +32,18 @@ pub struct SenderTcpInfo {
     pub rtt_max: Option<Duration>,
 }
 
+/// What the receiving client's socket reported at the end of a download (`TCP_INFO`,
+/// cumulative). `None` = not reported.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReceiverTcpInfo {
+    /// Data segments that arrived out of order (loss seen at the receiver).
+    pub out_of_order_packets: Option<u64>,
+    /// Segments received with an ECN CE mark.
+    pub received_ce: Option<u64>,
+    /// The receiver's RTT estimate.
+    pub rcv_rtt: Option<Duration>,
+}
+
 /// What one `bloatlab client --json` run measured.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClientRun {
@@ -45,6 +57,8 @@ pub struct ClientRun {
     /// `TCP_INFO` of this end's sending streams (uploads); all `None` on downloads,
     /// whose sender is the server.
     pub sender_tcp: SenderTcpInfo,
+    /// `TCP_INFO` of this end's receiving streams (downloads), summed.
+    pub receiver_tcp: ReceiverTcpInfo,
     /// Congestion control of this end's socket.
     pub congestion_control: Option<String>,
     /// Congestion control of the flow's sender, read back from its socket: this end's
@@ -101,6 +115,21 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
             run.sender_congestion_control = s.sender_congestion_control.clone();
         }
         if s.direction != JsonDirection::Send {
+            let info = s
+                .summary
+                .tcp_recv
+                .as_ref()
+                .and_then(|r| r.tcp_info.as_ref());
+            if let Some(i) = info {
+                let rx = &mut run.receiver_tcp;
+                let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    (a, b) => a.or(b),
+                };
+                rx.out_of_order_packets = add(rx.out_of_order_packets, i.out_of_order_packets);
+                rx.received_ce = add(rx.received_ce, i.received_ce);
+                rx.rcv_rtt = rx.rcv_rtt.or(i.rcv_rtt_us.map(Duration::from_micros));
+            }
             continue;
         }
         if let Some(t) = &s.summary.tcp_send {
@@ -140,7 +169,10 @@ mod tests {
     //! builders from accumulator snapshots), never written by hand.
     use super::*;
     use bloatlab_metrics::interval::Span;
-    use bloatlab_metrics::json::{Protocol, Role, ServerSideReport, StreamRecord, TestInfo};
+    use bloatlab_metrics::json::{
+        Protocol, RecvTcpInfoRecord, Role, ServerSideReport, StreamRecord, TestInfo,
+    };
+    use bloatlab_metrics::tcp_recv::TcpRecvStats;
     use bloatlab_metrics::tcp_send::{TcpInfoSample, TcpSendStats};
 
     fn ms(v: u64) -> Duration {
@@ -251,7 +283,20 @@ mod tests {
         s.direction = JsonDirection::Receive;
         s.intervals.clear();
         s.sender_congestion_control = Some("bbr".into());
+        let mut summary = IntervalRecord::from_tcp_recv(
+            &TcpRecvStats::new(Bytes(131_072), false).total(Span::from_zero(ms(400))),
+            true,
+        );
+        summary.tcp_recv.as_mut().unwrap().tcp_info = Some(RecvTcpInfoRecord {
+            rcv_rtt_us: Some(21_000),
+            out_of_order_packets: Some(337),
+            received_ce: Some(6),
+        });
+        s.summary = summary;
         let r = parse(&doc);
+        assert_eq!(r.receiver_tcp.out_of_order_packets, Some(337));
+        assert_eq!(r.receiver_tcp.received_ce, Some(6));
+        assert_eq!(r.receiver_tcp.rcv_rtt, Some(ms(21)));
         assert_eq!(r.retransmits, None, "the client did not send");
         assert_eq!(r.sender_congestion_control.as_deref(), Some("bbr"));
         assert_eq!(

@@ -96,7 +96,7 @@ fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
             .directions
             .iter()
             .map(|(n, r)| {
-                let l = &r.link;
+                let l = &r.link.total;
                 (
                     n.clone(),
                     DirSnap {

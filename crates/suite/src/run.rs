@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowRecord, FlowTcpRecord,
+    LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -383,7 +384,8 @@ fn assemble(
     // Per upload runner: its planned window and retransmits, to credit each loaded phase
     // only with the flows that ran in it (speedtest's upload retransmits are not download's).
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    // Per upload runner: its window and CE-marked deliveries (tcpi_delivered_ce).
+    // Per load runner: its window and CE marks (upload: tcpi_delivered_ce at the sender;
+    // download: tcpi_received_ce at the receiving client).
     let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     // Per flow whose sender sampled TCP_INFO: its window and mean smoothed RTT.
     let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
@@ -401,8 +403,8 @@ fn assemble(
         match &r.runner.kind {
             RunnerKind::Tcp(flow) => {
                 let mut samples = Vec::new();
-                // Only the client's own TCP_INFO is read here: an upload's sender.
-                let mut flow_tcp = bloatlab_results::schema::FlowTcpRecord::default();
+                // The client's own TCP_INFO: an upload's sender, a download's receiver.
+                let mut flow_tcp = FlowTcpRecord::default();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -413,40 +415,37 @@ fn assemble(
                                 && let Some(n) = c.retransmits
                             {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
-                                let sender = flow_tcp.sender.get_or_insert_default();
-                                sender.retransmits = Some(sender.retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            if flow.direction == Direction::Up
-                                && let Some(n) = c.sender_tcp.delivered_ce
-                            {
+                            add_flow_tcp(&mut flow_tcp, &c, flow.direction);
+                            // CE marks: an upload's sender counts those echoed back, a
+                            // download's receiving client those that arrived.
+                            let ce = match flow.direction {
+                                Direction::Up => c.sender_tcp.delivered_ce,
+                                Direction::Down => c.receiver_tcp.received_ce,
+                            };
+                            if let Some(n) = ce {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            if flow.direction == Direction::Up {
-                                // This end sent: its TCP_INFO is the sender's.
-                                let sender = flow_tcp.sender.get_or_insert_default();
-                                let ns =
-                                    |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
-                                sender.delivered_ce = c.sender_tcp.delivered_ce;
-                                sender.min_rtt_ns = ns(c.sender_tcp.rtt_min);
-                                sender.max_rtt_ns = ns(c.sender_tcp.rtt_max);
-                            }
                             // The congestion control of the flow's sender, read back from
-                            // its socket (a download's sender is the server, which says
-                            // what it uses; unknown when it is not bloatlab).
-                            let mut fcc = crate::meta::flow_cc(
-                                &r.runner.name,
-                                flow,
-                                c.congestion_control.as_deref(),
-                            );
-                            if c.sender_congestion_control.is_some() {
-                                fcc.used = c.sender_congestion_control.clone();
+                            // its socket (a download's sender is the server, which says in
+                            // its hello; unknown when it is not bloatlab).
+                            if !per_flow_cc
+                                .iter()
+                                .any(|f: &FlowCongestionControl| f.flow == r.runner.name)
+                            {
+                                per_flow_cc.push(crate::meta::flow_cc(
+                                    &r.runner.name,
+                                    flow,
+                                    c.sender_congestion_control.as_deref(),
+                                ));
                             }
-                            per_flow_cc.push(fcc);
                             if peer_version.is_none() {
                                 peer_version = c.peer_version.clone();
                             }
-                            if let Some(rtt) = c.sender_tcp.rtt_mean {
+                            if flow.direction == Direction::Up
+                                && let Some(rtt) = c.sender_tcp.rtt_mean
+                            {
                                 rtt_windows.push((r.runner.start, r.runner.stop, rtt));
                             }
                             if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
@@ -725,6 +724,38 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
         })
         .sum();
     BitRate(bps.round() as u64)
+}
+
+/// Adds one client run's TCP_INFO to its flow's record (a pulse flow has several runs):
+/// the client is an upload's sender and a download's receiver; the server's side is not
+/// relayed, so it stays `null` (not measured).
+fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
+    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let ns = |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
+    match direction {
+        Direction::Up => {
+            let t = &c.sender_tcp;
+            let s = rec.sender.get_or_insert_default();
+            s.retransmits = sum(s.retransmits, t.retransmits);
+            s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
+            s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
+            s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
+        }
+        Direction::Down => {
+            let t = &c.receiver_tcp;
+            let r = rec.receiver.get_or_insert_default();
+            r.received_ce = sum(r.received_ce, t.received_ce);
+            r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
+            r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+        }
+    }
 }
 
 fn add_client(

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
 use bloatlab_results::lab::LabRecord;
-use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_results::schema::{
+    CongestionControlRecord, DelayKindRecord, DirectionRecord, PhaseKindRecord,
+};
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
 use bloatlab_units::BitRate;
@@ -236,7 +238,7 @@ const MIN_COVERAGE: f64 = 0.1;
 
 /// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
 /// from its socket (a download's sender is the server; unknown when it is not bloatlab).
-fn load_cc_line(cc: &bloatlab_results::schema::CongestionControlRecord) -> Option<String> {
+fn load_cc_line(cc: &CongestionControlRecord) -> Option<String> {
     let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
     for f in &cc.per_flow {
         *by.entry(f.used.as_deref().unwrap_or("unknown (sender not bloatlab)"))
@@ -383,22 +385,21 @@ mod tests {
 
     #[test]
     fn load_congestion_control_is_counted_per_sender() {
-        use bloatlab_results::schema::{CongestionControlRecord, FlowCongestionControl, FlowEnd};
+        use bloatlab_results::schema::{FlowCongestionControl, FlowEnd};
         let mut cc = CongestionControlRecord::default();
         assert_eq!(load_cc_line(&cc), None);
-        for (flow, sender, used) in [
-            ("tcp_up_1", FlowEnd::Local, Some("cubic")),
-            ("tcp_up_2", FlowEnd::Local, Some("cubic")),
-            ("tcp_down_1", FlowEnd::Remote, Some("bbr")),
-            ("tcp_down_2", FlowEnd::Remote, None),
-        ] {
-            cc.per_flow.push(FlowCongestionControl {
-                flow: flow.into(),
-                sender,
-                requested: None,
-                used: used.map(str::to_owned),
-            });
-        }
+        let flow = |name: &str, sender, used: Option<&str>| FlowCongestionControl {
+            flow: name.into(),
+            sender,
+            requested: None,
+            used: used.map(str::to_owned),
+        };
+        cc.per_flow = vec![
+            flow("tcp_up_1", FlowEnd::Local, Some("cubic")),
+            flow("tcp_up_2", FlowEnd::Local, Some("cubic")),
+            flow("tcp_down_1", FlowEnd::Remote, Some("bbr")),
+            flow("tcp_down_2", FlowEnd::Remote, None),
+        ];
         assert_eq!(
             load_cc_line(&cc).unwrap(),
             "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"

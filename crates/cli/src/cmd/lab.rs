@@ -9,6 +9,7 @@
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
 use bloatlab_lab::driver::direction::DirectionReport;
+use bloatlab_lab::driver::path_probe;
 use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
@@ -47,7 +48,7 @@ enum LabCmd {
     Daemon(NameArg),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
     /// The bloatlab emulator in userspace between TUN devices.
     Userspace,
@@ -118,6 +119,29 @@ struct LinkArgs {
         hide_short_help = true
     )]
     down_qdisc_param: Vec<String>,
+    /// A stage of a chained link, repeatable, in the order packets cross
+    /// them: `key=value` words, e.g. `--stage 'rate=9mbit qdisc=fq_codel'
+    /// --stage 'rate=10mbit qdisc=fifo limit=1000p'` (a shaper in front of a
+    /// bloated modem). Keys: name, rate, delay, jitter, loss, limit, qdisc,
+    /// overhead, mpu, framing and the qdisc's parameters. With stages,
+    /// --delay/--jitter/--loss add a final stage `path`; --rate, --limit,
+    /// --qdisc and --qdisc-param are refused. Userspace backend only.
+    #[arg(long = "stage", value_name = "KEY=VALUE ...")]
+    stage: Vec<String>,
+    /// Stages of the up direction only (replace --stage there).
+    #[arg(
+        long = "up-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    up_stage: Vec<String>,
+    /// Stages of the down direction only (replace --stage there).
+    #[arg(
+        long = "down-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    down_stage: Vec<String>,
 }
 
 impl LinkArgs {
@@ -139,6 +163,11 @@ impl LinkArgs {
             limit: pick(&self.limit, &self.up_limit, &self.down_limit),
             qdisc: pick(&self.qdisc, &self.up_qdisc, &self.down_qdisc),
             params,
+            stages: match (up, &self.up_stage, &self.down_stage) {
+                (true, u, _) if !u.is_empty() => u.clone(),
+                (false, _, d) if !d.is_empty() => d.clone(),
+                _ => self.stage.clone(),
+            },
         }
     }
 }
@@ -196,6 +225,12 @@ struct UpArgs {
     /// Seed of the emulator's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the configured delay as it is. By default the emulator measures
+    /// the hosts' path overhead (at `lab up`) and its own release lateness
+    /// (continuously) and takes them out of the delay, so an idle ping or
+    /// irtt round trip matches the configured one (userspace backend).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +354,7 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
         seed: a.seed,
         trace: a.trace.as_deref().map(trace_prefix).transpose()?,
         offload: a.offload,
+        calibrate: !a.no_calibrate && a.backend == BackendArg::Userspace,
     };
     if a.offload && spec.backend == Backend::Kernel {
         return Err(LabError::Spec {
@@ -336,6 +372,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     }
     spec.validate()?;
     Ok(spec)
+}
+
+/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap, then the lab spec:
+/// stages, qdisc parameters, hosts), without building anything. For `experiment run`, which
+/// checks every point before it starts.
+pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Up {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+    let mut argv = vec!["up".to_string(), name.to_string()];
+    argv.extend(args.iter().cloned());
+    let a = Up::try_parse_from(argv).map_err(|e| e.to_string())?;
+    build_spec(&a.up).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `--trace PREFIX` made absolute (the emulator may run in the background
@@ -435,7 +487,10 @@ fn print_summary(spec: &LabSpec) {
         eprintln!("{note}");
     }
     for h in spec.hosts() {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     println!(
         "run commands with: bloatlab lab exec {} HOST -- CMD; remove with: bloatlab lab down {}",
@@ -591,6 +646,13 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
             format!("BLOATLAB_{}", h.name.to_uppercase()),
             h.addr.to_string(),
         );
+        // Labs recorded before IPv6 have no IPv6 address.
+        if !h.addr6.is_unspecified() {
+            cmd.env(
+                format!("BLOATLAB_{}6", h.name.to_uppercase()),
+                h.addr6.to_string(),
+            );
+        }
     }
     let err = cmd.exec();
     Err(anyhow::Error::new(Exit {
@@ -693,24 +755,41 @@ fn status_text(r: &StatusReport) -> String {
         }
     );
     for h in &r.hosts {
-        let _ = writeln!(out, "  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
-    }
-    let mut show = |dir: &str, l: &LinkSpec| {
-        let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "  {dir:<4} rate {} delay {} jitter {} loss {} limit {} qdisc {} {}",
-            f(&l.rate),
-            f(&l.delay),
-            f(&l.jitter),
-            f(&l.loss),
-            f(&l.limit),
-            f(&l.qdisc),
-            l.params.join(" ")
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
         );
-    };
-    show("up", &r.spec.up);
-    show("down", &r.spec.down);
+    }
+    let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    for (dir, l) in [("up", &r.spec.up), ("down", &r.spec.down)] {
+        if l.stages.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {dir:<4} rate {} delay {} jitter {} loss {} limit {} qdisc {} {}",
+                f(&l.rate),
+                f(&l.delay),
+                f(&l.jitter),
+                f(&l.loss),
+                f(&l.limit),
+                f(&l.qdisc),
+                l.params.join(" ")
+            );
+            continue;
+        }
+        for (i, st) in l.stages.iter().enumerate() {
+            let _ = writeln!(out, "  {dir:<4} stage {}: {st}", i + 1);
+        }
+        if l.delay.is_some() || l.jitter.is_some() || l.loss.is_some() {
+            let _ = writeln!(
+                out,
+                "  {dir:<4} path: delay {} jitter {} loss {}",
+                f(&l.delay),
+                f(&l.jitter),
+                f(&l.loss)
+            );
+        }
+    }
     if !r.spec.ecn_hosts.is_empty() {
         let _ = writeln!(out, "  TCP ECN on: {}", r.spec.ecn_hosts.join(", "));
     }
@@ -737,7 +816,51 @@ fn status_text(r: &StatusReport) -> String {
                 d.io.rx_super, d.io.tx_coalesced
             );
         }
-        let _ = writeln!(out, "       {}", link_counters_text(&d.link));
+        if let Some(line) = d
+            .calibration
+            .and_then(|cal| serde_json::to_value(cal).ok())
+            .and_then(|v| calibration_line(&v))
+        {
+            let _ = writeln!(out, "       {line}");
+        }
+        if d.link.stages.is_empty() {
+            let _ = writeln!(out, "       {}", link_counters_text(&d.link.total));
+        }
+        for st in &d.link.stages {
+            let _ = writeln!(
+                out,
+                "       stage {:<8} {}",
+                st.name,
+                link_counters_text(&st.link)
+            );
+        }
+    }
+    match &c.calibration {
+        Some(cal) => {
+            let us = |ns: u64| ns as f64 / 1e3;
+            let _ = writeln!(
+                out,
+                "  calibration at lab up: {}/{} echo requests client -> server through {} ms + {} ms: \
+                 RTT p50 {:.3} ms p90 {:.3} ms, overhead {:.1} us (of it release lateness {:.1} us), \
+                 {:.1} us taken out of each direction",
+                cal.answered,
+                cal.probes,
+                path_probe::PROBE_DELAY.as_millis(),
+                path_probe::PROBE_DELAY.as_millis(),
+                us(cal.rtt_p50_ns) / 1e3,
+                us(cal.rtt_p90_ns) / 1e3,
+                us(cal.overhead_ns),
+                us(cal.lateness_ns),
+                us(cal.share_ns),
+            );
+        }
+        None if r.spec.backend == Backend::Userspace && !r.spec.driver.calibrate => {
+            let _ = writeln!(
+                out,
+                "  delay calibration off (--no-calibrate): idle RTTs include the emulator's overhead"
+            );
+        }
+        None => {}
     }
     for (dir, q) in &c.qdiscs {
         let _ = writeln!(
@@ -784,6 +907,26 @@ fn link_counters_text(l: &bloatlab_emu::Counters) -> String {
         ms(s.p99_ns),
         ms(s.max_ns),
     )
+}
+
+/// One direction's delay calibration, for `lab status`: what was
+/// configured, what is applied, and what could not be taken out.
+fn calibration_line(c: &serde_json::Value) -> Option<String> {
+    let ms = |k: &str| c[k].as_f64().map(|v| v / 1e6);
+    let us = |k: &str| c[k].as_f64().map(|v| v / 1e3).unwrap_or(0.0);
+    let (configured, applied) = (ms("configured_ns")?, ms("applied_ns")?);
+    let unremoved = match us("unremoved_ns") {
+        0.0 => "nothing".to_string(),
+        u => format!("{u:.1} us"),
+    };
+    Some(format!(
+        "calibrated delay: configured {configured:.3} ms, applied {applied:.3} ms \
+         (path {:.1} us + release lateness p50 {:.1} us of the last {} packets); \
+         not removed: {unremoved}, nor the spread above the lateness p50",
+        us("host_path_ns"),
+        us("forwarding_ns"),
+        c["samples"],
+    ))
 }
 
 /// How a forwarding thread is scheduled, for `lab status`.
@@ -999,6 +1142,61 @@ mod tests {
         assert_eq!(s.down.delay.as_deref(), Some("10ms"));
         assert_eq!(s.up.params, ["target=5ms", "ecn"]);
         assert_eq!(s.down.params, ["target=5ms"]);
+    }
+
+    #[test]
+    fn stages_apply_to_both_directions_unless_one_is_given() {
+        let a = up_args(&[
+            "x",
+            "--delay",
+            "15ms",
+            "--stage",
+            "rate=9mbit qdisc=fq_codel",
+            "--stage",
+            "rate=10mbit qdisc=fifo limit=1000p",
+        ]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(
+            s.up.stages,
+            [
+                "rate=9mbit qdisc=fq_codel",
+                "rate=10mbit qdisc=fifo limit=1000p"
+            ]
+        );
+        assert_eq!(s.down.stages, s.up.stages);
+        assert_eq!(s.down.delay.as_deref(), Some("15ms"));
+        let a = up_args(&["x", "--stage", "rate=9mbit", "--down-stage", "rate=2mbit"]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(s.up.stages, ["rate=9mbit"]);
+        assert_eq!(s.down.stages, ["rate=2mbit"]);
+        for (argv, field, value) in [
+            (
+                vec![
+                    "x",
+                    "--stage",
+                    "rate=9mbit qdisc=fq_codel",
+                    "--rate",
+                    "5mbit",
+                ],
+                "--rate",
+                "5mbit",
+            ),
+            (
+                vec!["x", "--up-stage", "rate=9mbit limit=0p"],
+                "--up-stage 1",
+                "0p",
+            ),
+            (
+                vec!["x", "--stage", "rate=9mbit", "--backend", "kernel"],
+                "--up-stage",
+                "rate=9mbit",
+            ),
+        ] {
+            let e = build_spec(&up_args(&argv)).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{argv:?}");
+            let m = e.to_string();
+            assert!(m.contains(field) && m.contains(value), "{argv:?}: {m}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::blab_block::{BLOATLAB_EXT_VERSION_BLOCK, BlabBlockFlags, BlabBlockRepr};
 use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, BlabExt, ReportFrame, ReportFrameRepr};
 use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr};
+use bloatlab_wire::permit_key::{self, KeyCheck};
 use bloatlab_wire::{
     AckTimes, ClientHdrAck, ClientHdrAckRepr, HeaderFlags, PeerVersion, TcpTestHeader,
     TcpTestHeaderRepr, UpperFlags, WallTime, WireError,
@@ -83,7 +84,8 @@ pub fn sender_block(cfg: &ClientConfig) -> Option<BlabBlockRepr> {
 }
 
 /// Builds the client's test header bytes: 60, or 80 with trip-times, or
-/// 104 with bloatlab's extension block ([`sender_block`]; docs/wire.md).
+/// 104 with bloatlab's extension block ([`sender_block`]; docs/wire.md),
+/// plus `2 + key length` with `--permit-key` (the key goes after the block).
 pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>, WireError> {
     let block = sender_block(cfg);
     // BLAB extension: also ask a bloatlab server for server-side intervals
@@ -146,7 +148,21 @@ pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>
     if let Some(b) = block {
         b.append_to(&mut buf)?;
     }
+    if let Some(key) = &cfg.permit_key {
+        permit_key::append(&mut buf, key.as_bytes())?;
+    }
     Ok(buf)
+}
+
+/// Checks the permit key of a received header (`raw`: the bytes
+/// [`read_header`] returned) against the server's. `Err` holds the reason to
+/// log; the caller closes the connection, as iperf 2 does.
+pub fn check_permit_key(raw: &[u8], ours: Option<&str>) -> Result<(), &'static str> {
+    let view = TcpTestHeader::new_unchecked(raw);
+    match KeyCheck::verdict(view.permit_key(), ours.map(str::as_bytes)).refusal() {
+        None => Ok(()),
+        Some(why) => Err(why),
+    }
 }
 
 /// The 80-byte header a server sends first on a reverse/full-duplex
@@ -456,6 +472,31 @@ mod tests {
         let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.parallel, MAX_PARALLEL);
         assert_eq!(req.buffer_len, Some(MAX_PEER_LEN));
+    }
+
+    #[test]
+    fn permit_key_is_sent_and_checked() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.permit_key = Some("abcd1234".into());
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        assert_eq!(raw.len(), 70);
+        // KEYCHECK, LEN = 62 (the key value's offset), as iperf 2.1.8 sends it.
+        assert_eq!(&raw[0..4], &[0x50, 0x01, 0x00, 0x7c]);
+        assert_eq!(&raw[60..70], b"\x00\x08abcd1234");
+        assert_eq!(check_permit_key(&raw, Some("abcd1234")), Ok(()));
+        assert!(check_permit_key(&raw, Some("abcd1235")).is_err());
+        assert!(
+            check_permit_key(&raw, None).is_err(),
+            "iperf 2 refuses an unexpected key"
+        );
+        let plain = client_header(&ClientConfig::new("h"), Duration::ZERO).unwrap();
+        assert!(check_permit_key(&plain, Some("abcd1234")).is_err());
+        assert_eq!(check_permit_key(&plain, None), Ok(()));
+        // The header with its key parses into the same request.
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        assert_eq!(request_of(raw.len(), &repr, Some(&raw)).header_len, 70);
+        cfg.permit_key = Some("abc".into());
+        assert!(client_header(&cfg, Duration::ZERO).is_err());
     }
 
     #[test]

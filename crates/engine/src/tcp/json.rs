@@ -61,6 +61,10 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
             });
         }
         if let Some(total) = c.recv_totals.get(&id) {
+            let mut summary = IntervalRecord::from_tcp_recv(total, true);
+            if let Some(r) = summary.tcp_recv.as_mut() {
+                r.tcp_info = c.recv_tcp_info.get(&id).cloned();
+            }
             doc.streams.push(StreamRecord {
                 id,
                 direction: Direction::Receive,
@@ -72,7 +76,7 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                     .filter(|(s, _)| *s == id)
                     .map(|(_, x)| IntervalRecord::from_tcp_recv(x, false))
                     .collect(),
-                summary: IntervalRecord::from_tcp_recv(total, true),
+                summary,
                 server_side: None,
                 // A client's receive record: the server's sender, from its hello.
                 sender_congestion_control: match role {

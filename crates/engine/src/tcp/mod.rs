@@ -8,6 +8,8 @@
 //! `send()`, then data; `--trip-times` frames every `-l` write with a 92-byte
 //! burst header; the test ends with `shutdown(SHUT_WR)` and a drain to EOF.
 
+#[cfg(test)]
+mod bounds_tests;
 pub mod client;
 pub mod csv;
 pub mod duplex;
@@ -88,6 +90,11 @@ pub enum Event {
     PeerSender {
         stream: u32,
         hello: bloatlab_metrics::json::SenderHello,
+    },
+    /// The receiving socket's TCP_INFO at the end of a stream.
+    RecvTcpInfo {
+        stream: u32,
+        info: bloatlab_metrics::json::RecvTcpInfoRecord,
     },
     /// A stream failed; the message names what.
     Failed {

@@ -46,20 +46,21 @@ pub struct Collected {
     pub send_sums: Vec<TcpSendSnapshot>,
     pub recv_sums: Vec<TcpRecvSnapshot>,
     pub peer_reports: BTreeMap<u32, String>,
+    /// The receiving socket's TCP_INFO at the end, per stream.
+    pub recv_tcp_info: BTreeMap<u32, bloatlab_metrics::json::RecvTcpInfoRecord>,
     /// What a bloatlab server's sender uses, per stream (its hello).
     pub peer_senders: BTreeMap<u32, bloatlab_metrics::json::SenderHello>,
     pub failures: Vec<(u32, String)>,
 }
 
 /// Starts the reporter; drop every [`super::Sink`] clone, then join to get
-/// what was collected.
-pub fn spawn(settings: ReportSettings) -> (super::Sink, JoinHandle<Collected>) {
+/// what was collected. Fails (never panics) when no thread can be started.
+pub fn spawn(settings: ReportSettings) -> std::io::Result<(super::Sink, JoinHandle<Collected>)> {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .name("reporter".into())
-        .spawn(move || Reporter::new(settings).run(rx))
-        .expect("spawning the reporter thread");
-    (tx, h)
+        .spawn(move || Reporter::new(settings).run(rx))?;
+    Ok((tx, h))
 }
 
 struct Reporter {
@@ -233,6 +234,9 @@ impl Reporter {
             }
             Event::PeerReport { stream, json } => {
                 self.out.peer_reports.insert(stream, json);
+            }
+            Event::RecvTcpInfo { stream, info } => {
+                self.out.recv_tcp_info.insert(stream, info);
             }
             Event::PeerSender { stream, hello } => {
                 if self.s.format == OutputFormat::Console

@@ -89,6 +89,27 @@ pub struct TcpRecvRecord {
     /// NetPwr with the mean burst latency (with `--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netpwr: Option<f64>,
+    /// The receiving socket's `TCP_INFO` at the end of the stream (a client's
+    /// receive summary; absent when not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<RecvTcpInfoRecord>,
+}
+
+/// A receiving socket's `TCP_INFO`, cumulative over the connection. Each field is
+/// absent when the kernel does not report it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RecvTcpInfoRecord {
+    /// `tcpi_rcv_rtt`: the receiver's RTT estimate, microseconds (absent when 0:
+    /// the kernel had no estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_rtt_us: Option<u64>,
+    /// `tcpi_rcv_ooopack`: data segments that arrived out of order (a loss signal
+    /// seen at the receiver; Linux 5.4+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_order_packets: Option<u64>,
+    /// `tcpi_received_ce`: segments received with an ECN CE mark (Linux 6.18+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ce: Option<u64>,
 }
 
 /// UDP sender data.
@@ -248,6 +269,7 @@ impl IntervalRecord {
             } else {
                 None
             },
+            tcp_info: None,
         });
         r
     }
