@@ -170,6 +170,7 @@ mod tests {
             devices: vec![],
             tun_ring_drops: 3,
             qdiscs: vec![],
+            calibration: None,
         }
     }
 

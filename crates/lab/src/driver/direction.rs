@@ -516,7 +516,7 @@ mod tests {
         assert_eq!(&buf[24..40], &server6.octets());
         let r = shared.lock().unwrap().clone();
         assert_eq!((r.io.tx_packets, r.io.unroutable), (1, 1));
-        assert_eq!(r.link["unparsed"], 0);
+        assert_eq!(r.link.total.unparsed, 0);
         for fd in [in_test, in_drv, out_drv, out_test] {
             // SAFETY: closing fds this test opened.
             unsafe { libc::close(fd) };
