@@ -338,8 +338,10 @@ impl std::fmt::Debug for SojournHistogram {
 struct SojournWire {
     #[serde(flatten)]
     summary: SojournSummary,
+    /// u64, not u128: serde cannot buffer u128 inside a flattened struct (584 years of
+    /// summed sojourn fit; more saturates).
     #[serde(default)]
-    sum_ns: u128,
+    sum_ns: u64,
     #[serde(default)]
     buckets: Vec<(u32, u64)>,
 }
@@ -348,7 +350,7 @@ impl Serialize for SojournHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         SojournWire {
             summary: self.summary(),
-            sum_ns: self.sum_ns,
+            sum_ns: u64::try_from(self.sum_ns).unwrap_or(u64::MAX),
             buckets: self
                 .buckets
                 .iter()
@@ -378,7 +380,7 @@ impl<'de> Deserialize<'de> for SojournHistogram {
             h.min_ns = w.summary.min_ns.unwrap_or(0);
             h.max_ns = w.summary.max_ns.unwrap_or(u64::MAX);
         }
-        h.sum_ns = w.sum_ns;
+        h.sum_ns = u128::from(w.sum_ns);
         Ok(h)
     }
 }
