@@ -185,6 +185,19 @@ impl Link {
         self.rate
     }
 
+    /// The one-way delay packets get when they leave the serializer now.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// Changes the one-way delay for packets that leave the serializer from now on (the lab
+    /// takes its measured forwarding overhead out of the configured delay this way). Packets
+    /// already in the delay line keep their delivery time, and without `reorder` a later packet
+    /// still never overtakes an earlier one.
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.delay = delay;
+    }
+
     fn tick(&mut self, now: Duration) -> Duration {
         self.clock = self.clock.max(now);
         self.clock

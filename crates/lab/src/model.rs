@@ -18,6 +18,17 @@ pub trait LinkModel: Send {
     fn next_event(&self) -> Option<Duration>;
     /// The model's counters, for `lab status`.
     fn counters_json(&self) -> serde_json::Value;
+    /// The one-way delay applied now, if the model has one that can be
+    /// changed (driver/calibrate.rs trims it).
+    fn delay(&self) -> Option<Duration> {
+        None
+    }
+    /// Changes the one-way delay for packets from now on.
+    fn set_delay(&mut self, _delay: Duration) {}
+    /// What the delay calibration did (only calibrated models have one).
+    fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
+        None
+    }
 }
 
 /// Forwards every packet immediately: no rate, no delay, no queue limit.
@@ -59,6 +70,12 @@ impl LinkModel for bloatlab_emu::Link {
     }
     fn counters_json(&self) -> serde_json::Value {
         serde_json::to_value(self.counters()).unwrap_or_default()
+    }
+    fn delay(&self) -> Option<Duration> {
+        Some(bloatlab_emu::Link::delay(self))
+    }
+    fn set_delay(&mut self, delay: Duration) {
+        bloatlab_emu::Link::set_delay(self, delay)
     }
 }
 

@@ -8,6 +8,7 @@
 //! file, so they also work after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
+use bloatlab_lab::driver::path_probe;
 use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
@@ -43,7 +44,7 @@ enum LabCmd {
     Daemon(NameArg),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
     /// The bloatlab emulator in userspace between TUN devices.
     Userspace,
@@ -220,6 +221,12 @@ struct UpArgs {
     /// Seed of the emulator's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the configured delay as it is. By default the emulator measures
+    /// the hosts' path overhead (at `lab up`) and its own release lateness
+    /// (continuously) and takes them out of the delay, so an idle ping or
+    /// irtt round trip matches the configured one (userspace backend).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -332,6 +339,7 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
         seed: a.seed,
         trace: a.trace.as_deref().map(trace_prefix).transpose()?,
         offload: a.offload,
+        calibrate: !a.no_calibrate && a.backend == BackendArg::Userspace,
     };
     if a.offload && spec.backend == Backend::Kernel {
         return Err(LabError::Spec {
@@ -464,7 +472,10 @@ fn print_summary(spec: &LabSpec) {
         eprintln!("{note}");
     }
     for h in spec.hosts() {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     println!(
         "run commands with: bloatlab lab exec {} HOST -- CMD; remove with: bloatlab lab down {}",
@@ -620,6 +631,13 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
             format!("BLOATLAB_{}", h.name.to_uppercase()),
             h.addr.to_string(),
         );
+        // Labs recorded before IPv6 have no IPv6 address.
+        if !h.addr6.is_unspecified() {
+            cmd.env(
+                format!("BLOATLAB_{}6", h.name.to_uppercase()),
+                h.addr6.to_string(),
+            );
+        }
     }
     let err = cmd.exec();
     Err(anyhow::Error::new(Exit {
@@ -716,7 +734,10 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
         if alive { "running" } else { "NOT RUNNING" }
     );
     for h in &st.hosts {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     let show = |dir: &str, l: &LinkSpec| {
         let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
@@ -776,6 +797,9 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
                     "       offload: {sup} TSO super-packets cut into wire packets, {co} coalesced writes"
                 );
             }
+            if let Some(line) = calibration_line(&r["calibration"]) {
+                println!("       {line}");
+            }
             match r["link"]["stages"].as_array() {
                 Some(stages) => {
                     for s in stages {
@@ -789,6 +813,28 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
                 None => println!("       link {}", r["link"]),
             }
         }
+    }
+    let cal = &c["calibration"];
+    if let Some(share) = cal["share_ns"].as_f64() {
+        let us = |k: &str| cal[k].as_f64().unwrap_or(0.0) / 1e3;
+        println!(
+            "  calibration at lab up: {}/{} echo requests client -> server through {} ms + {} ms: \
+             RTT p50 {:.3} ms p90 {:.3} ms, overhead {:.1} us (of it release lateness {:.1} us), \
+             {:.1} us taken out of each direction",
+            cal["answered"],
+            cal["probes"],
+            path_probe::PROBE_DELAY.as_millis(),
+            path_probe::PROBE_DELAY.as_millis(),
+            us("rtt_p50_ns") / 1e3,
+            us("rtt_p90_ns") / 1e3,
+            us("overhead_ns"),
+            us("lateness_ns"),
+            share / 1e3,
+        );
+    } else if st.spec.backend == Backend::Userspace && !st.spec.driver.calibrate {
+        println!(
+            "  delay calibration off (--no-calibrate): idle RTTs include the emulator's overhead"
+        );
     }
     for q in c["qdiscs"].as_array().into_iter().flatten() {
         let (dir, q) = (&q[0], &q[1]);
@@ -838,6 +884,26 @@ fn stage_counters(c: &serde_json::Value) -> String {
         ms("p99_ns"),
         ms("max_ns"),
     )
+}
+
+/// One direction's delay calibration, for `lab status`: what was
+/// configured, what is applied, and what could not be taken out.
+fn calibration_line(c: &serde_json::Value) -> Option<String> {
+    let ms = |k: &str| c[k].as_f64().map(|v| v / 1e6);
+    let us = |k: &str| c[k].as_f64().map(|v| v / 1e3).unwrap_or(0.0);
+    let (configured, applied) = (ms("configured_ns")?, ms("applied_ns")?);
+    let unremoved = match us("unremoved_ns") {
+        0.0 => "nothing".to_string(),
+        u => format!("{u:.1} us"),
+    };
+    Some(format!(
+        "calibrated delay: configured {configured:.3} ms, applied {applied:.3} ms \
+         (path {:.1} us + release lateness p50 {:.1} us of the last {} packets); \
+         not removed: {unremoved}, nor the spread above the lateness p50",
+        us("host_path_ns"),
+        us("forwarding_ns"),
+        c["samples"],
+    ))
 }
 
 /// How a forwarding thread is scheduled, for `lab status`.
