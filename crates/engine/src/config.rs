@@ -129,6 +129,9 @@ pub struct ClientConfig {
     pub format: OutputFormat,
     /// Bound on `connect()`.
     pub connect_timeout: Duration,
+    /// `--permit-key`: sent after the TCP test header (iperf 2's KEYCHECK);
+    /// 4 to 128 bytes ([`bloatlab_wire::permit_key`]).
+    pub permit_key: Option<String>,
 }
 
 impl ClientConfig {
@@ -151,6 +154,7 @@ impl ClientConfig {
             socket: SocketOptions::default(),
             format: OutputFormat::Console,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            permit_key: None,
         }
     }
 
@@ -209,6 +213,9 @@ pub struct ServerConfig {
     pub max_per_source: usize,
     /// Caps on what a test may ask for (`--max-duration` ...).
     pub limits: crate::limits::ServerLimits,
+    /// `--permit-key`: refuse TCP tests whose header does not carry this key
+    /// (and, as iperf 2 does, tests that carry a key when this is `None`).
+    pub permit_key: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -228,6 +235,7 @@ impl Default for ServerConfig {
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_per_source: crate::limits::DEFAULT_MAX_PER_SOURCE,
             limits: crate::limits::ServerLimits::default(),
+            permit_key: None,
         }
     }
 }

@@ -90,6 +90,10 @@ pub struct ClientArgs {
     /// Give up connecting after this many seconds.
     #[arg(long = "connect-timeout", default_value = "5", value_parser = opts::positive_seconds)]
     pub connect_timeout: Duration,
+    /// Send this key (4 to 128 characters) to a server started with
+    /// --permit-key (iperf 2's KEYCHECK; TCP only, as in iperf 2).
+    #[arg(long = "permit-key", value_parser = opts::permit_key)]
+    pub permit_key: Option<String>,
 }
 
 impl ClientArgs {
@@ -136,6 +140,12 @@ impl ClientArgs {
             self.report_style.unwrap_or_default()
         };
         c.connect_timeout = self.connect_timeout;
+        c.permit_key = self.permit_key.clone();
+        if c.permit_key.is_some() && self.udp {
+            return Err(crate::exit::usage(
+                "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
+            ));
+        }
         if c.near_congestion.is_some() && (self.udp || self.bandwidth.is_some()) {
             return Err(crate::exit::usage(
                 "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",

@@ -102,6 +102,13 @@ pub struct ServerArgs {
     /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
     #[arg(long = "no-probes")]
     pub no_probes: bool,
+    /// Refuse TCP tests that do not send this key (iperf 2's --permit-key;
+    /// 4 to 128 characters; without =KEY a random key is generated and
+    /// printed). Probes on the same port then need an HMAC with this key.
+    /// Not available with -u, as in iperf 2.
+    #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", value_parser = opts::server_permit_key)]
+    pub permit_key: Option<String>,
     /// Accepted for iperf 2 habits; client-only, ignored with a warning.
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
@@ -149,6 +156,7 @@ impl ServerArgs {
                 unverified_reverse_rate: self.unverified_reverse_rate,
                 unverified_reverse_time: self.unverified_reverse_time,
             },
+            permit_key: self.permit_key.clone(),
         }
     }
 }
@@ -157,7 +165,24 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.near_congestion.is_some() {
         eprintln!("WARN: option of --near-congestion not supported on the server");
     }
-    let cfg = args.to_config();
+    let mut cfg = args.to_config();
+    if let Some(key) = &mut cfg.permit_key {
+        if cfg.protocol == Protocol::Udp {
+            return Err(crate::exit::usage(
+                "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
+            ));
+        }
+        if key.is_empty() {
+            *key = generate_key()?;
+        }
+        // iperf 2 prints the key the same way; stdout stays JSON/CSV-only otherwise.
+        let line = format!("Permit key is '{key}' (no timeout)");
+        if cfg.format == OutputFormat::Console {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
     match cfg.protocol {
         Protocol::Tcp => {
             // The TCP server also answers latency probes on UDP at the same
@@ -169,6 +194,29 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         }
         Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),
     }
+}
+
+/// A 16-character key from the kernel's random source (iperf 2's default
+/// key length), letters and digits only so it survives shells and URLs.
+fn generate_key() -> anyhow::Result<String> {
+    use std::io::Read;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut raw = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .map_err(|e| anyhow::anyhow!("generating a permit key: /dev/urandom: {e}"))?;
+    // Rejection sampling keeps every character equally likely (248 = 4 x 62).
+    let key: String = raw
+        .iter()
+        .filter(|&&b| b < 248)
+        .take(16)
+        .map(|&b| char::from(ALPHABET[usize::from(b) % ALPHABET.len()]))
+        .collect();
+    anyhow::ensure!(
+        key.len() == 16,
+        "generating a permit key: not enough random bytes"
+    );
+    Ok(key)
 }
 
 /// Starts the probe responder on UDP at the TCP server's address and port.

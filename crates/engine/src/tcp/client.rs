@@ -120,7 +120,7 @@ fn stream(
     let mut s = c.stream;
     let initial = tcpinfo::sample(&s).ok();
     let start_wall = wall_now();
-    let hdr = client_header(cfg, start_wall);
+    let hdr = client_header(cfg, start_wall)?;
     // iperf 2 sends the header on its own before any data (Client.cpp:1659).
     s.write_all(&hdr)?;
     let t0 = Instant::now();

@@ -186,6 +186,11 @@ fn connection(
             return;
         }
     };
+    // iperf 2's refusal: one line, then close without an ack (Listener.cpp).
+    if let Err(why) = handshake::check_permit_key(&raw, cfg.permit_key.as_deref()) {
+        log.eprint(|| format!("bloatlab server: [drop] connection from {peer} ({why})"));
+        return;
+    }
     let req = request_of(raw.len(), &hdr);
     if cfg.no_reverse && req.direction != Direction::Forward {
         log.eprint(|| {
