@@ -146,7 +146,11 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
 }
 
 /// Checks one direction's fields with the emulator's tc-style parsers.
+/// With `--stage`, checks every stage instead (crate::stages).
 pub fn validate_direction(dir: &str, s: &LinkSpec) -> Result<()> {
+    if crate::stages::stage_configs(dir, s)?.is_some() {
+        return Ok(());
+    }
     link_config(dir, s).map(|_| ())
 }
 
@@ -198,6 +202,9 @@ pub fn build(
     seed: u64,
     trace: Option<bloatlab_emu::TraceFn>,
 ) -> Result<Box<dyn LinkModel>> {
+    if let Some(stages) = crate::stages::stage_configs(dir, s)? {
+        return crate::stages::build_chain(dir, &stages, seed, trace);
+    }
     let cfg = link_config(dir, s)?;
     tracing::info!("{dir}: {cfg}");
     let mut link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;

@@ -58,6 +58,13 @@ pub struct LinkSpec {
     /// Queue discipline parameters as `key=value` or bare flags
     /// (`target=5ms`, `interval=100ms`, `ecn`, `noecn`).
     pub params: Vec<String>,
+    /// A chain of stages instead of one bottleneck (userspace backend),
+    /// each as `key=value` words (`rate=9mbit qdisc=fq_codel`), in the
+    /// order packets cross them; see `bloatlab_emu::parse_stage`. With
+    /// stages, `delay`, `jitter` and `loss` form a final stage `path`, and
+    /// `rate`, `limit`, `qdisc` and `params` must be empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<String>,
 }
 
 /// Driver options of the userspace emulator.

@@ -115,6 +115,29 @@ struct LinkArgs {
         hide_short_help = true
     )]
     down_qdisc_param: Vec<String>,
+    /// A stage of a chained link, repeatable, in the order packets cross
+    /// them: `key=value` words, e.g. `--stage 'rate=9mbit qdisc=fq_codel'
+    /// --stage 'rate=10mbit qdisc=fifo limit=1000p'` (a shaper in front of a
+    /// bloated modem). Keys: name, rate, delay, jitter, loss, limit, qdisc,
+    /// overhead, mpu, framing and the qdisc's parameters. With stages,
+    /// --delay/--jitter/--loss add a final stage `path`; --rate, --limit,
+    /// --qdisc and --qdisc-param are refused. Userspace backend only.
+    #[arg(long = "stage", value_name = "KEY=VALUE ...")]
+    stage: Vec<String>,
+    /// Stages of the up direction only (replace --stage there).
+    #[arg(
+        long = "up-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    up_stage: Vec<String>,
+    /// Stages of the down direction only (replace --stage there).
+    #[arg(
+        long = "down-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    down_stage: Vec<String>,
 }
 
 impl LinkArgs {
@@ -136,6 +159,11 @@ impl LinkArgs {
             limit: pick(&self.limit, &self.up_limit, &self.down_limit),
             qdisc: pick(&self.qdisc, &self.up_qdisc, &self.down_qdisc),
             params,
+            stages: match (up, &self.up_stage, &self.down_stage) {
+                (true, u, _) if !u.is_empty() => u.clone(),
+                (false, _, d) if !d.is_empty() => d.clone(),
+                _ => self.stage.clone(),
+            },
         }
     }
 }
@@ -329,6 +357,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     }
     spec.validate()?;
     Ok(spec)
+}
+
+/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap, then the lab spec:
+/// stages, qdisc parameters, hosts), without building anything. For `experiment run`, which
+/// checks every point before it starts.
+pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Up {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+    let mut argv = vec!["up".to_string(), name.to_string()];
+    argv.extend(args.iter().cloned());
+    let a = Up::try_parse_from(argv).map_err(|e| e.to_string())?;
+    build_spec(&a.up).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `--trace PREFIX` made absolute (the emulator may run in the background
@@ -708,8 +752,27 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             l.params.join(" ")
         );
     };
-    show("up", &st.spec.up);
-    show("down", &st.spec.down);
+    let show_stages = |dir: &str, l: &LinkSpec| {
+        for (i, s) in l.stages.iter().enumerate() {
+            println!("  {dir:<4} stage {}: {s}", i + 1);
+        }
+        if !l.stages.is_empty() && (l.delay.is_some() || l.jitter.is_some() || l.loss.is_some()) {
+            let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+            println!(
+                "  {dir:<4} path: delay {} jitter {} loss {}",
+                f(&l.delay),
+                f(&l.jitter),
+                f(&l.loss)
+            );
+        }
+    };
+    for (dir, l) in [("up", &st.spec.up), ("down", &st.spec.down)] {
+        if l.stages.is_empty() {
+            show(dir, l);
+        } else {
+            show_stages(dir, l);
+        }
+    }
     if let Some(dirs) = c["directions"].as_array() {
         for d in dirs {
             let (name, r) = (&d[0], &d[1]);
@@ -737,7 +800,18 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             if let Some(line) = calibration_line(&r["calibration"]) {
                 println!("       {line}");
             }
-            println!("       link {}", r["link"]);
+            match r["link"]["stages"].as_array() {
+                Some(stages) => {
+                    for s in stages {
+                        println!(
+                            "       stage {:<8} {}",
+                            s["name"].as_str().unwrap_or("?"),
+                            stage_counters(&s["link"])
+                        );
+                    }
+                }
+                None => println!("       link {}", r["link"]),
+            }
         }
     }
     let cal = &c["calibration"];
@@ -784,6 +858,32 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             "  WARNING: emulator overloaded: {drops} packets dropped in TUN rings before emulation"
         );
     }
+}
+
+/// One stage's counters on a line: what it passed, dropped, marked and
+/// holds, and how long packets waited in its queue.
+fn stage_counters(c: &serde_json::Value) -> String {
+    let n = |a: &str, b: &str| c[a][b].as_u64().unwrap_or(0);
+    let drops = |k: &str| c["dropped"][k]["packets"].as_u64().unwrap_or(0);
+    let ms = |k: &str| {
+        c["sojourn"][k]
+            .as_u64()
+            .map_or("-".to_string(), |ns| format!("{:.1}", ns as f64 / 1e6))
+    };
+    format!(
+        "in {} out {} pkts, drops overflow {} aqm {} loss {}, CE marks {}, backlog {} pkts / {} B, sojourn p50 {} p99 {} max {} ms",
+        n("enqueued", "packets"),
+        n("dequeued", "packets"),
+        drops("overflow"),
+        drops("aqm"),
+        drops("loss"),
+        n("ce_marked", "packets"),
+        n("backlog", "packets"),
+        n("backlog", "bytes"),
+        ms("p50_ns"),
+        ms("p99_ns"),
+        ms("max_ns"),
+    )
 }
 
 /// One direction's delay calibration, for `lab status`: what was
@@ -1019,6 +1119,61 @@ mod tests {
         assert_eq!(s.down.delay.as_deref(), Some("10ms"));
         assert_eq!(s.up.params, ["target=5ms", "ecn"]);
         assert_eq!(s.down.params, ["target=5ms"]);
+    }
+
+    #[test]
+    fn stages_apply_to_both_directions_unless_one_is_given() {
+        let a = up_args(&[
+            "x",
+            "--delay",
+            "15ms",
+            "--stage",
+            "rate=9mbit qdisc=fq_codel",
+            "--stage",
+            "rate=10mbit qdisc=fifo limit=1000p",
+        ]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(
+            s.up.stages,
+            [
+                "rate=9mbit qdisc=fq_codel",
+                "rate=10mbit qdisc=fifo limit=1000p"
+            ]
+        );
+        assert_eq!(s.down.stages, s.up.stages);
+        assert_eq!(s.down.delay.as_deref(), Some("15ms"));
+        let a = up_args(&["x", "--stage", "rate=9mbit", "--down-stage", "rate=2mbit"]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(s.up.stages, ["rate=9mbit"]);
+        assert_eq!(s.down.stages, ["rate=2mbit"]);
+        for (argv, field, value) in [
+            (
+                vec![
+                    "x",
+                    "--stage",
+                    "rate=9mbit qdisc=fq_codel",
+                    "--rate",
+                    "5mbit",
+                ],
+                "--rate",
+                "5mbit",
+            ),
+            (
+                vec!["x", "--up-stage", "rate=9mbit limit=0p"],
+                "--up-stage 1",
+                "0p",
+            ),
+            (
+                vec!["x", "--stage", "rate=9mbit", "--backend", "kernel"],
+                "--up-stage",
+                "rate=9mbit",
+            ),
+        ] {
+            let e = build_spec(&up_args(&argv)).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{argv:?}");
+            let m = e.to_string();
+            assert!(m.contains(field) && m.contains(value), "{argv:?}: {m}");
+        }
     }
 
     #[test]
