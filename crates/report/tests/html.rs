@@ -58,7 +58,7 @@ fn two_runs_get_a_side_by_side_comparison() {
     assert!(page.contains("<th>fifo</th><th>fq_codel</th>"));
     let row = page
         .lines()
-        .find(|l| l.contains("<td>udp_ef: loaded grade</td>"))
+        .find(|l| l.contains("<td>udp_ef (rtt): loaded grade</td>"))
         .expect("grade row");
     assert!(row.contains(">B<") || row.contains(">C<"), "{row}");
     assert!(row.contains(">A+<"), "{row}");
