@@ -126,6 +126,23 @@ pub struct FlowRow {
     pub coverage: String,
 }
 
+/// One flow over the whole run: what it moved and what its TCP said.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowSummaryRow {
+    /// Flow name.
+    pub name: String,
+    /// `up` or `down`.
+    pub direction: String,
+    /// Bytes moved over the whole run, in MB (10^6 bytes).
+    pub megabytes: String,
+    /// Congestion control the sender used, or "not measured".
+    pub congestion_control: String,
+    /// The sender's retransmits, or "not measured" (TCP_INFO not sampled).
+    pub retransmits: String,
+    /// Segments the sender saw delivered with a CE mark, or "not measured".
+    pub ce_marks: String,
+}
+
 /// Throughput over one phase.
 #[derive(Debug, Clone, Serialize)]
 #[allow(missing_docs)] // Column names; units in the module docs.
@@ -159,6 +176,41 @@ pub struct RunView {
     pub latency: Vec<LatencyRow>,
     /// Per phase.
     pub throughput: Vec<ThroughputView>,
+    /// Per flow, whole run.
+    pub flows: Vec<FlowSummaryRow>,
+}
+
+fn flow_rows(run: &Run) -> Vec<FlowSummaryRow> {
+    let not_measured = || crate::meta::NOT_MEASURED.to_owned();
+    run.file
+        .raw
+        .throughput
+        .iter()
+        .zip(&run.flows)
+        .map(|(rec, series)| {
+            let sender = rec.tcp.sender;
+            FlowSummaryRow {
+                name: rec.name.clone(),
+                direction: direction_name(rec.direction).into(),
+                megabytes: format!("{:.2}", series.transferred().0 as f64 / 1e6),
+                congestion_control: run
+                    .file
+                    .metadata
+                    .congestion_control
+                    .per_flow
+                    .iter()
+                    .find(|c| c.flow == rec.name)
+                    .and_then(|c| c.used.clone())
+                    .unwrap_or_else(not_measured),
+                retransmits: sender
+                    .and_then(|t| t.retransmits)
+                    .map_or_else(not_measured, |r| r.to_string()),
+                ce_marks: sender
+                    .and_then(|t| t.delivered_ce)
+                    .map_or_else(not_measured, |r| r.to_string()),
+            }
+        })
+        .collect()
 }
 
 fn delay_cells(d: Option<&DelayDerived>) -> [String; 8] {
@@ -320,6 +372,7 @@ impl RunView {
                 .collect(),
             latency,
             throughput: run.derived.throughput.iter().map(throughput_view).collect(),
+            flows: flow_rows(run),
         }
     }
 }
