@@ -148,9 +148,23 @@ mod util {
 
         /// Waits until `pred(stdout)` holds, then returns stdout.
         pub fn wait_out(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            self.wait_for(what, Self::out, pred)
+        }
+
+        /// Waits until `pred(stderr)` holds, then returns stderr.
+        pub fn wait_out_err(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            self.wait_for(what, Self::err, pred)
+        }
+
+        fn wait_for(
+            &self,
+            what: &str,
+            read: fn(&Proc) -> String,
+            pred: impl Fn(&str) -> bool,
+        ) -> String {
             let t0 = Instant::now();
             loop {
-                let s = self.out();
+                let s = read(self);
                 if pred(&s) {
                     return s;
                 }
@@ -1206,5 +1220,125 @@ fn iperf_server_accepts_bloatlab_marked_udp_header() {
         server.out().contains("(peer 2.1.8)"),
         "{}",
         server.transcript()
+    );
+}
+
+// ---------------------------------------------------------------- --permit-key (TCP only, as in iperf 2)
+
+const KEY: &str = "--permit-key=abcd1234";
+
+#[test]
+fn our_tcp_client_with_permit_key_to_keyed_iperf_server() {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, false, &["-e", KEY]);
+    let (client, doc) = our_client(port, &["-t", "1", KEY]);
+    let theirs = wait_lines(&server, Kind::TcpRecv, 1);
+    let ctx = format!("{}\n{}", client.transcript(), server.transcript());
+    assert_eq!(theirs[0].id, "abcd1234(1)", "{ctx}");
+    // iperf 2.1.8 reads the key with a separate recvn() that its byte count
+    // leaves out (Listener::test_permit_key), so it counts 8 bytes less than
+    // we sent; `iperf -c --permit-key` against `iperf -s` shows the same.
+    assert_eq!(
+        theirs[0].bytes + 8,
+        ours(&doc).bytes(true)[0],
+        "bytes we sent vs iperf received\n{ctx}"
+    );
+    assert!(!server.out().contains("permit key fail"), "{ctx}");
+}
+
+#[test]
+fn keyed_iperf_server_drops_our_client_with_a_wrong_key() {
+    require_iperf2();
+    let port = free_port();
+    let server = iperf_server(port, false, &["-e", KEY]);
+    let mut client = Proc::spawn(
+        "bloatlab client",
+        bloatlab(),
+        &[
+            "client".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "-t".into(),
+            "1".into(),
+            "--permit-key=abcd9999".into(),
+        ],
+    );
+    client.wait();
+    server.wait_out("iperf's permit key refusal", |s| {
+        s.contains("(permit key fail)")
+    });
+}
+
+#[test]
+fn iperf_client_with_permit_key_to_our_keyed_server() {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, false, &["-e", KEY]);
+    let client = iperf_client(port, &["-t", "1", KEY]);
+    let doc = server.wait_json_streams(1);
+    let sent = stream_lines(&client.out(), Kind::Plain);
+    assert_eq!(
+        sent.len(),
+        1,
+        "{}\n{}",
+        client.transcript(),
+        server.transcript()
+    );
+    assert_eq!(sent[0].id, "abcd1234(1)");
+    assert_eq!(
+        sorted_bytes(&sent),
+        ours(&doc).bytes(false),
+        "iperf sent vs we received\n{}\n{}",
+        client.transcript(),
+        server.transcript()
+    );
+}
+
+#[test]
+fn our_keyed_server_refuses_iperf_clients_without_the_key() {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, false, &[KEY]);
+    // iperf 2.1.8 clients exit 0 even when refused; the server is what tells.
+    iperf_client(port, &["-t", "1"]);
+    iperf_client(port, &["-t", "1", "--permit-key=abcd9999"]);
+    let err = server.wait_out_err("two refusals", |s| {
+        s.matches("permit key fail").count() >= 2
+    });
+    assert!(err.contains("the client sent no key"), "{err}");
+    assert!(err.contains("wrong key"), "{err}");
+    assert!(
+        json_docs(&server.out()).is_empty(),
+        "{}",
+        server.transcript()
+    );
+    // Still serving: the right key gets a test.
+    iperf_client(port, &["-t", "1", KEY]);
+    server.wait_json_streams(1);
+}
+
+#[test]
+fn our_client_and_iperf_refuse_permit_key_with_udp() {
+    require_iperf2();
+    let st = std::process::Command::new(bloatlab())
+        .args(["client", "127.0.0.1", "-u", KEY])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2), "{st:?}");
+    assert!(String::from_utf8_lossy(&st.stderr).contains("--permit-key"));
+    let st = std::process::Command::new(bloatlab())
+        .args(["server", "-u", KEY])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2), "{st:?}");
+    let iperf = std::process::Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-u", KEY])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&iperf.stderr).contains("not supported with UDP"),
+        "{iperf:?}"
     );
 }

@@ -350,6 +350,12 @@ impl fmt::Display for Limit {
     }
 }
 
+/// The largest queue limit in packets: the emulator queues in memory, and a
+/// million full-size packets is already 1.5 GB (a 10 Gbit/s link's 1.2 s).
+pub const MAX_LIMIT_PACKETS: u32 = 1_000_000;
+/// The largest queue limit in bytes (1 GiB).
+pub const MAX_LIMIT_BYTES: Bytes = Bytes(1 << 30);
+
 /// Parses a limit: `1000p`/`1000pkts`/`1000` (packets) or `64kb`/`1mb`/`1500b` (bytes).
 /// A zero limit is refused (the queue could never hold a packet).
 pub fn parse_limit(s: &str) -> Result<Limit, SpecError> {
@@ -373,11 +379,11 @@ pub fn parse_limit(s: &str) -> Result<Limit, SpecError> {
         if v < 1.0 {
             return Err(SpecError::new(FIELD, s, Problem::NotPositive));
         }
-        if v > f64::from(u32::MAX) {
+        if v > f64::from(MAX_LIMIT_PACKETS) {
             return Err(SpecError::new(
                 FIELD,
                 s,
-                Problem::OutOfRange("at most 4294967295 packets".into()),
+                Problem::OutOfRange(format!("at most {MAX_LIMIT_PACKETS} packets")),
             ));
         }
         return Ok(Limit::Packets(v as u32));
@@ -391,6 +397,13 @@ pub fn parse_limit(s: &str) -> Result<Limit, SpecError> {
     })?;
     if b.0 == 0 {
         return Err(SpecError::new(FIELD, s, Problem::NotPositive));
+    }
+    if b > MAX_LIMIT_BYTES {
+        return Err(SpecError::new(
+            FIELD,
+            s,
+            Problem::OutOfRange(format!("at most {} bytes (1gb)", MAX_LIMIT_BYTES.0)),
+        ));
     }
     Ok(Limit::Bytes(b))
 }
@@ -529,6 +542,24 @@ mod tests {
         assert_eq!(parse_limit("1mb").unwrap(), Limit::Bytes(Bytes(1_048_576)));
         assert_eq!(parse_limit("1500b").unwrap(), Limit::Bytes(Bytes(1500)));
         assert_eq!(parse_limit("0p").unwrap_err().problem, Problem::NotPositive);
+        // Queue memory is bounded: the 4294967295p and 10^15 bytes are refused.
+        assert_eq!(parse_limit("1000000p").unwrap(), Limit::Packets(1_000_000));
+        assert!(matches!(
+            parse_limit("1000001p").unwrap_err().problem,
+            Problem::OutOfRange(_)
+        ));
+        assert!(matches!(
+            parse_limit("4294967295p").unwrap_err().problem,
+            Problem::OutOfRange(_)
+        ));
+        assert_eq!(parse_limit("1gb").unwrap(), Limit::Bytes(MAX_LIMIT_BYTES));
+        let e = parse_limit("1000000000000000b").unwrap_err();
+        assert!(matches!(e.problem, Problem::OutOfRange(_)), "{e:?}");
+        assert!(
+            e.for_field("--limit")
+                .to_string()
+                .contains("at most 1073741824 bytes")
+        );
         assert!(matches!(
             parse_limit("1.5p").unwrap_err().problem,
             Problem::OutOfRange(_)

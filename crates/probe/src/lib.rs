@@ -22,6 +22,7 @@ pub mod icmp;
 pub mod packet;
 pub mod report;
 pub mod responder;
+mod responder_table;
 pub mod session;
 pub mod sys;
 pub mod time;

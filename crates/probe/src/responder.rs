@@ -3,7 +3,8 @@
 //! [`ResponderCore`] is sans-IO: given a received datagram, its receive time and a send
 //! time, it rewrites the datagram in place into the reply (same length, so the responder
 //! never amplifies). It keeps per-client state (receive count and a 128-request receive
-//! window per `(address, session)`), bounded to [`MAX_SESSIONS`] entries. A server that
+//! window per `(address, session)`) in a [`SessionTable`]: at most [`MAX_SESSIONS`]
+//! sessions, at most [`MAX_PER_SOURCE`] per source, O(1) per datagram. A server that
 //! shares one UDP port with other traffic can call [`crate::packet::is_probe_request`]
 //! and hand probe datagrams to a core of its own.
 //!
@@ -11,7 +12,6 @@
 //! Anything that is not a probe request is ignored, with logging bounded to the first few
 //! datagrams and then every 10 000th.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -23,8 +23,10 @@ use crate::ProbeError;
 use crate::packet::{FLAG_SERVER_RX_KERNEL, Kind, ParseError, Repr};
 use crate::sys;
 
-/// Most client sessions tracked at once; the least recently active one is forgotten first.
-pub const MAX_SESSIONS: usize = 4096;
+use crate::responder_table::ClientState;
+pub use crate::responder_table::{
+    MAX_PER_SOURCE, MAX_SESSIONS, SOURCE_BURST, SOURCE_RATE, SessionTable, SourceBudget,
+};
 
 /// Why a datagram got no reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -35,23 +37,17 @@ pub enum Ignored {
     /// A probe reply, not a request.
     #[error("a probe reply, not a request")]
     NotRequest,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ClientState {
-    rx_count: u64,
-    /// Highest sequence number received.
-    highest: u64,
-    /// Bit `j`: request `highest - j` was received.
-    window: u128,
-    last_active: Duration,
+    /// The source is over its request budget ([`SOURCE_RATE`], [`SOURCE_BURST`]).
+    #[error("source over its budget of {SOURCE_RATE} requests/s")]
+    OverBudget,
 }
 
 /// Sans-IO responder state.
 #[derive(Debug)]
 pub struct ResponderCore {
     clock_domain: u64,
-    clients: HashMap<(SocketAddr, u64), ClientState>,
+    clients: SessionTable,
+    budget: SourceBudget,
 }
 
 impl ResponderCore {
@@ -59,7 +55,8 @@ impl ResponderCore {
     pub fn new(clock_domain: u64) -> ResponderCore {
         ResponderCore {
             clock_domain,
-            clients: HashMap::new(),
+            clients: SessionTable::new(),
+            budget: SourceBudget::new(),
         }
     }
 
@@ -82,20 +79,20 @@ impl ResponderCore {
         if req.kind != Kind::Request {
             return Err(Ignored::NotRequest);
         }
-        if !self.clients.contains_key(&(from, req.session)) && self.clients.len() >= MAX_SESSIONS {
-            self.evict_oldest();
+        if !self.budget.admit(from, rx) {
+            return Err(Ignored::OverBudget);
         }
-        let st = self
-            .clients
-            .entry((from, req.session))
-            .or_insert(ClientState {
+        let st = self.clients.touch(
+            (from, req.session),
+            rx,
+            ClientState {
                 rx_count: 0,
                 highest: req.seq,
                 window: 0,
                 last_active: rx,
-            });
+            },
+        );
         st.rx_count = st.rx_count.saturating_add(1);
-        st.last_active = rx;
         if req.seq > st.highest {
             let shift = req.seq - st.highest;
             st.window = if shift >= 128 { 0 } else { st.window << shift };
@@ -128,17 +125,6 @@ impl ResponderCore {
                 len: datagram.len(),
             })
         })
-    }
-
-    fn evict_oldest(&mut self) {
-        if let Some(key) = self
-            .clients
-            .iter()
-            .min_by_key(|(_, s)| s.last_active)
-            .map(|(k, _)| *k)
-        {
-            self.clients.remove(&key);
-        }
     }
 }
 
@@ -202,6 +188,9 @@ impl Drop for ResponderHandle {
     }
 }
 
+/// Receive buffer asked for (bytes; the kernel caps it at `net.core.rmem_max`).
+const RECV_BUFFER: usize = 8 << 20;
+
 /// How often the thread checks its stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -214,6 +203,12 @@ pub fn spawn(bind: SocketAddr) -> Result<ResponderHandle, ProbeError> {
     socket
         .set_read_timeout(Some(POLL))
         .map_err(ProbeError::io("set receive timeout", local_addr))?;
+    // A deep receive queue rides out scheduling gaps: at 100 000 datagrams/s
+    // the default (~270 small datagrams) lasts under 3 ms. The kernel caps
+    // this at net.core.rmem_max; a smaller buffer only means more loss.
+    if let Err(e) = socket2::SockRef::from(&socket).set_recv_buffer_size(RECV_BUFFER) {
+        tracing::debug!(%local_addr, error = %e, "could not grow the receive buffer");
+    }
     let kernel_stamps = match sys::enable_rx_timestamps(&socket) {
         Ok(()) => true,
         Err(e) => {
@@ -371,8 +366,24 @@ mod tests {
         answer(&mut core, addr(1), 5, 0);
         let r = answer(&mut core, addr(2), 5, 0);
         assert_eq!(r.rx_count, 1);
-        for s in 0..(MAX_SESSIONS as u64 + 10) {
+        // Every addr() is 127.0.0.1: one source, held to its share of the table.
+        for s in 0..(MAX_PER_SOURCE as u64 + 100) {
             answer(&mut core, addr(3), s, 0);
+        }
+        assert_eq!(core.sessions(), MAX_PER_SOURCE);
+        // Past its burst budget (at one instant) the source gets no replies.
+        let over = (0..u64::from(SOURCE_BURST))
+            .filter(|&s| {
+                let mut b = request(1_000_000 + s, 0, 100);
+                let (rx, tx) = (Duration::from_secs(20), Duration::from_secs(21));
+                core.respond(addr(4), &mut b, rx, true, tx) == Err(Ignored::OverBudget)
+            })
+            .count();
+        assert!(over > 0);
+        // Many sources fill the table up to its bound, never past it.
+        for i in 0..(MAX_SESSIONS as u32 + 10) {
+            let from = SocketAddr::from(((0x0a00_0000 + i).to_be_bytes(), 9));
+            answer(&mut core, from, 1, 0);
         }
         assert_eq!(core.sessions(), MAX_SESSIONS);
     }

@@ -39,6 +39,14 @@ pub enum LoadError {
         /// 1-based column.
         column: usize,
     },
+    /// Larger than [`MAX_FILE_BYTES`]: parsing would take many times its size in memory.
+    #[error("results file is too large: {size} bytes, the limit is {max} bytes (32 MiB)")]
+    TooLarge {
+        /// The file's size.
+        size: u64,
+        /// [`MAX_FILE_BYTES`].
+        max: u64,
+    },
     /// Gzip-compressed data, most likely a flent `.flent.gz` file.
     #[error("not a bloatlab results file: this is gzip-compressed data (a flent .flent.gz file?)")]
     Gzip,
@@ -81,12 +89,33 @@ pub enum LoadError {
     Raw(#[from] RawError),
 }
 
-/// Reads and loads the results file at `path`.
+/// The largest results file `load` reads. A JSON document takes about 20 times its
+/// size in memory while it is parsed (issue 11: a 100 MB file peaked at 2 GB RSS), so
+/// this bounds a report run to well under a gigabyte. A one-hour run with 100 Hz probes
+/// writes a few MB.
+pub const MAX_FILE_BYTES: u64 = 32 << 20;
+
+/// Reads and loads the results file at `path` (at most [`MAX_FILE_BYTES`]).
 pub fn load(path: &Path) -> Result<ResultsFile, LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+    use std::io::Read;
+    let io = |source| LoadError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // Read at most one byte past the limit, so a growing or special file cannot
+    // get past a size taken from metadata.
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        let size = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
+        return Err(LoadError::TooLarge {
+            size,
+            max: MAX_FILE_BYTES,
+        });
+    }
     from_slice(&bytes)
 }
 
@@ -220,5 +249,27 @@ mod tests {
             e.to_string(),
             "results file is corrupt: expected value at line 1, column 12"
         );
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn files_over_the_cap_are_refused_without_reading_them_whole() {
+        let dir = std::env::temp_dir().join(format!("bloatlab-load-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("big.json");
+        // Sparse: 40 MiB of zeros on disk costs nothing.
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(40 << 20).unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(
+            matches!(e, LoadError::TooLarge { size, max } if size == 40 << 20 && max == MAX_FILE_BYTES),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("too large"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

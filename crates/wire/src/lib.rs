@@ -32,6 +32,7 @@
 //! | [`udp`] | UDP datagram prefix + repeated header (5.9) | 16 + 60/92/144 |
 //! | [`ack_fin`] | UDP AckFIN (`server_hdr`) (5.9) | 128 |
 //! | [`bloatlab`] | our extension marker and report frame | 12 + payload |
+//! | [`permit_key`] | `--permit-key` appended to the TCP test header (5.11) | 2 + 4..128 |
 //!
 //! Bounceback (`--bounceback`) messages are not parsed here;
 //! [`header_len_from_flags`] rejects them explicitly.
@@ -44,6 +45,7 @@ pub mod client_hdr;
 mod error;
 pub mod field;
 mod flags;
+pub mod permit_key;
 pub mod tcp_header;
 mod time;
 pub mod udp;

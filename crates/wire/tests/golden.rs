@@ -43,6 +43,11 @@ const W05_TCP_HEADER: &str = "460100a0 00000001 00001455 000003e8 00000000 fffff
 const W10_TCP_HEADER: &str = "c0010079 00000001 000014be 000003e8 00000000 ffffff9c 00000000 00000000 00000000 00020001 00080003 00000000 00013880 00000000 00000000";
 // w13: --permit-key=secretkey1
 const W13_TCP_HEADER: &str = "5001007c 00000001 0000145d 000003e8 00000000 ffffff9c 00000000 00000000 00000000 00020001 00080003 00000000 00013880 00000000 00000000 000a7365 63726574 6b657931";
+// Captured for bloatlab with a raw TCP listener (the first 100 bytes the
+// client sent): `iperf -c 127.0.0.1 -p 47311 -t 1 --permit-key=abcd1234 -l 1000`
+// and the same with `--trip-times` (its start time is the capture's own).
+const PK_TCP_HEADER: &str = "5001007c 00000001 0000b8cf 000003e8 00000000 ffffff9c 00000000 00000000 00000000 00020001 00080003 00000000 00000000 00000000 00000000 00086162 63643132 3334";
+const PK_TT_TCP_HEADER: &str = "500100a4 00000001 0000b8d0 000003e8 00000000 ffffff9c 00000000 00000000 00100000 00020001 00080003 00000000 00000000 00000000 00000000 00000000 6b113163 0008f4e3 00000000 00000000 00086162 63643132 3334";
 // w14: --txstart-time 1796205546.5 --trip-times
 const W14_TCP_HEADER: &str = "400100a0 00000001 0000145e 000003e8 00000000 ffffff9c 00000000 00000000 10100000 00020001 00080003 00000000 00013880 00000000 00000000 00000000 6b0febea 00000005 00000000 00000000";
 // w06: -u -t 1 -b 100k -l 200 (first 160 bytes of datagram 1)
@@ -722,4 +727,56 @@ fn fuzz_regressions_round_trip() {
         ServerReportRepr::parse(&AckFin::new_unchecked(&out[..])),
         Ok(r)
     );
+}
+
+/// Hex digits (whitespace ignored) to bytes, for captures that do not end on
+/// a 32-bit word.
+fn hex_bytes(s: &str) -> Vec<u8> {
+    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).expect("hex byte"))
+        .collect()
+}
+
+#[test]
+fn permit_key_header_matches_iperf_capture() {
+    for (capture, len, trip_times) in [(PK_TCP_HEADER, 70, false), (PK_TT_TCP_HEADER, 90, true)] {
+        let b = hex_bytes(capture);
+        assert_eq!(b.len(), len);
+        let v = TcpTestHeader::new_checked(&b[..]).unwrap();
+        assert_eq!(v.permit_key(), Some(&b"abcd1234"[..]));
+        assert_eq!(v.header_len(), len);
+        assert_eq!(tcp_header::bytes_needed(&b), Ok(0));
+        let r = TcpTestHeaderRepr::parse(&v).unwrap();
+        assert_eq!(r.start_fq.is_some(), trip_times);
+        assert_eq!(r.core.buf_len, Bytes(1000));
+        // Emit the parsed header, append the key: the captured bytes again.
+        let mut out = emit_tcp(&r);
+        permit_key::append(&mut out, b"abcd1234").unwrap();
+        assert_eq!(out, b, "trip_times={trip_times}");
+        assert_truncation(&b, len, |p| parse_tcp(p).map(|_| ()));
+    }
+}
+
+#[test]
+fn permit_key_w13_reference_capture_round_trips() {
+    let b = words(W13_TCP_HEADER);
+    let r = parse_tcp(&b).unwrap();
+    let mut out = emit_tcp(&r);
+    permit_key::append(&mut out, b"secretkey1").unwrap();
+    assert_eq!(out, b);
+}
+
+#[test]
+fn permit_key_append_refuses_what_iperf_refuses() {
+    let r = parse_tcp(&words(W01_TCP_HEADER)).unwrap();
+    let mut out = emit_tcp(&r);
+    assert!(permit_key::append(&mut out, b"abc").is_err());
+    assert!(permit_key::append(&mut out, &[b'k'; 129]).is_err());
+    assert_eq!(out.len(), 60, "a refused key leaves the header alone");
+    permit_key::append(&mut out, &[b'k'; 128]).unwrap();
+    assert_eq!(out.len(), 190);
+    let v = TcpTestHeader::new_checked(&out[..]).unwrap();
+    assert_eq!(v.permit_key(), Some(&[b'k'; 128][..]));
 }

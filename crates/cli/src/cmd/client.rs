@@ -90,6 +90,10 @@ pub struct ClientArgs {
     /// Give up connecting after this many seconds.
     #[arg(long = "connect-timeout", default_value = "5", value_parser = opts::positive_seconds)]
     pub connect_timeout: Duration,
+    /// Send this key (4 to 128 characters) to a server started with
+    /// --permit-key (iperf 2's KEYCHECK; TCP only, as in iperf 2).
+    #[arg(long = "permit-key", value_parser = opts::permit_key)]
+    pub permit_key: Option<String>,
 }
 
 impl ClientArgs {
@@ -136,6 +140,12 @@ impl ClientArgs {
             self.report_style.unwrap_or_default()
         };
         c.connect_timeout = self.connect_timeout;
+        c.permit_key = self.permit_key.clone();
+        if c.permit_key.is_some() && self.udp {
+            return Err(crate::exit::usage(
+                "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
+            ));
+        }
         if c.near_congestion.is_some() && (self.udp || self.bandwidth.is_some()) {
             return Err(crate::exit::usage(
                 "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
@@ -196,26 +206,26 @@ fn run_protocol(cfg: &ClientConfig) -> anyhow::Result<()> {
     match cfg.protocol {
         Protocol::Tcp => {
             let out = bloatlab_engine::tcp::client::run(cfg)?;
-            if !out.failures.is_empty() {
-                anyhow::bail!(
-                    "{} of {} stream(s) failed",
-                    out.failures.len(),
-                    cfg.parallel
-                );
-            }
-            Ok(())
+            failed(&out.failures, cfg.parallel)
         }
         Protocol::Udp => {
             let out = bloatlab_engine::udp::run_client(cfg)?;
-            if !out.failures.is_empty() {
-                anyhow::bail!(
-                    "{} of {} stream(s) failed",
-                    out.failures.len(),
-                    cfg.parallel
-                );
-            }
-            Ok(())
+            failed(&out.failures, cfg.parallel)
         }
+    }
+}
+
+/// A run with a failed stream did not happen as asked: exit 1, naming
+/// the first reason (each stream's own line is already on stderr or in
+/// the report).
+fn failed(failures: &[(u32, String)], parallel: u32) -> anyhow::Result<()> {
+    match failures.first() {
+        None => Ok(()),
+        Some((stream, why)) => anyhow::bail!(
+            "{} of {} stream(s) failed; stream {stream}: {why}",
+            failures.len(),
+            parallel
+        ),
     }
 }
 

@@ -80,6 +80,30 @@ pub fn congestion(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--permit-key=KEY`: 4 to 128 bytes, as iperf 2 requires.
+pub fn permit_key(s: &str) -> Result<String, String> {
+    bloatlab_wire::permit_key::validate(s.as_bytes())
+        .map(|()| s.to_owned())
+        .map_err(|_| {
+            format!(
+                "a permit key must be {} to {} characters (got {})",
+                bloatlab_wire::permit_key::MIN_LEN,
+                bloatlab_wire::permit_key::MAX_LEN,
+                s.len()
+            )
+        })
+}
+
+/// The server's `--permit-key[=KEY]`: an empty value (the option without
+/// `=KEY`) asks for a generated key.
+pub fn server_permit_key(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        Ok(String::new())
+    } else {
+        permit_key(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +122,9 @@ mod tests {
         assert!(bind("nope").is_err());
         assert!(congestion("cubic").is_ok() && congestion("a b").is_err());
         assert!(positive_seconds("0").is_err());
+        assert!(permit_key("abc").is_err() && permit_key(&"k".repeat(129)).is_err());
+        assert_eq!(permit_key("abcd").unwrap(), "abcd");
+        assert_eq!(server_permit_key("").unwrap(), "");
+        assert!(server_permit_key("abc").is_err());
     }
 }

@@ -1,7 +1,10 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
 use super::opts;
-use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions};
+use bloatlab_engine::config::{
+    BitRate, Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions,
+};
+use bloatlab_engine::limits::{self, ServerLimits};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -60,9 +63,52 @@ pub struct ServerArgs {
     /// a UDP -R request from a spoofed address would aim our traffic at a third party.
     #[arg(long = "no-reverse")]
     pub no_reverse: bool,
+    /// End a connection or UDP flow after this many seconds without a byte
+    /// moving, in any phase (iperf 3's --rcv-timeout is 120 s too).
+    #[arg(long = "idle-timeout", default_value = "120", value_parser = opts::positive_seconds)]
+    pub idle_timeout: Duration,
+    /// Concurrent TCP connections in all; more are closed at once.
+    #[arg(long = "max-connections", default_value_t = limits::DEFAULT_MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Concurrent TCP connections from one source (IPv4 address or IPv6 /64).
+    #[arg(long = "max-per-source", default_value_t = limits::DEFAULT_MAX_PER_SOURCE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_per_source: u32,
+    /// Longest test (-t) a client may ask for, in seconds; also ends -n tests.
+    #[arg(long = "max-duration", default_value = "3600", value_parser = opts::positive_seconds)]
+    pub max_duration: Duration,
+    /// Largest -n a client may ask for (K/M/G = 1024-based, k/m/g = 1000-based).
+    #[arg(long = "max-bytes", default_value = "1000g", value_parser = opts::nonzero_bytes)]
+    pub max_bytes: Bytes,
+    /// Largest -P a client may ask for.
+    #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: u32,
+    /// Largest -b a client may announce for what it sends (default: no cap).
+    #[arg(long = "max-rate", value_parser = opts::rate)]
+    pub max_rate: Option<BitRate>,
+    /// Largest -b this server sends at on -R / --full-duplex tests; with a cap,
+    /// requests without -b (full speed) are refused (default: no cap).
+    #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
+    pub max_reverse_rate: Option<BitRate>,
+    /// Largest UDP -R / --full-duplex rate for a client that cannot prove it
+    /// receives at its address (iperf 2 clients); 0 refuses them.
+    #[arg(long = "unverified-reverse-rate", default_value = "10m", value_parser = opts::rate)]
+    pub unverified_reverse_rate: BitRate,
+    /// Longest UDP -R / --full-duplex test for such a client, in seconds.
+    #[arg(long = "unverified-reverse-time", default_value = "30", value_parser = opts::positive_seconds)]
+    pub unverified_reverse_time: Duration,
     /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
     #[arg(long = "no-probes")]
     pub no_probes: bool,
+    /// Refuse TCP tests that do not send this key (iperf 2's --permit-key;
+    /// 4 to 128 characters; without =KEY a random key is generated and
+    /// printed). Probes on the same port then need an HMAC with this key.
+    /// Not available with -u, as in iperf 2.
+    #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", value_parser = opts::server_permit_key)]
+    pub permit_key: Option<String>,
     /// Accepted for iperf 2 habits; client-only, ignored with a warning.
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
@@ -98,6 +144,19 @@ impl ServerArgs {
             one_off: self.one_off,
             header_timeout: self.header_timeout,
             no_reverse: self.no_reverse,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections as usize,
+            max_per_source: self.max_per_source as usize,
+            limits: ServerLimits {
+                max_duration: self.max_duration,
+                max_bytes: self.max_bytes,
+                max_streams: self.max_streams,
+                max_rate: self.max_rate,
+                max_reverse_rate: self.max_reverse_rate,
+                unverified_reverse_rate: self.unverified_reverse_rate,
+                unverified_reverse_time: self.unverified_reverse_time,
+            },
+            permit_key: self.permit_key.clone(),
         }
     }
 }
@@ -106,7 +165,24 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.near_congestion.is_some() {
         eprintln!("WARN: option of --near-congestion not supported on the server");
     }
-    let cfg = args.to_config();
+    let mut cfg = args.to_config();
+    if let Some(key) = &mut cfg.permit_key {
+        if cfg.protocol == Protocol::Udp {
+            return Err(crate::exit::usage(
+                "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
+            ));
+        }
+        if key.is_empty() {
+            *key = generate_key()?;
+        }
+        // iperf 2 prints the key the same way; stdout stays JSON/CSV-only otherwise.
+        let line = format!("Permit key is '{key}' (no timeout)");
+        if cfg.format == OutputFormat::Console {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
     match cfg.protocol {
         Protocol::Tcp => {
             // The TCP server also answers latency probes on UDP at the same
@@ -118,6 +194,29 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         }
         Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),
     }
+}
+
+/// A 16-character key from the kernel's random source (iperf 2's default
+/// key length), letters and digits only so it survives shells and URLs.
+fn generate_key() -> anyhow::Result<String> {
+    use std::io::Read;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut raw = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .map_err(|e| anyhow::anyhow!("generating a permit key: /dev/urandom: {e}"))?;
+    // Rejection sampling keeps every character equally likely (248 = 4 x 62).
+    let key: String = raw
+        .iter()
+        .filter(|&&b| b < 248)
+        .take(16)
+        .map(|&b| char::from(ALPHABET[usize::from(b) % ALPHABET.len()]))
+        .collect();
+    anyhow::ensure!(
+        key.len() == 16,
+        "generating a permit key: not enough random bytes"
+    );
+    Ok(key)
 }
 
 /// Starts the probe responder on UDP at the TCP server's address and port.
@@ -163,6 +262,51 @@ mod tests {
         assert!(c.enhanced && c.one_off && c.socket.ipv6);
         assert_eq!(c.interval, Some(Duration::from_secs(1)));
         assert_eq!(c.buffer_len, Some(Bytes(65_536)));
+    }
+
+    #[test]
+    fn caps_have_documented_defaults_and_parse_iperf_units() {
+        let c = T::try_parse_from(["t"]).unwrap().a.to_config();
+        assert_eq!(c.limits, ServerLimits::default());
+        assert_eq!(c.idle_timeout, Duration::from_secs(120));
+        assert_eq!(c.max_connections, 256);
+        assert_eq!(c.max_per_source, 128);
+        let c = T::try_parse_from([
+            "t",
+            "--max-duration",
+            "60",
+            "--max-bytes",
+            "1G",
+            "--max-streams",
+            "4",
+            "--max-rate",
+            "100m",
+            "--max-reverse-rate",
+            "50m",
+            "--unverified-reverse-rate",
+            "0",
+            "--idle-timeout",
+            "5",
+            "--max-connections",
+            "10",
+            "--max-per-source",
+            "2",
+        ])
+        .unwrap()
+        .a
+        .to_config();
+        assert_eq!(c.limits.max_duration, Duration::from_secs(60));
+        assert_eq!(c.limits.max_bytes, Bytes(1 << 30));
+        assert_eq!(c.limits.max_streams, 4);
+        assert_eq!(c.limits.max_rate, Some(BitRate(100_000_000)));
+        assert_eq!(c.limits.max_reverse_rate, Some(BitRate(50_000_000)));
+        assert_eq!(c.limits.unverified_reverse_rate, BitRate(0));
+        assert_eq!((c.max_connections, c.max_per_source), (10, 2));
+        assert_eq!(c.idle_timeout, Duration::from_secs(5));
+        let e = T::try_parse_from(["t", "--max-connections", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-connections"), "{e}");
     }
 
     #[test]

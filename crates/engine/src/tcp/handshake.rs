@@ -8,6 +8,7 @@ use crate::config::{Amount, ClientConfig, Direction};
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, BlabExt, ReportFrame, ReportFrameRepr};
 use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr};
+use bloatlab_wire::permit_key::{self, KeyCheck};
 use bloatlab_wire::{
     AckTimes, ClientHdrAck, ClientHdrAckRepr, HeaderFlags, PeerVersion, TcpTestHeader,
     TcpTestHeaderRepr, UpperFlags, WallTime, WireError,
@@ -63,8 +64,9 @@ fn to_wire_amount(a: Amount) -> WireAmount {
     }
 }
 
-/// Builds the client's test header bytes (60, or 80 with trip-times).
-pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Vec<u8> {
+/// Builds the client's test header bytes (60, or 80 with trip-times), plus
+/// `2 + key length` with `--permit-key`.
+pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>, WireError> {
     // BLAB extension: also ask a bloatlab server for server-side intervals
     // at our -i (docs/wire.md); iperf 2 ignores the field.
     let ext = BlabExt {
@@ -111,7 +113,21 @@ pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Vec<u8> {
     };
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit(&mut TcpTestHeader::new_unchecked(&mut buf[..]));
-    buf
+    if let Some(key) = &cfg.permit_key {
+        permit_key::append(&mut buf, key.as_bytes())?;
+    }
+    Ok(buf)
+}
+
+/// Checks the permit key of a received header (`raw`: the bytes
+/// [`read_header`] returned) against the server's. `Err` holds the reason to
+/// log; the caller closes the connection, as iperf 2 does.
+pub fn check_permit_key(raw: &[u8], ours: Option<&str>) -> Result<(), &'static str> {
+    let view = TcpTestHeader::new_unchecked(raw);
+    match KeyCheck::verdict(view.permit_key(), ours.map(str::as_bytes)).refusal() {
+        None => Ok(()),
+        Some(why) => Err(why),
+    }
 }
 
 /// The 80-byte header a server sends first on a reverse/full-duplex
@@ -277,7 +293,7 @@ mod tests {
         cfg.direction = Direction::Reverse;
         cfg.parallel = 4;
         cfg.amount = Amount::Time(Duration::from_secs(3));
-        let raw = client_header(&cfg, Duration::from_secs(1_800_000_000));
+        let raw = client_header(&cfg, Duration::from_secs(1_800_000_000)).unwrap();
         assert_eq!(raw.len(), 80);
         // flags: EXTEND|VERSION2|LEN_BIT|len=80 (README 5.6 shows 0x440100a0).
         assert_eq!(&raw[0..4], &[0x44, 0x01, 0x00, 0xa0]);
@@ -295,7 +311,7 @@ mod tests {
     fn client_interval_is_requested_from_a_bloatlab_server() {
         let mut cfg = ClientConfig::new("h");
         cfg.interval = Some(Duration::from_millis(500));
-        let raw = client_header(&cfg, Duration::ZERO);
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[24..32], b"BLAB\x00\x01\xf4\x01");
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
@@ -308,7 +324,7 @@ mod tests {
         let mut cfg = ClientConfig::new("h");
         cfg.rate = Some(BitRate(50_000_000));
         let req_of = |cfg: &ClientConfig| {
-            let raw = client_header(cfg, Duration::ZERO);
+            let raw = client_header(cfg, Duration::ZERO).unwrap();
             let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
             request_of(raw.len(), &repr)
         };
@@ -327,7 +343,7 @@ mod tests {
         let mut cfg = ClientConfig::new("h");
         cfg.parallel = u32::MAX;
         cfg.buffer_len = Some(Bytes(0x7fff_ffff));
-        let raw = client_header(&cfg, Duration::ZERO);
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
         let req = request_of(raw.len(), &repr);
         assert_eq!(req.parallel, MAX_PARALLEL);
@@ -335,9 +351,34 @@ mod tests {
     }
 
     #[test]
+    fn permit_key_is_sent_and_checked() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.permit_key = Some("abcd1234".into());
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        assert_eq!(raw.len(), 70);
+        // KEYCHECK, LEN = 62 (the key value's offset), as iperf 2.1.8 sends it.
+        assert_eq!(&raw[0..4], &[0x50, 0x01, 0x00, 0x7c]);
+        assert_eq!(&raw[60..70], b"\x00\x08abcd1234");
+        assert_eq!(check_permit_key(&raw, Some("abcd1234")), Ok(()));
+        assert!(check_permit_key(&raw, Some("abcd1235")).is_err());
+        assert!(
+            check_permit_key(&raw, None).is_err(),
+            "iperf 2 refuses an unexpected key"
+        );
+        let plain = client_header(&ClientConfig::new("h"), Duration::ZERO).unwrap();
+        assert!(check_permit_key(&plain, Some("abcd1234")).is_err());
+        assert_eq!(check_permit_key(&plain, None), Ok(()));
+        // The header with its key parses into the same request.
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        assert_eq!(request_of(raw.len(), &repr).header_len, 70);
+        cfg.permit_key = Some("abc".into());
+        assert!(client_header(&cfg, Duration::ZERO).is_err());
+    }
+
+    #[test]
     fn plain_forward_header_is_60_bytes_and_wants_an_ack() {
         let cfg = ClientConfig::new("h");
-        let raw = client_header(&cfg, Duration::ZERO);
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[0..4], &[0x40, 0x01, 0x00, 0x78]);
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
