@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
-use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_results::schema::{
+    CongestionControlRecord, DelayKindRecord, DirectionRecord, PhaseKindRecord,
+};
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
 use bloatlab_units::BitRate;
@@ -177,6 +179,18 @@ fn throughput_table(
 /// Flows covering less of a phase than this are left out of its throughput table.
 const MIN_COVERAGE: f64 = 0.1;
 
+/// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
+/// from its socket (a download's sender is the server; unknown when it is not bloatlab).
+fn load_cc_line(cc: &CongestionControlRecord) -> Option<String> {
+    let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for f in &cc.per_flow {
+        *by.entry(f.used.as_deref().unwrap_or("unknown (sender not bloatlab)"))
+            .or_default() += 1;
+    }
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    (!parts.is_empty()).then(|| format!("Load congestion control: {}", parts.join(", ")))
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
@@ -225,6 +239,9 @@ pub fn render(o: &RunOutcome) -> String {
             .map(|f| (f.name.as_str(), f.tcp.sender.and_then(|t| t.retransmits)))
             .collect();
         throughput_table(&mut out, d, &loaded, &retransmits);
+    }
+    if let Some(l) = load_cc_line(&m.congestion_control) {
+        let _ = writeln!(out, "{l}");
     }
     for v in &o.voip {
         let a = &v.assessment;
@@ -312,6 +329,29 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn load_congestion_control_is_counted_per_sender() {
+        use bloatlab_results::schema::{FlowCongestionControl, FlowEnd};
+        let mut cc = CongestionControlRecord::default();
+        assert_eq!(load_cc_line(&cc), None);
+        let flow = |name: &str, sender, used: Option<&str>| FlowCongestionControl {
+            flow: name.into(),
+            sender,
+            requested: None,
+            used: used.map(str::to_owned),
+        };
+        cc.per_flow = vec![
+            flow("tcp_up_1", FlowEnd::Local, Some("cubic")),
+            flow("tcp_up_2", FlowEnd::Local, Some("cubic")),
+            flow("tcp_down_1", FlowEnd::Remote, Some("bbr")),
+            flow("tcp_down_2", FlowEnd::Remote, None),
+        ];
+        assert_eq!(
+            load_cc_line(&cc).unwrap(),
+            "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The TCP client: one thread per `-P` stream.
 
 use super::duplex;
-use super::handshake::{self, client_header, find_report, read_ack};
+use super::handshake::{self, client_header, find_report, read_ack, read_hello};
 use super::io::is_transient;
 use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, Collected, ReportSettings};
@@ -121,6 +121,13 @@ fn stream(
     let initial = tcpinfo::sample(&s).ok();
     let start_wall = wall_now();
     let hdr = client_header(cfg, start_wall)?;
+    // Bounded unsent data on our sending socket (docs/engine.md, clean ends).
+    if let Some(n) = cfg
+        .notsent_lowat
+        .filter(|_| cfg.direction != Direction::Reverse)
+    {
+        sock::set_notsent_lowat(&s, u32::try_from(n.0).unwrap_or(u32::MAX))?;
+    }
     // iperf 2 sends the header on its own before any data (Client.cpp:1659).
     s.write_all(&hdr)?;
     let t0 = Instant::now();
@@ -137,6 +144,17 @@ fn stream(
         let ack = read_ack(&mut s, Instant::now() + Duration::from_secs(10))?;
         tags.push(format!("(peer {})", ack.version));
     }
+    // The server sends on -R / --full-duplex: a bloatlab server first says
+    // what its socket uses (extension block, HELLO); an iperf 2 server
+    // cannot be asked, and its data is left in place.
+    let hello = if cfg.direction == Direction::Forward {
+        None
+    } else {
+        read_hello(&mut s, Instant::now() + Duration::from_secs(10))
+    };
+    if id == 1 {
+        warn_unconfirmed_congestion(cfg, hello.as_ref());
+    }
     let _ = sink.send(Event::Connected {
         stream: id,
         info: ConnInfo {
@@ -148,6 +166,9 @@ fn stream(
             connect_time: Some(c.connect_time),
         },
     });
+    if let Some(hello) = hello {
+        let _ = sink.send(Event::PeerSender { stream: id, hello });
+    }
     let len = cfg.effective_len().0 as usize;
     let send_plan = SendPlan {
         stream: id,
@@ -164,8 +185,14 @@ fn stream(
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
     };
+    // With --abort-at-end the receiving side stops at -t too.
+    let slop = if cfg.abort_at_end {
+        Duration::ZERO
+    } else {
+        SLOP
+    };
     let recv_deadline = match cfg.amount {
-        Amount::Time(d) => Some(t0 + d + SLOP),
+        Amount::Time(d) => Some(t0 + d + slop),
         Amount::Bytes(_) => None,
     };
     // A slow -b reverse test sends one write per len*8/rate: silence that
@@ -189,6 +216,14 @@ fn stream(
         idle_timeout: Some(recv_idle),
     };
     match cfg.direction {
+        Direction::Forward if cfg.abort_at_end => {
+            // Clean end: an RST right at -t, no drain and no server report.
+            let (mut acc, mut ticker, sent) = send::run_with_end(&s, &send_plan, t0, sink)?;
+            let end = t0.elapsed();
+            sock::abort(s);
+            duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            send_verdict(sent, end)?;
+        }
         Direction::Forward => {
             let (mut acc, mut ticker, sent) = send::run_with_end(&s, &send_plan, t0, sink)?;
             // The test ends when the last write went out: the drain below
@@ -230,10 +265,17 @@ fn stream(
             let plan = recv_plan(already);
             let (mut acc, mut ticker, _, received) = recv::run_with_end(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
-            let _ = s.shutdown(Shutdown::Write);
+            duplex::send_recv_tcp_info(sink, id, &s);
             // Nothing at all, and not because the user stopped us first.
             if acc.total_bytes().0 == 0 && !crate::stop::requested() {
                 return Err(REFUSED_REVERSE.into());
+            }
+            if cfg.abort_at_end {
+                // An RST stops the server's sender; what it still had in
+                // flight is discarded by our kernel, not counted.
+                sock::abort(s);
+            } else {
+                let _ = s.shutdown(Shutdown::Write);
             }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
             recv_verdict(received, end, plan.idle_timeout)?;
@@ -253,9 +295,39 @@ fn stream(
             let end = t0.elapsed();
             send_verdict(sent, end)?;
             recv_verdict(received, end, idle)?;
+            if cfg.abort_at_end {
+                sock::abort(s);
+            }
         }
     }
     Ok(())
+}
+
+/// `-Z` on a test where the server sends: say so when the server did not
+/// confirm it (an iperf 2 server cannot be asked; a bloatlab server's kernel
+/// may lack the algorithm). Goes to stderr, so `--json` stays clean.
+fn warn_unconfirmed_congestion(
+    cfg: &ClientConfig,
+    hello: Option<&bloatlab_metrics::json::SenderHello>,
+) {
+    let Some(want) = cfg.socket.congestion.as_deref() else {
+        return;
+    };
+    if cfg.direction == Direction::Forward {
+        return;
+    }
+    match hello.map(|h| h.congestion_control.as_deref()) {
+        Some(Some(got)) if got == want => {}
+        Some(got) => eprintln!(
+            "bloatlab client: warning: -Z {want} was asked of the server, but its sender uses {}",
+            got.unwrap_or("an unknown congestion control")
+        ),
+        None => eprintln!(
+            "bloatlab client: warning: -Z {want} applies to this end only: the server sends on \
+             this test and is not bloatlab (an iperf 2 server cannot be asked), so it uses its own \
+             default congestion control"
+        ),
+    }
 }
 
 /// Checks a bloatlab server's BLXR report of a forward test against what
