@@ -11,6 +11,7 @@ use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
+use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_units::Bytes;
 use std::io::{Read, Write};
@@ -234,10 +235,22 @@ fn stream(
                 SendEnd::Stalled | SendEnd::Disconnected => (Vec::new(), Drained::TimedOut),
                 _ => drain(&mut s),
             };
+            let sent_bytes = acc.total(Span::from_zero(end)).bytes;
+            let mut impossible = None;
             if let Some(json) = find_report(&drained) {
-                let _ = sink.send(Event::PeerReport { stream: id, json });
+                // The server's own numbers go into our --json only if
+                // they can be true.
+                match check_peer_report(&json, sent_bytes, end) {
+                    Ok(()) => {
+                        let _ = sink.send(Event::PeerReport { stream: id, json });
+                    }
+                    Err(why) => impossible = Some(why),
+                }
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            if let Some(why) = impossible {
+                return Err(format!("the server's report is impossible ({why}); not used").into());
+            }
             send_verdict(sent, end)?;
             if closed == Drained::Reset {
                 return Err(
@@ -315,6 +328,25 @@ fn warn_unconfirmed_congestion(
              default congestion control"
         ),
     }
+}
+
+/// Checks a bloatlab server's BLXR report of a forward test against what
+/// we sent: it cannot have received more, nor for longer than the test
+/// plus the server's slop, nor non-finite numbers.
+fn check_peer_report(json: &str, sent: Bytes, end: Duration) -> Result<(), String> {
+    let r = bloatlab_metrics::json::ServerSideReport::from_json(json.as_bytes())
+        .map_err(|e| format!("unreadable: {e}"))?;
+    let s = &r.summary;
+    if !(s.start_s.is_finite() && s.end_s.is_finite() && s.bits_per_second.is_finite()) {
+        return Err("a time or rate that is not a number".into());
+    }
+    if s.bytes > sent.0 {
+        return Err(format!("{} bytes received of {} sent", s.bytes, sent.0));
+    }
+    if s.end_s - s.start_s > (end + Duration::from_secs(15)).as_secs_f64() || s.start_s < 0.0 {
+        return Err(format!("a span of {}..{} s", s.start_s, s.end_s));
+    }
+    Ok(())
 }
 
 /// Did the sending half run as asked? `end` is its offset from the start.
@@ -425,5 +457,33 @@ fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
         congestion_control: cfg.socket.congestion.clone(),
         remote: Some(addr.to_string()),
         ..TestInfo::default()
+    }
+}
+
+#[cfg(test)]
+mod peer_report_tests {
+    use super::*;
+    use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
+    use bloatlab_metrics::tcp_recv::TcpRecvStats;
+
+    fn report(bytes: u64, secs: f64) -> String {
+        let mut acc = TcpRecvStats::new(Bytes(131_072), false);
+        acc.on_read(Bytes(bytes));
+        let total = acc.total(Span::from_zero(Duration::from_secs_f64(secs)));
+        let r = ServerSideReport::new(1, vec![], IntervalRecord::from_tcp_recv(&total, true));
+        String::from_utf8(r.to_json()).unwrap()
+    }
+
+    #[test]
+    fn a_server_report_that_cannot_be_true_is_refused() {
+        let end = Duration::from_secs(1);
+        assert_eq!(
+            check_peer_report(&report(1000, 1.0), Bytes(1000), end),
+            Ok(())
+        );
+        let more = check_peer_report(&report(1001, 1.0), Bytes(1000), end);
+        assert!(more.unwrap_err().contains("1001 bytes received of 1000"));
+        assert!(check_peer_report(&report(10, 3600.0), Bytes(1000), end).is_err());
+        assert!(check_peer_report("{not json", Bytes(1000), end).is_err());
     }
 }

@@ -189,7 +189,7 @@ fn connection(
     };
     // iperf 2's refusal: one line, then close without an ack (Listener.cpp).
     if let Err(why) = handshake::check_permit_key(&raw, cfg.permit_key.as_deref()) {
-        eprintln!("bloatlab server: [drop] connection from {peer} ({why})");
+        log.eprint(|| format!("bloatlab server: [drop] connection from {peer} ({why})"));
         return;
     }
     let req = request_of(raw.len(), &hdr, Some(&raw));
