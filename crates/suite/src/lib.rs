@@ -19,6 +19,7 @@ pub mod collect;
 pub mod demo;
 pub mod driver;
 pub mod host;
+pub mod orphan;
 pub mod plan;
 pub mod run;
 pub mod summary;
