@@ -49,6 +49,8 @@ mod conn;
 pub mod datagram;
 mod error;
 pub mod flows;
+#[doc(hidden)]
+pub mod fuzzing;
 mod json;
 pub mod mmsg;
 pub mod pacer;
