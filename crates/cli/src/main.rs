@@ -35,6 +35,8 @@ enum Command {
     Test(cmd::test::TestArgs),
     /// Build a lab, run RRUL against a deep FIFO and FQ-CoDel, compare them (needs root).
     Demo(cmd::demo::DemoArgs),
+    /// Run an experiment declared in a TOML file (sweeps, repetitions, shards); merge shards.
+    Experiment(cmd::experiment::ExperimentArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Experiment(args) => cmd::experiment::run(args),
     };
     exit::finish(result)
 }

@@ -115,12 +115,22 @@ fn ping_loopback_json_has_exact_one_way_delays() {
     let doc: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
     assert_eq!(doc["format"], "bloatlab-results");
     assert_eq!(doc["metadata"]["test"], "ping");
-    let probe = &doc["metadata"]["extra"]["probe"];
+    let probe = &doc["metadata"]["probe"];
     assert_eq!(probe["clock"]["shared"], true);
     assert_eq!(probe["summary"]["sent"], 50);
     assert_eq!(probe["summary"]["received"], 50);
     assert_eq!(probe["summary"]["lost_up"], 0);
     assert_eq!(probe["summary"]["lost_down"], 0);
+    assert_eq!(doc["metadata"]["hosts"]["remote"]["address"], "127.0.0.1");
+    assert_eq!(
+        doc["metadata"]["hosts"]["remote"]["role"],
+        "probe_responder"
+    );
+    // The suite reads this very output (bloatlab test's probe runners).
+    let run = bloatlab_suite::collect::parse_ping(out.as_bytes()).expect("the suite reads it");
+    assert_eq!(run.interval, Some(Duration::from_millis(10)));
+    assert_eq!(run.series.len(), 3);
+    assert!(!run.interrupted);
     let latency = doc["raw"]["latency"].as_array().unwrap();
     let series = |kind: &str| -> Vec<Value> {
         latency

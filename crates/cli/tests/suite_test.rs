@@ -111,7 +111,11 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     assert_eq!(printed.raw, f.raw);
     assert_eq!(f.metadata.test, "rrul");
     assert!(!f.metadata.interrupted);
-    assert!(f.metadata.kernel.contains_key("release"));
+    assert!(f.metadata.kernel.release.is_some());
+    assert_eq!(
+        f.metadata.hosts.remote.address.as_deref(),
+        Some("127.0.0.1")
+    );
     assert!(f.metadata.command_line.iter().any(|a| a == "rrul"));
 
     let phases: Vec<(PhaseKindRecord, u64, u64)> = f

@@ -31,9 +31,12 @@
 //! # Ok::<(), bloatlab_emu::SpecError>(())
 //! ```
 //!
+//! Several links in series (a shaper in front of a bloated modem) form a [`Chain`] (see [`chain`]).
+//!
 //! User-facing spellings follow tc(8) (`20mbit`, `40ms`, `0.5%`, `64kb`, `1000p`); see [`spec`].
 //! The driver that moves real packets through a `Link` lives in `bloatlab-lab`.
 
+pub mod chain;
 pub mod config;
 pub mod counters;
 mod link;
@@ -44,6 +47,7 @@ pub mod sim;
 pub mod spec;
 pub mod trace;
 
+pub use chain::{Chain, StageConfig, StageError, parse_stage};
 pub use config::{Framing, JitterDistribution, LinkConfig, LossModel, Overhead};
 pub use counters::{Counters, Drops, PacketBytes, SojournHistogram, SojournSummary};
 pub use link::Link;

@@ -135,13 +135,20 @@ impl Link {
 
     /// The next packet whose delivery time is at or before `now`, if any.
     pub fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>> {
+        self.dequeue_timed(now).map(|(_, data)| data)
+    }
+
+    /// Like [`Link::dequeue`], with the packet's virtual delivery time (at or before `now`):
+    /// a [`crate::Chain`] hands the packet to its next stage at that time, not at the caller's
+    /// (possibly later) wake-up time.
+    pub fn dequeue_timed(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
         let now = self.tick(now);
         self.advance(now);
-        let data = self.line.pop_due(now)?;
+        let (at, data) = self.line.pop_due(now)?;
         let len = data.len() as u64;
         self.counters.in_transit.sub(len);
         self.counters.dequeued.add(len);
-        Some(data)
+        Some((at, data))
     }
 
     /// The earliest time at which [`Link::dequeue`] may return a packet: the next delivery, or,
@@ -176,6 +183,19 @@ impl Link {
     /// The configured rate (`None` = unlimited).
     pub fn rate(&self) -> Option<BitRate> {
         self.rate
+    }
+
+    /// The one-way delay packets get when they leave the serializer now.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// Changes the one-way delay for packets that leave the serializer from now on (the lab
+    /// takes its measured forwarding overhead out of the configured delay this way). Packets
+    /// already in the delay line keep their delivery time, and without `reorder` a later packet
+    /// still never overtakes an earlier one.
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.delay = delay;
     }
 
     fn tick(&mut self, now: Duration) -> Duration {
@@ -324,13 +344,13 @@ impl DelayLine {
         }
     }
 
-    fn pop_due(&mut self, now: Duration) -> Option<Vec<u8>> {
+    fn pop_due(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
         if self.next_release()? > now {
             return None;
         }
         match self {
-            DelayLine::InOrder(q, _) => q.pop_front().map(|(_, d)| d),
-            DelayLine::Reorder(h, _) => h.pop().map(|Reverse(p)| p.data),
+            DelayLine::InOrder(q, _) => q.pop_front(),
+            DelayLine::Reorder(h, _) => h.pop().map(|Reverse(p)| (p.release, p.data)),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! A deterministic network simulation around two [`Link`]s (data direction and ACK direction) on
+//! A deterministic network simulation around a forward [`Chain`] of one or more stages (data
+//! direction) and a [`Link`] (ACK direction) on
 //! a virtual clock: Reno-like TCP senders, constant-rate UDP sources, a sparse latency probe, and
 //! a receiver, all exchanging real IPv4 packets so the emulator hashes, marks and drops them as it
 //! would in the lab.
@@ -15,6 +16,7 @@
 //! thread and no floating-point function beyond IEEE basic operations and `sqrt` on the paths the
 //! results depend on.
 
+use crate::chain::{Chain, StageConfig, StageError};
 use crate::counters::SojournHistogram;
 use crate::packet::{Ecn, IpView, ipv4_header_checksum};
 use crate::qdisc::DropReason;
@@ -113,6 +115,31 @@ pub struct SimResult {
     /// Forward-link packets marked CE after warm-up.
     pub ce_marks: u64,
     /// Forward-link packets lost by the loss model after warm-up.
+    pub loss_drops: u64,
+    /// Per stage, when the forward direction is a chain of more than one stage
+    /// ([`run_chain`]); the fields above then sum (drops, marks) or merge (sojourn) the stages.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageResult>,
+}
+
+/// What one stage of a forward chain did after warm-up.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StageResult {
+    /// The stage's name.
+    pub name: String,
+    /// Queue sojourn in this stage: median.
+    pub sojourn_p50_ms: f64,
+    /// Queue sojourn in this stage: 99th percentile.
+    pub sojourn_p99_ms: f64,
+    /// Queue sojourn in this stage: maximum.
+    pub sojourn_max_ms: f64,
+    /// Packets dropped on overflow.
+    pub overflow_drops: u64,
+    /// Packets dropped by the AQM.
+    pub aqm_drops: u64,
+    /// Packets marked CE.
+    pub ce_marks: u64,
+    /// Packets lost by the loss model.
     pub loss_drops: u64,
 }
 
@@ -467,28 +494,45 @@ struct Cbr {
 
 /// Runs the experiment to completion.
 pub fn run(cfg: &SimConfig) -> Result<SimResult, SpecError> {
-    let mut fwd = Link::new(&cfg.forward, cfg.seed)?;
+    run_with(cfg, Chain::single(&cfg.forward, cfg.seed)?)
+}
+
+/// Runs the experiment with the forward direction made of `stages` in series (a [`Chain`];
+/// `cfg.forward` is not used). The result's [`SimResult::stages`] has each stage's queueing.
+pub fn run_chain(cfg: &SimConfig, stages: &[StageConfig]) -> Result<SimResult, StageError> {
+    let fwd = Chain::new(stages, cfg.seed)?;
+    run_with(cfg, fwd).map_err(|source| StageError { stage: 0, source })
+}
+
+fn run_with(cfg: &SimConfig, mut fwd: Chain) -> Result<SimResult, SpecError> {
     let mut rev = Link::new(&cfg.reverse, cfg.seed ^ 0xa5a5)?;
     let warmup = cfg.warmup;
-    let steady = Arc::new(Mutex::new(Steady::default()));
-    let sink = steady.clone();
-    fwd.set_trace(Some(Box::new(move |ev| {
-        if ev.time < warmup {
-            return;
-        }
-        let Ok(mut s) = sink.lock() else { return };
-        match ev.verdict {
-            Verdict::Sent => {
-                if let Some(d) = ev.sojourn {
-                    s.sojourn.record(d);
+    let per_stage: Vec<Arc<Mutex<Steady>>> = (0..fwd.len())
+        .map(|_| Arc::new(Mutex::new(Steady::default())))
+        .collect();
+    for (i, steady) in per_stage.iter().enumerate() {
+        let sink = steady.clone();
+        fwd.set_trace(
+            i,
+            Some(Box::new(move |ev| {
+                if ev.time < warmup {
+                    return;
                 }
-            }
-            Verdict::Marked => s.marks += 1,
-            Verdict::Dropped(DropReason::Overflow) => s.overflow += 1,
-            Verdict::Dropped(DropReason::Aqm) => s.aqm += 1,
-            Verdict::Dropped(DropReason::Loss) => s.loss += 1,
-        }
-    })));
+                let Ok(mut s) = sink.lock() else { return };
+                match ev.verdict {
+                    Verdict::Sent => {
+                        if let Some(d) = ev.sojourn {
+                            s.sojourn.record(d);
+                        }
+                    }
+                    Verdict::Marked => s.marks += 1,
+                    Verdict::Dropped(DropReason::Overflow) => s.overflow += 1,
+                    Verdict::Dropped(DropReason::Aqm) => s.aqm += 1,
+                    Verdict::Dropped(DropReason::Loss) => s.loss += 1,
+                }
+            })),
+        );
+    }
 
     let mut renos: Vec<(usize, Reno, Receiver)> = vec![];
     let mut cbrs: Vec<(usize, Cbr)> = vec![];
@@ -658,7 +702,35 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult, SpecError> {
     flows.sort_by_key(|(i, _)| *i);
     let flows: Vec<FlowResult> = flows.into_iter().map(|(_, f)| f).collect();
     let total = round2(flows.iter().map(|f| f.goodput_mbit_s).sum());
-    let st = steady.lock().map(|s| s.clone()).unwrap_or_default();
+    let per_stage: Vec<Steady> = per_stage
+        .iter()
+        .map(|s| s.lock().map(|s| s.clone()).unwrap_or_default())
+        .collect();
+    let mut st = Steady::default();
+    for s in &per_stage {
+        st.sojourn.merge(&s.sojourn);
+        st.overflow += s.overflow;
+        st.aqm += s.aqm;
+        st.marks += s.marks;
+        st.loss += s.loss;
+    }
+    let stages = if per_stage.len() > 1 {
+        fwd.stages()
+            .zip(&per_stage)
+            .map(|((name, _), s)| StageResult {
+                name: name.to_string(),
+                sojourn_p50_ms: s.sojourn.quantile(0.5).map_or(0.0, ms),
+                sojourn_p99_ms: s.sojourn.quantile(0.99).map_or(0.0, ms),
+                sojourn_max_ms: s.sojourn.max().map_or(0.0, ms),
+                overflow_drops: s.overflow,
+                aqm_drops: s.aqm,
+                ce_marks: s.marks,
+                loss_drops: s.loss,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let h = &st.sojourn;
     Ok(SimResult {
         flows,
@@ -672,6 +744,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimResult, SpecError> {
         aqm_drops: st.aqm,
         ce_marks: st.marks,
         loss_drops: st.loss,
+        stages,
     })
 }
 

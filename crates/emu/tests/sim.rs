@@ -268,3 +268,70 @@ fn print_tables() {
         println!("vs cbr {name}: {}", serde_json::to_string(&r).unwrap());
     }
 }
+
+/// Report 4's home network as a chain: a shaper at `router_rate` with fq_codel in front of a
+/// 10 Mbit/s "modem" with a 100-packet FIFO (B/R = 100 * 1500 * 8 / 10 Mbit/s = 120 ms) and
+/// the path's 15 ms one-way delay.
+fn shaper_in_front_of_modem(router_rate: &str) -> bloatlab_emu::sim::SimResult {
+    use bloatlab_emu::parse_stage;
+    let stages = [
+        parse_stage(&format!("name=router rate={router_rate} qdisc=fq_codel"), 1).unwrap(),
+        parse_stage("name=modem rate=10mbit qdisc=fifo limit=100p delay=15ms", 2).unwrap(),
+    ];
+    let cfg = SimConfig {
+        forward: LinkConfig::default(),
+        reverse: ack_path(),
+        seed: 1,
+        duration: Duration::from_secs(30),
+        warmup: Duration::from_secs(10),
+        flows: renos(4, false),
+        probe_interval: Some(Duration::from_millis(10)),
+    };
+    bloatlab_emu::sim::run_chain(&cfg, &stages).unwrap()
+}
+
+#[test]
+fn chain_shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
+    let r = shaper_in_front_of_modem("9mbit");
+    let (router, modem) = (&r.stages[0], &r.stages[1]);
+    assert_eq!(
+        (router.name.as_str(), modem.name.as_str()),
+        ("router", "modem")
+    );
+    // The queue is the router's, held near CoDel's 5 ms target; the modem's FIFO sees packets
+    // arriving slower than it sends them and never queues more than one.
+    assert!(router.sojourn_p50_ms > 0.5, "{r:#?}");
+    assert!(router.sojourn_p99_ms <= 25.0, "{r:#?}");
+    assert!(router.aqm_drops > 0, "{r:#?}");
+    assert!(modem.sojourn_p99_ms <= 1.3, "{r:#?}");
+    assert_eq!(modem.overflow_drops, 0, "{r:#?}");
+    // The sparse probe goes first at the router: latency stays near the 15 ms base.
+    assert!(r.probe_p99_ms.unwrap() <= 15.0 + 5.0, "{r:#?}");
+    // The shaper's rate sets the throughput (9 Mbit/s less headers).
+    assert!(
+        r.total_goodput_mbit_s >= 0.9 * 9.0 * 1460.0 / 1500.0,
+        "{r:#?}"
+    );
+    assert!(
+        r.total_goodput_mbit_s <= 9.0 * 1460.0 / 1500.0 + 0.01,
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn chain_shaper_above_line_rate_fills_the_modem_fifo() {
+    let r = shaper_in_front_of_modem("12mbit");
+    let (router, modem) = (&r.stages[0], &r.stages[1]);
+    // The router now sends faster than the line: its queue is empty most of the time (it
+    // only absorbs the model's post-timeout retransmission bursts) and the modem's FIFO holds
+    // the standing queue, up to its 120 ms (plus the packet being serialized), and overflows.
+    assert!(router.sojourn_p50_ms <= 1.0, "{r:#?}");
+    assert!(modem.overflow_drops > 0, "{r:#?}");
+    assert!(modem.sojourn_p50_ms >= 60.0, "{r:#?}");
+    assert!(modem.sojourn_p99_ms >= 100.0, "{r:#?}");
+    assert!(modem.sojourn_max_ms <= 121.5, "{r:#?}");
+    // Loaded latency: base + buffer / line rate = 15 + 120 ms at the top of the sawtooth.
+    let p99 = r.probe_p99_ms.unwrap();
+    assert!((15.0 + 100.0..=15.0 + 122.0).contains(&p99), "{r:#?}");
+    assert!(r.probe_p50_ms.unwrap() >= 15.0 + 60.0, "{r:#?}");
+}

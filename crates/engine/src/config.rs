@@ -24,6 +24,9 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub const DEFAULT_NEAR_CONGESTION_WEIGHT: f64 = 0.5;
 /// How long a server waits for a client's test header (iperf 2.1.8 uses 4 s).
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long a server lets a connection or flow go without a byte moving, in
+/// any phase, before it ends it (iperf 3's `--rcv-timeout` default).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a client waits for `connect()` to complete.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -200,6 +203,16 @@ pub struct ServerConfig {
     /// server sends at, to the datagram's source address, which may be
     /// spoofed: on a public host this turns the server into a reflector.
     pub no_reverse: bool,
+    /// `--idle-timeout`: a connection (or UDP flow) with no byte received
+    /// or sent for this long is ended, in every phase.
+    pub idle_timeout: Duration,
+    /// `--max-connections`: concurrent TCP connections; more are closed at once.
+    pub max_connections: usize,
+    /// `--max-per-source`: concurrent TCP connections from one source
+    /// (IPv4 address or IPv6 /64).
+    pub max_per_source: usize,
+    /// Caps on what a test may ask for (`--max-duration` ...).
+    pub limits: crate::limits::ServerLimits,
     /// `--permit-key`: refuse TCP tests whose header does not carry this key
     /// (and, as iperf 2 does, tests that carry a key when this is `None`).
     pub permit_key: Option<String>,
@@ -218,6 +231,10 @@ impl Default for ServerConfig {
             one_off: false,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             no_reverse: false,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
+            max_per_source: crate::limits::DEFAULT_MAX_PER_SOURCE,
+            limits: crate::limits::ServerLimits::default(),
             permit_key: None,
         }
     }

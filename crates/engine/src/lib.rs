@@ -8,6 +8,8 @@
 pub mod clock;
 pub mod config;
 pub mod console;
+pub mod limits;
+pub mod loglimit;
 pub mod sock;
 pub mod stop;
 pub mod suffix;

@@ -157,6 +157,12 @@ where
         value
     }
 
+    /// Forgets the open group of `peer` announcing `expected` streams (its
+    /// first member could not start it).
+    pub fn remove(&mut self, peer: IpAddr, expected: u32) {
+        self.open.remove(&(peer, expected));
+    }
+
     /// When the next open group's window ends.
     pub fn next_deadline(&self) -> Option<T> {
         self.open.values().map(|g| g.closes_at).min()

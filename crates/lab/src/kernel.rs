@@ -42,6 +42,13 @@ const TCA_TBF_BURST: u16 = 6;
 /// running kernel's qdiscs).
 pub fn validate(spec: &LabSpec) -> Result<()> {
     for (dir, l) in [("up", &spec.up), ("down", &spec.down)] {
+        if !l.stages.is_empty() {
+            return Err(spec_err(
+                &format!("--{dir}-stage"),
+                &l.stages.join(" | "),
+                "chained links (--stage) need the userspace backend".into(),
+            ));
+        }
         if !l.params.is_empty() {
             return Err(spec_err(
                 &format!("--{dir}-qdisc-param"),

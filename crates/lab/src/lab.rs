@@ -8,14 +8,16 @@
 //! (emulation.md 4.1). [`remove_by_name`] cleans up after a crash.
 
 use crate::driver::Emulator;
+use crate::driver::calibrate::Calibrated;
 use crate::driver::direction::{DirectionIo, DirectionReport};
+use crate::driver::path_probe::{self, PathCalibration};
 use crate::error::{LabError, Result};
 use crate::model;
 use crate::netlink::Netlink;
 use crate::netlink::msg::LinkStats;
 use crate::netlink::qdisc_stats::QdiscStats;
 use crate::netns::{self, NetnsGuard};
-use crate::spec::{Backend, Host, LabSpec, PREFIX_LEN, Side};
+use crate::spec::{Backend, Host, LabSpec, LinkSpec, PREFIX_LEN, PREFIX_LEN6, Side};
 use crate::state::StateDir;
 use crate::sysctl;
 use crate::trace_file;
@@ -53,6 +55,8 @@ pub struct Lab {
     router: Option<(Netlink, i32, i32)>,
     hosts: Vec<HostRt>,
     guards: Vec<NetnsGuard>,
+    /// The path overhead measured at `lab up` (calibrated delay).
+    host_paths: Option<PathCalibration>,
 }
 
 /// Per-device counters in a status report.
@@ -79,6 +83,10 @@ pub struct LabStatus {
     /// Kernel backend: the qdiscs shaping each direction (`up`, `down`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub qdiscs: Vec<(String, QdiscStats)>,
+    /// The path overhead measured at `lab up` (absent with
+    /// `--no-calibrate` and for the kernel backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<PathCalibration>,
 }
 
 fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun>, Netlink, i32)> {
@@ -99,6 +107,7 @@ fn setup_host(spec: &LabSpec, host: &Host, with_tun: bool) -> Result<(Option<Tun
         let index = nl.link_index(&host.ifname)?;
         nl.set_link(index, Some(spec.mtu), Some(TUN_TXQLEN))?;
         nl.add_addr_v4(index, host.addr, PREFIX_LEN)?;
+        nl.add_addr_v6(index, host.addr6, PREFIX_LEN6)?;
         host_sysctls(spec, host)?;
         Ok((tun, nl, index))
     })
@@ -130,6 +139,7 @@ impl Lab {
             router: None,
             hosts: Vec::new(),
             guards: Vec::new(),
+            host_paths: None,
         };
         for ns in spec.namespaces() {
             lab.guards.push(NetnsGuard::create(&ns)?);
@@ -172,23 +182,25 @@ impl Lab {
                 index,
             });
         }
-        let fds = |side: Side| -> Vec<(std::net::Ipv4Addr, i32)> {
+        // Every host is reached by its IPv4 and its IPv6 address.
+        let fds = |side: Side| -> Vec<(std::net::IpAddr, i32)> {
             self.hosts
                 .iter()
                 .filter(|h| h.host.side == side)
-                .filter_map(|h| h.tun.as_ref().map(|t| (h.host.addr, t.fd().as_raw_fd())))
+                .filter_map(|h| h.tun.as_ref().map(|t| (&h.host, t.fd().as_raw_fd())))
+                .flat_map(|(h, fd)| [(h.addr.into(), fd), (h.addr6.into(), fd)])
                 .collect()
         };
         let (clients, servers) = (fds(Side::Client), fds(Side::Server));
         let up = DirectionIo {
             name: "up".into(),
-            inputs: clients.iter().map(|(_, fd)| *fd).collect(),
+            inputs: tun_fds(&clients),
             outputs: servers.clone(),
             offload: spec.driver.offload,
         };
         let down = DirectionIo {
             name: "down".into(),
-            inputs: servers.iter().map(|(_, fd)| *fd).collect(),
+            inputs: tun_fds(&servers),
             outputs: clients,
             offload: spec.driver.offload,
         };
@@ -202,17 +214,63 @@ impl Lab {
             Ok(Some(callback))
         };
         let (up_trace, down_trace) = (trace("up")?, trace("down")?);
-        let dirs = vec![
-            (up, model::build("up", &spec.up, seed, up_trace)?),
-            (
-                down,
-                model::build("down", &spec.down, seed.wrapping_add(1), down_trace)?,
-            ),
-        ];
+        let mut up_model = model::build("up", &spec.up, seed, up_trace)?;
+        let mut down_model = model::build("down", &spec.down, seed.wrapping_add(1), down_trace)?;
+        if spec.driver.calibrate {
+            let cal = self.measure_path(&up, &down)?;
+            let share = Duration::from_nanos(cal.share_ns);
+            up_model = Calibrated::wrap(up_model, share);
+            down_model = Calibrated::wrap(down_model, share);
+            self.host_paths = Some(cal);
+        }
+        let dirs = vec![(up, up_model), (down, down_model)];
         let em = Emulator::start(dirs, self.started, spec.driver.spin, spec.driver.realtime)
             .map_err(|e| LabError::io("start forwarding threads", e))?;
         self.emulator = Some(em);
         Ok(())
+    }
+
+    /// Runs the forwarding threads with [`path_probe::PROBE_DELAY`] each
+    /// way and times echo requests from the first client to the server
+    /// (driver/path_probe.rs), then stops them again.
+    fn measure_path(&self, up: &DirectionIo, down: &DirectionIo) -> Result<PathCalibration> {
+        let probe_link = LinkSpec {
+            delay: Some(format!("{}us", path_probe::PROBE_DELAY.as_micros())),
+            ..LinkSpec::default()
+        };
+        let models = vec![
+            (up.clone(), model::build("up", &probe_link, 1, None)?),
+            (down.clone(), model::build("down", &probe_link, 2, None)?),
+        ];
+        let d = &self.spec.driver;
+        let mut em = Emulator::start(models, Instant::now(), d.spin, d.realtime)
+            .map_err(|e| LabError::io("start forwarding threads", e))?;
+        let hosts = self.spec.hosts();
+        let client = hosts.iter().find(|h| h.side == Side::Client);
+        let server = hosts.iter().find(|h| h.side == Side::Server);
+        let (Some(client), Some(server)) = (client, server) else {
+            return Ok(PathCalibration::default());
+        };
+        let rtts = netns::run_in(&client.netns, || {
+            let sock = path_probe::icmp_socket()?;
+            Ok(path_probe::echo_rtts(&sock, server.addr))
+        })?;
+        // The threads publish every 200 ms; the probes took longer.
+        let lateness: u64 = em
+            .reports()
+            .iter()
+            .map(|(_, r)| (r.lateness.p50_us * 1e3) as u64)
+            .sum();
+        em.stop();
+        let cal = path_probe::derive(rtts, Duration::from_nanos(lateness));
+        if cal.answered == 0 {
+            tracing::warn!(
+                "calibration: no echo reply from {}; delay not trimmed",
+                server.name
+            );
+        }
+        tracing::info!("calibration: {cal:?}");
+        Ok(cal)
     }
 
     /// The spec the lab was built from.
@@ -252,6 +310,7 @@ impl Lab {
             devices,
             tun_ring_drops: drops,
             qdiscs: self.router_qdiscs(),
+            calibration: self.host_paths.clone(),
         }
     }
 
@@ -357,6 +416,13 @@ pub fn remove_by_name(name: &str, listed: &[String]) -> Result<Vec<String>> {
         Some(e) => Err(e),
         None => Ok(removed),
     }
+}
+
+/// Each TUN fd once (a host is listed with both of its addresses).
+fn tun_fds(outputs: &[(std::net::IpAddr, i32)]) -> Vec<i32> {
+    let mut v: Vec<i32> = outputs.iter().map(|(_, fd)| *fd).collect();
+    v.dedup();
+    v
 }
 
 /// Linux capability numbers (linux/capability.h).

@@ -24,6 +24,7 @@ pub mod netns;
 pub mod offload;
 pub mod signals;
 pub mod spec;
+pub mod stages;
 pub mod state;
 pub mod sysctl;
 pub mod trace_file;

@@ -18,6 +18,17 @@ pub trait LinkModel: Send {
     fn next_event(&self) -> Option<Duration>;
     /// The model's counters, for `lab status`.
     fn counters_json(&self) -> serde_json::Value;
+    /// The one-way delay applied now, if the model has one that can be
+    /// changed (driver/calibrate.rs trims it).
+    fn delay(&self) -> Option<Duration> {
+        None
+    }
+    /// Changes the one-way delay for packets from now on.
+    fn set_delay(&mut self, _delay: Duration) {}
+    /// What the delay calibration did (only calibrated models have one).
+    fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
+        None
+    }
 }
 
 /// Forwards every packet immediately: no rate, no delay, no queue limit.
@@ -59,6 +70,12 @@ impl LinkModel for bloatlab_emu::Link {
     }
     fn counters_json(&self) -> serde_json::Value {
         serde_json::to_value(self.counters()).unwrap_or_default()
+    }
+    fn delay(&self) -> Option<Duration> {
+        Some(bloatlab_emu::Link::delay(self))
+    }
+    fn set_delay(&mut self, delay: Duration) {
+        bloatlab_emu::Link::set_delay(self, delay)
     }
 }
 
@@ -129,7 +146,11 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
 }
 
 /// Checks one direction's fields with the emulator's tc-style parsers.
+/// With `--stage`, checks every stage instead (crate::stages).
 pub fn validate_direction(dir: &str, s: &LinkSpec) -> Result<()> {
+    if crate::stages::stage_configs(dir, s)?.is_some() {
+        return Ok(());
+    }
     link_config(dir, s).map(|_| ())
 }
 
@@ -181,6 +202,9 @@ pub fn build(
     seed: u64,
     trace: Option<bloatlab_emu::TraceFn>,
 ) -> Result<Box<dyn LinkModel>> {
+    if let Some(stages) = crate::stages::stage_configs(dir, s)? {
+        return crate::stages::build_chain(dir, &stages, seed, trace);
+    }
     let cfg = link_config(dir, s)?;
     tracing::info!("{dir}: {cfg}");
     let mut link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;

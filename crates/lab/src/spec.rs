@@ -21,7 +21,7 @@ use crate::error::{LabError, Result};
 use crate::names;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 /// Most client hosts a lab can have.
@@ -58,6 +58,13 @@ pub struct LinkSpec {
     /// Queue discipline parameters as `key=value` or bare flags
     /// (`target=5ms`, `interval=100ms`, `ecn`, `noecn`).
     pub params: Vec<String>,
+    /// A chain of stages instead of one bottleneck (userspace backend),
+    /// each as `key=value` words (`rate=9mbit qdisc=fq_codel`), in the
+    /// order packets cross them; see `bloatlab_emu::parse_stage`. With
+    /// stages, `delay`, `jitter` and `loss` form a final stage `path`, and
+    /// `rate`, `limit`, `qdisc` and `params` must be empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<String>,
 }
 
 /// Driver options of the userspace emulator.
@@ -79,6 +86,15 @@ pub struct DriverSpec {
     /// emulated link still sees wire-sized packets. Off by default.
     #[serde(default)]
     pub offload: bool,
+    /// Take the measured forwarding and host path overhead out of the
+    /// configured delay (driver/calibrate.rs). On by default;
+    /// `lab up --no-calibrate` turns it off.
+    #[serde(default = "calibrate_default")]
+    pub calibrate: bool,
+}
+
+fn calibrate_default() -> bool {
+    true
 }
 
 impl Default for DriverSpec {
@@ -89,6 +105,7 @@ impl Default for DriverSpec {
             seed: 1,
             trace: None,
             offload: false,
+            calibrate: true,
         }
     }
 }
@@ -244,6 +261,10 @@ pub struct Host {
     pub side: Side,
     /// Its address on the lab's /24.
     pub addr: Ipv4Addr,
+    /// Its IPv6 address on the lab's /64 (`fd00:77::` + the IPv4 address's
+    /// last byte).
+    #[serde(default = "unspecified6")]
+    pub addr6: Ipv6Addr,
     /// Its interface (the TUN device, or the veth end for the kernel backend).
     pub ifname: String,
 }
@@ -252,6 +273,15 @@ pub struct Host {
 pub const SUBNET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 0);
 /// Prefix length of [`SUBNET`].
 pub const PREFIX_LEN: u8 = 24;
+/// The lab's private IPv6 subnet (RFC 4193 unique local addresses), also
+/// only inside lab namespaces.
+pub const SUBNET6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0);
+/// Prefix length of [`SUBNET6`].
+pub const PREFIX_LEN6: u8 = 64;
+
+fn unspecified6() -> Ipv6Addr {
+    Ipv6Addr::UNSPECIFIED
+}
 
 impl Host {
     fn new(lab: &str, name: String, side: Side, last: u8) -> Host {
@@ -260,6 +290,7 @@ impl Host {
             netns: names::netns(lab, &name),
             ifname: format!("bl-{name}"),
             addr: Ipv4Addr::new(o[0], o[1], o[2], last),
+            addr6: Ipv6Addr::from(u128::from(SUBNET6) | u128::from(last)),
             side,
             name,
         }
@@ -287,6 +318,17 @@ mod tests {
                 "10.77.0.13",
                 "10.77.0.2",
                 "10.77.0.3"
+            ]
+        );
+        let addrs6: Vec<_> = h.iter().map(|h| h.addr6.to_string()).collect();
+        assert_eq!(
+            addrs6,
+            [
+                "fd00:77::1",
+                "fd00:77::c",
+                "fd00:77::d",
+                "fd00:77::2",
+                "fd00:77::3"
             ]
         );
         assert_eq!(h[1].netns, "bl-t-client2");

@@ -246,11 +246,9 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
         .filter(|p| p.kind == PhaseKindRecord::Loaded)
         .map(|p| p.end_ns.saturating_sub(p.start_ns))
         .sum();
-    let host = m
-        .hosts
-        .get("server")
-        .and_then(|s| s.get("address").or(Some(s)))
-        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+    // flent labels a run's series with HOST (its legend reads "HOST series"); the
+    // remote end is the host under test.
+    let host = m.hosts.remote.label();
     let metadata = json!({
         "NAME": m.test,
         "TITLE": m.title.clone().unwrap_or_default(),
@@ -262,9 +260,9 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
         "STEP_SIZE": STEP.as_secs_f64(),
         "HOST": host,
         "HOSTS": host.iter().collect::<Vec<_>>(),
-        "LOCAL_HOST": Value::Null,
-        "KERNEL_NAME": m.kernel.get("name"),
-        "KERNEL_RELEASE": m.kernel.get("release"),
+        "LOCAL_HOST": m.hosts.local.name.as_deref().or(m.hosts.local.address.as_deref()),
+        "KERNEL_NAME": m.kernel.sysname,
+        "KERNEL_RELEASE": m.kernel.release,
         "SYSCTLS": m.sysctls,
         "TEST_PARAMETERS": {},
         "DATA_FILENAME": file_name,

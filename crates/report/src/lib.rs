@@ -7,6 +7,7 @@
 //!
 //! * [`run`]: a loaded run, its label, timeline, series and derived figures.
 //! * [`view`]: the figures formatted for people (one formatting for terminal and HTML).
+//! * [`meta`]: the typed metadata records as text.
 //! * [`table`]: plain-text tables for the terminal, one run or a side-by-side comparison.
 //! * [`plot`]: PNG and SVG charts with embedded DejaVu fonts (no system fonts needed):
 //!   throughput and latency time series (gaps left open, loss marked, phases shaded),
@@ -20,6 +21,7 @@
 pub mod flent;
 pub mod fonts;
 pub mod html;
+pub mod meta;
 pub mod output;
 pub mod plot;
 pub mod run;

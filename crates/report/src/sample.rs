@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bloatlab_results::ResultsFile;
-use bloatlab_results::schema::{Metadata, Raw};
+use bloatlab_results::schema::{HostRecord, HostRole, KernelRecord, Metadata, Raw};
 use bloatlab_stats::{
     DelayKind, Direction, FlowSeries, LatencySeries, ProbeSample, Timeline, TransferSample,
 };
@@ -124,9 +124,25 @@ pub fn rrul_like(queue: Queue) -> ResultsFile {
         Queue::DeepFifo => "synthetic deep FIFO".into(),
         Queue::FqCodel => "synthetic FQ-CoDel".into(),
     });
-    meta.hosts
-        .insert("server".into(), serde_json::json!({"address": "10.77.0.2"}));
-    meta.kernel
-        .insert("release".into(), serde_json::json!("6.18.0"));
+    // What `bloatlab test` records for these (crates/suite/src/run.rs, checked against
+    // this by the suite's `sample_metadata_matches_the_producer` test).
+    meta.hosts.local = HostRecord {
+        name: Some("bloatlab-sample".into()),
+        role: Some(HostRole::Client),
+        software: Some(format!("bloatlab {}", env!("CARGO_PKG_VERSION"))),
+        ..HostRecord::default()
+    };
+    meta.hosts.remote = HostRecord {
+        address: Some("10.77.0.2".into()),
+        port: Some(5001),
+        role: Some(HostRole::Server),
+        ..HostRecord::default()
+    };
+    meta.kernel = KernelRecord {
+        sysname: Some("Linux".into()),
+        release: Some("6.18.0".into()),
+        version: None,
+        machine: Some("x86_64".into()),
+    };
     ResultsFile::new(meta, Raw::from_measurements(&timeline, &latency, &flows))
 }

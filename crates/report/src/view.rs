@@ -248,21 +248,30 @@ fn meta_rows(run: &Run) -> Vec<MetaRow> {
     if m.interrupted {
         rows.push(("interrupted", "yes: the run was cut short".into()));
     }
-    let maps: [(&str, String, bool); 7] = [
-        ("hosts", json_text(&m.hosts), m.hosts.is_empty()),
-        ("kernel", json_text(&m.kernel), m.kernel.is_empty()),
-        ("sysctls", json_text(&m.sysctls), m.sysctls.is_empty()),
+    let records = [
+        ("hosts", crate::meta::hosts(&m.hosts)),
+        ("kernel", crate::meta::kernel(&m.kernel)),
+        (
+            "sysctls",
+            (!m.sysctls.is_empty()).then(|| {
+                m.sysctls
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+        ),
         (
             "congestion control",
-            json_text(&m.congestion_control),
-            m.congestion_control.is_empty(),
+            crate::meta::congestion_control(&m.congestion_control),
         ),
-        ("qdisc", json_text(&m.qdisc), m.qdisc.is_empty()),
-        ("link", json_text(&m.link), m.link.is_empty()),
-        ("extra", json_text(&m.extra), m.extra.is_empty()),
+        ("qdisc", crate::meta::qdiscs(&m.qdisc)),
+        ("link", m.link.as_ref().map(crate::meta::link)),
+        ("plan", m.plan.as_ref().map(crate::meta::plan)),
+        ("extra", (!m.extra.is_empty()).then(|| json_text(&m.extra))),
     ];
-    for (k, v, empty) in maps {
-        if !empty {
+    for (k, v) in records {
+        if let Some(v) = v {
             rows.push((k, v));
         }
     }

@@ -55,6 +55,7 @@ fn samples_centuries_after_the_start_do_not_panic() {
         throughput: vec![FlowRecord {
             name: "f".into(),
             direction: DirectionRecord::Up,
+            tcp: Default::default(),
             samples: vec![
                 TransferRecord {
                     start_ns: 0,

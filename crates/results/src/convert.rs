@@ -171,6 +171,7 @@ impl From<&FlowSeries> for FlowRecord {
                     bytes: s.bytes.0,
                 })
                 .collect(),
+            tcp: crate::schema::FlowTcpRecord::default(),
         }
     }
 }

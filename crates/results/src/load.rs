@@ -231,7 +231,9 @@ mod tests {
         let e = err(r#"{"format": "bloatlab-results", "version": 7}"#);
         assert_eq!(
             e.to_string(),
-            "written by a newer bloatlab (version 7); this build reads up to 1"
+            format!(
+                "written by a newer bloatlab (version 7); this build reads up to {CURRENT_VERSION}"
+            )
         );
         let e = err(r#"{"format": "bloatlab-results", "version": 1}"#);
         assert!(

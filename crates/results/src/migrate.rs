@@ -14,11 +14,13 @@ use serde_json::Value;
 
 use crate::schema::CURRENT_VERSION;
 
+mod v1;
+
 /// One upgrade step: a version-`k` document in, a version-`k + 1` document out.
 pub type Step = fn(Value) -> Result<Value, String>;
 
-/// The upgrade chain. Empty while version 1 is the only version.
-pub const MIGRATIONS: &[Step] = &[];
+/// The upgrade chain: version 1 -> 2 types the metadata ([`v1::to_v2`]).
+pub const MIGRATIONS: &[Step] = &[v1::to_v2];
 
 const _: () = assert!(
     MIGRATIONS.len() + 1 == CURRENT_VERSION as usize,

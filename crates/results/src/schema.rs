@@ -1,9 +1,9 @@
-//! The current (version 1) schema of a bloatlab results file.
+//! The current (version 2) schema of a bloatlab results file.
 //!
 //! ```text
 //! {
 //!   "format": "bloatlab-results",          constant, identifies the file
-//!   "version": 1,                          schema version, see crate::migrate
+//!   "version": 2,                          schema version, see crate::migrate
 //!   "metadata": {
 //!     "bloatlab_version": "0.1.0",
 //!     "test": "rrul",                      test name
@@ -11,13 +11,31 @@
 //!     "command_line": ["bloatlab", "test", "rrul", "10.0.0.2"],
 //!     "start_time": "2026-12-02T11:00:00Z",  RFC 3339
 //!     "interrupted": false,                true if the run was cut short (Ctrl-C)
-//!     "hosts":              { free-form },   e.g. {"local": {...}, "remote": {...}}
-//!     "kernel":             { free-form },   e.g. {"release": "6.18.0", ...}
-//!     "sysctls":            { "net.ipv4.tcp_ecn": "1", ... }   strings
-//!     "congestion_control": { free-form },   e.g. per flow
-//!     "qdisc":              { free-form },
-//!     "link":               { free-form },   rate, delay, buffer of a lab link
-//!     "extra":              { free-form }
+//!     "hosts": {"local":  {"address": null, "name": "box", "port": null,
+//!                          "role": "client", "software": "bloatlab 0.1.0"},
+//!               "remote": {"address": "10.0.0.2", "name": null, "port": 5001,
+//!                          "role": "server", "software": "bloatlab 0.1.0"}},
+//!     "kernel": {"sysname": "Linux", "release": "6.18.0", "version": "#1 SMP …",
+//!                "machine": "x86_64"},
+//!     "sysctls": { "net.ipv4.tcp_ecn": "1", ... }   strings
+//!     "congestion_control": {"default": "bbr", "requested": "cubic",
+//!         "per_flow": [{"flow": "tcp_up_be", "sender": "local"|"remote",
+//!                       "requested": "cubic", "used": "cubic"}]},
+//!     "qdisc": [ {"kind": "fq_codel", "interface": "eth0", "parameters": {"target": "5ms"}} ],
+//!     "link": null | {"lab": "demo", "backend": "userspace",
+//!                     "up":   {"rate_bps": 20000000, "delay_ns": 40000000, "jitter_ns": null,
+//!                              "loss_fraction": null, "limit_packets": 1000,
+//!                              "limit_bytes": null, "overhead_bytes": null,
+//!                              "qdisc": {"kind": "fifo", ...}},
+//!                     "down": {...}},
+//!     "plan": null | {"idle_before_ns": …, "loaded_ns": …, "idle_after_ns": …,
+//!                     "probe_interval_ns": …, "sample_interval_ns": …,
+//!                     "flows":  [{"name", "direction", "start_ns", "stop_ns", "tos",
+//!                                 "congestion_control", "pulses": null|{"bytes","count"}}],
+//!                     "probes": [{"name", "mode": "udp"|"icmp", "start_ns", "stop_ns",
+//!                                 "interval_ns", "tos", "size_bytes", "voip"}]},
+//!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
+//!     "extra":              { free-form }   e.g. cpu_utilisation, notes
 //!   },
 //!   "raw": {                               what was measured; never rewritten
 //!     "phases": [ {"kind": "idle"|"loaded"|"recovery", "name": "idle",
@@ -27,7 +45,10 @@
 //!                                {"sent_ns": 22, "delay_ns": null},        lost
 //!                                {"sent_ns": 32, "delay_ns": 5, "duplicates": 1, "late": true} ] } ],
 //!     "throughput": [ {"name": "tcp_up_be", "direction": "up"|"down",
-//!                      "samples": [ {"start_ns": 0, "end_ns": 200000000, "bytes": 123456} ] } ]
+//!                      "samples": [ {"start_ns": 0, "end_ns": 200000000, "bytes": 123456} ],
+//!                      "tcp": {"sender":   null | {"retransmits": 3, "delivered_ce": null,
+//!                                                  "min_rtt_ns": …, "max_rtt_ns": …},
+//!                              "receiver": null | {…}} } ]
 //!   },
 //!   "derived": { ... } | null             numbers computed from "raw" (crate::derived);
 //!                                          informational, recomputable, never read back
@@ -35,7 +56,11 @@
 //! ```
 //!
 //! All times are integer nanoseconds since the start of the run (`*_ns`), byte counts are
-//! integers, rates are bits per second (`*_bps`). Unknown fields are ignored when reading.
+//! integers, rates are bits per second (`*_bps`). **Not measured is `null`, never 0**:
+//! every record field that a run may not know is an `Option`. A latency series is
+//! identified by its name *and* its kind: `udp_be` (rtt) and `udp_be` (owd_down) are two
+//! series. Unknown fields are ignored when reading, so optional fields can be added
+//! without a version bump.
 
 use std::collections::BTreeMap;
 
@@ -45,11 +70,24 @@ use serde_json::Value;
 
 use crate::derived::Derived;
 
+pub mod meta;
+pub mod probe;
+
+pub use meta::{
+    CongestionControlRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole, HostsRecord,
+    KernelRecord, LinkDirectionRecord, LinkRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord,
+    ProbeModeRecord, PulsesRecord, QdiscRecord,
+};
+pub use probe::{
+    ClockMethod, ClockRecord, IpdvRecord, LossDirectionRecord, LostProbeRecord, ProbeSessionRecord,
+    ProbeSummaryRecord, SignedDelayStats,
+};
+
 /// The value of the `format` field.
 pub const FORMAT: &str = "bloatlab-results";
 
 /// The schema version this build writes (and the newest it reads).
-pub const CURRENT_VERSION: u32 = 1;
+pub const CURRENT_VERSION: u32 = 2;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,11 +124,10 @@ impl ResultsFile {
     }
 }
 
-/// A free-form map of settings (JSON values keyed by name).
+/// A free-form map of settings (JSON values keyed by name), for what has no record yet.
 pub type FreeForm = BTreeMap<String, Value>;
 
-/// Run metadata. Free-form maps hold whatever the drivers could collect; absent maps
-/// read as empty.
+/// Run metadata. Every record defaults to "nothing known" when absent from the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
     /// `CARGO_PKG_VERSION` of the bloatlab that wrote the file.
@@ -107,31 +144,37 @@ pub struct Metadata {
     /// The run was cut short; `raw` holds what was measured until then.
     #[serde(default)]
     pub interrupted: bool,
-    /// Hosts involved (addresses, names, roles).
+    /// The two ends.
     #[serde(default)]
-    pub hosts: FreeForm,
-    /// Kernel name, release, version.
+    pub hosts: HostsRecord,
+    /// The local kernel.
     #[serde(default)]
-    pub kernel: FreeForm,
+    pub kernel: KernelRecord,
     /// Relevant sysctls, name to value as read from `/proc/sys`.
     #[serde(default)]
     pub sysctls: BTreeMap<String, String>,
-    /// Congestion control in use (default and per flow).
+    /// Congestion control: default, requested, used per flow.
     #[serde(default)]
-    pub congestion_control: FreeForm,
-    /// Queue disciplines and their parameters.
+    pub congestion_control: CongestionControlRecord,
+    /// Queue disciplines on the path that bloatlab knows of (empty: none known).
     #[serde(default)]
-    pub qdisc: FreeForm,
-    /// Link settings (rate, delay, buffer, offloads).
+    pub qdisc: Vec<QdiscRecord>,
+    /// The emulated link of a lab run; `null` outside a lab.
     #[serde(default)]
-    pub link: FreeForm,
-    /// Anything else.
+    pub link: Option<LinkRecord>,
+    /// The test plan; `null` for runs without one (`ping`).
+    #[serde(default)]
+    pub plan: Option<PlanRecord>,
+    /// The probe session of `bloatlab ping`; `null` otherwise.
+    #[serde(default)]
+    pub probe: Option<ProbeSessionRecord>,
+    /// Anything else (CPU utilisation, notes, …).
     #[serde(default)]
     pub extra: FreeForm,
 }
 
 impl Metadata {
-    /// Metadata with the required fields and empty maps.
+    /// Metadata with the required fields and nothing else known.
     pub fn new(test: &str, command_line: Vec<String>, start_time: Timestamp) -> Metadata {
         Metadata {
             bloatlab_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -140,12 +183,14 @@ impl Metadata {
             command_line,
             start_time,
             interrupted: false,
-            hosts: FreeForm::new(),
-            kernel: FreeForm::new(),
+            hosts: HostsRecord::default(),
+            kernel: KernelRecord::default(),
             sysctls: BTreeMap::new(),
-            congestion_control: FreeForm::new(),
-            qdisc: FreeForm::new(),
-            link: FreeForm::new(),
+            congestion_control: CongestionControlRecord::default(),
+            qdisc: Vec::new(),
+            link: None,
+            plan: None,
+            probe: None,
             extra: FreeForm::new(),
         }
     }
@@ -257,6 +302,38 @@ pub struct FlowRecord {
     /// Transfer intervals.
     #[serde(default)]
     pub samples: Vec<TransferRecord>,
+    /// TCP_INFO of the flow's two ends; `null` where it was not sampled.
+    #[serde(default)]
+    pub tcp: FlowTcpRecord,
+}
+
+/// TCP_INFO of both ends of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FlowTcpRecord {
+    /// The end that sent the data (the client for up flows, the server for down).
+    #[serde(default)]
+    pub sender: Option<TcpInfoRecord>,
+    /// The end that received it.
+    #[serde(default)]
+    pub receiver: Option<TcpInfoRecord>,
+}
+
+/// What one end's TCP_INFO said over the flow (tcp(7), `struct tcp_info`). Each field
+/// is `null` when that end's kernel did not report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TcpInfoRecord {
+    /// Segments retransmitted (`tcpi_total_retrans`), over the whole flow.
+    #[serde(default)]
+    pub retransmits: Option<u64>,
+    /// Segments delivered with a CE mark (`tcpi_delivered_ce`, sender side).
+    #[serde(default)]
+    pub delivered_ce: Option<u64>,
+    /// Smallest smoothed RTT seen (`tcpi_rtt`), ns.
+    #[serde(default)]
+    pub min_rtt_ns: Option<u64>,
+    /// Largest smoothed RTT seen, ns.
+    #[serde(default)]
+    pub max_rtt_ns: Option<u64>,
 }
 
 /// Bytes delivered during `[start_ns, end_ns)`.

@@ -1,8 +1,8 @@
 //! Any measurements survive save -> load unchanged, through the real file.
 
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseKindRecord, PhaseRecord,
-    ProbeRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowRecord, FlowTcpRecord, LatencyRecord, PhaseKindRecord,
+    PhaseRecord, ProbeRecord, TcpInfoRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile, load, save};
 use proptest::prelude::*;
@@ -86,6 +86,16 @@ fn raw() -> impl Strategy<Value = Raw> {
                             DirectionRecord::Down
                         },
                         samples,
+                        // Odd flows: sender sampled, with some fields unknown.
+                        tcp: FlowTcpRecord {
+                            sender: (i % 2 == 1).then_some(TcpInfoRecord {
+                                retransmits: Some(i as u64),
+                                delivered_ce: None,
+                                min_rtt_ns: Some(1),
+                                max_rtt_ns: None,
+                            }),
+                            receiver: None,
+                        },
                     })
                     .collect(),
             }

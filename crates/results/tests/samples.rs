@@ -1,20 +1,27 @@
 //! Committed sample files: every schema version bloatlab ever wrote must keep loading.
 //!
-//! `tests/data/v1.json` is what this build writes for [`sample_run`]; the test
-//! `writer_output_matches_committed_v1` fails if the written form drifts without a
+//! `tests/data/v2.json` is what this build writes for [`sample_run`]; the test
+//! `writer_output_matches_committed_v2` fails if the written form drifts without a
 //! version bump. To rewrite the file after a deliberate, versioned change, run the tests
-//! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result.
+//! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result. `tests/data/v1.json` is
+//! what version 1 wrote for the same run (with its hand-spelled metadata maps); it must
+//! keep loading, migrated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use bloatlab_results::schema::{
+    CongestionControlRecord, FlowCongestionControl, FlowEnd, FlowTcpRecord, HostRecord, HostRole,
+    KernelRecord, LinkDirectionRecord, LinkRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord,
+    ProbeModeRecord, QdiscRecord, TcpInfoRecord,
+};
 use bloatlab_results::{CURRENT_VERSION, Metadata, Raw, ResultsFile, load, save};
 use bloatlab_stats::{
     DelayKind, Direction, FlowSeries, LatencySeries, PhaseKind, ProbeSample, Timeline,
     TransferSample,
 };
 use bloatlab_units::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -78,34 +85,121 @@ fn sample_run() -> ResultsFile {
     );
     meta.bloatlab_version = "0.1.0".into();
     meta.title = Some("sample run for the schema tests".into());
-    meta.hosts
-        .insert("client".into(), json!({"address": "10.0.0.1"}));
-    meta.hosts
-        .insert("server".into(), json!({"address": "10.0.0.2"}));
-    meta.kernel.insert("name".into(), json!("Linux"));
-    meta.kernel.insert("release".into(), json!("6.18.0"));
+    meta.hosts.local = HostRecord {
+        address: Some("10.0.0.1".into()),
+        name: Some("client-box".into()),
+        port: None,
+        role: Some(HostRole::Client),
+        software: Some("bloatlab 0.1.0".into()),
+    };
+    meta.hosts.remote = HostRecord {
+        address: Some("10.0.0.2".into()),
+        name: None,
+        port: Some(5001),
+        role: Some(HostRole::Server),
+        software: None,
+    };
+    meta.kernel = KernelRecord {
+        sysname: Some("Linux".into()),
+        release: Some("6.18.0".into()),
+        version: None,
+        machine: Some("x86_64".into()),
+    };
     meta.sysctls
         .insert("net.ipv4.tcp_congestion_control".into(), "cubic".into());
     meta.sysctls.insert("net.ipv4.tcp_ecn".into(), "2".into());
-    meta.congestion_control
-        .insert("default".into(), json!("cubic"));
-    meta.qdisc.insert(
-        "bl-veth0".into(),
-        json!({"kind": "tbf", "rate": "20mbit", "limit": 1000000}),
-    );
-    meta.link.insert("rate_bps".into(), json!(20_000_000));
-    meta.link.insert("rtt_ms".into(), json!(80));
-    ResultsFile::new(
-        meta,
-        Raw::from_measurements(&timeline, &[rtt, owd_up], &flows),
-    )
-    .with_derived()
-    .unwrap()
+    meta.congestion_control = CongestionControlRecord {
+        default: Some("cubic".into()),
+        requested: Some("cubic".into()),
+        per_flow: vec![
+            FlowCongestionControl {
+                flow: "tcp_up_be".into(),
+                sender: FlowEnd::Local,
+                requested: Some("cubic".into()),
+                used: Some("cubic".into()),
+            },
+            FlowCongestionControl {
+                flow: "tcp_down_be".into(),
+                sender: FlowEnd::Remote,
+                requested: Some("cubic".into()),
+                used: None,
+            },
+        ],
+    };
+    let tbf = QdiscRecord {
+        kind: "tbf".into(),
+        interface: Some("bl-veth0".into()),
+        parameters: [("rate", "20mbit"), ("limit", "1000000")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+    };
+    meta.qdisc = vec![tbf.clone()];
+    let direction = LinkDirectionRecord {
+        rate_bps: Some(20_000_000),
+        delay_ns: Some(40_000_000),
+        limit_bytes: Some(1_000_000),
+        qdisc: Some(QdiscRecord {
+            interface: None,
+            ..tbf
+        }),
+        ..LinkDirectionRecord::default()
+    };
+    meta.link = Some(LinkRecord {
+        lab: Some("sample".into()),
+        backend: Some("userspace".into()),
+        up: direction.clone(),
+        down: direction,
+    });
+    meta.plan = Some(PlanRecord {
+        idle_before_ns: 1_000_000_000,
+        loaded_ns: 2_000_000_000,
+        idle_after_ns: 1_000_000_000,
+        probe_interval_ns: 100_000_000,
+        sample_interval_ns: 500_000_000,
+        flows: ["tcp_up_be", "tcp_down_be"]
+            .iter()
+            .map(|n| PlanFlowRecord {
+                name: (*n).into(),
+                direction: if n.contains("up") {
+                    bloatlab_results::schema::DirectionRecord::Up
+                } else {
+                    bloatlab_results::schema::DirectionRecord::Down
+                },
+                start_ns: 1_000_000_000,
+                stop_ns: 3_000_000_000,
+                tos: None,
+                congestion_control: Some("cubic".into()),
+                pulses: None,
+            })
+            .collect(),
+        probes: vec![PlanProbeRecord {
+            name: "udp_ef".into(),
+            mode: ProbeModeRecord::Udp,
+            start_ns: 0,
+            stop_ns: 4_000_000_000,
+            interval_ns: 100_000_000,
+            tos: Some(0xb8),
+            size_bytes: None,
+            voip: false,
+        }],
+    });
+    let mut raw = Raw::from_measurements(&timeline, &[rtt, owd_up], &flows);
+    // The upload's sender sampled TCP_INFO without ECN; the download's was not sampled.
+    raw.throughput[0].tcp = FlowTcpRecord {
+        sender: Some(TcpInfoRecord {
+            retransmits: Some(7),
+            delivered_ce: None,
+            min_rtt_ns: Some(20_500_000),
+            max_rtt_ns: Some(190_000_000),
+        }),
+        receiver: None,
+    };
+    ResultsFile::new(meta, raw).with_derived().unwrap()
 }
 
 #[test]
-fn writer_output_matches_committed_v1() {
-    let path = data_dir().join("v1.json");
+fn writer_output_matches_committed_v2() {
+    let path = data_dir().join("v2.json");
     let written = bloatlab_results::to_vec(&sample_run()).unwrap();
     if std::env::var_os("BLOATLAB_REGENERATE_SAMPLES").is_some() {
         // Committed pretty-printed so a reviewer can read it; compared as JSON values.
@@ -123,47 +217,98 @@ fn writer_output_matches_committed_v1() {
 }
 
 #[test]
-fn committed_v1_loads_with_hand_computed_numbers() {
+fn committed_v1_migrates_its_maps_into_records() {
     let f = load(&data_dir().join("v1.json")).unwrap();
-    assert_eq!((f.format.as_str(), f.version), ("bloatlab-results", 1));
-    assert_eq!(f.metadata.test, "rrul");
-    assert_eq!(f.metadata.start_time.to_string(), "2026-12-02T11:00:00Z");
-    assert_eq!(f.metadata.sysctls["net.ipv4.tcp_ecn"], "2");
-    assert!(!f.metadata.interrupted);
-
-    // Recompute from raw rather than trusting the stored derived section.
-    let timeline = f.raw.timeline().unwrap();
-    let series = f.raw.latency_series();
-    let loaded = timeline.first(PhaseKind::Loaded).unwrap();
-    let idle = timeline.first(PhaseKind::Idle).unwrap();
-    let s = series[0].summarize(loaded);
-    assert_eq!((s.sent, s.lost, s.received), (20, 2, 18));
-    // 18 delays 100..195 ms step 5 without 125 and 160: h = 8.5 -> (145 + 150) / 2.
-    assert_eq!(s.delay.unwrap().median, Duration::from_micros(147_500));
-    // Idle: 20, 21, 22 repeating -> median 21 ms; induced 126.5 ms -> grade C.
-    assert_eq!(series[0].summarize(idle).delay.unwrap().median, ms(21));
-    let r = series[0].summarize(&timeline.phases()[2]);
-    assert_eq!((r.duplicates, r.late), (1, 1));
-
-    let d = f.derived.as_ref().unwrap();
-    let lp = &d.latency[0].phases[1];
+    assert_eq!(f.version, 2);
+    let m = &f.metadata;
+    // v1 spelled the ends "client" and "server"; v2 has one spelling.
+    assert_eq!(m.hosts.remote.address.as_deref(), Some("10.0.0.2"));
+    assert_eq!(m.hosts.remote.role, Some(HostRole::Server));
+    assert_eq!(m.hosts.local.address.as_deref(), Some("10.0.0.1"));
+    assert_eq!(m.kernel.sysname.as_deref(), Some("Linux"));
+    assert_eq!(m.kernel.release.as_deref(), Some("6.18.0"));
     assert_eq!(
-        (lp.phase.as_str(), lp.induced_ns),
-        ("loaded", Some(126_500_000))
+        m.kernel.machine, None,
+        "not in the v1 file: unknown, not empty"
     );
-    assert_eq!(lp.grade.as_deref(), Some("C"));
-    assert_eq!(lp.loss_fraction, Some(0.1));
-    // Throughput over the loaded phase: 625 kB / 0.5 s = 10 Mbit/s up; 20 Mbit/s down
-    // over the 1.5 s covered (one 0.5 s report missing); fairness 30^2 / (2 * 500) = 0.9.
-    let t = &d.throughput[1];
+    assert_eq!(m.congestion_control.default.as_deref(), Some("cubic"));
+    assert_eq!(m.qdisc.len(), 1);
+    assert_eq!(m.qdisc[0].interface.as_deref(), Some("bl-veth0"));
+    assert_eq!(m.qdisc[0].kind, "tbf");
+    assert_eq!(m.qdisc[0].parameters["limit"], "1000000");
+    // The v1 link map had no lab behind it: kept as written, not guessed into a record.
+    assert_eq!(m.link, None);
+    assert_eq!(m.extra["v1_link"]["rate_bps"], 20_000_000);
+    // v1 flows carry no TCP_INFO: not measured.
+    assert!(
+        f.raw
+            .throughput
+            .iter()
+            .all(|t| t.tcp == FlowTcpRecord::default())
+    );
+}
+
+#[test]
+fn committed_v2_has_typed_records() {
+    let f = load(&data_dir().join("v2.json")).unwrap();
+    assert_eq!(f, sample_run());
+    let text = std::fs::read_to_string(data_dir().join("v2.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    // Not measured is null in the file, never 0.
     assert_eq!(
-        (t.up_bps, t.down_bps, t.total_bps),
-        (10_000_000, 20_000_000, 30_000_000)
+        v["raw"]["throughput"][0]["tcp"]["sender"]["delivered_ce"],
+        Value::Null
     );
-    assert_eq!(t.flows[1].coverage, 0.75);
-    assert!((t.fairness_all.unwrap() - 0.9).abs() < 1e-12);
-    assert_eq!(t.fairness_up, Some(1.0));
-    assert_eq!(d.throughput[0].fairness_all, None); // idle: nothing moved
+    assert_eq!(v["raw"]["throughput"][1]["tcp"]["sender"], Value::Null);
+    assert_eq!(v["metadata"]["kernel"]["version"], Value::Null);
+    assert_eq!(v["metadata"]["hosts"]["remote"]["address"], "10.0.0.2");
+    assert_eq!(v["metadata"]["link"]["up"]["rate_bps"], 20_000_000);
+}
+
+#[test]
+fn committed_samples_load_with_hand_computed_numbers() {
+    for name in ["v1.json", "v2.json"] {
+        let f = load(&data_dir().join(name)).unwrap();
+        assert_eq!((f.format.as_str(), f.version), ("bloatlab-results", 2));
+        assert_eq!(f.metadata.test, "rrul");
+        assert_eq!(f.metadata.start_time.to_string(), "2026-12-02T11:00:00Z");
+        assert_eq!(f.metadata.sysctls["net.ipv4.tcp_ecn"], "2");
+        assert!(!f.metadata.interrupted);
+
+        // Recompute from raw rather than trusting the stored derived section.
+        let timeline = f.raw.timeline().unwrap();
+        let series = f.raw.latency_series();
+        let loaded = timeline.first(PhaseKind::Loaded).unwrap();
+        let idle = timeline.first(PhaseKind::Idle).unwrap();
+        let s = series[0].summarize(loaded);
+        assert_eq!((s.sent, s.lost, s.received), (20, 2, 18));
+        // 18 delays 100..195 ms step 5 without 125 and 160: h = 8.5 -> (145 + 150) / 2.
+        assert_eq!(s.delay.unwrap().median, Duration::from_micros(147_500));
+        // Idle: 20, 21, 22 repeating -> median 21 ms; induced 126.5 ms -> grade C.
+        assert_eq!(series[0].summarize(idle).delay.unwrap().median, ms(21));
+        let r = series[0].summarize(&timeline.phases()[2]);
+        assert_eq!((r.duplicates, r.late), (1, 1));
+
+        let d = f.derived.as_ref().unwrap();
+        let lp = &d.latency[0].phases[1];
+        assert_eq!(
+            (lp.phase.as_str(), lp.induced_ns),
+            ("loaded", Some(126_500_000))
+        );
+        assert_eq!(lp.grade.as_deref(), Some("C"));
+        assert_eq!(lp.loss_fraction, Some(0.1));
+        // Throughput over the loaded phase: 625 kB / 0.5 s = 10 Mbit/s up; 20 Mbit/s down
+        // over the 1.5 s covered (one 0.5 s report missing); fairness 30^2 / (2 * 500) = 0.9.
+        let t = &d.throughput[1];
+        assert_eq!(
+            (t.up_bps, t.down_bps, t.total_bps),
+            (10_000_000, 20_000_000, 30_000_000)
+        );
+        assert_eq!(t.flows[1].coverage, 0.75);
+        assert!((t.fairness_all.unwrap() - 0.9).abs() < 1e-12);
+        assert_eq!(t.fairness_up, Some(1.0));
+        assert_eq!(d.throughput[0].fairness_all, None); // idle: nothing moved
+    }
 }
 
 #[test]
@@ -195,7 +340,7 @@ fn save_then_load_round_trips() {
 
 #[test]
 fn truncated_sample_is_reported_as_truncated() {
-    let bytes = std::fs::read(data_dir().join("v1.json")).unwrap();
+    let bytes = std::fs::read(data_dir().join("v2.json")).unwrap();
     for cut in [1, bytes.len() / 3, bytes.len() - 2] {
         let e = bloatlab_results::from_slice(&bytes[..cut]).unwrap_err();
         assert!(

@@ -164,15 +164,9 @@ pub struct PingRun {
 /// Parses a ping `--json` document.
 pub fn parse_ping(json: &[u8]) -> Result<PingRun, CollectError> {
     let file = bloatlab_results::from_slice(json)?;
-    let probe = file.metadata.extra.get("probe");
-    let interval = probe
-        .and_then(|p| p.get("interval_ns"))
-        .and_then(serde_json::Value::as_u64)
-        .map(Duration::from_nanos);
-    let skipped_slots = probe
-        .and_then(|p| p.pointer("/summary/skipped_slots"))
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
+    let probe = file.metadata.probe.as_ref();
+    let interval = probe.map(|p| Duration::from_nanos(p.interval_ns));
+    let skipped_slots = probe.map_or(0, |p| p.summary.skipped_slots);
     Ok(PingRun {
         series: file.raw.latency,
         start: file.metadata.start_time,
@@ -396,23 +390,88 @@ mod tests {
         assert_eq!(align(None, run, spawned), spawned);
     }
 
-    fn ping_doc() -> String {
-        r#"{"format":"bloatlab-results","version":1,
-          "metadata":{"bloatlab_version":"0.1.0","test":"ping","command_line":["bloatlab","ping"],
-            "start_time":"2026-12-02T12:00:00Z",
-            "extra":{"probe":{"interval_ns":10000000,"summary":{"skipped_slots":1}}}},
-          "raw":{"phases":[{"kind":"idle","name":"ping","start_ns":0,"end_ns":40000000}],
-            "latency":[{"name":"udp_probe","kind":"rtt","samples":[
-               {"sent_ns":0,"delay_ns":1000},{"sent_ns":10000000,"delay_ns":null},
-               {"sent_ns":22000000,"delay_ns":3000}]},
-              {"name":"udp_probe","kind":"owd_up","samples":[{"sent_ns":0,"delay_ns":500}]}],
-            "throughput":[]}}"#
-            .to_owned()
+    /// A ping document as `bloatlab ping --json` writes it: through the results types
+    /// (the real ping output is parsed by `parse_ping` in the CLI's ping_loopback test).
+    fn ping_doc() -> Vec<u8> {
+        use bloatlab_results::schema::{
+            ClockMethod, ClockRecord, PhaseKindRecord, PhaseRecord, ProbeModeRecord,
+            ProbeSessionRecord, ProbeSummaryRecord,
+        };
+        let probe = |sent_ns, delay_ns| ProbeRecord {
+            sent_ns,
+            delay_ns,
+            duplicates: 0,
+            late: false,
+        };
+        let mut meta = bloatlab_results::Metadata::new(
+            "ping",
+            vec!["bloatlab".into(), "ping".into()],
+            "2026-12-02T12:00:00Z".parse().unwrap(),
+        );
+        meta.probe = Some(ProbeSessionRecord {
+            mode: ProbeModeRecord::Udp,
+            interval_ns: 10_000_000,
+            size_bytes: 80,
+            tos: None,
+            timeout_ns: 3_000_000_000,
+            clock: ClockRecord {
+                method: ClockMethod::Shared,
+                shared: true,
+                offset_ns: 0,
+                drift_ppm: 0.0,
+                samples_used: 0,
+            },
+            summary: ProbeSummaryRecord {
+                sent: 3,
+                received: 2,
+                lost_up: 0,
+                lost_down: 0,
+                lost_unknown: 1,
+                duplicates: 0,
+                late: 0,
+                skipped_slots: 1,
+                server_rx_count: Some(2),
+                rtt: None,
+                owd_up: None,
+                owd_down: None,
+                ipdv_rtt: None,
+                ipdv_up: None,
+                ipdv_down: None,
+            },
+            lost: vec![],
+            negative_owd_clamped: 0,
+        });
+        let raw = bloatlab_results::Raw {
+            phases: vec![PhaseRecord {
+                kind: PhaseKindRecord::Idle,
+                name: "ping".into(),
+                start_ns: 0,
+                end_ns: 40_000_000,
+            }],
+            latency: vec![
+                LatencyRecord {
+                    name: "udp_probe".into(),
+                    kind: DelayKindRecord::Rtt,
+                    samples: vec![
+                        probe(0, Some(1000)),
+                        probe(10_000_000, None),
+                        probe(22_000_000, Some(3000)),
+                    ],
+                },
+                LatencyRecord {
+                    name: "udp_probe".into(),
+                    kind: DelayKindRecord::OwdUp,
+                    samples: vec![probe(0, Some(500))],
+                },
+            ],
+            throughput: vec![],
+        };
+        bloatlab_results::to_vec(&bloatlab_results::ResultsFile::new(meta, raw)).unwrap()
     }
 
     #[test]
     fn ping_document_shifted_and_renamed() {
-        let p = parse_ping(ping_doc().as_bytes()).unwrap();
+        let p = parse_ping(&ping_doc()).unwrap();
         assert_eq!(p.interval, Some(Duration::from_millis(10)));
         let s = p.series_at("udp_ef", Duration::from_secs(1));
         assert_eq!(s.len(), 2);

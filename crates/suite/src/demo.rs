@@ -538,6 +538,7 @@ mod tests {
             throughput: vec![FlowRecord {
                 name: "tcp_up_be".into(),
                 direction: bloatlab_results::schema::DirectionRecord::Up,
+                tcp: Default::default(),
                 samples: vec![TransferRecord {
                     start_ns: 1_000_000_000,
                     end_ns: 3_000_000_000,

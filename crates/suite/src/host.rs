@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use bloatlab_results::schema::KernelRecord;
+
 /// Cumulative CPU time counters of one `cpu` line of `/proc/stat` (USER_HZ ticks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuTimes {
@@ -43,31 +45,46 @@ pub fn read_cpu() -> Option<CpuTimes> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
-/// `uname` fields: sysname, release, version, machine, nodename.
-pub fn kernel() -> BTreeMap<String, serde_json::Value> {
-    let mut out = BTreeMap::new();
+/// `uname(2)`, or `None` if it failed.
+fn uname() -> Option<[String; 5]> {
     // SAFETY: uname fills a zeroed struct of NUL-terminated arrays.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } == 0 {
-        let field = |f: &[libc::c_char]| {
-            let bytes: Vec<u8> = f
-                .iter()
-                .take_while(|&&c| c != 0)
-                .map(|&c| c as u8)
-                .collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        };
-        for (k, v) in [
-            ("sysname", field(&u.sysname)),
-            ("release", field(&u.release)),
-            ("version", field(&u.version)),
-            ("machine", field(&u.machine)),
-            ("nodename", field(&u.nodename)),
-        ] {
-            out.insert(k.to_owned(), serde_json::Value::String(v));
-        }
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
     }
-    out
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Some([
+        field(&u.sysname),
+        field(&u.release),
+        field(&u.version),
+        field(&u.machine),
+        field(&u.nodename),
+    ])
+}
+
+/// This kernel's sysname, release, version and machine (all unknown if `uname` failed).
+pub fn kernel() -> KernelRecord {
+    match uname() {
+        Some([sysname, release, version, machine, _]) => KernelRecord {
+            sysname: Some(sysname),
+            release: Some(release),
+            version: Some(version),
+            machine: Some(machine),
+        },
+        None => KernelRecord::default(),
+    }
+}
+
+/// This host's node name (`uname -n`).
+pub fn node_name() -> Option<String> {
+    uname().map(|[.., n]| n).filter(|n| !n.is_empty())
 }
 
 /// The sysctls that change what a latency-under-load test measures.
@@ -120,6 +137,9 @@ mod tests {
 
     #[test]
     fn this_host_has_a_kernel() {
-        assert!(kernel().contains_key("release"));
+        let k = kernel();
+        assert_eq!(k.sysname.as_deref(), Some("Linux"));
+        assert!(k.release.is_some_and(|r| !r.is_empty()));
+        assert!(node_name().is_some());
     }
 }

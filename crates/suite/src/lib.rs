@@ -12,6 +12,7 @@
 //! * [`run`]: pre-flight, drive, assemble the results file, working-condition findings.
 //! * [`summary`]: the terminal summary.
 //! * [`host`]: CPU utilisation, kernel and sysctls of this host.
+//! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
 //! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
 
 pub mod catalog;
@@ -19,6 +20,7 @@ pub mod collect;
 pub mod demo;
 pub mod driver;
 pub mod host;
+pub mod meta;
 pub mod orphan;
 pub mod plan;
 pub mod run;

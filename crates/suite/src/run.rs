@@ -1,7 +1,6 @@
 //! One test run end to end: pre-flight check, driving the plan, turning runner output
 //! into a results file, and the working-condition findings.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
 use bloatlab_stats::{
     DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
@@ -321,7 +320,8 @@ fn assemble(
     // Per upload runner: its planned window and retransmits, to credit each loaded phase
     // only with the flows that ran in it (speedtest's upload retransmits are not download's).
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    let mut per_flow_cc = BTreeMap::new();
+    let mut per_flow_cc = Vec::new();
+    let mut peer_version = None;
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -334,6 +334,8 @@ fn assemble(
         match &r.runner.kind {
             RunnerKind::Tcp(flow) => {
                 let mut samples = Vec::new();
+                // Only the client's own TCP_INFO is read here: an upload's sender.
+                let mut flow_tcp = bloatlab_results::schema::FlowTcpRecord::default();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -344,10 +346,17 @@ fn assemble(
                                 && let Some(n) = c.retransmits
                             {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
+                                let sender = flow_tcp.sender.get_or_insert_default();
+                                sender.retransmits = Some(sender.retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            if let Some(cc) = c.congestion_control {
-                                per_flow_cc.insert(r.runner.name.clone(), Value::String(cc));
+                            per_flow_cc.push(crate::meta::flow_cc(
+                                &r.runner.name,
+                                flow,
+                                c.congestion_control.as_deref(),
+                            ));
+                            if peer_version.is_none() {
+                                peer_version = c.peer_version.clone();
                             }
                             if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
                                 pulses.push(o.exited.saturating_sub(o.spawned));
@@ -371,6 +380,7 @@ fn assemble(
                     name: r.runner.name.clone(),
                     direction: dir_record(flow.direction),
                     samples,
+                    tcp: flow_tcp,
                 });
             }
             RunnerKind::Probe(p) => {
@@ -414,50 +424,21 @@ fn assemble(
     let mut meta = Metadata::new(cfg.test.as_str(), cfg.command_line.clone(), run_start);
     meta.title = cfg.title.clone();
     meta.interrupted = drove.interrupted;
-    meta.hosts.insert(
-        "remote".into(),
-        json!({"host": cfg.target.host, "port": cfg.target.port}),
+    meta.hosts = crate::meta::hosts(
+        host::node_name(),
+        &cfg.target.host,
+        cfg.target.port,
+        peer_version.as_deref(),
     );
     meta.kernel = host::kernel();
     meta.sysctls = host::sysctls();
-    if let Some(d) = meta.sysctls.get("net.ipv4.tcp_congestion_control") {
-        meta.congestion_control
-            .insert("default".into(), Value::String(d.clone()));
-    }
-    if !per_flow_cc.is_empty() {
-        meta.congestion_control.insert(
-            "per_flow".into(),
-            Value::Object(per_flow_cc.into_iter().collect()),
-        );
-    }
-    let p = &cfg.params;
-    meta.extra.insert(
-        "plan".into(),
-        json!({
-            "loaded_ns": bloatlab_results::convert::nanos(p.loaded),
-            "idle_before_ns": bloatlab_results::convert::nanos(p.idle_before),
-            "idle_after_ns": bloatlab_results::convert::nanos(p.idle_after),
-            "probe_interval_ns": bloatlab_results::convert::nanos(p.probe_interval),
-            "sample_interval_ns": bloatlab_results::convert::nanos(p.sample_interval),
-            "runners": plan.runners.iter().map(|r| json!({
-                "name": r.name,
-                "start_ns": bloatlab_results::convert::nanos(r.start),
-                "stop_ns": bloatlab_results::convert::nanos(r.stop),
-                "kind": match &r.kind {
-                    RunnerKind::Tcp(f) => json!({"tcp": {
-                        "direction": match f.direction { Direction::Up => "up", Direction::Down => "down" },
-                        "tos": f.tos.map(|t| t.0), "cc": f.cc}}),
-                    RunnerKind::Probe(q) => json!({"probe": {
-                        "mode": match q.mode { ProbeMode::Udp => "udp", ProbeMode::Icmp => "icmp" },
-                        "tos": q.tos.map(|t| t.0), "size": q.size,
-                        "interval_ns": bloatlab_results::convert::nanos(q.interval)}}),
-                },
-            })).collect::<Vec<_>>(),
-        }),
+    meta.congestion_control = crate::meta::congestion_control(
+        meta.sysctls.get("net.ipv4.tcp_congestion_control").cloned(),
+        &cfg.params,
+        per_flow_cc,
     );
+    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan));
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
-    meta.extra
-        .insert("tcp_retransmits_up".into(), json!(retransmits));
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()

@@ -280,6 +280,7 @@ mod tests {
         FlowRecord {
             name: name.into(),
             direction,
+            tcp: Default::default(),
             samples: spans
                 .iter()
                 .map(|&(start_ns, end_ns, bytes)| TransferRecord {

@@ -206,26 +206,26 @@ fn run_protocol(cfg: &ClientConfig) -> anyhow::Result<()> {
     match cfg.protocol {
         Protocol::Tcp => {
             let out = bloatlab_engine::tcp::client::run(cfg)?;
-            if !out.failures.is_empty() {
-                anyhow::bail!(
-                    "{} of {} stream(s) failed",
-                    out.failures.len(),
-                    cfg.parallel
-                );
-            }
-            Ok(())
+            failed(&out.failures, cfg.parallel)
         }
         Protocol::Udp => {
             let out = bloatlab_engine::udp::run_client(cfg)?;
-            if !out.failures.is_empty() {
-                anyhow::bail!(
-                    "{} of {} stream(s) failed",
-                    out.failures.len(),
-                    cfg.parallel
-                );
-            }
-            Ok(())
+            failed(&out.failures, cfg.parallel)
         }
+    }
+}
+
+/// A run with a failed stream did not happen as asked: exit 1, naming
+/// the first reason (each stream's own line is already on stderr or in
+/// the report).
+fn failed(failures: &[(u32, String)], parallel: u32) -> anyhow::Result<()> {
+    match failures.first() {
+        None => Ok(()),
+        Some((stream, why)) => anyhow::bail!(
+            "{} of {} stream(s) failed; stream {stream}: {why}",
+            failures.len(),
+            parallel
+        ),
     }
 }
 

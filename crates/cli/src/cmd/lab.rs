@@ -8,6 +8,7 @@
 //! file, so they also work after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
+use bloatlab_lab::driver::path_probe;
 use bloatlab_lab::lab::{Lab, check_privilege, remove_by_name};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::{LabState, Phase, StateDir, process_start};
@@ -43,7 +44,7 @@ enum LabCmd {
     Daemon(NameArg),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
     /// The bloatlab emulator in userspace between TUN devices.
     Userspace,
@@ -114,6 +115,29 @@ struct LinkArgs {
         hide_short_help = true
     )]
     down_qdisc_param: Vec<String>,
+    /// A stage of a chained link, repeatable, in the order packets cross
+    /// them: `key=value` words, e.g. `--stage 'rate=9mbit qdisc=fq_codel'
+    /// --stage 'rate=10mbit qdisc=fifo limit=1000p'` (a shaper in front of a
+    /// bloated modem). Keys: name, rate, delay, jitter, loss, limit, qdisc,
+    /// overhead, mpu, framing and the qdisc's parameters. With stages,
+    /// --delay/--jitter/--loss add a final stage `path`; --rate, --limit,
+    /// --qdisc and --qdisc-param are refused. Userspace backend only.
+    #[arg(long = "stage", value_name = "KEY=VALUE ...")]
+    stage: Vec<String>,
+    /// Stages of the up direction only (replace --stage there).
+    #[arg(
+        long = "up-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    up_stage: Vec<String>,
+    /// Stages of the down direction only (replace --stage there).
+    #[arg(
+        long = "down-stage",
+        value_name = "KEY=VALUE ...",
+        hide_short_help = true
+    )]
+    down_stage: Vec<String>,
 }
 
 impl LinkArgs {
@@ -135,6 +159,11 @@ impl LinkArgs {
             limit: pick(&self.limit, &self.up_limit, &self.down_limit),
             qdisc: pick(&self.qdisc, &self.up_qdisc, &self.down_qdisc),
             params,
+            stages: match (up, &self.up_stage, &self.down_stage) {
+                (true, u, _) if !u.is_empty() => u.clone(),
+                (false, _, d) if !d.is_empty() => d.clone(),
+                _ => self.stage.clone(),
+            },
         }
     }
 }
@@ -192,6 +221,12 @@ struct UpArgs {
     /// Seed of the emulator's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep the configured delay as it is. By default the emulator measures
+    /// the hosts' path overhead (at `lab up`) and its own release lateness
+    /// (continuously) and takes them out of the delay, so an idle ping or
+    /// irtt round trip matches the configured one (userspace backend).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -304,6 +339,7 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
         seed: a.seed,
         trace: a.trace.as_deref().map(trace_prefix).transpose()?,
         offload: a.offload,
+        calibrate: !a.no_calibrate && a.backend == BackendArg::Userspace,
     };
     if a.offload && spec.backend == Backend::Kernel {
         return Err(LabError::Spec {
@@ -321,6 +357,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     }
     spec.validate()?;
     Ok(spec)
+}
+
+/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap, then the lab spec:
+/// stages, qdisc parameters, hosts), without building anything. For `experiment run`, which
+/// checks every point before it starts.
+pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Up {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+    let mut argv = vec!["up".to_string(), name.to_string()];
+    argv.extend(args.iter().cloned());
+    let a = Up::try_parse_from(argv).map_err(|e| e.to_string())?;
+    build_spec(&a.up).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `--trace PREFIX` made absolute (the emulator may run in the background
@@ -420,7 +472,10 @@ fn print_summary(spec: &LabSpec) {
         eprintln!("{note}");
     }
     for h in spec.hosts() {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     println!(
         "run commands with: bloatlab lab exec {} HOST -- CMD; remove with: bloatlab lab down {}",
@@ -590,6 +645,13 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
             format!("BLOATLAB_{}", h.name.to_uppercase()),
             h.addr.to_string(),
         );
+        // Labs recorded before IPv6 have no IPv6 address.
+        if !h.addr6.is_unspecified() {
+            cmd.env(
+                format!("BLOATLAB_{}6", h.name.to_uppercase()),
+                h.addr6.to_string(),
+            );
+        }
     }
     let err = cmd.exec();
     Err(anyhow::Error::new(Exit {
@@ -686,7 +748,10 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
         if alive { "running" } else { "NOT RUNNING" }
     );
     for h in &st.hosts {
-        println!("  {:<9} {:<12} netns {}", h.name, h.addr, h.netns);
+        println!(
+            "  {:<9} {:<12} {:<12} netns {}",
+            h.name, h.addr, h.addr6, h.netns
+        );
     }
     let show = |dir: &str, l: &LinkSpec| {
         let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
@@ -701,8 +766,27 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             l.params.join(" ")
         );
     };
-    show("up", &st.spec.up);
-    show("down", &st.spec.down);
+    let show_stages = |dir: &str, l: &LinkSpec| {
+        for (i, s) in l.stages.iter().enumerate() {
+            println!("  {dir:<4} stage {}: {s}", i + 1);
+        }
+        if !l.stages.is_empty() && (l.delay.is_some() || l.jitter.is_some() || l.loss.is_some()) {
+            let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+            println!(
+                "  {dir:<4} path: delay {} jitter {} loss {}",
+                f(&l.delay),
+                f(&l.jitter),
+                f(&l.loss)
+            );
+        }
+    };
+    for (dir, l) in [("up", &st.spec.up), ("down", &st.spec.down)] {
+        if l.stages.is_empty() {
+            show(dir, l);
+        } else {
+            show_stages(dir, l);
+        }
+    }
     if let Some(dirs) = c["directions"].as_array() {
         for d in dirs {
             let (name, r) = (&d[0], &d[1]);
@@ -727,8 +811,44 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
                     "       offload: {sup} TSO super-packets cut into wire packets, {co} coalesced writes"
                 );
             }
-            println!("       link {}", r["link"]);
+            if let Some(line) = calibration_line(&r["calibration"]) {
+                println!("       {line}");
+            }
+            match r["link"]["stages"].as_array() {
+                Some(stages) => {
+                    for s in stages {
+                        println!(
+                            "       stage {:<8} {}",
+                            s["name"].as_str().unwrap_or("?"),
+                            stage_counters(&s["link"])
+                        );
+                    }
+                }
+                None => println!("       link {}", r["link"]),
+            }
         }
+    }
+    let cal = &c["calibration"];
+    if let Some(share) = cal["share_ns"].as_f64() {
+        let us = |k: &str| cal[k].as_f64().unwrap_or(0.0) / 1e3;
+        println!(
+            "  calibration at lab up: {}/{} echo requests client -> server through {} ms + {} ms: \
+             RTT p50 {:.3} ms p90 {:.3} ms, overhead {:.1} us (of it release lateness {:.1} us), \
+             {:.1} us taken out of each direction",
+            cal["answered"],
+            cal["probes"],
+            path_probe::PROBE_DELAY.as_millis(),
+            path_probe::PROBE_DELAY.as_millis(),
+            us("rtt_p50_ns") / 1e3,
+            us("rtt_p90_ns") / 1e3,
+            us("overhead_ns"),
+            us("lateness_ns"),
+            share / 1e3,
+        );
+    } else if st.spec.backend == Backend::Userspace && !st.spec.driver.calibrate {
+        println!(
+            "  delay calibration off (--no-calibrate): idle RTTs include the emulator's overhead"
+        );
     }
     for q in c["qdiscs"].as_array().into_iter().flatten() {
         let (dir, q) = (&q[0], &q[1]);
@@ -752,6 +872,52 @@ fn print_status_text(st: &LabState, alive: bool, c: &serde_json::Value) {
             "  WARNING: emulator overloaded: {drops} packets dropped in TUN rings before emulation"
         );
     }
+}
+
+/// One stage's counters on a line: what it passed, dropped, marked and
+/// holds, and how long packets waited in its queue.
+fn stage_counters(c: &serde_json::Value) -> String {
+    let n = |a: &str, b: &str| c[a][b].as_u64().unwrap_or(0);
+    let drops = |k: &str| c["dropped"][k]["packets"].as_u64().unwrap_or(0);
+    let ms = |k: &str| {
+        c["sojourn"][k]
+            .as_u64()
+            .map_or("-".to_string(), |ns| format!("{:.1}", ns as f64 / 1e6))
+    };
+    format!(
+        "in {} out {} pkts, drops overflow {} aqm {} loss {}, CE marks {}, backlog {} pkts / {} B, sojourn p50 {} p99 {} max {} ms",
+        n("enqueued", "packets"),
+        n("dequeued", "packets"),
+        drops("overflow"),
+        drops("aqm"),
+        drops("loss"),
+        n("ce_marked", "packets"),
+        n("backlog", "packets"),
+        n("backlog", "bytes"),
+        ms("p50_ns"),
+        ms("p99_ns"),
+        ms("max_ns"),
+    )
+}
+
+/// One direction's delay calibration, for `lab status`: what was
+/// configured, what is applied, and what could not be taken out.
+fn calibration_line(c: &serde_json::Value) -> Option<String> {
+    let ms = |k: &str| c[k].as_f64().map(|v| v / 1e6);
+    let us = |k: &str| c[k].as_f64().map(|v| v / 1e3).unwrap_or(0.0);
+    let (configured, applied) = (ms("configured_ns")?, ms("applied_ns")?);
+    let unremoved = match us("unremoved_ns") {
+        0.0 => "nothing".to_string(),
+        u => format!("{u:.1} us"),
+    };
+    Some(format!(
+        "calibrated delay: configured {configured:.3} ms, applied {applied:.3} ms \
+         (path {:.1} us + release lateness p50 {:.1} us of the last {} packets); \
+         not removed: {unremoved}, nor the spread above the lateness p50",
+        us("host_path_ns"),
+        us("forwarding_ns"),
+        c["samples"],
+    ))
 }
 
 /// How a forwarding thread is scheduled, for `lab status`.
@@ -967,6 +1133,61 @@ mod tests {
         assert_eq!(s.down.delay.as_deref(), Some("10ms"));
         assert_eq!(s.up.params, ["target=5ms", "ecn"]);
         assert_eq!(s.down.params, ["target=5ms"]);
+    }
+
+    #[test]
+    fn stages_apply_to_both_directions_unless_one_is_given() {
+        let a = up_args(&[
+            "x",
+            "--delay",
+            "15ms",
+            "--stage",
+            "rate=9mbit qdisc=fq_codel",
+            "--stage",
+            "rate=10mbit qdisc=fifo limit=1000p",
+        ]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(
+            s.up.stages,
+            [
+                "rate=9mbit qdisc=fq_codel",
+                "rate=10mbit qdisc=fifo limit=1000p"
+            ]
+        );
+        assert_eq!(s.down.stages, s.up.stages);
+        assert_eq!(s.down.delay.as_deref(), Some("15ms"));
+        let a = up_args(&["x", "--stage", "rate=9mbit", "--down-stage", "rate=2mbit"]);
+        let s = build_spec(&a).unwrap();
+        assert_eq!(s.up.stages, ["rate=9mbit"]);
+        assert_eq!(s.down.stages, ["rate=2mbit"]);
+        for (argv, field, value) in [
+            (
+                vec![
+                    "x",
+                    "--stage",
+                    "rate=9mbit qdisc=fq_codel",
+                    "--rate",
+                    "5mbit",
+                ],
+                "--rate",
+                "5mbit",
+            ),
+            (
+                vec!["x", "--up-stage", "rate=9mbit limit=0p"],
+                "--up-stage 1",
+                "0p",
+            ),
+            (
+                vec!["x", "--stage", "rate=9mbit", "--backend", "kernel"],
+                "--up-stage",
+                "rate=9mbit",
+            ),
+        ] {
+            let e = build_spec(&up_args(&argv)).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{argv:?}");
+            let m = e.to_string();
+            assert!(m.contains(field) && m.contains(value), "{argv:?}: {m}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod experiment;
 pub mod lab;
 pub mod opts;
 pub mod ping;

@@ -12,12 +12,13 @@ use std::time::Duration;
 use anyhow::Context;
 use bloatlab_probe::client::{self, ClientConfig, Mode, ProbeLine};
 use bloatlab_probe::clock::ClockMethod;
-use bloatlab_probe::report::{DelayStats, Ipdv, LossDirection, Report, Summary};
+use bloatlab_probe::report::{DelayStats, Ipdv, Summary};
 use bloatlab_probe::session::{Limit, ReplyEvent};
-use bloatlab_probe::{ProbeError, SignedDuration, packet, responder, sys};
-use serde_json::{Value, json};
+use bloatlab_probe::{ProbeError, packet, responder, sys};
 
 use crate::cmd::opts;
+
+mod results;
 use crate::exit;
 
 /// Arguments of `bloatlab ping`.
@@ -224,8 +225,15 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     .map_err(map_probe_error)?;
     let summary = report.summary();
     if args.json {
-        let doc = results_document(&args, &cfg, &report, &summary, start_wall)?;
-        println!("{doc}");
+        let session = results::Session {
+            host: args.host.as_deref(),
+            icmp: args.icmp,
+            start: start_wall,
+            interrupted: STOP.load(Ordering::Relaxed),
+        };
+        let file = results::results_file(&session, &cfg, &report, &summary)?;
+        let bytes = bloatlab_results::to_vec(&file).context("serialising the results")?;
+        print!("{}", String::from_utf8_lossy(&bytes));
     } else {
         print!("{}", format_summary(&shown, &summary));
     }
@@ -341,177 +349,6 @@ fn format_summary(target: &str, s: &Summary) -> String {
     out
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// RFC 3339 UTC timestamp with nanoseconds.
-fn rfc3339(since_epoch: Duration) -> String {
-    let secs = since_epoch.as_secs() as i64;
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60,
-        since_epoch.subsec_nanos()
-    )
-}
-
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-fn stats_json(s: &Option<DelayStats>) -> Value {
-    match s {
-        Some(s) => json!({
-            "count": s.count,
-            "min_ns": s.min.as_nanos(), "p10_ns": s.p10.as_nanos(),
-            "median_ns": s.median.as_nanos(), "mean_ns": s.mean.as_nanos(),
-            "p90_ns": s.p90.as_nanos(), "p99_ns": s.p99.as_nanos(), "max_ns": s.max.as_nanos(),
-        }),
-        None => Value::Null,
-    }
-}
-
-fn ipdv_json(i: &Option<Ipdv>) -> Value {
-    match i {
-        Some(i) => json!({
-            "pairs": i.pairs, "mean_abs_ns": ns(i.mean_abs),
-            "median_abs_ns": ns(i.median_abs), "max_abs_ns": ns(i.max_abs),
-        }),
-        None => Value::Null,
-    }
-}
-
-/// The `bloatlab-results` document: one idle phase, the RTT series and (UDP) the two
-/// one-way series, each probe with `delay_ns: null` when lost; the summary in
-/// `metadata.extra.probe`.
-fn results_document(
-    args: &PingArgs,
-    cfg: &ClientConfig,
-    report: &Report,
-    s: &Summary,
-    start: Duration,
-) -> anyhow::Result<String> {
-    let series = if args.icmp { "icmp" } else { "udp_probe" };
-    // One-way delays computed with an estimated offset can come out slightly negative;
-    // the schema holds non-negative ns, so those are written as 0 and counted.
-    let mut clamped = 0u64;
-    let mut owd = |v: Option<SignedDuration>| -> Option<u64> {
-        let v = v?;
-        if v.as_nanos() < 0 {
-            clamped += 1;
-        }
-        Some(v.as_nanos().max(0) as u64)
-    };
-    let record = |p: &bloatlab_probe::report::ProbeResult, delay: Option<u64>| {
-        let mut r = json!({ "sent_ns": ns(p.sent), "delay_ns": if p.lost.is_none() { delay } else { None } });
-        if p.duplicates > 0 {
-            r["duplicates"] = json!(p.duplicates);
-        }
-        if p.late {
-            r["late"] = json!(true);
-        }
-        r
-    };
-    let rtt: Vec<Value> = report
-        .probes
-        .iter()
-        .map(|p| record(p, p.rtt.map(ns)))
-        .collect();
-    let mut latency = vec![json!({"name": series, "kind": "rtt", "samples": rtt})];
-    if !args.icmp {
-        let up: Vec<Value> = report.probes.iter().map(|p| record(p, owd(p.up))).collect();
-        let down: Vec<Value> = report
-            .probes
-            .iter()
-            .map(|p| record(p, owd(p.down)))
-            .collect();
-        latency.push(json!({"name": series, "kind": "owd_up", "samples": up}));
-        latency.push(json!({"name": series, "kind": "owd_down", "samples": down}));
-    }
-    let end = report
-        .probes
-        .last()
-        .map_or(Duration::ZERO, |p| p.sent)
-        .saturating_add(report.interval);
-    let direction = |d: LossDirection| match d {
-        LossDirection::Up => "up",
-        LossDirection::Down => "down",
-        LossDirection::Unknown => "unknown",
-    };
-    let lost_dirs: Vec<Value> = report
-        .probes
-        .iter()
-        .filter_map(|p| Some(json!({"seq": p.seq, "direction": direction(p.lost?)})))
-        .collect();
-    let doc = json!({
-        "format": bloatlab_results::FORMAT,
-        "version": bloatlab_results::CURRENT_VERSION,
-        "metadata": {
-            "bloatlab_version": env!("CARGO_PKG_VERSION"),
-            "test": "ping",
-            "command_line": std::env::args().collect::<Vec<_>>(),
-            "start_time": rfc3339(start),
-            "interrupted": STOP.load(Ordering::Relaxed),
-            "hosts": { "remote": { "host": args.host, "address": cfg.target.to_string() } },
-            "extra": { "probe": {
-                "mode": if args.icmp { "icmp" } else { "udp" },
-                "interval_ns": ns(cfg.interval),
-                "size_bytes": cfg.size,
-                "tos": cfg.tos,
-                "timeout_ns": ns(cfg.timeout),
-                "clock": {
-                    "method": match s.clock.method {
-                        ClockMethod::Shared => "shared",
-                        ClockMethod::Estimated => "estimated",
-                        ClockMethod::Unknown => "unknown",
-                    },
-                    "shared": s.clock.method == ClockMethod::Shared,
-                    "offset_ns": s.clock.offset.as_nanos(),
-                    "drift_ppm": s.clock.drift_ppm,
-                    "samples_used": s.clock.samples_used,
-                },
-                "summary": {
-                    "sent": s.sent, "received": s.received,
-                    "lost_up": s.lost_up, "lost_down": s.lost_down, "lost_unknown": s.lost_unknown,
-                    "duplicates": s.duplicates, "late": s.late, "skipped_slots": s.skipped_slots,
-                    "server_rx_count": report.server_rx_count,
-                    "rtt": stats_json(&s.rtt), "owd_up": stats_json(&s.up), "owd_down": stats_json(&s.down),
-                    "ipdv_rtt": ipdv_json(&s.ipdv_rtt), "ipdv_up": ipdv_json(&s.ipdv_up),
-                    "ipdv_down": ipdv_json(&s.ipdv_down),
-                },
-                "lost": lost_dirs,
-                "negative_owd_clamped": clamped,
-            }},
-        },
-        "raw": {
-            "phases": [{"kind": "idle", "name": "ping", "start_ns": 0, "end_ns": ns(end)}],
-            "latency": latency,
-            "throughput": [],
-        },
-    });
-    let file: bloatlab_results::ResultsFile =
-        serde_json::from_value(doc).context("building the results document")?;
-    let file = file
-        .with_derived()
-        .context("computing the derived section of the results")?;
-    let bytes = bloatlab_results::to_vec(&file).context("serialising the results")?;
-    Ok(String::from_utf8_lossy(&bytes).trim_end().to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -584,20 +421,5 @@ mod tests {
         let e = resolve("no such host!", 7).unwrap_err().to_string();
         assert!(e.contains("not a valid host name"), "{e}");
         assert!(resolve("a..b", 7).is_err());
-    }
-
-    #[test]
-    fn rfc3339_known_instants() {
-        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000000000Z");
-        // 2026-12-02T12:00:00Z
-        assert_eq!(
-            rfc3339(Duration::from_secs(1_796_212_800)),
-            "2026-12-02T12:00:00.000000000Z"
-        );
-        // leap day
-        assert_eq!(
-            rfc3339(Duration::new(951_782_400, 5)),
-            "2000-02-29T00:00:00.000000005Z"
-        );
     }
 }

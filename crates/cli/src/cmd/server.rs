@@ -1,7 +1,10 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
 use super::opts;
-use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions};
+use bloatlab_engine::config::{
+    BitRate, Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions,
+};
+use bloatlab_engine::limits::{self, ServerLimits};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -60,6 +63,42 @@ pub struct ServerArgs {
     /// a UDP -R request from a spoofed address would aim our traffic at a third party.
     #[arg(long = "no-reverse")]
     pub no_reverse: bool,
+    /// End a connection or UDP flow after this many seconds without a byte
+    /// moving, in any phase (iperf 3's --rcv-timeout is 120 s too).
+    #[arg(long = "idle-timeout", default_value = "120", value_parser = opts::positive_seconds)]
+    pub idle_timeout: Duration,
+    /// Concurrent TCP connections in all; more are closed at once.
+    #[arg(long = "max-connections", default_value_t = limits::DEFAULT_MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Concurrent TCP connections from one source (IPv4 address or IPv6 /64).
+    #[arg(long = "max-per-source", default_value_t = limits::DEFAULT_MAX_PER_SOURCE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_per_source: u32,
+    /// Longest test (-t) a client may ask for, in seconds; also ends -n tests.
+    #[arg(long = "max-duration", default_value = "3600", value_parser = opts::positive_seconds)]
+    pub max_duration: Duration,
+    /// Largest -n a client may ask for (K/M/G = 1024-based, k/m/g = 1000-based).
+    #[arg(long = "max-bytes", default_value = "1000g", value_parser = opts::nonzero_bytes)]
+    pub max_bytes: Bytes,
+    /// Largest -P a client may ask for.
+    #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: u32,
+    /// Largest -b a client may announce for what it sends (default: no cap).
+    #[arg(long = "max-rate", value_parser = opts::rate)]
+    pub max_rate: Option<BitRate>,
+    /// Largest -b this server sends at on -R / --full-duplex tests; with a cap,
+    /// requests without -b (full speed) are refused (default: no cap).
+    #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
+    pub max_reverse_rate: Option<BitRate>,
+    /// Largest UDP -R / --full-duplex rate for a client that cannot prove it
+    /// receives at its address (iperf 2 clients); 0 refuses them.
+    #[arg(long = "unverified-reverse-rate", default_value = "10m", value_parser = opts::rate)]
+    pub unverified_reverse_rate: BitRate,
+    /// Longest UDP -R / --full-duplex test for such a client, in seconds.
+    #[arg(long = "unverified-reverse-time", default_value = "30", value_parser = opts::positive_seconds)]
+    pub unverified_reverse_time: Duration,
     /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
     #[arg(long = "no-probes")]
     pub no_probes: bool,
@@ -106,6 +145,18 @@ impl ServerArgs {
             one_off: self.one_off,
             header_timeout: self.header_timeout,
             no_reverse: self.no_reverse,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections as usize,
+            max_per_source: self.max_per_source as usize,
+            limits: ServerLimits {
+                max_duration: self.max_duration,
+                max_bytes: self.max_bytes,
+                max_streams: self.max_streams,
+                max_rate: self.max_rate,
+                max_reverse_rate: self.max_reverse_rate,
+                unverified_reverse_rate: self.unverified_reverse_rate,
+                unverified_reverse_time: self.unverified_reverse_time,
+            },
             permit_key: self.permit_key.clone(),
         }
     }
@@ -214,6 +265,51 @@ mod tests {
         assert!(c.enhanced && c.one_off && c.socket.ipv6);
         assert_eq!(c.interval, Some(Duration::from_secs(1)));
         assert_eq!(c.buffer_len, Some(Bytes(65_536)));
+    }
+
+    #[test]
+    fn caps_have_documented_defaults_and_parse_iperf_units() {
+        let c = T::try_parse_from(["t"]).unwrap().a.to_config();
+        assert_eq!(c.limits, ServerLimits::default());
+        assert_eq!(c.idle_timeout, Duration::from_secs(120));
+        assert_eq!(c.max_connections, 256);
+        assert_eq!(c.max_per_source, 128);
+        let c = T::try_parse_from([
+            "t",
+            "--max-duration",
+            "60",
+            "--max-bytes",
+            "1G",
+            "--max-streams",
+            "4",
+            "--max-rate",
+            "100m",
+            "--max-reverse-rate",
+            "50m",
+            "--unverified-reverse-rate",
+            "0",
+            "--idle-timeout",
+            "5",
+            "--max-connections",
+            "10",
+            "--max-per-source",
+            "2",
+        ])
+        .unwrap()
+        .a
+        .to_config();
+        assert_eq!(c.limits.max_duration, Duration::from_secs(60));
+        assert_eq!(c.limits.max_bytes, Bytes(1 << 30));
+        assert_eq!(c.limits.max_streams, 4);
+        assert_eq!(c.limits.max_rate, Some(BitRate(100_000_000)));
+        assert_eq!(c.limits.max_reverse_rate, Some(BitRate(50_000_000)));
+        assert_eq!(c.limits.unverified_reverse_rate, BitRate(0));
+        assert_eq!((c.max_connections, c.max_per_source), (10, 2));
+        assert_eq!(c.idle_timeout, Duration::from_secs(5));
+        let e = T::try_parse_from(["t", "--max-connections", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-connections"), "{e}");
     }
 
     #[test]

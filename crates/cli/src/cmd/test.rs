@@ -100,7 +100,7 @@ fn install_stop_handler() {
 }
 
 impl TestArgs {
-    fn params(&self) -> TestParams {
+    pub(crate) fn params(&self) -> TestParams {
         TestParams {
             loaded: self.length,
             idle_before: self.idle_before.unwrap_or(self.idle),

@@ -3,9 +3,9 @@
 use super::duplex;
 use super::handshake::{self, client_header, find_report, read_ack};
 use super::io::is_transient;
-use super::recv::{self, RecvPlan};
+use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, Collected, ReportSettings};
-use super::send::{self, SendPlan};
+use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 const SLOP: Duration = Duration::from_secs(2);
 /// How long a client waits for the server to close after its shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// A transfer that moves no byte for this long has stalled: the run did
+/// not happen as asked (exit 1). iperf 2 prints zero-rate intervals then;
+/// so do we, until this much has passed.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a client run failed as a whole.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +33,8 @@ pub enum ClientError {
     Sock(#[from] SockError),
     #[error("all {n} stream(s) failed; first: {first}")]
     AllFailed { n: u32, first: String },
+    #[error("cannot start a thread: {0}")]
+    Spawn(std::io::Error),
 }
 
 /// Runs a TCP client test; prints per `cfg.format`; returns what was reported.
@@ -44,24 +50,33 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
         streams: cfg.parallel.max(1),
         full_duplex: cfg.direction == Direction::FullDuplex,
         test: test_info(cfg, addr),
-    });
-    let handles: Vec<_> = (1..=cfg.parallel.max(1))
-        .map(|id| {
-            let cfg = cfg.clone();
-            let sink = sink.clone();
-            std::thread::Builder::new()
-                .name(format!("tcp-client-{id}"))
-                .spawn(move || {
-                    if let Err(e) = stream(&cfg, addr, id, &sink) {
-                        let _ = sink.send(Event::Failed {
-                            stream: id,
-                            error: e.to_string(),
-                        });
-                    }
-                })
-                .expect("spawning a stream thread")
-        })
-        .collect();
+    })
+    .map_err(ClientError::Spawn)?;
+    let mut handles = Vec::new();
+    for id in 1..=cfg.parallel.max(1) {
+        let cfg = cfg.clone();
+        let tsink = sink.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("tcp-client-{id}"))
+            .spawn(move || {
+                if let Err(e) = stream(&cfg, addr, id, &tsink) {
+                    let _ = tsink.send(Event::Failed {
+                        stream: id,
+                        error: e.to_string(),
+                    });
+                }
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            // The stream did not run: say so, the others go on.
+            Err(e) => {
+                let _ = sink.send(Event::Failed {
+                    stream: id,
+                    error: format!("cannot start the stream's thread: {e}"),
+                });
+            }
+        }
+    }
     drop(sink);
     for h in handles {
         let _ = h.join();
@@ -144,11 +159,22 @@ fn stream(
         tcpinfo: cfg.enhanced,
         interval: cfg.interval,
         already_sent: Bytes(hdr.len() as u64),
+        deadline: None,
+        stall_timeout: Some(STALL_TIMEOUT),
+        watch_peer_close: false,
     };
     let recv_deadline = match cfg.amount {
         Amount::Time(d) => Some(t0 + d + SLOP),
         Amount::Bytes(_) => None,
     };
+    // A slow -b reverse test sends one write per len*8/rate: silence that
+    // long is its pace, not a stall.
+    let recv_idle = cfg
+        .rate
+        .and_then(|r| r.transmit_time(Bytes(len as u64)))
+        .map_or(STALL_TIMEOUT, |gap| {
+            STALL_TIMEOUT.max(gap.saturating_mul(2))
+        });
     let (trip, interval) = (cfg.trip_times, cfg.interval);
     let recv_plan = move |already_read: Vec<usize>| RecvPlan {
         stream: id,
@@ -159,22 +185,37 @@ fn stream(
         already_read,
         keep_intervals: false,
         print_intervals: true,
+        idle_timeout: Some(recv_idle),
     };
     match cfg.direction {
         Direction::Forward => {
-            let (mut acc, mut ticker) = send::run(&s, &send_plan, t0, sink)?;
-            let _ = s.shutdown(Shutdown::Write);
-            let drained = drain(&mut s);
+            let (mut acc, mut ticker, sent) = send::run_with_end(&s, &send_plan, t0, sink)?;
+            // The test ends when the last write went out: the drain below
+            // (waiting for the server's close and report) is not test time.
             let end = t0.elapsed();
+            let _ = s.shutdown(Shutdown::Write);
+            // After a stall or a reset there is nothing to wait for.
+            let (drained, closed) = match sent {
+                SendEnd::Stalled | SendEnd::Disconnected => (Vec::new(), Drained::TimedOut),
+                _ => drain(&mut s),
+            };
             if let Some(json) = find_report(&drained) {
                 let _ = sink.send(Event::PeerReport { stream: id, json });
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            send_verdict(sent, end)?;
+            if closed == Drained::Reset {
+                return Err(
+                    "the server reset the connection instead of closing it after \
+                     the test (it did not read everything that was sent)"
+                        .into(),
+                );
+            }
         }
         Direction::Reverse => {
             let already = read_server_header(&mut s, cfg.trip_times)?;
             let plan = recv_plan(already);
-            let (mut acc, mut ticker, _) = recv::run(&s, &plan, t0, sink)?;
+            let (mut acc, mut ticker, _, received) = recv::run_with_end(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
             let _ = s.shutdown(Shutdown::Write);
             // Nothing at all, and not because the user stopped us first.
@@ -182,9 +223,11 @@ fn stream(
                 return Err(REFUSED_REVERSE.into());
             }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
+            recv_verdict(received, end, plan.idle_timeout)?;
         }
         Direction::FullDuplex => {
-            duplex::full_duplex(
+            let idle = Some(recv_idle);
+            let (sent, received) = duplex::full_duplex(
                 &mut s,
                 t0,
                 sink,
@@ -194,14 +237,50 @@ fn stream(
                 },
                 |_| Ok(send_plan),
             )?;
+            let end = t0.elapsed();
+            send_verdict(sent, end)?;
+            recv_verdict(received, end, idle)?;
         }
     }
     Ok(())
 }
 
+/// Did the sending half run as asked? `end` is its offset from the start.
+fn send_verdict(sent: SendEnd, end: Duration) -> Result<(), String> {
+    match sent {
+        SendEnd::Done | SendEnd::Stopped | SendEnd::Deadline => Ok(()),
+        SendEnd::Disconnected => Err(format!(
+            "the server reset the connection {:.3} s into the test",
+            end.as_secs_f64()
+        )),
+        SendEnd::Stalled => Err(format!(
+            "stalled: the server read nothing for {} s (at {:.3} s); the run did not happen as asked",
+            STALL_TIMEOUT.as_secs(),
+            end.as_secs_f64()
+        )),
+    }
+}
+
+/// Did the receiving half run as asked?
+fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Result<(), String> {
+    match received {
+        RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
+        RecvEnd::Reset => Err(format!(
+            "the server reset the connection {:.3} s into the test",
+            end.as_secs_f64()
+        )),
+        RecvEnd::Idle => Err(format!(
+            "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
+            idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
+            end.as_secs_f64()
+        )),
+    }
+}
+
 /// A reverse test that ended without a byte from the server.
 const REFUSED_REVERSE: &str = "the server closed the connection without sending anything \
-(a bloatlab server started with --no-reverse refuses -R and --full-duplex)";
+(a bloatlab server refuses -R and --full-duplex with --no-reverse, and any test above its caps \
+such as --max-duration or --max-reverse-rate; its log says which)";
 
 /// On reverse/full-duplex trip-times tests the server's sender starts with
 /// its own test header (README 5.6); read it and count it as received.
@@ -216,26 +295,38 @@ fn read_server_header(
     Ok(vec![raw.len()])
 }
 
+/// How the drain after our shutdown ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// The server closed (EOF), as it does once it read everything.
+    Closed,
+    /// The server reset the connection.
+    Reset,
+    /// [`DRAIN_TIMEOUT`] passed (slow links may still be delivering).
+    TimedOut,
+}
+
 /// Reads until EOF (or [`DRAIN_TIMEOUT`]), keeping up to 1 MiB + change
 /// of what arrived: an unread iperf ack and/or bloatlab's report frame.
-fn drain(s: &mut TcpStream) -> Vec<u8> {
+fn drain(s: &mut TcpStream) -> (Vec<u8>, Drained) {
     let deadline = Instant::now() + DRAIN_TIMEOUT;
     let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
     let mut kept = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     while Instant::now() < deadline {
         match s.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return (kept, Drained::Closed),
             Ok(n) => {
                 if kept.len() < (1 << 20) + 4096 {
                     kept.extend_from_slice(&buf[..n]);
                 }
             }
             Err(e) if is_transient(&e) => {}
-            Err(_) => break,
+            Err(e) if super::io::is_disconnect(&e) => return (kept, Drained::Reset),
+            Err(_) => return (kept, Drained::Reset),
         }
     }
-    kept
+    (kept, Drained::TimedOut)
 }
 
 /// The `--json` test description on the client side.

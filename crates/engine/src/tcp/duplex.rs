@@ -3,8 +3,8 @@
 //! interval and total as one event, and the full-duplex orchestration
 //! (a reader thread for the receiving half, this thread sends).
 
-use super::recv::{self, RecvPlan};
-use super::send::{self, SendPlan};
+use super::recv::{self, RecvEnd, RecvPlan};
+use super::send::{self, SendEnd, SendPlan};
 use super::stats::Ticker;
 use super::{Event, Sink};
 use bloatlab_metrics::interval::Span;
@@ -54,29 +54,32 @@ pub fn recv_final(
 /// `recv_plan` (on its own clone of the socket, so it may read a header
 /// first), receives and reports; meanwhile this thread gets its plan from
 /// `send_plan` (which may write a header first), sends, half-closes and
-/// reports, then waits for the reader.
+/// reports, then waits for the reader. Returns how each half ended.
 pub fn full_duplex(
     s: &mut TcpStream,
     t0: Instant,
     sink: &Sink,
     recv_plan: impl FnOnce(&mut TcpStream) -> io::Result<RecvPlan> + Send + 'static,
     send_plan: impl FnOnce(&mut TcpStream) -> io::Result<SendPlan>,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(SendEnd, RecvEnd), Box<dyn std::error::Error>> {
     let mut rs = s.try_clone()?;
     let rsink = sink.clone();
-    let reader = std::thread::spawn(move || -> io::Result<()> {
-        let plan = recv_plan(&mut rs)?;
-        let (mut acc, mut ticker, _) = recv::run(&rs, &plan, t0, &rsink)?;
-        recv_final(&rsink, &plan, &mut ticker, &mut acc, t0.elapsed());
-        Ok(())
-    });
+    // A thread that cannot start fails this stream, never the process.
+    let reader = std::thread::Builder::new()
+        .name("tcp-fd-recv".into())
+        .spawn(move || -> io::Result<RecvEnd> {
+            let plan = recv_plan(&mut rs)?;
+            let (mut acc, mut ticker, _, why) = recv::run_with_end(&rs, &plan, t0, &rsink)?;
+            recv_final(&rsink, &plan, &mut ticker, &mut acc, t0.elapsed());
+            Ok(why)
+        })?;
     let plan = send_plan(s)?;
-    let (mut acc, mut ticker) = send::run(s, &plan, t0, sink)?;
+    let (mut acc, mut ticker, sent) = send::run_with_end(s, &plan, t0, sink)?;
     let _ = s.shutdown(Shutdown::Write);
     send_final(sink, plan.stream, &mut ticker, &mut acc, t0.elapsed());
-    match reader.join() {
+    let received = match reader.join() {
         Ok(r) => r?,
         Err(_) => return Err("receiver thread panicked".into()),
-    }
-    Ok(())
+    };
+    Ok((sent, received))
 }

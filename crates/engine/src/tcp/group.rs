@@ -57,11 +57,11 @@ impl Groups {
         peer: IpAddr,
         expected: u32,
         now: Instant,
-        spawn: impl FnOnce(u32) -> (Sink, JoinHandle<Collected>),
-    ) -> Member {
+        spawn: impl FnOnce(u32) -> std::io::Result<(Sink, JoinHandle<Collected>)>,
+    ) -> std::io::Result<Member> {
         let expected = expected.max(1);
         let Ok(mut open) = self.open.lock() else {
-            return solo(spawn(1));
+            return spawn(1).map(solo);
         };
         // Close groups whose window passed: their missing members never come.
         for g in open.expire(now) {
@@ -71,17 +71,34 @@ impl Groups {
                 .fetch_sub(g.expected - g.joined, Ordering::SeqCst);
         }
         if expected == 1 {
-            return solo(spawn(1));
+            return spawn(1).map(solo);
         }
-        let (sink, shared) = open.join(peer, expected, now, || {
-            let (sink, h) = spawn(expected);
-            let shared = Arc::new(Shared {
-                reporter: Mutex::new(Some(h)),
-                left: AtomicU32::new(expected),
-            });
-            (sink, shared)
+        // A group opens only if its reporter starts; the failure goes to
+        // the connection that tried (it is refused, the server goes on).
+        let mut failed = None;
+        let (sink, shared) = open.join(peer, expected, now, || match spawn(expected) {
+            Ok((sink, h)) => {
+                let shared = Arc::new(Shared {
+                    reporter: Mutex::new(Some(h)),
+                    left: AtomicU32::new(expected),
+                });
+                (sink, shared)
+            }
+            Err(e) => {
+                failed = Some(e);
+                let (sink, _) = std::sync::mpsc::channel();
+                let shared = Arc::new(Shared {
+                    reporter: Mutex::new(None),
+                    left: AtomicU32::new(expected),
+                });
+                (sink, shared)
+            }
         });
-        Member { sink, shared }
+        if let Some(e) = failed {
+            open.remove(peer, expected);
+            return Err(e);
+        }
+        Ok(Member { sink, shared })
     }
 }
 
@@ -100,17 +117,19 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    fn spawner(count: Arc<AtomicU32>) -> impl FnOnce(u32) -> (Sink, JoinHandle<Collected>) {
+    fn spawner(
+        count: Arc<AtomicU32>,
+    ) -> impl FnOnce(u32) -> std::io::Result<(Sink, JoinHandle<Collected>)> {
         move |_| {
             count.fetch_add(1, Ordering::SeqCst);
             let (tx, rx) = mpsc::channel();
-            (
+            Ok((
                 tx,
                 std::thread::spawn(move || {
                     for _ in rx {}
                     Collected::default()
                 }),
-            )
+            ))
         }
     }
 
@@ -120,11 +139,11 @@ mod tests {
         let spawned = Arc::new(AtomicU32::new(0));
         let ip: IpAddr = [127, 0, 0, 1].into();
         let t = Instant::now();
-        let a = groups.join(ip, 2, t, spawner(spawned.clone()));
-        let b = groups.join(ip, 2, t, spawner(spawned.clone()));
+        let a = groups.join(ip, 2, t, spawner(spawned.clone())).unwrap();
+        let b = groups.join(ip, 2, t, spawner(spawned.clone())).unwrap();
         assert_eq!(spawned.load(Ordering::SeqCst), 1);
         // Full: the next connection opens a new group.
-        let c = groups.join(ip, 2, t, spawner(spawned.clone()));
+        let c = groups.join(ip, 2, t, spawner(spawned.clone())).unwrap();
         assert_eq!(spawned.load(Ordering::SeqCst), 2);
         a.finish();
         b.finish(); // joins the first reporter, which ends once every sink is gone
@@ -135,12 +154,33 @@ mod tests {
     }
 
     #[test]
+    fn a_reporter_that_cannot_start_refuses_one_connection_and_leaves_no_group() {
+        let groups = Groups::default();
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let t = Instant::now();
+        let fail = |_| Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+        assert!(groups.join(ip, 1, t, fail).is_err());
+        assert!(groups.join(ip, 3, t, fail).is_err());
+        assert!(groups.open.lock().unwrap().is_empty());
+        // The next connection of that client opens the group normally.
+        let spawned = Arc::new(AtomicU32::new(0));
+        let m = groups.join(ip, 3, t, spawner(spawned.clone())).unwrap();
+        assert_eq!(spawned.load(Ordering::SeqCst), 1);
+        let _ = groups.join(ip, 3, t + JOIN_WINDOW * 2, spawner(spawned.clone()));
+        m.finish();
+    }
+
+    #[test]
     fn single_streams_get_their_own_reporter() {
         let groups = Groups::default();
         let spawned = Arc::new(AtomicU32::new(0));
         let ip: IpAddr = [127, 0, 0, 1].into();
-        let a = groups.join(ip, 1, Instant::now(), spawner(spawned.clone()));
-        let b = groups.join(ip, 1, Instant::now(), spawner(spawned.clone()));
+        let a = groups
+            .join(ip, 1, Instant::now(), spawner(spawned.clone()))
+            .unwrap();
+        let b = groups
+            .join(ip, 1, Instant::now(), spawner(spawned.clone()))
+            .unwrap();
         assert_eq!(spawned.load(Ordering::SeqCst), 2);
         a.finish();
         b.finish();

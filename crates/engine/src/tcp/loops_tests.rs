@@ -33,6 +33,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         already_read: Vec::new(),
         keep_intervals: true,
         print_intervals: true,
+        idle_timeout: None,
     }
 }
 
@@ -53,6 +54,9 @@ fn trip_times_bursts_are_deframed_counted_and_timed() {
         tcpinfo: true,
         interval: None,
         already_sent: Bytes(0),
+        deadline: None,
+        stall_timeout: None,
+        watch_peer_close: false,
     };
     let t0 = Instant::now();
     let tx2 = tx.clone();
@@ -138,6 +142,9 @@ fn rate_cap_paces_tcp_writes() {
         tcpinfo: false,
         interval: None,
         already_sent: Bytes(0),
+        deadline: None,
+        stall_timeout: None,
+        watch_peer_close: false,
     };
     let t0 = Instant::now();
     send::run(&c, &plan, t0, &tx).unwrap();

@@ -8,6 +8,8 @@
 //! `send()`, then data; `--trip-times` frames every `-l` write with a 92-byte
 //! burst header; the test ends with `shutdown(SHUT_WR)` and a drain to EOF.
 
+#[cfg(test)]
+mod bounds_tests;
 pub mod client;
 pub mod csv;
 pub mod duplex;

@@ -45,6 +45,23 @@ pub struct RecvPlan {
     /// intervals are only measured for the BLXR report (a client's `-i`
     /// on a server without its own `-i`).
     pub print_intervals: bool,
+    /// Give up after this long without a byte (a silent or stalled peer).
+    pub idle_timeout: Option<Duration>,
+}
+
+/// Why a receive loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvEnd {
+    /// The peer closed its side (EOF): the normal end.
+    Eof,
+    /// The peer reset the connection (RST, broken pipe).
+    Reset,
+    /// [`RecvPlan::deadline`] passed before EOF.
+    Deadline,
+    /// No byte for [`RecvPlan::idle_timeout`].
+    Idle,
+    /// A stop was requested (SIGINT/SIGTERM).
+    Stopped,
 }
 
 /// Framing state for `--trip-times`: a state machine over the bytes read,
@@ -162,11 +179,21 @@ pub fn deframe_for_fuzzing(data: &[u8], max_read: usize) -> (usize, bool) {
 /// accumulator and ticker for the caller to finish at its end time, and
 /// the interval snapshots if `keep_intervals`.
 pub fn run(
-    mut stream: &TcpStream,
+    stream: &TcpStream,
     plan: &RecvPlan,
     t0: Instant,
     sink: &Sink,
 ) -> io::Result<(TcpRecvStats, Ticker, Vec<TcpRecvSnapshot>)> {
+    run_with_end(stream, plan, t0, sink).map(|(a, t, k, _)| (a, t, k))
+}
+
+/// [`run`], also saying why the loop ended.
+pub fn run_with_end(
+    mut stream: &TcpStream,
+    plan: &RecvPlan,
+    t0: Instant,
+    sink: &Sink,
+) -> io::Result<(TcpRecvStats, Ticker, Vec<TcpRecvSnapshot>, RecvEnd)> {
     let mut kept = Vec::new();
     let len = plan.len.max(1);
     let mut acc = TcpRecvStats::new(Bytes(len as u64), plan.trip_times);
@@ -179,7 +206,8 @@ pub fn run(
     let mut reader = PieceReader::new(READ_PIECE);
     let mut fr = plan.trip_times.then(Framing::new);
     let mut done = Consumed::default();
-    loop {
+    let mut last_data = Instant::now();
+    let why = loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
             for snap in ticker.close(now - t0, &mut acc) {
@@ -194,8 +222,14 @@ pub fn run(
                 }
             }
         }
-        if plan.deadline.is_some_and(|d| now >= d) || crate::stop::requested() {
-            break;
+        if crate::stop::requested() {
+            break RecvEnd::Stopped;
+        }
+        if plan.deadline.is_some_and(|d| now >= d) {
+            break RecvEnd::Deadline;
+        }
+        if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
+            break RecvEnd::Idle;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
         let n = match reader.read(&mut stream, want, |piece| {
@@ -203,12 +237,13 @@ pub fn run(
                 f.consume(piece, &mut done);
             }
         }) {
-            Ok(0) => break,
+            Ok(0) => break RecvEnd::Eof,
             Ok(n) => n,
             Err(e) if is_transient(&e) => continue,
-            Err(e) if is_disconnect(&e) => break,
+            Err(e) if is_disconnect(&e) => break RecvEnd::Reset,
             Err(e) => return Err(e),
         };
+        last_data = Instant::now();
         acc.on_read(Bytes(n as u64));
         if !done.completed.is_empty() {
             let read_done = wall_now();
@@ -223,8 +258,8 @@ pub fn run(
                 "trip-times burst header has an impossible burst_size; latency measurement stops"
             );
         }
-    }
-    Ok((acc, ticker, kept))
+    };
+    Ok((acc, ticker, kept, why))
 }
 
 #[cfg(test)]

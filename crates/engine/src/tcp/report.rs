@@ -50,14 +50,13 @@ pub struct Collected {
 }
 
 /// Starts the reporter; drop every [`super::Sink`] clone, then join to get
-/// what was collected.
-pub fn spawn(settings: ReportSettings) -> (super::Sink, JoinHandle<Collected>) {
+/// what was collected. Fails (never panics) when no thread can be started.
+pub fn spawn(settings: ReportSettings) -> std::io::Result<(super::Sink, JoinHandle<Collected>)> {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .name("reporter".into())
-        .spawn(move || Reporter::new(settings).run(rx))
-        .expect("spawning the reporter thread");
-    (tx, h)
+        .spawn(move || Reporter::new(settings).run(rx))?;
+    Ok((tx, h))
 }
 
 struct Reporter {

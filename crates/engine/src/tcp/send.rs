@@ -50,6 +50,37 @@ pub struct SendPlan {
     pub interval: Option<Duration>,
     /// Bytes already sent on the connection that count in the totals (the test header).
     pub already_sent: Bytes,
+    /// Stop here whatever the amount says (a server's cap on every test).
+    pub deadline: Option<Instant>,
+    /// End as [`SendEnd::Stalled`] after this long without a byte written
+    /// (a peer that stopped reading).
+    pub stall_timeout: Option<Duration>,
+    /// End pacing sleeps as soon as the peer closes or resets (a reverse
+    /// sender, whose peer never sends after its header).
+    pub watch_peer_close: bool,
+}
+
+/// Largest buffer a sender allocates: longer `-l` writes are issued from
+/// it in pieces, so memory follows what is sent, not what a header claims.
+pub const MAX_WRITE_BUF: usize = 256 * 1024;
+/// Longest a pacing sleep lasts before the loop looks at the clock, the
+/// peer and the stop flag again.
+const PACE_SLICE: Duration = Duration::from_millis(200);
+
+/// Why a send loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendEnd {
+    /// The amount (`-t` or `-n`) was sent.
+    Done,
+    /// The peer reset or closed the connection.
+    Disconnected,
+    /// No byte could be written for [`SendPlan::stall_timeout`], or the
+    /// last write was still blocked 2 s after a `-t` test's end.
+    Stalled,
+    /// [`SendPlan::deadline`] passed first.
+    Deadline,
+    /// A stop was requested (SIGINT/SIGTERM).
+    Stopped,
 }
 
 /// Fills `buf` with iperf's `0123456789` pattern.
@@ -63,11 +94,60 @@ pub fn fill_pattern(buf: &mut [u8]) {
 /// `t0` is the stream's time origin. Returns the tally for the caller to
 /// finish once it knows the end time (after shutdown and drain).
 pub fn run(
-    mut stream: &TcpStream,
+    stream: &TcpStream,
     plan: &SendPlan,
     t0: Instant,
     sink: &Sink,
 ) -> io::Result<(TcpSendStats, Ticker)> {
+    run_with_end(stream, plan, t0, sink).map(|(a, t, _)| (a, t))
+}
+
+/// Emits every interval due at `now` (TCP_INFO sampled first with `-e`).
+fn emit_due(
+    stream: &TcpStream,
+    plan: &SendPlan,
+    t0: Instant,
+    now: Instant,
+    ticker: &mut Ticker,
+    acc: &mut TcpSendStats,
+    sink: &Sink,
+) -> bool {
+    if !ticker.due(now - t0) {
+        return false;
+    }
+    if plan.tcpinfo {
+        sample_into(stream, acc);
+    }
+    for snap in ticker.close(now - t0, acc) {
+        let _ = sink.send(Event::SendInterval {
+            stream: plan.stream,
+            snap,
+        });
+    }
+    true
+}
+
+/// True when the peer has closed its side or the connection failed
+/// (POLLRDHUP / POLLHUP / POLLERR), without reading anything.
+fn peer_closed(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on this stack frame; zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// [`run`], also saying why the loop ended.
+pub fn run_with_end(
+    mut stream: &TcpStream,
+    plan: &SendPlan,
+    t0: Instant,
+    sink: &Sink,
+) -> io::Result<(TcpSendStats, Ticker, SendEnd)> {
     let mut acc = TcpSendStats::new();
     let mut ticker = Ticker::new(plan.interval);
     if plan.already_sent.0 > 0 {
@@ -80,11 +160,8 @@ pub fn run(
     }
     let mut paced_bytes = Bytes(0);
     let mut pace_origin = t0;
-    let len = plan
-        .len
-        .max(if plan.trip_times { BURST_HEADER_LEN } else { 1 });
-    let mut buf = vec![0u8; len];
-    fill_pattern(&mut buf);
+    let min_len = if plan.trip_times { BURST_HEADER_LEN } else { 1 };
+    let len = plan.len.max(min_len);
     let end = match plan.amount {
         Amount::Time(d) => Some(t0 + d),
         Amount::Bytes(_) => None,
@@ -93,28 +170,57 @@ pub fn run(
         Amount::Bytes(b) => Some(b.0.saturating_sub(plan.already_sent.0)),
         Amount::Time(_) => None,
     };
+    // Allocate for what will be sent: one write of at most MAX_WRITE_BUF
+    // (longer writes reuse it), never more than a -n test's whole amount.
+    let buf_len = len
+        .min(MAX_WRITE_BUF)
+        .min(left.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)))
+        .max(min_len);
+    let mut buf = vec![0u8; buf_len];
+    fill_pattern(&mut buf);
+    // Body pieces after the first come from past the burst header.
+    let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
+    let mut last_progress = Instant::now();
+    let mut next_write: Option<Instant> = None;
     let mut last_sample: Option<Instant> = None;
     let mut burst = TcpBurstRepr {
         start_time: WallTime::from_since_epoch(plan.start_wall),
         ..TcpBurstRepr::default()
     };
-    'test: loop {
+    let why = 'test: loop {
         let now = Instant::now();
-        if ticker.due(now - t0) {
-            if plan.tcpinfo {
-                sample_into(stream, &mut acc);
-                last_sample = Some(now);
-            }
-            for snap in ticker.close(now - t0, &mut acc) {
-                let _ = sink.send(Event::SendInterval {
-                    stream: plan.stream,
-                    snap,
-                });
-            }
+        if emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink) && plan.tcpinfo {
+            last_sample = Some(now);
         }
-        if end.is_some_and(|e| now >= e) || left == Some(0) || crate::stop::requested() {
-            break;
+        if crate::stop::requested() {
+            break SendEnd::Stopped;
         }
+        // A paced -n test ends when its last bytes are due, not when they
+        // were written, so the reported rate is the paced one.
+        if end.is_some_and(|e| now >= e) || (left == Some(0) && next_write.is_none_or(|d| d <= now))
+        {
+            break SendEnd::Done;
+        }
+        if plan.deadline.is_some_and(|d| now >= d) {
+            break SendEnd::Deadline;
+        }
+        if let Some(due) = next_write.filter(|&d| d > now) {
+            // Paced: sleep in slices bounded by the test's end, the
+            // deadline and the next interval, and stop if the peer left.
+            let mut wake = due.min(now + PACE_SLICE);
+            if let Some(e) = end {
+                wake = wake.min(e);
+            }
+            if let Some(d) = plan.deadline {
+                wake = wake.min(d);
+            }
+            clock::sleep_precise(wake.saturating_duration_since(now));
+            if plan.watch_peer_close && peer_closed(stream) {
+                break SendEnd::Disconnected;
+            }
+            continue;
+        }
+        next_write = None;
         let this = match left {
             Some(l) => usize::try_from(l)
                 .unwrap_or(len)
@@ -133,20 +239,39 @@ pub fn run(
         }
         let mut off = 0;
         while off < this {
-            match stream.write(&buf[off..this]) {
+            // The first buf_len bytes of a burst come from buf as they are
+            // (header first); the rest from its body, piece by piece.
+            let piece = if off < buf.len() {
+                &buf[off..this.min(buf.len())]
+            } else {
+                let from = body_from.min(buf.len() - 1);
+                let n = (this - off).min(buf.len() - from);
+                &buf[from..from + n]
+            };
+            match stream.write(piece) {
                 Ok(n) => {
                     off += n;
                     acc.on_write(Bytes(n as u64));
+                    last_progress = Instant::now();
                 }
                 Err(e) if is_transient(&e) => {
                     acc.on_write_error();
-                    if crate::stop::requested()
-                        || end.is_some_and(|e| Instant::now() >= e + Duration::from_secs(2))
+                    let now = Instant::now();
+                    // Interval lines keep coming while the peer reads nothing.
+                    emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink);
+                    if crate::stop::requested() {
+                        break 'test SendEnd::Stopped;
+                    }
+                    if end.is_some_and(|e| now >= e + Duration::from_secs(2))
+                        || plan.stall_timeout.is_some_and(|s| now - last_progress >= s)
                     {
-                        break 'test;
+                        break 'test SendEnd::Stalled;
+                    }
+                    if plan.deadline.is_some_and(|d| now >= d) {
+                        break 'test SendEnd::Deadline;
                     }
                 }
-                Err(e) if is_disconnect(&e) => break 'test,
+                Err(e) if is_disconnect(&e) => break 'test SendEnd::Disconnected,
                 Err(e) => return Err(e),
             }
         }
@@ -158,13 +283,17 @@ pub fn run(
             // start is not caught up with a burst beyond one write.
             paced_bytes += Bytes(this as u64);
             if let Some(due) = r.transmit_time(paced_bytes) {
-                let due = pace_origin + due;
+                let due = pace_origin.checked_add(due);
                 let now = Instant::now();
-                if due > now {
-                    clock::sleep_precise(due - now);
-                } else if now - due > Duration::from_millis(100) {
-                    paced_bytes = Bytes(0);
-                    pace_origin = now;
+                match due {
+                    Some(due) if due > now => next_write = Some(due),
+                    // Beyond what Instant can hold: no write is ever due again.
+                    None => next_write = Some(now + Duration::from_secs(86_400 * 365)),
+                    Some(due) if now - due > Duration::from_millis(100) => {
+                        paced_bytes = Bytes(0);
+                        pace_origin = now;
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -182,11 +311,11 @@ pub fn run(
                 last_sample = Some(now);
             }
         }
-    }
+    };
     if plan.tcpinfo || plan.near_congestion.is_some() {
         sample_into(stream, &mut acc);
     }
-    Ok((acc, ticker))
+    Ok((acc, ticker, why))
 }
 
 /// Samples TCP_INFO into `stats`; returns the RTT (zero if unavailable).

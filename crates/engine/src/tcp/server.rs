@@ -1,19 +1,29 @@
 //! The TCP server: an accept loop and one thread per connection.
 //!
-//! A connection that does not deliver a valid test header within
-//! `header_timeout` (silent, short, oversized, garbage) gets one warning line
-//! on stderr and is closed; the server keeps serving others.
+//! Bounded for a server strangers can reach (docs/security.md):
+//! * connections are admitted by [`Admission`] (`--max-connections`,
+//!   `--max-per-source`); one over a cap, or one whose thread cannot be
+//!   started, is closed at once and the server goes on;
+//! * a connection that does not deliver a valid test header within
+//!   `header_timeout` (silent, short, oversized, garbage) is closed;
+//! * a header asking for more than [`ServerLimits`] allow is refused the way
+//!   iperf 2 refuses (the connection is closed, no ack, no data);
+//! * every phase ends after `idle_timeout` without a byte moving, and every
+//!   test, `-n` included, at its `-t` (or `--max-duration`) plus slop;
+//! * each of these gets one stderr line, rate-limited ([`SharedLogLimit`]).
 
 use super::duplex;
 use super::group::Groups;
 use super::handshake::{self, TestRequest, read_header, request_of, send_ack};
 use super::io::is_transient;
-use super::recv::{self, RecvPlan};
+use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, ReportSettings};
-use super::send::{self, SendPlan};
+use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::clock::wall_now;
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
+use crate::limits::{Admission, Ask, ServerLimits};
+use crate::loglimit::SharedLogLimit;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
@@ -88,6 +98,8 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
         .map_err(ServerError::Accept)?;
     let one = Arc::new(OneOff::default());
     let groups = Arc::new(Groups::default());
+    let log = Arc::new(SharedLogLimit::default());
+    let admission = Admission::new(cfg.max_connections, cfg.max_per_source);
     let next_id = AtomicU32::new(1);
     let mut workers = Vec::new();
     loop {
@@ -96,17 +108,35 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
         }
         match listener.accept() {
             Ok((s, peer)) => {
+                workers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
+                // Over a cap: close at once (the peer sees its connection
+                // end without an ack, as with any iperf 2 refusal).
+                let slot = match admission.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(r) => {
+                        log.eprint(|| format!("bloatlab server: refusing {peer}: {r}"));
+                        continue;
+                    }
+                };
                 let id = next_id.fetch_add(1, Ordering::SeqCst);
                 let cfg = cfg.clone();
                 let one = Arc::clone(&one);
                 let groups = Arc::clone(&groups);
-                workers.push(
-                    std::thread::Builder::new()
-                        .name(format!("tcp-conn-{id}"))
-                        .spawn(move || connection(&cfg, &groups, s, peer, id, &one))
-                        .expect("spawning a connection thread"),
-                );
-                workers.retain(|h| !h.is_finished());
+                let clog = Arc::clone(&log);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("tcp-conn-{id}"))
+                    .spawn(move || {
+                        let _slot = slot;
+                        connection(&cfg, &groups, s, peer, id, &one, &clog);
+                    });
+                match spawned {
+                    Ok(h) => workers.push(h),
+                    // Out of threads (a task limit): this connection is
+                    // refused (the closure, socket and slot are dropped).
+                    Err(e) => log.eprint(|| {
+                        format!("bloatlab server: refusing {peer}: cannot start a thread: {e}")
+                    }),
+                }
             }
             Err(e) if is_transient(&e) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => {
@@ -122,6 +152,18 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     Ok(())
 }
 
+/// What a TCP test header asks for, in the caps' terms (the handshake
+/// proved the peer receives at its address).
+fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
+    Ask {
+        amount: req.amount,
+        streams: announced_streams,
+        rate: req.rate,
+        server_sends: req.direction != Direction::Forward,
+        verified: true,
+    }
+}
+
 fn connection(
     cfg: &ServerConfig,
     groups: &Groups,
@@ -129,6 +171,7 @@ fn connection(
     peer: SocketAddr,
     id: u32,
     one: &OneOff,
+    log: &SharedLogLimit,
 ) {
     let accepted_wall = wall_now();
     if let Err(e) = s.set_nonblocking(false) {
@@ -139,25 +182,31 @@ fn connection(
     let (raw, hdr) = match read_header(&mut s, deadline) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("bloatlab server: dropping connection from {peer}: {e}");
+            log.eprint(|| format!("bloatlab server: dropping connection from {peer}: {e}"));
             return;
         }
     };
     // iperf 2's refusal: one line, then close without an ack (Listener.cpp).
     if let Err(why) = handshake::check_permit_key(&raw, cfg.permit_key.as_deref()) {
-        eprintln!("bloatlab server: [drop] connection from {peer} ({why})");
+        log.eprint(|| format!("bloatlab server: [drop] connection from {peer} ({why})"));
         return;
     }
     let req = request_of(raw.len(), &hdr);
     if cfg.no_reverse && req.direction != Direction::Forward {
-        eprintln!(
-            "bloatlab server: refusing a {} test from {peer} (--no-reverse)",
-            if req.direction == Direction::Reverse {
-                "reverse (-R)"
-            } else {
-                "full-duplex"
-            }
-        );
+        log.eprint(|| {
+            format!(
+                "bloatlab server: refusing a {} test from {peer} (--no-reverse)",
+                if req.direction == Direction::Reverse {
+                    "reverse (-R)"
+                } else {
+                    "full-duplex"
+                }
+            )
+        });
+        return;
+    }
+    if let Err(r) = cfg.limits.check(&ask_of(&req, hdr.core.num_threads)) {
+        log.eprint(|| format!("bloatlab server: refusing a test from {peer}: it {r}"));
         return;
     }
     if cfg.one_off {
@@ -165,8 +214,8 @@ fn connection(
             .expected
             .compare_exchange(0, req.parallel, Ordering::SeqCst, Ordering::SeqCst);
     }
-    if let Err(e) = test(cfg, groups, &mut s, peer, id, &req, accepted_wall) {
-        eprintln!("bloatlab server: connection from {peer}: {e}");
+    if let Err(e) = test(cfg, groups, &mut s, peer, id, &req, accepted_wall, log) {
+        log.eprint(|| format!("bloatlab server: connection from {peer}: {e}"));
     }
     if cfg.one_off {
         let n = one.finished.fetch_add(1, Ordering::SeqCst) + 1;
@@ -176,6 +225,8 @@ fn connection(
     }
 }
 
+// One argument per thing a test needs; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn test(
     cfg: &ServerConfig,
     groups: &Groups,
@@ -184,7 +235,11 @@ fn test(
     id: u32,
     req: &TestRequest,
     accepted_wall: Duration,
+    log: &SharedLogLimit,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // No phase may block longer than the idle timeout (a peer with a
+    // zero window cannot hold the ack write forever).
+    s.set_write_timeout(Some(cfg.idle_timeout.max(Duration::from_millis(1))))?;
     if req.wants_ack {
         send_ack(s, req, accepted_wall)?;
     }
@@ -206,7 +261,7 @@ fn test(
             full_duplex: req.direction == Direction::FullDuplex,
             test,
         })
-    });
+    })?;
     let sink = member.sink.clone();
     let mut tags = Vec::new();
     if req.trip_times {
@@ -233,8 +288,25 @@ fn test(
     let result = run_directions(cfg, s, id, req, t0, &sink);
     drop(sink);
     member.finish();
-    result
+    let (sent, received) = result?;
+    if sent == Some(SendEnd::Stalled) || received == Some(RecvEnd::Idle) {
+        log.eprint(|| {
+            format!(
+                "bloatlab server: {peer} moved no byte for {:?} (--idle-timeout); test ended",
+                cfg.idle_timeout
+            )
+        });
+    }
+    if sent == Some(SendEnd::Deadline) || received == Some(RecvEnd::Deadline) {
+        log.eprint(|| {
+            format!("bloatlab server: {peer}'s test reached its deadline (-t or --max-duration, plus slop); ended")
+        });
+    }
+    Ok(())
 }
+
+/// How the directions of a test ended (`None`: that direction did not run).
+type Ends = (Option<SendEnd>, Option<RecvEnd>);
 
 fn run_directions(
     cfg: &ServerConfig,
@@ -243,13 +315,13 @@ fn run_directions(
     req: &TestRequest,
     t0: Instant,
     sink: &Sink,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<Ends, Box<dyn std::error::Error>> {
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
-    let deadline = match req.amount {
-        Amount::Time(d) => Some(t0 + d + SLOP),
-        Amount::Bytes(_) => None,
-    };
+    // Every test ends: -t plus slop, and -n tests at --max-duration.
+    let limits: &ServerLimits = &cfg.limits;
+    let test_end = t0 + limits.deadline(req.amount);
+    let deadline = Some(test_end + SLOP);
     let recv_plan = RecvPlan {
         stream: id,
         len: read_len,
@@ -267,6 +339,7 @@ fn run_directions(
         },
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
+        idle_timeout: Some(cfg.idle_timeout),
     };
     let start_wall = wall_now();
     let send_plan = |already: usize| SendPlan {
@@ -280,6 +353,10 @@ fn run_directions(
         tcpinfo: cfg.enhanced,
         interval: cfg.interval,
         already_sent: Bytes(already as u64),
+        deadline: Some(test_end),
+        stall_timeout: Some(cfg.idle_timeout),
+        // A reverse client sends nothing after its header: a close is its exit.
+        watch_peer_close: req.direction == Direction::Reverse,
     };
     // Reverse senders with trip-times announce themselves with their own header.
     let own_header = |s: &mut TcpStream| -> std::io::Result<usize> {
@@ -292,7 +369,7 @@ fn run_directions(
     };
     match req.direction {
         Direction::Forward => {
-            let (mut acc, mut ticker, mut kept) = recv::run(s, &recv_plan, t0, sink)?;
+            let (mut acc, mut ticker, mut kept, why) = recv::run_with_end(s, &recv_plan, t0, sink)?;
             let end = t0.elapsed();
             let partial = ticker.partial(end, &mut acc);
             let total = acc.total(Span::from_zero(end));
@@ -305,17 +382,19 @@ fn run_directions(
                 partial: partial.filter(|_| recv_plan.print_intervals),
                 total,
             });
+            Ok((None, Some(why)))
         }
         Direction::Reverse => {
             let sent = own_header(s)?;
-            let (mut acc, mut ticker) = send::run(s, &send_plan(sent), t0, sink)?;
+            let (mut acc, mut ticker, why) = send::run_with_end(s, &send_plan(sent), t0, sink)?;
             let _ = s.shutdown(Shutdown::Write);
             let end = t0.elapsed();
             drain(s);
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            Ok((Some(why), None))
         }
         Direction::FullDuplex => {
-            duplex::full_duplex(
+            let (sent, received) = duplex::full_duplex(
                 s,
                 t0,
                 sink,
@@ -325,9 +404,9 @@ fn run_directions(
                     Ok(send_plan(sent))
                 },
             )?;
+            Ok((Some(sent), Some(received)))
         }
     }
-    Ok(())
 }
 
 /// bloatlab extension: after the client's shutdown, send the server-side

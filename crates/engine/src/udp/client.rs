@@ -23,7 +23,7 @@ use super::pacer::Pacer;
 use super::report::{self, Collected, Event, ReportSettings, ServerOutcome, Side};
 use super::reverse_client::{prepare_receive, receive_stream, reverse_stream};
 use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
-use super::server_report::parse_ack_fin;
+use super::server_report::{SentFacts, check_server_report, parse_ack_fin};
 use super::{UdpError, sock};
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFormat};
 use bloatlab_metrics::json::TestInfo;
@@ -68,7 +68,11 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         streams,
         reverse,
         test: test_info(cfg, rate, len, start_wall),
-    });
+    })
+    .map_err(|e| UdpError::Io {
+        op: "thread spawn",
+        source: e,
+    })?;
     // Sockets first, so the shared time origin (and every stream's first
     // datagram) comes right before sending starts, not before set-up.
     let mut socks = Vec::new();
@@ -154,6 +158,7 @@ fn send_plan(cfg: &ClientConfig) -> SendPlan {
         interval: cfg.interval,
         rate: cfg.rate.unwrap_or(DEFAULT_UDP_RATE),
         len: cfg.effective_len(),
+        deadline: None,
     }
 }
 
@@ -291,7 +296,22 @@ fn stream(
     sink: &Sender<Event>,
 ) -> Result<(), UdpError> {
     let (mut tx, SendOutcome { partial, total }) = send_phase(cfg, sock, id, tmpl, gate, sink);
-    let (server, last_fin) = fin_exchange(&mut tx);
+    let fin_start = std::time::Instant::now();
+    let (mut server, last_fin) = fin_exchange(&mut tx);
+    if let ServerOutcome::Report { report, .. } = &server {
+        // Every id we used (data and FINs) was a -l byte datagram.
+        let ids = last_fin.unsigned_abs();
+        let facts = SentFacts {
+            ids,
+            bytes: Bytes(ids.saturating_mul(tx.len.0)),
+            elapsed: total.span.len() + fin_start.elapsed(),
+        };
+        if let Err(why) = check_server_report(report, &facts) {
+            server = ServerOutcome::Impossible {
+                why: why.to_string(),
+            };
+        }
+    }
     let _ = sink.send(Event::SendFinal {
         stream: id,
         partial,
@@ -323,9 +343,10 @@ fn full_duplex_stream(
     let started = realtime_now();
     let rx_cfg = cfg.clone();
     let rx_sink = sink.clone();
+    let echo = tmpl.clone();
     let receiver = std::thread::Builder::new()
         .name(format!("udp-fd-recv-{id}"))
-        .spawn(move || receive_stream(&rx_cfg, &rx_sock, id, &rx_sink, started))
+        .spawn(move || receive_stream(&rx_cfg, &rx_sock, id, &rx_sink, started, Some(&echo)))
         .map_err(|e| UdpError::Io {
             op: "thread spawn",
             source: e,

@@ -164,6 +164,65 @@ pub struct HeaderInfo {
     pub port: u32,
     /// The client's `-l` if it set one, else 0.
     pub buf_len: Bytes,
+    /// Flag `HEADER_EXTEND`, which every iperf 2.x client sets.
+    pub extend: bool,
+}
+
+/// Largest id a flow's first datagram may carry: a client's first
+/// datagrams are ids 1, 2, 3 ... (a few may be lost or reordered).
+pub const MAX_FIRST_ID: i64 = 1 << 16;
+
+/// Why a datagram from an unknown source is not taken as a test header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotAHeader {
+    #[error("too short for a test header ({0} bytes)")]
+    Short(usize),
+    #[error("first id {0} is not one a client starts with")]
+    FirstId(i64),
+    #[error("no HEADER_EXTEND flag (every iperf 2.x client sets it)")]
+    NoExtend,
+    #[error("version {0} is not iperf 2")]
+    Version(u16),
+    #[error("-P {0} is outside 1..=1024")]
+    Streams(u32),
+    #[error("zero -t/-n")]
+    NoAmount,
+    #[error("header says -l {said} but the datagram is {wire} bytes")]
+    Length { said: u64, wire: usize },
+}
+
+impl HeaderInfo {
+    /// Checks that a flow's first datagram (id `first_id`, `wire_len`
+    /// bytes) looks like an iperf 2 test header, before any state exists:
+    /// random bytes almost never pass all of these at once.
+    pub fn consistent(&self, first_id: i64, wire_len: usize) -> Result<(), NotAHeader> {
+        if !(0..=MAX_FIRST_ID).contains(&first_id) {
+            return Err(NotAHeader::FirstId(first_id));
+        }
+        if !self.extend {
+            return Err(NotAHeader::NoExtend);
+        }
+        if self.version.major != 2 {
+            return Err(NotAHeader::Version(self.version.major));
+        }
+        if !(1..=1024).contains(&self.parallel) {
+            return Err(NotAHeader::Streams(self.parallel));
+        }
+        let zero = match self.amount {
+            WireAmount::Time(d) => d.is_zero(),
+            WireAmount::Bytes(b) => b.0 == 0,
+        };
+        if zero {
+            return Err(NotAHeader::NoAmount);
+        }
+        if self.buf_len.0 != 0 && self.buf_len.0 != wire_len as u64 {
+            return Err(NotAHeader::Length {
+                said: self.buf_len.0,
+                wire: wire_len,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Reads a received datagram's prefix. Fails (never panics) when it is
@@ -193,7 +252,15 @@ pub fn parse_header(data: &[u8]) -> Option<HeaderInfo> {
         amount: c.amount,
         port: c.port,
         buf_len: c.buf_len,
+        extend: c.flags.contains(HeaderFlags::EXTEND),
     })
+}
+
+/// The header of a flow's first datagram, if it is a consistent one.
+pub fn parse_first(data: &[u8], first_id: i64, wire_len: usize) -> Result<HeaderInfo, NotAHeader> {
+    let h = parse_header(data).ok_or(NotAHeader::Short(wire_len))?;
+    h.consistent(first_id, wire_len)?;
+    Ok(h)
 }
 
 #[cfg(test)]
@@ -257,6 +324,63 @@ mod tests {
         let inc = parse_incoming(&d).unwrap();
         assert_eq!(inc.seqno, -66);
         assert_eq!(inc.sent, Duration::from_micros(1_500_000));
+    }
+
+    #[test]
+    fn real_headers_are_consistent_and_random_bytes_are_not() {
+        let h = parse_first(&w07_bytes(), 1, 200).unwrap();
+        assert!(h.trip_times);
+        assert_eq!(
+            parse_first(&words(&W12_CLIENT), 1, 200).map(|h| h.reverse),
+            Ok(true)
+        );
+        // Ours, as every -l and direction builds it.
+        for d in [
+            Direction::Forward,
+            Direction::Reverse,
+            Direction::FullDuplex,
+        ] {
+            let mut cfg = w07_config();
+            cfg.direction = d;
+            for len in [100u64, 1470, 9000] {
+                cfg.buffer_len = Some(Bytes(len));
+                let t = Template::new(header_repr(&cfg, Duration::ZERO, BitRate(1)), Bytes(len))
+                    .unwrap();
+                let mut b = t.bytes.clone();
+                stamp(&mut b, 1, Duration::ZERO);
+                assert!(parse_first(&b, 1, len as usize).is_ok(), "{d:?} {len}");
+            }
+        }
+        assert_eq!(
+            parse_first(&w07_bytes(), 1, 201),
+            Err(NotAHeader::Length {
+                said: 200,
+                wire: 201
+            })
+        );
+        assert_eq!(
+            parse_first(&w07_bytes(), 1 << 40, 200),
+            Err(NotAHeader::FirstId(1 << 40))
+        );
+        assert!(matches!(
+            parse_first(&[0u8; 40], 0, 40),
+            Err(NotAHeader::Short(40))
+        ));
+        // Pseudo-random datagrams (xorshift): none looks like a header.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut passed = 0;
+        for _ in 0..20_000 {
+            let mut b = vec![0u8; 200];
+            for c in b.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_be_bytes()[..c.len()]);
+            }
+            let id = parse_incoming(&b).unwrap().seqno;
+            passed += usize::from(parse_first(&b, id, 200).is_ok());
+        }
+        assert_eq!(passed, 0);
     }
 
     #[test]

@@ -39,7 +39,11 @@ pub enum UdpError {
     #[error("no UDP server at {addr}: connection refused (ICMP port unreachable)")]
     Refused { addr: SocketAddr },
     /// A socket call failed mid-test.
-    #[error("no reply from the UDP server at {addr} to {tries} reverse-test header datagrams")]
+    #[error(
+        "no reply from the UDP server at {addr} to {tries} reverse-test header datagrams \
+         (a bloatlab server refuses requests above its caps, e.g. -R above \
+         --unverified-reverse-rate when -l is under 180 bytes; its log says which)"
+    )]
     NoReverseData { addr: SocketAddr, tries: u32 },
     #[error("the UDP server at {addr} sent no data in the reverse direction")]
     NoData { addr: SocketAddr },

@@ -19,14 +19,17 @@
 //!   [`ACK_QUIET`] of silence (iperf 2.1.8 `write_UDP_AckFIN`: 250 ms
 //!   silence windows, at most 10 sends);
 //! * a receiving flow silent for `idle_timeout` is finalized without an ack
-//!   ([`Expired::Idle`]): a client that died must not hold state forever.
+//!   ([`Expired::Idle`]): a client that died must not hold state forever;
+//! * flows are counted per source ([`FlowTable::from_source`], an IPv4
+//!   address or an IPv6 /64) so a server can cap what one source holds.
 //!
 //! The table owns per-flow driver state `F` (statistics, names), so its
 //! lifetime matches the flow's. Time is whatever monotonic-enough clock the
 //! driver passes as `now` (the server uses the receive-timestamp clock).
 
+use crate::limits::source_key;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 /// Silence after an AckFIN send that ends a flow (iperf 2.1.8: 250 ms).
@@ -89,6 +92,7 @@ struct Entry<F> {
 pub struct FlowTable<F> {
     flows: HashMap<SocketAddr, Entry<F>>,
     idle_timeout: Duration,
+    per_source: HashMap<IpAddr, usize>,
 }
 
 impl<F> FlowTable<F> {
@@ -97,6 +101,22 @@ impl<F> FlowTable<F> {
         FlowTable {
             flows: HashMap::new(),
             idle_timeout,
+            per_source: HashMap::new(),
+        }
+    }
+
+    /// Flows from `ip`'s source (its IPv4 address or IPv6 /64).
+    pub fn from_source(&self, ip: IpAddr) -> usize {
+        self.per_source.get(&source_key(ip)).copied().unwrap_or(0)
+    }
+
+    fn forget_source(&mut self, peer: &SocketAddr) {
+        let k = source_key(peer.ip());
+        if let Some(n) = self.per_source.get_mut(&k) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_source.remove(&k);
+            }
         }
     }
 
@@ -160,6 +180,9 @@ impl<F> FlowTable<F> {
     /// Adds a flow with its own idle timeout (e.g. longer for a client that
     /// paces datagrams seconds apart).
     pub fn insert_with_idle(&mut self, now: Duration, peer: SocketAddr, state: F, idle: Duration) {
+        if !self.flows.contains_key(&peer) {
+            *self.per_source.entry(source_key(peer.ip())).or_insert(0) += 1;
+        }
         self.flows.insert(
             peer,
             Entry {
@@ -219,6 +242,7 @@ impl<F> FlowTable<F> {
         let mut out = Vec::with_capacity(due.len());
         for peer in due {
             if let Some(e) = self.flows.remove(&peer) {
+                self.forget_source(&peer);
                 let why = match e.phase {
                     Phase::Receiving => Expired::Idle,
                     Phase::Acking { sends, .. } => Expired::Acked { sends },
@@ -231,6 +255,7 @@ impl<F> FlowTable<F> {
 
     /// Removes every flow (server shutdown), receiving ones first.
     pub fn drain(&mut self) -> Vec<(SocketAddr, Expired, F)> {
+        self.per_source.clear();
         self.flows
             .drain()
             .map(|(a, e)| {
@@ -345,6 +370,23 @@ mod tests {
         t.insert(ms(100), peer(1), ());
         let _ = t.classify(ms(50), peer(1), 2);
         assert_eq!(t.next_deadline(), Some(ms(100) + IDLE));
+    }
+
+    #[test]
+    fn flows_are_counted_per_source_until_they_leave() {
+        let mut t: FlowTable<u8> = FlowTable::new(IDLE);
+        let other = SocketAddr::from(([10, 0, 0, 9], 1));
+        t.insert(ms(0), peer(1), 1);
+        t.insert(ms(0), peer(2), 2);
+        t.insert(ms(0), peer(2), 3); // replaced, not a new flow
+        t.insert(ms(5), other, 4);
+        assert_eq!(t.from_source(peer(9).ip()), 2);
+        assert_eq!(t.from_source(other.ip()), 1);
+        assert_eq!(t.expire(IDLE).len(), 2);
+        assert_eq!(t.from_source(peer(1).ip()), 0);
+        assert_eq!(t.from_source(other.ip()), 1);
+        t.drain();
+        assert_eq!(t.from_source(other.ip()), 0);
     }
 
     #[test]

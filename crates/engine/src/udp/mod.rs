@@ -46,6 +46,7 @@
 pub mod client;
 pub mod clock;
 mod conn;
+pub mod cookie;
 pub mod datagram;
 mod error;
 pub mod flows;

@@ -44,6 +44,9 @@ pub enum ServerOutcome {
     /// A server's reverse (`-R`) stream: iperf 2 sends one FIN and expects
     /// no AckFIN (upper flag NOUDPFIN).
     NoAckExpected,
+    /// An AckFIN arrived but its values cannot be true (`why`): reported
+    /// as such, never printed as a measurement.
+    Impossible { why: String },
 }
 
 /// What stream threads and the server loop tell the reporter.
@@ -157,7 +160,9 @@ pub struct Collected {
 }
 
 /// Starts the reporter. Drop every sender, then join to get the results.
-pub fn spawn(settings: ReportSettings) -> (mpsc::Sender<Event>, JoinHandle<Collected>) {
+pub fn spawn(
+    settings: ReportSettings,
+) -> std::io::Result<(mpsc::Sender<Event>, JoinHandle<Collected>)> {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::Builder::new()
         .name("udp-reporter".into())
@@ -167,9 +172,8 @@ pub fn spawn(settings: ReportSettings) -> (mpsc::Sender<Event>, JoinHandle<Colle
                 r.handle(ev);
             }
             r.finish()
-        })
-        .expect("spawning the UDP reporter thread");
-    (tx, h)
+        })?;
+    Ok((tx, h))
 }
 
 /// The reporter state; also usable synchronously (the server drives it
@@ -557,8 +561,24 @@ impl Reporter {
                 self.print(&format!(
                     "[{stream:3}] WARNING: did not receive ack of last datagram after {tries} tries."
                 ));
+                // Without the AckFIN nobody knows what arrived: the run
+                // did not happen as asked.
+                self.out.failures.push((
+                    stream,
+                    format!(
+                        "no AckFIN from the server after {tries} FINs: what it received is unknown"
+                    ),
+                ));
             }
             ServerOutcome::NoAckExpected => {}
+            ServerOutcome::Impossible { why } => {
+                self.print(&format!(
+                    "[{stream:3}] WARNING: the server's report has impossible values ({why}); not shown"
+                ));
+                self.out
+                    .failures
+                    .push((stream, format!("the server's report is impossible: {why}")));
+            }
         }
         self.sent_sum += sent;
         if self.sum_send(total, true) && self.s.format == OutputFormat::Console {

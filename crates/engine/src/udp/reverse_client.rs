@@ -11,9 +11,10 @@
 
 use super::UdpError;
 use super::clock::realtime_now;
+use super::cookie;
 use super::datagram::{Template, parse_incoming, stamp};
 use super::mmsg::{self, RecvBatch, SendBatch};
-use super::recv_flow::RecvFlow;
+use super::recv_flow::{RecvFlow, plausible_id};
 use super::report::Event;
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE};
 use std::io;
@@ -98,7 +99,7 @@ pub(crate) fn reverse_stream(
     prepare_receive(cfg, sock)?;
     let header_sent = realtime_now();
     request(sock, tmpl, id)?;
-    receive_stream(cfg, sock, id, sink, header_sent)
+    receive_stream(cfg, sock, id, sink, header_sent, None)
 }
 
 /// Kernel receive timestamps and a larger receive queue on a stream's socket.
@@ -116,13 +117,17 @@ pub(crate) fn prepare_receive(cfg: &ClientConfig, sock: &UdpSocket) -> Result<()
 }
 
 /// Receives the server's datagrams until its FIN or the end rules (module
-/// docs); `header_sent` is when the test started (CLOCK_REALTIME).
+/// docs); `header_sent` is when the test started (CLOCK_REALTIME). With
+/// `echo` (a full-duplex stream's datagram template), a cookie reply from
+/// the server is answered with that datagram carrying the cookie (id 0,
+/// which receivers ignore), which starts the server's sender.
 pub(crate) fn receive_stream(
     cfg: &ClientConfig,
     sock: &UdpSocket,
     id: u32,
     sink: &Sender<Event>,
     header_sent: Duration,
+    echo: Option<&Template>,
 ) -> Result<(), UdpError> {
     let fd = sock.as_raw_fd();
     let len = cfg.effective_len();
@@ -178,7 +183,15 @@ pub(crate) fn receive_stream(
                 source: e,
             })?;
         }
-        let refused = receive(sock, &mut rb, &mut flow, cfg.interval, id, &mut events);
+        let refused = receive(
+            sock,
+            &mut rb,
+            &mut flow,
+            cfg.interval,
+            id,
+            &mut events,
+            echo,
+        );
         if refused && flow.is_none() {
             // ICMP port unreachable before any data: nobody listens.
             return Err(UdpError::Refused { addr: peer(sock)? });
@@ -214,9 +227,19 @@ fn request(sock: &UdpSocket, tmpl: &Template, id: u32) -> Result<(), UdpError> {
             })?;
         if ready {
             // An ICMP error also makes the socket readable: consume it.
-            let mut b = [0u8; 1];
+            let mut b = [0u8; cookie::REPLY_LEN + 1];
             match sock.peek(&mut b) {
-                Ok(_) => return Ok(()),
+                Ok(n) => match cookie::from_reply(&b[..n]) {
+                    // The server asks us to prove we receive here: send
+                    // the header again with its cookie (next round).
+                    Some(c) => {
+                        let _ = sock.recv(&mut b);
+                        if !cookie::embed(batch.datagram_mut(0), &c) {
+                            tracing::debug!(stream = id, "datagram too short for the cookie");
+                        }
+                    }
+                    None => return Ok(()),
+                },
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
                 Err(_) => {}
             }
@@ -240,6 +263,7 @@ fn receive(
     interval: Option<Duration>,
     id: u32,
     events: &mut Vec<Event>,
+    echo: Option<&Template>,
 ) -> bool {
     loop {
         let n = match rb.recv(sock) {
@@ -255,11 +279,25 @@ fn receive(
         for i in 0..n {
             let Some(r) = rb.get(i) else { continue };
             let rx = r.kernel_rx.unwrap_or_else(realtime_now);
+            if let Some(c) = cookie::from_reply(r.data) {
+                // Not data: the server's return-routability check.
+                if let Some(t) = echo {
+                    answer_cookie(sock, t, &c, id);
+                }
+                continue;
+            }
+            // A first datagram with an id no sender starts with is not
+            // the server's (one forged datagram must not become the flow).
+            let inc = parse_incoming(r.data).ok();
+            if flow.is_none() && inc.is_none_or(|i| !plausible_id(0, i.seqno)) {
+                tracing::debug!(stream = id, "ignoring an implausible first datagram");
+                continue;
+            }
             let f = flow.get_or_insert_with(|| RecvFlow::new(id, rx, interval));
             if f.finished {
                 return false;
             }
-            match parse_incoming(r.data) {
+            match inc.filter(|i| f.plausible(i.seqno)).ok_or(()) {
                 Ok(inc) => {
                     f.account(inc.seqno.unsigned_abs(), inc.sent, rx, r.wire_len, events);
                     if inc.seqno < 0 {
@@ -271,6 +309,19 @@ fn receive(
                 Err(_) => f.bad += 1,
             }
         }
+    }
+}
+
+/// Sends the full-duplex echo: our datagram with id 0 and the cookie.
+fn answer_cookie(sock: &UdpSocket, tmpl: &Template, c: &cookie::Cookie, id: u32) {
+    let mut d = tmpl.bytes.clone();
+    stamp(&mut d, 0, realtime_now());
+    if !cookie::embed(&mut d, c) {
+        tracing::debug!(stream = id, "datagram too short for the cookie");
+        return;
+    }
+    if let Err(e) = sock.send(&d) {
+        tracing::debug!(stream = id, error = %e, "sending the cookie echo failed");
     }
 }
 

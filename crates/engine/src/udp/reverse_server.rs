@@ -36,7 +36,11 @@ pub const MAX_REVERSE_SENDERS: usize = 64;
 
 /// The send plan of a reverse test: the client's amount and rate, this
 /// server's `-i`.
-pub(crate) fn reverse_plan(start: &ReverseStart, interval: Option<Duration>) -> SendPlan {
+pub(crate) fn reverse_plan(
+    start: &ReverseStart,
+    interval: Option<Duration>,
+    max_duration: Duration,
+) -> SendPlan {
     let amount = match start.header.amount {
         WireAmount::Time(d) => Amount::Time(d),
         WireAmount::Bytes(b) => Amount::Bytes(b),
@@ -51,6 +55,7 @@ pub(crate) fn reverse_plan(start: &ReverseStart, interval: Option<Duration>) -> 
         interval,
         rate,
         len: start.len,
+        deadline: Some(max_duration),
     }
 }
 
@@ -60,6 +65,7 @@ pub(crate) fn spawn_sender(
     listener: &UdpSocket,
     start: ReverseStart,
     interval: Option<Duration>,
+    max_duration: Duration,
     sink: Sender<Event>,
     cancel: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, UdpError> {
@@ -67,7 +73,7 @@ pub(crate) fn spawn_sender(
         op: "dup (reverse sender)",
         source: e,
     })?;
-    let plan = reverse_plan(&start, interval);
+    let plan = reverse_plan(&start, interval, max_duration);
     let tmpl = Template::new(reverse_header_repr(&start.header, realtime_now()), plan.len)?;
     std::thread::Builder::new()
         .name(format!("udp-reverse-{}", start.id))
@@ -111,6 +117,7 @@ pub(crate) fn spawn_sender(
 /// The sender threads of reverse tests and their report channel.
 pub(crate) struct ReverseSenders {
     interval: Option<Duration>,
+    max_duration: Duration,
     events_tx: mpsc::Sender<Event>,
     events: mpsc::Receiver<Event>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -118,10 +125,11 @@ pub(crate) struct ReverseSenders {
 }
 
 impl ReverseSenders {
-    pub(crate) fn new(interval: Option<Duration>) -> ReverseSenders {
+    pub(crate) fn new(interval: Option<Duration>, max_duration: Duration) -> ReverseSenders {
         let (events_tx, events) = mpsc::channel();
         ReverseSenders {
             interval,
+            max_duration,
             events_tx,
             events,
             threads: Vec::new(),
@@ -142,6 +150,7 @@ impl ReverseSenders {
                 sock,
                 s,
                 self.interval,
+                self.max_duration,
                 self.events_tx.clone(),
                 self.cancel.clone(),
             );
@@ -213,13 +222,18 @@ mod tests {
         let p = reverse_plan(
             &start_for(&cfg, BitRate(2_000_000)),
             Some(Duration::from_secs(1)),
+            Duration::from_secs(3600),
         );
         assert_eq!(p.amount, Amount::Time(Duration::from_secs(3)));
         assert_eq!(p.rate, BitRate(2_000_000));
         assert_eq!(p.len, Bytes(400));
         assert_eq!(p.interval, Some(Duration::from_secs(1)));
         cfg.amount = Amount::Bytes(Bytes(40_000));
-        let p = reverse_plan(&start_for(&cfg, BitRate(0)), None);
+        let p = reverse_plan(
+            &start_for(&cfg, BitRate(0)),
+            None,
+            Duration::from_secs(3600),
+        );
         assert_eq!(
             (p.amount, p.rate),
             (Amount::Bytes(Bytes(40_000)), BitRate(0))
@@ -234,6 +248,9 @@ mod tests {
         cfg.buffer_len = Some(Bytes(100));
         let mut s = start_for(&cfg, BitRate(1));
         s.header.rate = Rate::PacketsPerSec(50);
-        assert_eq!(reverse_plan(&s, None).rate, BitRate(50 * 100 * 8));
+        assert_eq!(
+            reverse_plan(&s, None, Duration::from_secs(3600)).rate,
+            BitRate(50 * 100 * 8)
+        );
     }
 }

@@ -35,7 +35,14 @@ pub(crate) struct SendPlan {
     pub rate: BitRate,
     /// `-l`, the datagram length.
     pub len: Bytes,
+    /// Stop this long after the start whatever the amount says (a
+    /// server's `--max-duration`, which also ends `-n` tests).
+    pub deadline: Option<Duration>,
 }
+
+/// Longest one pacing sleep lasts before the loop looks at the clock and
+/// the cancel flag again (a `-b 1` gap is hours).
+const SLEEP_SLICE: Duration = Duration::from_millis(200);
 
 impl SendPlan {
     /// `sendmmsg` slots: every datagram of a batch carries the batch's send
@@ -137,6 +144,10 @@ fn send_loop(
         Amount::Time(d) => Some(t0 + d),
         Amount::Bytes(_) => None,
     };
+    let end = match (end, plan.deadline) {
+        (Some(e), Some(d)) => Some(e.min(t0 + d)),
+        (e, d) => e.or(d.map(|d| t0 + d)),
+    };
     // -n: datagrams to send, rounded up (iperf 2 sends whole datagrams).
     let mut budget = match plan.amount {
         Amount::Bytes(b) => Some(b.0.div_ceil(tx.len.0.max(1))),
@@ -174,7 +185,7 @@ fn send_loop(
                 if let Some(e) = end {
                     wake = wake.min(e);
                 }
-                mono.sleep_until(wake);
+                mono.sleep_until(wake.min(now + SLEEP_SLICE));
             }
             Pace::SendNow(n) => {
                 let mut n = n as usize;

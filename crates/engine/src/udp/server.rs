@@ -22,7 +22,8 @@
 
 use super::clock::realtime_now;
 use super::conn::ConnInfo;
-use super::datagram::{HeaderInfo, parse_header, parse_incoming};
+use super::cookie::{CookieJar, ECHO_MIN_LEN};
+use super::datagram::{HeaderInfo, parse_first, parse_incoming};
 use super::flows::{Expired, FlowTable, Verdict};
 use super::json;
 use super::mmsg::{self, RecvBatch};
@@ -31,7 +32,9 @@ use super::report::{Event, ReportSettings, Reporter, Side};
 use super::reverse_server::ReverseSenders;
 use super::server_report::ack_fin_bytes;
 use super::{UdpError, sock};
-use crate::config::{OutputFormat, ServerConfig};
+use crate::config::{Amount, OutputFormat, ServerConfig};
+use crate::limits::{Ask, ServerLimits};
+use crate::loglimit::{Gate, LogLimit};
 use crate::sum::{JOIN_WINDOW, JoinTable};
 use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
 use bloatlab_units::Bytes;
@@ -52,6 +55,14 @@ const MAX_LOGGED_SOURCES: usize = 1024;
 /// Concurrent flows kept; beyond this new sources are ignored (spoofed
 /// source addresses must not exhaust memory before the idle timeout).
 pub const MAX_FLOWS: usize = 4096;
+/// Concurrent flows from one source (IPv4 address or IPv6 /64): one source
+/// cannot fill the table (a `-P 128` client needs 128).
+pub const MAX_FLOWS_PER_SOURCE: usize = 256;
+/// Longest idle timeout a flow gets, whatever rate its header claims
+/// (a claimed 1 bit/s must not pin a table entry for days).
+pub const MAX_FLOW_IDLE: Duration = Duration::from_secs(30);
+/// Gap between cookie replies to a full-duplex flow still unverified.
+const COOKIE_RESEND: Duration = Duration::from_millis(200);
 /// Longest the driver blocks without checking the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(100);
 
@@ -89,6 +100,11 @@ struct Flow {
     /// A full-duplex test: received like a forward flow, sent like a
     /// reverse one, and no AckFIN (NOUDPFIN).
     full_duplex: bool,
+    /// A full-duplex flow's sender, held until a datagram from the flow
+    /// carries the cookie we sent (return routability, see `cookie`).
+    awaiting_cookie: Option<ReverseStart>,
+    /// When we last sent that flow its cookie.
+    cookie_sent: Duration,
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -102,7 +118,6 @@ pub struct ServerCore {
     next_id: u32,
     stray_bad: u64,
     logged_sources: HashSet<SocketAddr>,
-    logged_full: bool,
     /// `--no-reverse`: -R / --full-duplex headers are refused.
     no_reverse: bool,
     refused_reverse: u64,
@@ -114,6 +129,18 @@ pub struct ServerCore {
     next_group: u32,
     /// Report events produced since the last [`take_events`](Self::take_events).
     events: Vec<Event>,
+    /// Caps on what a test may ask for.
+    limits: ServerLimits,
+    /// Return-routability cookies for reverse and full-duplex tests.
+    cookies: CookieJar,
+    /// Budget for warnings about what peers send.
+    log: LogLimit,
+    /// Datagrams from unknown sources that were not consistent headers.
+    not_headers: u64,
+    /// Test requests refused (caps, table full).
+    refused: u64,
+    /// Sources refused lately, and when (one log line per request).
+    recently_refused: std::collections::HashMap<SocketAddr, Duration>,
 }
 
 impl ServerCore {
@@ -129,7 +156,6 @@ impl ServerCore {
             next_id: 1,
             stray_bad: 0,
             logged_sources: HashSet::new(),
-            logged_full: false,
             no_reverse: cfg.no_reverse,
             refused_reverse: 0,
             finished_flows: 0,
@@ -137,7 +163,160 @@ impl ServerCore {
             groups: JoinTable::new(JOIN_WINDOW),
             next_group: 1,
             events: Vec::new(),
+            limits: cfg.limits.clone(),
+            cookies: CookieJar::default(),
+            log: LogLimit::default(),
+            not_headers: 0,
+            refused: 0,
+            recently_refused: std::collections::HashMap::new(),
         }
+    }
+
+    /// Datagrams from unknown sources that did not look like a test header.
+    pub fn not_headers(&self) -> u64 {
+        self.not_headers
+    }
+
+    /// Test requests refused (caps, full table, per-source share).
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Logs a warning within the log budget (a flood must not flood stderr).
+    fn warn(&mut self, now: Duration, msg: impl FnOnce() -> String) {
+        if let Gate::Print { suppressed } = self.log.gate(now) {
+            if suppressed > 0 {
+                tracing::warn!(suppressed, "similar warnings suppressed");
+            }
+            tracing::warn!("{}", msg());
+        }
+    }
+
+    /// Starts a flow for a datagram from an unknown source, if it is a
+    /// consistent test header within the caps; returns what to send (a
+    /// cookie reply).
+    fn start(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) -> Option<Outgoing> {
+        let header = match parse_first(d.data, seqno, d.wire_len) {
+            Ok(h) => h,
+            Err(why) => {
+                // No state for what does not look like a test header.
+                self.not_headers += 1;
+                self.warn(d.rx, || {
+                    format!(
+                        "ignoring a UDP datagram from {}: not a test header ({why})",
+                        d.from
+                    )
+                });
+                return None;
+            }
+        };
+        if self.table.len() >= MAX_FLOWS {
+            self.refused += 1;
+            self.warn(d.rx, || {
+                format!(
+                    "too many concurrent UDP flows ({MAX_FLOWS}); ignoring {} until some end",
+                    d.from
+                )
+            });
+            return None;
+        }
+        if self.table.from_source(d.from.ip()) >= MAX_FLOWS_PER_SOURCE {
+            self.refused += 1;
+            self.warn(d.rx, || {
+                format!(
+                    "{} already has {MAX_FLOWS_PER_SOURCE} UDP flows; ignoring another",
+                    d.from.ip()
+                )
+            });
+            return None;
+        }
+        let sends = header.reverse || header.full_duplex;
+        if self.no_reverse && sends {
+            // Not even a flow entry: the client's retries are refused one
+            // by one, each within the log budget.
+            self.refused_reverse += 1;
+            let n = self.refused_reverse;
+            self.warn(d.rx, || {
+                format!(
+                    "refusing a UDP -R / --full-duplex test from {} (--no-reverse; {n} so far)",
+                    d.from
+                )
+            });
+            return None;
+        }
+        // Return routability: a bloatlab client long enough to carry a
+        // cookie proves it receives at its address before we send to it.
+        let can_prove = sends && header.bloatlab && d.data.len() >= ECHO_MIN_LEN;
+        let proven = can_prove && self.cookies.verify(d.from, d.rx, d.data);
+        if can_prove && !proven && header.reverse {
+            // Stateless: the reply is all this datagram costs us.
+            return Some(Outgoing {
+                to: d.from,
+                bytes: self.cookies.reply(d.from, d.rx),
+            });
+        }
+        let ask = Ask {
+            amount: match header.amount {
+                bloatlab_wire::Amount::Time(t) => Amount::Time(t),
+                bloatlab_wire::Amount::Bytes(b) => Amount::Bytes(b),
+            },
+            streams: header.parallel,
+            rate: announced_rate(&header, d.wire_len),
+            server_sends: sends,
+            // A full-duplex sender waits for the cookie (below).
+            verified: proven || can_prove,
+        };
+        if let Err(r) = self.limits.check(&ask) {
+            self.refused += 1;
+            // A client repeats a refused header (a -R client 100 times):
+            // one line per request, not per datagram.
+            if self.recently_refused.len() >= MAX_LOGGED_SOURCES {
+                self.recently_refused.clear();
+            }
+            let last = self.recently_refused.insert(d.from, d.rx);
+            if last.is_none_or(|t| d.rx.saturating_sub(t) > Duration::from_secs(10)) {
+                self.warn(d.rx, || {
+                    format!("refusing a UDP test from {}: it {r}", d.from)
+                });
+            }
+            return None;
+        }
+        if header.reverse {
+            let flow = self.start_reverse(d, header);
+            // The entry only absorbs the client's header retries and
+            // expires after the usual silence.
+            self.table.insert(d.rx, d.from, flow);
+            return None;
+        }
+        let mut flow = self.start_flow(d, Some(header));
+        let mut out = None;
+        if header.full_duplex {
+            // Both ways at once: receive as usual and send as for -R.
+            flow.full_duplex = true;
+            let start = ReverseStart {
+                id: flow.recv.id,
+                peer: d.from,
+                header,
+                len: Bytes(d.wire_len as u64),
+            };
+            if can_prove && !proven {
+                flow.awaiting_cookie = Some(start);
+                flow.cookie_sent = d.rx;
+                out = Some(Outgoing {
+                    to: d.from,
+                    bytes: self.cookies.reply(d.from, d.rx),
+                });
+            } else {
+                self.reverse_starts.push(start);
+            }
+        }
+        if header.parallel > 1 {
+            self.join_group(d, flow.recv.id, header.parallel);
+        }
+        let idle = idle_for(Some(&header), d.wire_len, self.idle_timeout);
+        self.table.insert_with_idle(d.rx, d.from, flow, idle);
+        self.data(d, seqno, sent);
+        out
     }
 
     /// Report events produced so far, oldest first.
@@ -171,60 +350,41 @@ impl ServerCore {
         let inc = match parse_incoming(d.data) {
             Ok(inc) => inc,
             Err(e) => {
-                self.bad(d.from, &e);
+                self.bad(d.from, &e, d.rx);
                 return None;
             }
         };
         match self.table.classify(d.rx, d.from, inc.seqno) {
-            Verdict::Start => {
-                if self.table.len() >= MAX_FLOWS {
-                    if !self.logged_full {
-                        self.logged_full = true;
-                        tracing::warn!(peer = %d.from, max = MAX_FLOWS,
-                            "too many concurrent UDP flows; ignoring new sources until some end");
-                    }
-                    return None;
-                }
-                let header = parse_header(d.data);
-                if self.no_reverse && header.is_some_and(|h| h.reverse || h.full_duplex) {
-                    // Not even a flow entry: the client's retries are
-                    // refused one by one. Log the first few, then every
-                    // 1000th (a spoofed flood must not flood the log).
-                    self.refused_reverse += 1;
-                    if self.refused_reverse <= 3 || self.refused_reverse.is_multiple_of(1000) {
-                        tracing::warn!(peer = %d.from, refused = self.refused_reverse,
-                            "refusing a UDP -R / --full-duplex test (--no-reverse)");
-                    }
-                    return None;
-                }
-                if let Some(h) = header.filter(|h| h.reverse) {
-                    let flow = self.start_reverse(d, h);
-                    // The entry only absorbs the client's header retries
-                    // and expires after the usual silence.
-                    self.table.insert(d.rx, d.from, flow);
-                    return None;
-                }
-                let mut flow = self.start_flow(d, header);
-                if let Some(h) = header.filter(|h| h.full_duplex) {
-                    // Both ways at once: receive as usual and send as for -R.
-                    flow.full_duplex = true;
-                    self.reverse_starts.push(ReverseStart {
-                        id: flow.recv.id,
-                        peer: d.from,
-                        header: h,
-                        len: Bytes(d.wire_len as u64),
-                    });
-                }
-                if let Some(h) = header.filter(|h| h.parallel > 1) {
-                    self.join_group(d, flow.recv.id, h.parallel);
-                }
-                let idle = idle_for(header.as_ref(), d.wire_len, self.idle_timeout);
-                self.table.insert_with_idle(d.rx, d.from, flow, idle);
-                self.data(d, inc.seqno, inc.sent);
-                None
-            }
+            Verdict::Start => self.start(d, inc.seqno, inc.sent),
             // A reverse client repeating its header until data arrives.
             Verdict::Data(flow) if flow.reverse => None,
+            Verdict::Data(flow) if flow.awaiting_cookie.is_some() => {
+                // A full-duplex flow not yet verified: its datagrams count
+                // as usual; one carrying our cookie starts our sender.
+                let mut out = None;
+                if self.cookies.verify(d.from, d.rx, d.data) {
+                    self.reverse_starts.extend(flow.awaiting_cookie.take());
+                } else if d.rx.saturating_sub(flow.cookie_sent) >= COOKIE_RESEND {
+                    flow.cookie_sent = d.rx;
+                    out = Some(Outgoing {
+                        to: d.from,
+                        bytes: self.cookies.reply(d.from, d.rx),
+                    });
+                }
+                flow.recv.account(
+                    inc.seqno.unsigned_abs(),
+                    inc.sent,
+                    d.rx,
+                    d.wire_len,
+                    &mut self.events,
+                );
+                out
+            }
+            Verdict::Data(flow) if !flow.recv.plausible(inc.seqno) => {
+                // A forged or corrupt datagram: counted, never as loss.
+                flow.recv.bad += 1;
+                None
+            }
             Verdict::Data(flow) => {
                 // id 0 is ignored by the accumulator, like iperf 2.
                 flow.recv.account(
@@ -317,6 +477,8 @@ impl ServerCore {
             logged_bad: false,
             reverse: false,
             full_duplex: false,
+            awaiting_cookie: None,
+            cookie_sent: Duration::ZERO,
         }
     }
 
@@ -344,6 +506,8 @@ impl ServerCore {
             logged_bad: false,
             reverse: true,
             full_duplex: false,
+            awaiting_cookie: None,
+            cookie_sent: Duration::ZERO,
         }
     }
 
@@ -362,6 +526,12 @@ impl ServerCore {
     fn fin(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) -> Option<Outgoing> {
         let flow = self.table.get_mut(&d.from)?;
         if flow.reverse {
+            return None;
+        }
+        if !flow.recv.plausible(seqno) {
+            // Not this flow's FIN: the flow goes on (the table's phase is
+            // only changed by `ack`).
+            flow.recv.bad += 1;
             return None;
         }
         // The FIN is the last datagram of the test: iperf 2 counts it (its
@@ -394,7 +564,7 @@ impl ServerCore {
         Some(Outgoing { to: d.from, bytes })
     }
 
-    fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError) {
+    fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError, now: Duration) {
         if let Some(flow) = self.table.get_mut(&from) {
             flow.recv.bad += 1;
             if !flow.logged_bad {
@@ -406,8 +576,11 @@ impl ServerCore {
         }
         self.stray_bad += 1;
         if self.logged_sources.len() < MAX_LOGGED_SOURCES && self.logged_sources.insert(from) {
-            tracing::warn!(peer = %from, error = %e,
-                "ignoring a malformed UDP datagram (logged once per source)");
+            self.warn(now, || {
+                format!(
+                    "ignoring a malformed UDP datagram from {from} (logged once per source): {e}"
+                )
+            });
         }
     }
 
@@ -473,7 +646,8 @@ pub struct ReverseStart {
 
 /// The idle timeout of a new flow: the server's, or four datagram gaps at
 /// the client's announced rate when that is longer (a client pacing
-/// datagrams seconds apart is slow, not dead).
+/// datagrams seconds apart is slow, not dead), but never more than
+/// [`MAX_FLOW_IDLE`]: what a header claims cannot pin an entry.
 fn idle_for(h: Option<&HeaderInfo>, wire_len: usize, base: Duration) -> Duration {
     let gap = match h.map(|h| h.rate) {
         Some(Rate::Bits(r)) if r.0 > 0 => r.transmit_time(Bytes(wire_len as u64)),
@@ -481,6 +655,19 @@ fn idle_for(h: Option<&HeaderInfo>, wire_len: usize, base: Duration) -> Duration
         _ => None,
     };
     gap.map_or(base, |g| base.max(g.saturating_mul(4)))
+        .min(MAX_FLOW_IDLE.max(base))
+}
+
+/// The rate a header asks for, in bits/s (`-b Npps` at its datagram
+/// length); `None` for unpaced (`-b 0`).
+fn announced_rate(h: &HeaderInfo, wire_len: usize) -> Option<bloatlab_units::BitRate> {
+    match h.rate {
+        Rate::Bits(r) if r.0 > 0 => Some(r),
+        Rate::PacketsPerSec(p) if p > 0 => Some(bloatlab_units::BitRate(
+            p.saturating_mul(wire_len as u64).saturating_mul(8),
+        )),
+        _ => None,
+    }
 }
 
 /// Appends the bloatlab report frame (`BLXR`, JSON payload) after the
@@ -542,7 +729,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
     // Headers live in the first 160 bytes; MSG_TRUNC still reports the real
     // length, so small buffers keep a 64-datagram batch in cache.
     let mut rb = RecvBatch::new(64, 512);
-    let mut senders = ReverseSenders::new(cfg.interval);
+    let mut senders = ReverseSenders::new(cfg.interval, cfg.limits.max_duration);
     loop {
         if stop.load(Ordering::Relaxed) {
             break;

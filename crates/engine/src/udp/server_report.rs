@@ -12,8 +12,10 @@
 
 use bloatlab_metrics::ack_fin::server_report;
 use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
+use bloatlab_units::Bytes;
 use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::{AckFin, ServerReportRepr, WireError};
+use std::time::Duration;
 
 /// The 128 AckFIN bytes for a receiver's final snapshot.
 pub fn ack_fin_bytes(total: &UdpRecvSnapshot, extended: bool) -> Vec<u8> {
@@ -30,6 +32,80 @@ pub fn parse_ack_fin(bytes: &[u8]) -> Result<ServerReportRepr, WireError> {
     ServerReportRepr::parse(&AckFin::new_unchecked(&bytes[..n]))
 }
 
+/// What the client knows about what it sent, to judge the server's report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentFacts {
+    /// Ids used: data datagrams plus FINs.
+    pub ids: u64,
+    /// Bytes of every datagram sent, FINs included.
+    pub bytes: Bytes,
+    /// From the first datagram to the last FIN.
+    pub elapsed: Duration,
+}
+
+/// Why a server's report cannot be true.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Impossible {
+    #[error("negative count ({field} = {value})")]
+    Negative { field: &'static str, value: i64 },
+    #[error("{datagrams} datagrams, but only {sent} were sent")]
+    Datagrams { datagrams: i64, sent: u64 },
+    #[error("{lost} lost of {datagrams}")]
+    Lost { lost: i64, datagrams: i64 },
+    #[error("{got} received, but only {sent} were sent")]
+    Bytes { got: Bytes, sent: Bytes },
+    #[error("a duration of {got:?} for a test of {elapsed:?}")]
+    Duration { got: Duration, elapsed: Duration },
+    #[error("jitter {0} s")]
+    Jitter(f64),
+}
+
+/// Checks a peer's AckFIN against what we sent: impossible values are
+/// reported as such, never printed as measurements (a forged AckFIN of
+/// 0xff bytes would otherwise print as 16384 PBytes).
+pub fn check_server_report(r: &ServerReportRepr, sent: &SentFacts) -> Result<(), Impossible> {
+    for (field, value) in [
+        ("datagrams", r.datagrams),
+        ("lost", r.lost),
+        ("out_of_order", r.out_of_order),
+    ] {
+        if value < 0 {
+            return Err(Impossible::Negative { field, value });
+        }
+    }
+    if r.datagrams.unsigned_abs() > sent.ids {
+        return Err(Impossible::Datagrams {
+            datagrams: r.datagrams,
+            sent: sent.ids,
+        });
+    }
+    if r.lost > r.datagrams {
+        return Err(Impossible::Lost {
+            lost: r.lost,
+            datagrams: r.datagrams,
+        });
+    }
+    if r.total_bytes > sent.bytes {
+        return Err(Impossible::Bytes {
+            got: r.total_bytes,
+            sent: sent.bytes,
+        });
+    }
+    // The server's span is within ours, give or take clock granularity
+    // and a FIN that took the whole retry budget.
+    if r.duration > sent.elapsed + Duration::from_secs(5) {
+        return Err(Impossible::Duration {
+            got: r.duration,
+            elapsed: sent.elapsed,
+        });
+    }
+    let j = r.jitter.to_f64();
+    if !j.is_finite() || !(0.0..=3600.0).contains(&j) {
+        return Err(Impossible::Jitter(j));
+    }
+    Ok(())
+}
+
 /// The snapshot a client prints as its `Server Report:` line.
 pub fn snapshot_from_server_report(r: &ServerReportRepr) -> UdpRecvSnapshot {
     UdpRecvSnapshot::from_server_report(r)
@@ -41,8 +117,6 @@ mod tests {
     use bloatlab_metrics::console::{Console, StreamLabel};
     use bloatlab_metrics::interval::Span;
     use bloatlab_metrics::udp_recv::UdpRecvStats;
-    use bloatlab_units::Bytes;
-    use std::time::Duration;
 
     /// The AckFIN of `wire/w07_udp_e_triptimes.fin_ackfin.decoded.txt`.
     const W07_ACKFIN: [u32; 32] = [
@@ -124,6 +198,45 @@ mod tests {
             Console::default().udp_recv_line(StreamLabel::Id(1), &back, false),
             "[  1] 0.0000-1.0000 sec  1.44 KBytes  11.8 Kbits/sec   0.000 ms 0/1 (0%)"
         );
+    }
+
+    #[test]
+    fn a_true_report_passes_and_impossible_ones_say_why() {
+        let r = parse_ack_fin(&w07_bytes()).unwrap();
+        let sent = SentFacts {
+            ids: 67,
+            bytes: Bytes(67 * 200),
+            elapsed: Duration::from_millis(1030),
+        };
+        assert_eq!(check_server_report(&r, &sent), Ok(()));
+        // All 0xff: negative counts (and 16384 PBytes).
+        let mut ff = vec![0u8; 16];
+        ff.extend([0xffu8; 112]);
+        // Refused by the parser, or judged impossible: never printed.
+        if let Ok(r) = parse_ack_fin(&ff) {
+            assert!(check_server_report(&r, &sent).is_err());
+        }
+        let mut big = r;
+        big.total_bytes = Bytes(u64::MAX >> 1);
+        assert!(matches!(
+            check_server_report(&big, &sent),
+            Err(Impossible::Bytes { .. })
+        ));
+        let mut many = r;
+        many.datagrams = 68;
+        assert!(matches!(
+            check_server_report(&many, &sent),
+            Err(Impossible::Datagrams { .. })
+        ));
+        let mut lost = r;
+        lost.lost = 100;
+        assert!(check_server_report(&lost, &sent).is_err());
+        let mut long = r;
+        long.duration = Duration::from_secs(86_400);
+        assert!(matches!(
+            check_server_report(&long, &sent),
+            Err(Impossible::Duration { .. })
+        ));
     }
 
     #[test]

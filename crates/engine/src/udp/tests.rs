@@ -279,8 +279,16 @@ fn reverse_header_starts_a_sender_once_and_receives_nothing() {
     );
     let mut cfg = client_cfg(true);
     cfg.direction = crate::config::Direction::Reverse;
-    let p = Peer::new(40010, &cfg);
-    // The client repeats its header (id 1) until data comes back.
+    let mut p = Peer::new(40010, &cfg);
+    // Without the cookie: a reply with one, and nothing starts.
+    let reply = feed(&mut core, &p, &p.datagram(1, T0), T0).expect("cookie reply");
+    assert_eq!(reply.len(), super::cookie::REPLY_LEN);
+    assert!(core.take_reverse_starts().is_empty());
+    assert_eq!(core.active_flows(), 0);
+    let c = super::cookie::from_reply(&reply).unwrap();
+    assert!(super::cookie::embed(&mut p.tmpl, &c));
+    // The client repeats its header (id 1), now with the cookie, until
+    // data comes back.
     for i in 0..5u64 {
         assert!(feed(&mut core, &p, &p.datagram(1, T0), T0 + us(7_000 * i)).is_none());
     }
@@ -319,10 +327,17 @@ fn full_duplex_header_receives_and_sends_and_the_fin_gets_no_ackfin() {
     let mut cfg = client_cfg(false);
     cfg.direction = crate::config::Direction::FullDuplex;
     let p = Peer::new(40011, &cfg);
-    for i in 1..=20i64 {
+    // The first datagram starts the receive half and gets a cookie; the
+    // sender waits for a datagram carrying it (the client's id-0 echo).
+    let reply = feed(&mut core, &p, &p.datagram(1, T0 + us(1000)), T0 + us(1020)).unwrap();
+    for i in 2..=20i64 {
         let t = T0 + us(1000 * i as u64);
         assert!(feed(&mut core, &p, &p.datagram(i, t), t + us(20)).is_none());
+        assert!(core.take_reverse_starts().is_empty());
     }
+    let mut echo = p.datagram(0, T0 + us(20_500));
+    super::cookie::embed(&mut echo, &super::cookie::from_reply(&reply).unwrap());
+    assert!(feed(&mut core, &p, &echo, T0 + us(20_520)).is_none());
     let starts = core.take_reverse_starts();
     assert_eq!(starts.len(), 1, "{starts:?}");
     assert!(starts[0].header.full_duplex && !starts[0].header.reverse);
@@ -587,5 +602,213 @@ fn no_reverse_refuses_reverse_and_full_duplex_headers_but_serves_forward_tests()
     // A forward test from another client is served as usual.
     let p = Peer::new(40022, &client_cfg(true));
     feed(&mut core, &p, &p.datagram(1, T0), T0 + us(50_000));
+    assert_eq!(core.active_flows(), 1);
+}
+
+#[test]
+fn a_spoofed_reverse_header_costs_one_small_reply_and_no_state() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(1));
+    let mut cfg = client_cfg(false);
+    cfg.direction = crate::config::Direction::Reverse;
+    cfg.buffer_len = Some(Bytes(1470));
+    let mut p = Peer::new(40030, &cfg);
+    p.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1_000_000)), Bytes(1470))
+        .unwrap()
+        .bytes;
+    for i in 0..100u64 {
+        let r = feed(&mut core, &p, &p.datagram(1, T0), T0 + us(i)).unwrap();
+        assert!(r.len() < 1470 / 10, "amplification");
+    }
+    assert_eq!(core.active_flows(), 0);
+    assert!(core.take_reverse_starts().is_empty());
+    // A cookie made for another address does not work here.
+    let other = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 1], 40031)),
+        tmpl: p.tmpl.clone(),
+    };
+    let r = feed(&mut core, &other, &other.datagram(1, T0), T0).unwrap();
+    super::cookie::embed(&mut p.tmpl, &super::cookie::from_reply(&r).unwrap());
+    assert!(feed(&mut core, &p, &p.datagram(1, T0), T0).is_some());
+    assert!(core.take_reverse_starts().is_empty());
+}
+
+#[test]
+fn random_datagrams_create_no_flows_and_garbage_never_ends_a_flow() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut candidates = 0;
+    for k in 0..2000u16 {
+        let mut b = vec![0u8; 76 + usize::from(k % 200)];
+        for c in b.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_be_bytes()[..c.len()]);
+        }
+        let peer = Peer {
+            addr: SocketAddr::from(([10, 1, (k >> 8) as u8, k as u8], 5000 + k)),
+            tmpl: b,
+        };
+        // Negative ids are stale FINs, dropped before any header check.
+        candidates += u64::from(super::datagram::parse_incoming(&peer.tmpl).unwrap().seqno >= 0);
+        assert!(feed(&mut core, &peer, &peer.tmpl.clone(), T0).is_none());
+    }
+    assert_eq!(core.active_flows(), 0);
+    assert!(candidates > 900);
+    assert_eq!(core.not_headers(), candidates);
+    assert!(core.take_reverse_starts().is_empty());
+    // A real flow: a forged FIN and a huge id from its address are bad
+    // datagrams, not its end or 10^17 lost.
+    let p = Peer::new(40040, &client_cfg(false));
+    for id in 1..=10 {
+        feed(&mut core, &p, &p.datagram(id, T0), T0 + us(20));
+    }
+    assert!(feed(&mut core, &p, &p.datagram(-(1 << 50), T0), T0 + us(30)).is_none());
+    feed(&mut core, &p, &p.datagram(1 << 59, T0), T0 + us(40));
+    let ack = feed(&mut core, &p, &p.datagram(-11, T0), T0 + us(50)).expect("AckFIN");
+    let r = super::server_report::parse_ack_fin(&ack).unwrap();
+    assert_eq!((r.datagrams, r.lost), (11, 0));
+}
+
+#[test]
+fn one_source_cannot_fill_the_flow_table_and_claimed_slowness_is_bounded() {
+    let mut core = ServerCore::new(&server_cfg(None), 5001, Duration::from_secs(4));
+    let cfg = client_cfg(false);
+    // 1 bit/s claimed: one datagram every 1600 s.
+    let mut p = Peer::new(1, &cfg);
+    p.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1)), Bytes(200))
+        .unwrap()
+        .bytes;
+    for port in 1..=1000u16 {
+        p.addr = SocketAddr::from(([127, 0, 0, 1], port));
+        feed(&mut core, &p, &p.datagram(1, T0), T0);
+    }
+    assert_eq!(core.active_flows(), super::server::MAX_FLOWS_PER_SOURCE);
+    // Another source still gets in.
+    let q = Peer::new(2, &cfg);
+    let q = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 2], 2)),
+        ..q
+    };
+    feed(&mut core, &q, &q.datagram(1, T0), T0);
+    assert_eq!(core.active_flows(), super::server::MAX_FLOWS_PER_SOURCE + 1);
+    // Every entry is gone after the bounded idle time, not days.
+    core.on_timer(T0 + super::server::MAX_FLOW_IDLE);
+    assert_eq!(core.active_flows(), 0);
+}
+
+/// A fake UDP server on loopback: `then` gets its socket.
+fn fake_udp_server(then: impl FnOnce(std::net::UdpSocket) + Send + 'static) -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = s.local_addr().unwrap().port();
+    std::thread::spawn(move || then(s));
+    port
+}
+
+#[test]
+fn an_impossible_ackfin_is_reported_as_such_and_fails_the_run() {
+    let port = fake_udp_server(|s| {
+        let mut b = [0u8; 2048];
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        while let Ok((n, from)) = s.recv_from(&mut b) {
+            let id = super::datagram::parse_incoming(&b[..n]).unwrap().seqno;
+            if id < 0 {
+                // 16 zero bytes then 0xff everywhere: 16384 PBytes, -1 lost...
+                let mut ack = vec![0u8; 16];
+                ack.extend([0xffu8; 112]);
+                let _ = s.send_to(&ack, from);
+            }
+        }
+    });
+    let mut c = client_cfg(false);
+    c.port = port;
+    c.amount = Amount::Time(Duration::from_millis(300));
+    c.format = OutputFormat::Json;
+    let out = super::run_client(&c).unwrap();
+    assert_eq!(out.failures.len(), 1, "{:?}", out.failures);
+    assert!(
+        out.failures[0].1.contains("impossible"),
+        "{:?}",
+        out.failures
+    );
+    assert!(out.streams[&1].server_snapshot.is_none());
+}
+
+#[test]
+fn one_garbage_datagram_neither_ends_a_reverse_test_nor_counts_as_loss() {
+    let port = fake_udp_server(|s| {
+        let mut b = [0u8; 2048];
+        let (_, from) = s.recv_from(&mut b).unwrap(); // the client's header
+        let mut d = vec![b'0'; 200];
+        let send = |d: &mut Vec<u8>, id: i64| {
+            super::datagram::stamp(d, id, super::clock::realtime_now());
+            let _ = s.send_to(d, from);
+        };
+        for id in 1..=20 {
+            send(&mut d, id);
+            std::thread::sleep(Duration::from_millis(5));
+            if id == 10 {
+                // Forged: a FIN from nowhere and an absurd id (these
+                // datagrams carry no SEQNO64B header: 32-bit ids).
+                send(&mut d, -(1 << 30));
+                send(&mut d, i64::from(i32::MAX));
+            }
+        }
+        send(&mut d, -21);
+    });
+    let mut c = client_cfg(false);
+    c.port = port;
+    c.direction = crate::config::Direction::Reverse;
+    c.format = OutputFormat::Json;
+    let out = super::run_client(&c).unwrap();
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    let r = &out.streams[&1];
+    let total = r.recv_total.as_ref().expect("a receive total");
+    assert_eq!((total.datagrams, total.lost), (21, 0), "{total:?}");
+    assert_eq!(r.bad_datagrams, 2);
+}
+
+#[test]
+fn udp_requests_above_the_caps_create_nothing() {
+    let scfg = ServerConfig {
+        limits: crate::limits::ServerLimits {
+            max_duration: Duration::from_secs(10),
+            max_rate: Some(BitRate(5_000_000)),
+            ..crate::limits::ServerLimits::default()
+        },
+        ..server_cfg(None)
+    };
+    let mut core = ServerCore::new(&scfg, 5001, Duration::from_secs(1));
+    let mut cfg = client_cfg(false);
+    cfg.amount = Amount::Time(Duration::from_secs(11));
+    let p = Peer::new(40050, &cfg);
+    assert!(feed(&mut core, &p, &p.datagram(1, T0), T0).is_none());
+    cfg.amount = Amount::Time(Duration::from_secs(5));
+    let mut fast = Peer::new(40051, &cfg);
+    fast.tmpl = Template::new(header_repr(&cfg, T0, BitRate(6_000_000)), Bytes(200))
+        .unwrap()
+        .bytes;
+    assert!(feed(&mut core, &fast, &fast.datagram(1, T0), T0).is_none());
+    assert_eq!((core.active_flows(), core.refused()), (0, 2));
+    // An iperf 2 style (unmarked) -R header above the unverified cap.
+    let mut rev = client_cfg(false);
+    rev.direction = crate::config::Direction::Reverse;
+    let h = header_repr(&rev, T0, BitRate(20_000_000));
+    let mut b = Template::new(h, Bytes(200)).unwrap().bytes;
+    b[40..48].fill(0); // no BLAB marker: cannot do the cookie exchange
+    stamp(&mut b, 1, T0);
+    let q = Peer {
+        addr: SocketAddr::from(([127, 0, 0, 1], 40052)),
+        tmpl: b.clone(),
+    };
+    assert!(feed(&mut core, &q, &b, T0).is_none());
+    assert!(core.take_reverse_starts().is_empty());
+    assert_eq!(core.refused(), 3);
+    // Within the caps the same request is served.
+    let mut ok = Peer::new(40053, &cfg);
+    ok.tmpl = Template::new(header_repr(&cfg, T0, BitRate(1_000_000)), Bytes(200))
+        .unwrap()
+        .bytes;
+    feed(&mut core, &ok, &ok.datagram(1, T0), T0);
     assert_eq!(core.active_flows(), 1);
 }

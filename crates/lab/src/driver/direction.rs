@@ -18,7 +18,7 @@ use crate::model::LinkModel;
 use crate::offload::{self, Coalescer, Frame};
 use crate::tun;
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,8 +41,8 @@ pub struct DirectionIo {
     pub name: String,
     /// TUN fds packets come from.
     pub inputs: Vec<RawFd>,
-    /// Destination address -> TUN fd packets go to.
-    pub outputs: Vec<(Ipv4Addr, RawFd)>,
+    /// Destination address (IPv4 or IPv6) -> TUN fd packets go to.
+    pub outputs: Vec<(IpAddr, RawFd)>,
     /// The TUNs were opened with [`tun::Offload::Tso`]: every read and
     /// write carries a `virtio_net_hdr`.
     pub offload: bool,
@@ -97,14 +97,21 @@ pub struct DirectionReport {
     /// because it kept a core busy.
     #[serde(default)]
     pub demotions: u64,
+    /// The delay calibration (absent with `lab up --no-calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<super::calibrate::TrimReport>,
 }
 
-/// Destination IPv4 address of a packet, if it is IPv4.
-fn ipv4_dst(pkt: &[u8]) -> Option<Ipv4Addr> {
-    if pkt.len() < 20 || pkt[0] >> 4 != 4 {
-        return None;
+/// Destination address of an IPv4 or IPv6 packet (RFC 791, RFC 8200 §3).
+fn ip_dst(pkt: &[u8]) -> Option<IpAddr> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]).into()),
+        6 if pkt.len() >= 40 => {
+            let b: [u8; 16] = pkt[24..40].try_into().ok()?;
+            Some(Ipv6Addr::from(b).into())
+        }
+        _ => None,
     }
-    Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]))
 }
 
 /// How a forwarding thread waits and is scheduled (`lab up --spin`,
@@ -204,7 +211,7 @@ pub fn run(
                 break;
             };
             lateness.record(now - due);
-            let out = ipv4_dst(&pkt).and_then(|dst| io.outputs.iter().position(|(a, _)| *a == dst));
+            let out = ip_dst(&pkt).and_then(|dst| io.outputs.iter().position(|(a, _)| *a == dst));
             let Some(i) = out else {
                 c.unroutable += 1;
                 continue;
@@ -307,6 +314,7 @@ fn publish(
         running,
         realtime: governor.realtime(),
         demotions: governor.demotions(),
+        calibration: link.calibration(),
     };
     if let Ok(mut g) = shared.lock() {
         *g = report;
@@ -318,15 +326,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn destination_is_read_only_from_ipv4_headers() {
+    fn destination_is_read_from_ipv4_and_ipv6_headers() {
         let mut p = vec![0u8; 20];
         p[0] = 0x45;
         p[16..20].copy_from_slice(&[10, 77, 0, 2]);
-        assert_eq!(ipv4_dst(&p), Some(Ipv4Addr::new(10, 77, 0, 2)));
+        assert_eq!(ip_dst(&p), Some(Ipv4Addr::new(10, 77, 0, 2).into()));
+        assert_eq!(ip_dst(&p[..19]), None);
         p[0] = 0x60;
-        assert_eq!(ipv4_dst(&p), None);
-        assert_eq!(ipv4_dst(&p[..19]), None);
-        assert_eq!(ipv4_dst(&[]), None);
+        assert_eq!(ip_dst(&p), None, "20 bytes are no IPv6 header");
+        let mut p6 = vec![0u8; 40];
+        p6[0] = 0x60;
+        p6[8..24].copy_from_slice(&"fd00:77::1".parse::<Ipv6Addr>().unwrap().octets());
+        p6[24..40].copy_from_slice(&"fd00:77::2".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(ip_dst(&p6), Some("fd00:77::2".parse().unwrap()));
+        assert_eq!(ip_dst(&p6[..39]), None);
+        p6[0] = 0x50;
+        assert_eq!(ip_dst(&p6), None);
+        assert_eq!(ip_dst(&[]), None);
     }
 
     /// A pair of connected SOCK_SEQPACKET sockets stands in for a TUN: one
@@ -365,8 +381,8 @@ mod tests {
             name: "up".into(),
             inputs: vec![in_drv],
             outputs: vec![
-                (Ipv4Addr::new(10, 77, 0, 2), out_drv),
-                (Ipv4Addr::new(10, 77, 0, 3), other_drv),
+                (Ipv4Addr::new(10, 77, 0, 2).into(), out_drv),
+                (Ipv4Addr::new(10, 77, 0, 3).into(), other_drv),
             ],
             offload: false,
         };
@@ -430,6 +446,78 @@ mod tests {
         }
     }
 
+    /// An IPv6 packet goes to the TUN of its IPv6 destination, an IPv6
+    /// packet to an unknown address (a router solicitation to ff02::2) is
+    /// unroutable, and the link model parsed both.
+    #[test]
+    fn ipv6_packets_are_routed_by_their_destination() {
+        let (in_test, in_drv) = seqpacket();
+        let (out_drv, out_test) = seqpacket();
+        let server6: Ipv6Addr = "fd00:77::2".parse().unwrap();
+        let io = DirectionIo {
+            name: "up".into(),
+            inputs: vec![in_drv],
+            outputs: vec![
+                (Ipv4Addr::new(10, 77, 0, 2).into(), out_drv),
+                (server6.into(), out_drv),
+            ],
+            offload: false,
+        };
+        let v6_to = |dst: Ipv6Addr| {
+            let mut p = vec![0u8; 48];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&8u16.to_be_bytes());
+            p[6] = 17;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&"fd00:77::1".parse::<Ipv6Addr>().unwrap().octets());
+            p[24..40].copy_from_slice(&dst.octets());
+            p
+        };
+        let cfg = bloatlab_emu::LinkConfig::default();
+        let link = Box::new(bloatlab_emu::Link::new(&cfg, 1).unwrap());
+        let stop = AtomicBool::new(false);
+        let shared = Mutex::new(DirectionReport::default());
+        let mut buf = [0u8; 2048];
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                let sched = Scheduling {
+                    spin: Duration::ZERO,
+                    realtime: false,
+                };
+                let clock = Clock::new(std::time::Instant::now());
+                run(
+                    &io,
+                    link,
+                    clock,
+                    &stop,
+                    &shared,
+                    (&BusyBoard::new(1), 0),
+                    sched,
+                )
+            });
+            tun::write_packet(in_test, &v6_to("ff02::2".parse().unwrap())).unwrap();
+            tun::write_packet(in_test, &v6_to(server6)).unwrap();
+            let t0 = std::time::Instant::now();
+            let mut got = None;
+            while got.is_none() && t0.elapsed() < Duration::from_secs(2) {
+                got = tun::read_packet(out_test, &mut buf).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            stop.store(true, Ordering::Relaxed);
+            got
+        });
+        assert_eq!(got, Some(48));
+        assert_eq!(&buf[24..40], &server6.octets());
+        let r = shared.lock().unwrap().clone();
+        assert_eq!((r.io.tx_packets, r.io.unroutable), (1, 1));
+        assert_eq!(r.link["unparsed"], 0);
+        for fd in [in_test, in_drv, out_drv, out_test] {
+            // SAFETY: closing fds this test opened.
+            unsafe { libc::close(fd) };
+        }
+    }
+
     #[test]
     fn with_offloads_a_tso_frame_is_emulated_as_segments_and_written_as_one() {
         use crate::offload::testpkt::{self, ACK};
@@ -439,7 +527,7 @@ mod tests {
         let io = DirectionIo {
             name: "up".into(),
             inputs: vec![in_drv],
-            outputs: vec![(Ipv4Addr::new(10, 77, 0, 2), out_drv)],
+            outputs: vec![(Ipv4Addr::new(10, 77, 0, 2).into(), out_drv)],
             offload: true,
         };
         // 1 ms of delay: the three segments are due together and leave in

@@ -2,8 +2,10 @@
 //! each with its own link model. Threads publish counters a few times a
 //! second; [`Emulator::reports`] collects them for `lab status`.
 
+pub mod calibrate;
 pub mod direction;
 pub mod histogram;
+pub mod path_probe;
 pub mod priority;
 pub mod timing;
 pub mod wake;

@@ -9,7 +9,7 @@ pub mod qdisc_stats;
 use crate::error::{LabError, Result};
 use msg::*;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// `IFF_UP`.
@@ -187,6 +187,16 @@ impl Netlink {
     pub fn add_addr_v4(&mut self, index: i32, addr: Ipv4Addr, prefix: u8) -> Result<()> {
         let mut m = MsgBuilder::new(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL)
             .fixed(&ifaddrmsg_v4(index as u32, prefix));
+        m.attr(IFA_LOCAL, &addr.octets());
+        m.attr(IFA_ADDRESS, &addr.octets());
+        self.transact(&format!("add address {addr}/{prefix}"), m, |_| {})
+    }
+
+    /// Adds the IPv6 `addr/prefix` to link `index`, without duplicate
+    /// address detection (usable at once).
+    pub fn add_addr_v6(&mut self, index: i32, addr: Ipv6Addr, prefix: u8) -> Result<()> {
+        let mut m = MsgBuilder::new(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL)
+            .fixed(&ifaddrmsg_v6(index as u32, prefix));
         m.attr(IFA_LOCAL, &addr.octets());
         m.attr(IFA_ADDRESS, &addr.octets());
         self.transact(&format!("add address {addr}/{prefix}"), m, |_| {})

@@ -152,6 +152,21 @@ pub fn ifaddrmsg_v4(index: u32, prefix_len: u8) -> [u8; 8] {
     b
 }
 
+/// `struct ifaddrmsg` (8 bytes) for IPv6 with `IFA_F_NODAD`: the lab's
+/// addresses are unique by construction, and duplicate address detection
+/// would keep them unusable ("tentative") for a second or more.
+pub fn ifaddrmsg_v6(index: u32, prefix_len: u8) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[0] = libc::AF_INET6 as u8;
+    b[1] = prefix_len;
+    b[2] = IFA_F_NODAD;
+    b[4..8].copy_from_slice(&index.to_ne_bytes());
+    b
+}
+
+/// `IFA_F_NODAD` (linux/if_addr.h).
+pub const IFA_F_NODAD: u8 = 0x02;
+
 /// `struct tcmsg` (20 bytes).
 pub fn tcmsg(ifindex: i32, handle: u32, parent: u32) -> [u8; 20] {
     let mut b = [0u8; 20];
@@ -279,6 +294,15 @@ impl LinkStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_address_header_matches_golden_bytes() {
+        // struct ifaddrmsg { family AF_INET6 = 10, prefixlen 64,
+        // flags IFA_F_NODAD = 2, scope 0, index 7 } (rtnetlink(7)).
+        let mut want = vec![10, 64, 2, 0];
+        want.extend_from_slice(&7u32.to_ne_bytes());
+        assert_eq!(ifaddrmsg_v6(7, 64).to_vec(), want);
+    }
 
     #[test]
     fn link_up_message_matches_golden_bytes() {

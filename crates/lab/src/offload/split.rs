@@ -32,6 +32,9 @@ pub fn split(frame: &[u8], emit: &mut impl FnMut(Vec<u8>)) -> Result<usize, Offl
     }
 }
 
+/// Offset of the checksum in a UDP header (RFC 768).
+const UDP_CSUM_OFFSET: u16 = 6;
+
 /// Finishes a partial checksum: the field holds the pseudo-header sum, and
 /// the one's complement of the sum over `[csum_start, end)` completes it.
 fn complete_checksum(p: &mut [u8], h: VnetHeader) -> Result<(), OffloadError> {
@@ -41,8 +44,11 @@ fn complete_checksum(p: &mut [u8], h: VnetHeader) -> Result<(), OffloadError> {
         return Err(OffloadError::ChecksumOutside { at, len: p.len() });
     }
     let mut c = !csum::fold(csum::add(0, &p[start..]));
-    // RFC 768: a computed UDP checksum of zero is sent as all ones.
-    if c == 0 && p.first().is_some_and(|b| b >> 4 == 4) && p.get(9) == Some(&17) {
+    // RFC 768 (and RFC 8200 §8.1 for IPv6, where zero is not allowed): a
+    // computed UDP checksum of zero is sent as all ones. The UDP checksum
+    // sits 6 bytes into its header (TCP's 16), whatever the IP version and
+    // extension headers before it.
+    if c == 0 && h.csum_offset == UDP_CSUM_OFFSET {
         c = 0xffff;
     }
     p[at..at + 2].copy_from_slice(&c.to_be_bytes());
@@ -218,6 +224,62 @@ mod tests {
         };
         let out = split_all(&frame(h, &p)).unwrap();
         assert_eq!(&out[0][26..28], &[0xff, 0xff]);
+    }
+
+    /// IPv6 is not segmented by the emulator (the TUNs offer TSO4 only, so
+    /// the kernel cuts IPv6 TCP itself), but checksum offload applies: a
+    /// partial checksum is completed, and a UDP checksum of zero becomes
+    /// all ones (RFC 8200 §8.1).
+    #[test]
+    fn ipv6_packets_get_their_partial_checksums_completed() {
+        let v6 = |proto: u8, l4: &[u8]| {
+            let mut p = vec![0u8; 40];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+            p[6] = proto;
+            p[7] = 64;
+            p[8] = 0xfd;
+            p[23] = 1;
+            p[24] = 0xfd;
+            p[39] = 2;
+            p.extend_from_slice(l4);
+            p
+        };
+        // RFC 8200 §8.1 pseudo-header: addresses, upper-layer length, next header.
+        let pseudo = |p: &[u8], proto: u8| {
+            csum::add(0, &p[8..40]) + (p.len() as u64 - 40) + u64::from(proto)
+        };
+        let mut tcp = vec![0u8; 20 + 100];
+        tcp[12] = 5 << 4;
+        tcp[20..].copy_from_slice(&testpkt::payload(100, 3));
+        let mut p = v6(6, &tcp);
+        let full = !csum::fold(pseudo(&p, 6) + csum::add(0, &p[40..]));
+        let partial = csum::fold(pseudo(&p, 6));
+        p[56..58].copy_from_slice(&partial.to_be_bytes());
+        let h = VnetHeader {
+            flags: F_NEEDS_CSUM,
+            csum_start: 40,
+            csum_offset: 16,
+            ..VnetHeader::default()
+        };
+        let out = split_all(&frame(h, &p)).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(&out[0][56..58], &full.to_be_bytes());
+        assert_eq!(&out[0][..56], &p[..56], "nothing else changed");
+        // UDP whose checksum computes to zero.
+        let mut udp = vec![0u8; 10];
+        udp[4..6].copy_from_slice(&10u16.to_be_bytes());
+        let mut p = v6(17, &udp);
+        let partial = csum::fold(pseudo(&p, 17));
+        let rest = csum::fold(csum::add(u64::from(partial), &p[40..]));
+        p[48..50].copy_from_slice(&(!rest).to_be_bytes());
+        p[46..48].copy_from_slice(&partial.to_be_bytes());
+        let h = VnetHeader {
+            csum_offset: 6,
+            ..h
+        };
+        let out = split_all(&frame(h, &p)).unwrap();
+        assert_eq!(&out[0][46..48], &[0xff, 0xff]);
     }
 
     #[test]

@@ -1,0 +1,162 @@
+//! Chained links in a real lab (`lab up --stage ...`): report 4's shaper
+//! in front of a bloated modem. With the shaper's rate below the line rate
+//! the queue (and the latency) stays in the AQM stage; above it, the
+//! modem's FIFO fills and the loaded RTT grows to base + buffer / line rate.
+//! The two tests run one at a time so they do not load each other's links.
+
+mod lab_util;
+
+use lab_util::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Base RTT 20 ms; the modem: 10 Mbit/s with a 50 KiB FIFO
+/// (51 200 B * 8 / 10 Mbit/s = 40.96 ms of queue).
+fn home_network(router_rate: &str) -> LabGuard {
+    let router = format!("name=router rate={router_rate} qdisc=fq_codel");
+    LabGuard::up(
+        "chn",
+        &[
+            "--delay",
+            "10ms",
+            "--up-stage",
+            &router,
+            "--up-stage",
+            "name=modem rate=10mbit qdisc=fifo limit=50kb",
+        ],
+    )
+}
+
+fn iperf3_server(lab: &LabGuard) -> Bg {
+    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
+    });
+    assert!(ok, "iperf3 server did not start");
+    bg
+}
+
+/// fping RTTs (ms) sampled for ~1.5 s after 1 s of `load`.
+fn rtts_under_load(lab: &LabGuard, period_ms: u32, load: impl FnOnce() -> f64) -> (Vec<f64>, f64) {
+    std::thread::scope(|s| {
+        let pinger = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(1000));
+            fping_rtts(lab, "client", "10.77.0.2", 1500 / period_ms, period_ms)
+        });
+        let goodput = load();
+        (pinger.join().expect("pinger"), goodput)
+    })
+}
+
+/// The up direction's stages from `lab status --json`: (name, counters).
+fn up_stages(lab: &LabGuard) -> Vec<(String, serde_json::Value)> {
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0];
+    assert_eq!(up[0], "up", "{st}");
+    up[1]["link"]["stages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stages in {st}"))
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or("?").to_string(),
+                s["link"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn sojourn_p50_ms(c: &serde_json::Value) -> f64 {
+    c["sojourn"]["p50_ns"].as_u64().unwrap_or(0) as f64 / 1e6
+}
+
+fn drops(c: &serde_json::Value, kind: &str) -> u64 {
+    c["dropped"][kind]["packets"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
+    let _s = serial();
+    let lab = home_network("9mbit");
+    let _srv = iperf3_server(&lab);
+    let (mut rtts, g) = rtts_under_load(&lab, 50, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
+    assert!(rtts.len() >= 20, "{rtts:?}");
+    let m = median(&mut rtts);
+    let stages = up_stages(&lab);
+    let names: Vec<&str> = stages.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["router", "modem", "path"]);
+    let (router, modem) = (&stages[0].1, &stages[1].1);
+    eprintln!(
+        "shaper 9 Mbit/s: RTT median {m:.2} ms, goodput {:.2} Mbit/s, sojourn p50 router {:.2} ms modem {:.2} ms",
+        g / 1e6,
+        sojourn_p50_ms(router),
+        sojourn_p50_ms(modem)
+    );
+    // The sparse ping goes first at the router; nothing waits at the modem.
+    assert!(
+        m <= 20.0 + 10.0,
+        "median RTT {m:.2} ms > base 20 + 10 ({rtts:?})"
+    );
+    assert_eq!(drops(modem, "overflow"), 0, "modem dropped: {modem}");
+    assert!(drops(router, "aqm") > 0, "the AQM never acted: {router}");
+    assert!(sojourn_p50_ms(modem) < 1.0, "queue at the modem: {modem}");
+    // The shaper sets the pace: 9 Mbit/s, less headers.
+    assert!(
+        (0.85 * 9e6..=9e6).contains(&g),
+        "goodput {:.2} Mbit/s",
+        g / 1e6
+    );
+}
+
+#[test]
+fn shaper_above_line_rate_fills_the_modem_fifo() {
+    let _s = serial();
+    let lab = home_network("12mbit");
+    let _srv = iperf3_server(&lab);
+    // 11 Mbit/s of UDP: under the shaper's 12, over the line's 10. The
+    // router never queues; the modem's FIFO stays full, so every echo
+    // request waits behind its whole buffer.
+    let (mut rtts, _) = rtts_under_load(&lab, 100, || {
+        iperf3_goodput(&lab, &["-u", "-b", "11M", "-l", "1400", "-t", "4"])
+    });
+    assert!(rtts.len() >= 5, "too few echo replies under load: {rtts:?}");
+    let m = median(&mut rtts);
+    let want = 20.0 + 51_200.0 * 8.0 / 10e6 * 1e3;
+    let stages = up_stages(&lab);
+    let (router, modem) = (&stages[0].1, &stages[1].1);
+    eprintln!(
+        "shaper 12 Mbit/s: RTT median {m:.2} ms (want {want:.2}), sojourn p50 router {:.2} ms modem {:.2} ms",
+        sojourn_p50_ms(router),
+        sojourn_p50_ms(modem)
+    );
+    assert!(
+        (m - want).abs() <= 0.1 * want,
+        "median RTT under load {m:.2} ms, want {want:.2} +- 10% ({rtts:?})"
+    );
+    assert!(
+        drops(modem, "overflow") > 0,
+        "modem never overflowed: {modem}"
+    );
+    // iperf3's UDP sender is bursty, so the router queues a burst now and
+    // then, but the drops and the standing queue are the modem's.
+    let router_drops = drops(router, "aqm") + drops(router, "overflow");
+    assert!(
+        router_drops * 10 < drops(modem, "overflow"),
+        "router {router}, modem {modem}"
+    );
+    assert!(
+        sojourn_p50_ms(modem) >= 0.5 * (want - 20.0),
+        "modem FIFO not full: {modem}"
+    );
+    assert!(
+        sojourn_p50_ms(router) * 10.0 < sojourn_p50_ms(modem),
+        "queue at the router: {router}, modem {modem}"
+    );
+}

@@ -1,0 +1,235 @@
+//! IPv6 through the lab (issue 13): every host has `fd00:77::X` besides
+//! `10.77.0.X`, `lab exec` names it in `BLOATLAB_<HOST>6`, and independent
+//! tools (ping -6, iperf3 -6, irtt -6) and bloatlab's own engine and suites
+//! see the configured delay, rate and ECN marks over IPv6.
+
+mod lab_util;
+
+use lab_util::*;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const SERVER6: &str = "fd00:77::2";
+
+/// `iperf3 -s -1` on the server, once it listens.
+fn iperf3_server(lab: &LabGuard) -> Bg {
+    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
+    });
+    assert!(ok, "iperf3 server did not start");
+    bg
+}
+
+/// Receiver goodput (bit/s) of `iperf3 -6` from the client to the server.
+fn iperf3_goodput6(lab: &LabGuard, extra: &[&str]) -> f64 {
+    let mut args = vec![
+        "iperf3", "-6", "-c", SERVER6, "-t", "3", "-O", "1", "-J", "-C", "cubic",
+    ];
+    args.extend_from_slice(extra);
+    let o = lab.exec("client", &args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 JSON: {e}: {}{}", stdout(&o), stderr(&o)));
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no goodput in {v}"))
+}
+
+/// Median RTT (ms) of `n` single `ping -6` runs (their summary lines have
+/// microseconds; per-reply lines round to three digits).
+fn ping6_median(lab: &LabGuard, n: u32) -> f64 {
+    let script = format!(
+        "for i in $(seq {n}); do ping -6 -n -c 1 -W 3 \"$BLOATLAB_SERVER6\" | tail -1; sleep 0.01; done"
+    );
+    let o = lab.exec("client", &["sh", "-c", &script]);
+    let mut rtts: Vec<f64> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.split(" = ").nth(1))
+        .filter_map(|v| v.split('/').nth(1)?.parse().ok())
+        .collect();
+    assert!(
+        rtts.len() as u32 >= n / 2,
+        "ping -6: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    median(&mut rtts)
+}
+
+/// The absolute value of one `nstat` counter in `host`'s namespace.
+fn nstat(lab: &LabGuard, host: &str, counter: &str) -> u64 {
+    let text = stdout(&lab.exec(host, &["nstat", "-asz", counter]));
+    text.lines()
+        .find_map(|l| l.strip_prefix(counter))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {counter} in nstat output: {text}"))
+}
+
+/// The `up` direction's report, once counters were published.
+fn up_report(lab: &LabGuard) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0];
+    assert_eq!(up[0], "up", "{st}");
+    up[1].clone()
+}
+
+#[test]
+fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
+    let _s = serial();
+    let lab = LabGuard::up("v6", &["--rate", "20mbit", "--delay", "10ms"]);
+    let env = stdout(&lab.exec(
+        "client",
+        &[
+            "sh",
+            "-c",
+            "echo $BLOATLAB_CLIENT6 $BLOATLAB_SERVER6 $BLOATLAB_SERVER",
+        ],
+    ));
+    assert_eq!(env.trim(), "fd00:77::1 fd00:77::2 10.77.0.2");
+    let addrs = stdout(&lab.exec(
+        "server",
+        &["ip", "-6", "-o", "addr", "show", "dev", "bl-server"],
+    ));
+    assert!(addrs.contains("fd00:77::2/64"), "{addrs}");
+
+    // Delay: ping -6 sees the configured 20 ms round trip (calibrated).
+    let m = ping6_median(&lab, 20);
+    eprintln!("ping -6 median {m:.3} ms (configured 20)");
+    assert!(
+        (m - 20.0).abs() <= 0.3,
+        "ping -6 median {m:.3} ms, want 20 +- 0.3"
+    );
+
+    // irtt over IPv6 (its own ~0.15 ms included, see lab_calibration.rs).
+    let _irtt = Bg(lab.spawn("server", &["irtt", "server", "-b", "[fd00:77::2]:2112"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hlun", "sport = :2112"])).contains("2112")
+    });
+    assert!(ok, "irtt server did not start");
+    let o = lab.exec(
+        "client",
+        &[
+            "irtt",
+            "client",
+            "-6",
+            "-i",
+            "10ms",
+            "-d",
+            "2s",
+            "-Q",
+            "-o",
+            "-",
+            "[fd00:77::2]:2112",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("irtt JSON: {e}: {}{}", stdout(&o), stderr(&o)));
+    let mut rtts: Vec<f64> = v["round_trips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["delay"]["rtt"].as_f64())
+        .map(|ns| ns / 1e6)
+        .collect();
+    assert!(rtts.len() >= 100, "irtt -6 replies: {}", rtts.len());
+    let m = median(&mut rtts);
+    eprintln!("irtt -6 median {m:.3} ms (configured 20)");
+    assert!(
+        (19.9..=20.5).contains(&m),
+        "irtt -6 median {m:.3} ms, want 20"
+    );
+
+    // Rate: TCP over IPv6 gets 90-100 % of 20 Mbit/s.
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput6(&lab, &[]);
+    eprintln!("iperf3 -6 goodput {:.2} Mbit/s", g / 1e6);
+    assert!(
+        (0.9 * 20e6..=20e6).contains(&g),
+        "iperf3 -6 goodput {:.2} Mbit/s",
+        g / 1e6
+    );
+    let up = up_report(&lab);
+    // IPv6 traffic was routed by destination, not dropped as unroutable.
+    let tx = up["io"]["tx_packets"].as_u64().unwrap_or(0);
+    let unroutable = up["io"]["unroutable"].as_u64().unwrap_or(u64::MAX);
+    assert!(tx > 1000, "{up}");
+    assert!(unroutable < 10, "IPv6 dropped as unroutable: {up}");
+    assert_eq!(up["link"]["unparsed"], 0, "IPv6 headers not parsed: {up}");
+}
+
+#[test]
+fn ipv6_ecn_marks_reach_the_receiver() {
+    let _s = serial();
+    let lab = LabGuard::up(
+        "v6e",
+        &[
+            "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel", "--ecn", "all",
+        ],
+    );
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput6(&lab, &["-P", "2"]);
+    assert!(g > 0.5 * 20e6, "goodput {g}");
+    let link = &up_report(&lab)["link"];
+    let marked = link["ce_marked"]["packets"].as_u64().expect("ce_marked");
+    assert!(marked > 0, "no CE marks over IPv6: {link}");
+    assert_eq!(link["dropped"]["aqm"]["packets"], 0, "{link}");
+    // RFC 3168 in the traffic class: the receiving stack counts the marks.
+    let seen = nstat(&lab, "server", "Ip6InCEPkts");
+    eprintln!("IPv6 CE marks: emulator {marked}, receiver {seen}");
+    assert_eq!(seen, marked);
+}
+
+#[test]
+fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
+    let _s = serial();
+    let lab = LabGuard::up("v6o", &["--offload", "--rate", "50mbit", "--delay", "2ms"]);
+    let _srv = iperf3_server(&lab);
+    let g = iperf3_goodput6(&lab, &["-t", "2"]);
+    eprintln!("iperf3 -6 with --offload: {:.1} Mbit/s", g / 1e6);
+    assert!(g >= 0.85 * 50e6, "goodput {:.1} Mbit/s", g / 1e6);
+    let io = &up_report(&lab)["io"];
+    assert_eq!(io["rx_errors"], 0, "{io}");
+    assert_eq!(io["tx_errors"], 0, "{io}");
+    // TcpInCsumErrors counts IPv4 and IPv6 TCP.
+    assert_eq!(nstat(&lab, "server", "TcpInCsumErrors"), 0);
+    assert_eq!(nstat(&lab, "client", "TcpInCsumErrors"), 0);
+}
+
+/// bloatlab's own engine (`server -V`) and the rrul suite over IPv6.
+#[test]
+fn rrul_runs_over_ipv6_in_a_lab() {
+    let _s = serial();
+    let lab = LabGuard::up("v6r", &["--rate", "20mbit", "--delay", "5ms"]);
+    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
+    });
+    assert!(ok, "bloatlab server -V did not start");
+    let file = std::env::temp_dir().join(format!("{}-rrul6.json", lab.name));
+    let f = file.to_str().unwrap();
+    let o = lab.exec(
+        "client",
+        &[
+            BIN, "test", "rrul", SERVER6, "-l", "2", "--idle", "1", "-o", f,
+        ],
+    );
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    let _ = std::fs::remove_file(&file);
+    assert!(o.status.success(), "rrul over IPv6 failed: {text}");
+    for flow in ["tcp_up_be", "tcp_down_ef"] {
+        let rate = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(flow))
+            .and_then(|r| r.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {flow} in: {text}"));
+        assert!(rate > 0.5, "{flow} {rate} Mbit/s over IPv6: {text}");
+    }
+}

@@ -1,0 +1,393 @@
+//! A chain of link stages: one direction made of several [`Link`]s in series, each with its own
+//! rate, delay, loss, queue limit, qdisc and link-layer overhead.
+//!
+//! ```text
+//! enqueue(now) -> [stage 1: loss -> qdisc -> serializer -> delay] -> [stage 2: ...] -> ... -> dequeue(now)
+//! ```
+//!
+//! Report 4 of the field reports is the model: the home router's shaper (fq_codel or cake at
+//! rate R, ATM framing + 44 bytes) in front of the modem's DSL line (a deep FIFO at the sync
+//! rate). While R is below the line rate the queue builds in the shaper, where the AQM keeps
+//! it short; once R exceeds the line rate the FIFO behind it fills instead.
+//!
+//! **Virtual time.** A packet leaves stage `i` at its virtual delivery time `t` (see
+//! [`Link::dequeue_timed`]) and enters stage `i + 1` at that same `t`, whatever time the caller
+//! woke up at. Every call hands packets over stage by stage in order, so each stage sees its
+//! arrivals in time order. The calling contract is [`Link`]'s: times never go backwards; call
+//! [`Chain::dequeue`] until it returns `None`, then sleep until [`Chain::next_event`].
+//!
+//! **Counters.** Each stage keeps its own [`Counters`]. [`Chain::counters`] sums them into one
+//! set for the whole direction; conservation holds for the sum because a packet leaving
+//! stage `i` is enqueued into stage `i + 1` in the same call.
+
+use crate::config::LinkConfig;
+use crate::counters::Counters;
+use crate::link::Link;
+use crate::spec::{Problem, SpecError};
+use crate::trace::TraceFn;
+use std::fmt;
+use std::time::Duration;
+
+/// One stage as the user describes it: an optional name and its link config.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StageConfig {
+    /// Shown in counters and status (`router`, `modem`); default its 1-based position (`1`).
+    pub name: String,
+    /// The stage's link.
+    pub link: LinkConfig,
+}
+
+/// A stage that could not be built, with its 1-based position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stage {stage}: {source}")]
+pub struct StageError {
+    /// 1-based position in the chain.
+    pub stage: usize,
+    /// What was wrong.
+    pub source: SpecError,
+}
+
+/// Keys a stage takes besides the qdisc's own parameters (see [`LinkConfig::set`]).
+pub const STAGE_KEYS: &str =
+    "name, rate, delay, jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
+
+/// Parses one stage from `key=value` words separated by spaces or commas, e.g.
+/// `rate=9mbit qdisc=fq_codel overhead=44 framing=atm` or `rate=10mbit qdisc=fifo limit=1000p`.
+/// Keys are those of [`LinkConfig::set`] (qdisc parameters as in `--qdisc-param`, flags such
+/// as `ecn` bare) plus `name=`. `qdisc` is applied first wherever it stands.
+pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageError> {
+    let err = |source| StageError {
+        stage: position,
+        source,
+    };
+    let mut name = None;
+    let mut pairs = Vec::new();
+    for word in text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+    {
+        let (k, v) = match word.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (word, None),
+        };
+        if k == "name" {
+            let v = v.unwrap_or("");
+            if v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(err(SpecError::new(
+                    "name",
+                    v,
+                    Problem::OutOfRange("letters, digits, '-' and '_'".into()),
+                )));
+            }
+            name = Some(v.to_string());
+        } else {
+            pairs.push((k, v));
+        }
+    }
+    if pairs.is_empty() {
+        return Err(err(SpecError::new(
+            "stage",
+            text,
+            Problem::UnknownName(format!("KEY=VALUE words with keys {STAGE_KEYS}")),
+        )));
+    }
+    let link = LinkConfig::from_pairs(pairs).map_err(err)?;
+    Ok(StageConfig {
+        name: name.unwrap_or_else(|| position.to_string()),
+        link,
+    })
+}
+
+/// One direction made of stages in series.
+pub struct Chain {
+    stages: Vec<(String, Link)>,
+}
+
+impl fmt::Debug for Chain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.stages.iter().map(|(n, l)| (n, l)))
+            .finish()
+    }
+}
+
+/// Seed of stage `i`: stage 0 gets the chain's seed, so a one-stage chain behaves exactly as
+/// a [`Link`] built with the same seed.
+fn stage_seed(seed: u64, i: usize) -> u64 {
+    seed.wrapping_add((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+impl Chain {
+    /// Builds the stages in order. At least one stage is needed.
+    pub fn new(stages: &[StageConfig], seed: u64) -> Result<Chain, StageError> {
+        if stages.is_empty() {
+            return Err(StageError {
+                stage: 0,
+                source: SpecError::new("stage", "", Problem::MissingValue),
+            });
+        }
+        let stages = stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Link::new(&s.link, stage_seed(seed, i))
+                    .map(|l| (s.name.clone(), l))
+                    .map_err(|source| StageError {
+                        stage: i + 1,
+                        source,
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Chain { stages })
+    }
+
+    /// A chain of one stage (named `link`): behaves exactly as `Link::new(cfg, seed)`.
+    pub fn single(cfg: &LinkConfig, seed: u64) -> Result<Chain, SpecError> {
+        let stage = StageConfig {
+            name: "link".into(),
+            link: cfg.clone(),
+        };
+        Chain::new(&[stage], seed).map_err(|e| e.source)
+    }
+
+    /// Offers a packet to the first stage at `now`.
+    pub fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        if let Some((_, first)) = self.stages.first_mut() {
+            first.enqueue(now, packet);
+        }
+    }
+
+    /// The next packet out of the last stage due at or before `now`.
+    pub fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>> {
+        self.dequeue_timed(now).map(|(_, p)| p)
+    }
+
+    /// Like [`Chain::dequeue`], with the packet's virtual delivery time.
+    pub fn dequeue_timed(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
+        self.hand_over(now);
+        self.stages.last_mut()?.1.dequeue_timed(now)
+    }
+
+    /// The earliest time any stage has something to do; `None` when the chain is empty.
+    pub fn next_event(&self) -> Option<Duration> {
+        self.stages.iter().filter_map(|(_, l)| l.next_event()).min()
+    }
+
+    /// The stages, in order, with their names.
+    pub fn stages(&self) -> impl Iterator<Item = (&str, &Link)> {
+        self.stages.iter().map(|(n, l)| (n.as_str(), l))
+    }
+
+    /// Number of stages.
+    pub fn len(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// Always false: a chain has at least one stage.
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// Installs a per-packet trace callback on stage `index` (0-based); ignored out of range.
+    pub fn set_trace(&mut self, index: usize, trace: Option<TraceFn>) {
+        if let Some((_, l)) = self.stages.get_mut(index) {
+            l.set_trace(trace);
+        }
+    }
+
+    /// The whole direction's counters: input of the first stage, output of the last, drops,
+    /// marks, backlog and packets in transit summed over the stages. `sojourn` merges every
+    /// stage's samples (one sample per packet per stage it queued in), so it describes the
+    /// queues, not a packet's total time in the chain.
+    pub fn counters(&self) -> Counters {
+        let mut total = Counters::default();
+        let (Some((_, first)), Some((_, last))) = (self.stages.first(), self.stages.last()) else {
+            return total;
+        };
+        total.enqueued = first.counters().enqueued;
+        total.unparsed = first.counters().unparsed;
+        total.dequeued = last.counters().dequeued;
+        for (_, l) in &self.stages {
+            let c = l.counters();
+            total.dropped.overflow = total.dropped.overflow.plus(c.dropped.overflow);
+            total.dropped.aqm = total.dropped.aqm.plus(c.dropped.aqm);
+            total.dropped.loss = total.dropped.loss.plus(c.dropped.loss);
+            total.ce_marked = total.ce_marked.plus(c.ce_marked);
+            total.backlog = total.backlog.plus(c.backlog);
+            total.in_transit = total.in_transit.plus(c.in_transit);
+            total.sojourn.merge(&c.sojourn);
+        }
+        total
+    }
+
+    /// Moves every packet whose time has come from each stage into the next, at its delivery
+    /// time. Stage `i` is drained before stage `i + 1` is touched, so stage `i + 1` receives
+    /// its arrivals in time order and never sees a time earlier than one it already saw.
+    fn hand_over(&mut self, now: Duration) {
+        for i in 0..self.stages.len().saturating_sub(1) {
+            let (head, tail) = self.stages.split_at_mut(i + 1);
+            let (from, to) = (&mut head[i].1, &mut tail[0].1);
+            while let Some((at, p)) = from.dequeue_timed(now) {
+                to.enqueue(at, p);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4(len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[9] = 17;
+        p
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn stage_words_parse_with_qdisc_first_and_name() {
+        let s = parse_stage("limit=50p qdisc=fifo rate=10mbit name=modem", 2).unwrap();
+        assert_eq!(s.name, "modem");
+        assert_eq!(s.link.rate.map(|r| r.0), Some(10_000_000));
+        assert_eq!(s.link.qdisc.kind().to_string(), "fifo");
+        assert!(s.link.to_string().contains("10"), "{}", s.link);
+        let s = parse_stage("rate=9mbit,qdisc=fq_codel,overhead=44,framing=atm,ecn", 1).unwrap();
+        assert_eq!(s.name, "1");
+        assert_eq!(s.link.overhead.bytes, 44);
+        assert_eq!(s.link.overhead.framing, crate::Framing::Atm);
+    }
+
+    #[test]
+    fn bad_stage_words_name_the_stage_and_key() {
+        let e = parse_stage("rate=9mbit qdisc=fifo bogus=1", 2).unwrap_err();
+        assert_eq!(e.stage, 2);
+        assert!(
+            e.to_string().starts_with("stage 2: ") && e.to_string().contains("bogus"),
+            "{e}"
+        );
+        let e = parse_stage("rate=0mbit", 1).unwrap_err();
+        assert!(
+            e.to_string().contains("rate") && e.to_string().contains("0mbit"),
+            "{e}"
+        );
+        assert!(parse_stage("  ", 1).is_err());
+        assert!(parse_stage("name=a/b rate=1mbit", 1).is_err());
+        assert!(Chain::new(&[], 1).is_err());
+    }
+
+    /// Two serializers in series: the slower one sets the pace and the delays add up.
+    #[test]
+    fn packets_cross_every_stage_in_order_with_delays_added() {
+        let a = parse_stage("rate=12mbit delay=10ms", 1).unwrap();
+        let b = parse_stage("rate=6mbit delay=5ms", 2).unwrap();
+        let mut c = Chain::new(&[a, b], 7).unwrap();
+        for _ in 0..3 {
+            c.enqueue(Duration::ZERO, ipv4(1500));
+        }
+        // 1500 B: 1 ms at 12 Mbit/s, 2 ms at 6 Mbit/s. First packet: 1 + 10 + 2 + 5 = 18 ms.
+        let mut out = Vec::new();
+        let mut now = Duration::ZERO;
+        while let Some(t) = c.next_event() {
+            now = now.max(t);
+            while let Some((at, _)) = c.dequeue_timed(now) {
+                out.push(at);
+            }
+            if out.len() == 3 {
+                break;
+            }
+        }
+        // Then one every 2 ms: the second stage is the bottleneck.
+        assert_eq!(out, [ms(18), ms(20), ms(22)]);
+        let t = c.counters();
+        assert_eq!(t.enqueued.packets, 3);
+        assert_eq!(t.dequeued.packets, 3);
+        assert_eq!(t.conservation_gap(), (0, 0));
+        let stages: Vec<_> = c
+            .stages()
+            .map(|(n, l)| (n.to_string(), l.counters().dequeued.packets))
+            .collect();
+        assert_eq!(stages, [("1".to_string(), 3), ("2".to_string(), 3)]);
+    }
+
+    /// A late wake-up does not change when packets reach the next stage.
+    #[test]
+    fn late_wakeups_do_not_shift_hand_over_times() {
+        let build = || {
+            let a = parse_stage("rate=12mbit delay=1ms", 1).unwrap();
+            let b = parse_stage("rate=12mbit delay=1ms", 2).unwrap();
+            Chain::new(&[a, b], 1).unwrap()
+        };
+        let (mut punctual, mut late) = (build(), build());
+        for i in 0..5 {
+            punctual.enqueue(ms(i), ipv4(1500));
+            late.enqueue(ms(i), ipv4(1500));
+        }
+        let mut a = Vec::new();
+        let mut now = ms(5);
+        while let Some(t) = punctual.next_event() {
+            now = now.max(t);
+            while let Some((at, _)) = punctual.dequeue_timed(now) {
+                a.push(at);
+            }
+        }
+        let mut b = Vec::new();
+        while let Some((at, _)) = late.dequeue_timed(ms(100)) {
+            b.push(at);
+        }
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 5);
+    }
+
+    #[test]
+    fn drops_are_counted_in_the_stage_that_dropped() {
+        let a = parse_stage("rate=100mbit qdisc=fifo limit=100p", 1).unwrap();
+        let b = parse_stage("rate=1mbit qdisc=fifo limit=5p name=modem", 2).unwrap();
+        let mut c = Chain::new(&[a, b], 1).unwrap();
+        for i in 0..20 {
+            c.enqueue(Duration::from_micros(10 * i), ipv4(1500));
+        }
+        while c.dequeue(ms(10)).is_some() {}
+        let per: Vec<u64> = c
+            .stages()
+            .map(|(_, l)| l.counters().dropped.overflow.packets)
+            .collect();
+        assert_eq!(per[0], 0);
+        assert!(per[1] >= 10, "{per:?}");
+        assert_eq!(c.counters().dropped.overflow.packets, per[1]);
+        assert_eq!(c.counters().conservation_gap(), (0, 0));
+    }
+
+    #[test]
+    fn single_stage_chain_is_the_link() {
+        let cfg = parse_stage("rate=5mbit delay=3ms jitter=1ms loss=5%", 1)
+            .unwrap()
+            .link;
+        let mut link = Link::new(&cfg, 9).unwrap();
+        let mut chain = Chain::single(&cfg, 9).unwrap();
+        for i in 0..200 {
+            link.enqueue(Duration::from_micros(300 * i), ipv4(1000));
+            chain.enqueue(Duration::from_micros(300 * i), ipv4(1000));
+        }
+        let drain = |f: &mut dyn FnMut(Duration) -> Option<(Duration, Vec<u8>)>| {
+            let mut v = Vec::new();
+            while let Some((t, _)) = f(Duration::from_secs(5)) {
+                v.push(t);
+            }
+            v
+        };
+        let a = drain(&mut |n| link.dequeue_timed(n));
+        let b = drain(&mut |n| chain.dequeue_timed(n));
+        assert_eq!(a, b);
+        assert!(a.len() > 150 && a.len() < 200, "{}", a.len());
+    }
+}

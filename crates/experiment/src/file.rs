@@ -1,0 +1,759 @@
+//! The experiment file (TOML), parsed into an [`Experiment`] with the line of every key kept,
+//! so each later check can name the key and the line.
+//!
+//! ```toml
+//! [experiment]
+//! name = "shaper-sweep"          # default: the file's stem
+//! description = "report 4"
+//! repetitions = 2                # default 1
+//! order = "sequential"           # sequential | interleaved | shuffled
+//! seed = 1                       # for `shuffled`
+//!
+//! [lab]                          # any `bloatlab lab up` option, by its long name
+//! delay = "15ms"
+//! stage = ["name=router rate={rate} qdisc=fq_codel", "name=modem rate=10mbit qdisc=fifo limit=1000p"]
+//!
+//! [test]                         # `bloatlab test NAME` and any of its options
+//! name = "rrul"
+//! length = 10
+//!
+//! [matrix]                       # lists or ranges
+//! rate = ["6mbit", "8mbit"]      # a placeholder: used as {rate} in values above
+//! "test.cc" = ["cubic", "bbr"]   # an option: sets `bloatlab test --cc`
+//! "lab.limit" = { from = 100, to = 300, step = 100, suffix = "p" }
+//! ```
+
+use std::collections::BTreeMap;
+use toml_edit::{Document, Item, Table, Value};
+
+/// A problem in the file: which key, on which line, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {key}: {why}")]
+pub struct FileError {
+    /// The file as given (or `<built-in NAME>`).
+    pub file: String,
+    /// 1-based line (0 when the problem has no line, e.g. an empty file).
+    pub line: usize,
+    /// The key as written (`matrix.rate`, `lab.stage`).
+    pub key: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// The order in which points and repetitions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// Every repetition of a point, then the next point.
+    Sequential,
+    /// Every point once, then every point again (drift over time spreads evenly).
+    Interleaved,
+    /// All runs in a seeded random order.
+    Shuffled,
+}
+
+/// A scalar value of an option or parameter, as written in the file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    /// A string, passed as is.
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A flag: `true` passes `--key`, `false` leaves it out.
+    Bool(bool),
+}
+
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Str(s) => f.write_str(s),
+            Scalar::Int(i) => write!(f, "{i}"),
+            Scalar::Float(x) => write!(f, "{x}"),
+            Scalar::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// One option of `lab up` or `test`: a scalar or, for repeatable options, a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Opt {
+    /// The option's long name (`delay`, `stage`).
+    pub key: String,
+    /// Its values (one unless the option was given a list).
+    pub values: Vec<Scalar>,
+    /// Line of the key.
+    pub line: usize,
+}
+
+/// Where a matrix parameter goes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// `{NAME}` in any value of `[lab]` or `[test]`.
+    Placeholder,
+    /// The `lab up` option of that name.
+    Lab(String),
+    /// The `test` option of that name.
+    Test(String),
+}
+
+/// One swept parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// As written in `[matrix]` (`rate`, `test.cc`).
+    pub name: String,
+    /// Where its value goes.
+    pub target: Target,
+    /// Its values, in order.
+    pub values: Vec<Scalar>,
+    /// Zipped parameters (a list of inline tables, `[{down = "6mbit", up = "700kbit"}, ..]`):
+    /// per value, its fields, used as `{NAME.FIELD}`; the value itself is the table's `label`
+    /// or its fields joined with `/`. Empty for plain parameters.
+    pub fields: Vec<Vec<(String, Scalar)>>,
+    /// Line of the key.
+    pub line: usize,
+}
+
+/// A parsed experiment file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    /// The file name (for messages).
+    pub file: String,
+    /// The experiment's name.
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Runs per point.
+    pub repetitions: u32,
+    /// Run order.
+    pub order: Order,
+    /// Seed of the shuffled order.
+    pub seed: u64,
+    /// `lab up` options.
+    pub lab: Vec<Opt>,
+    /// The test to run (`bloatlab test NAME`) and the line of `test.name`.
+    pub test: (String, usize),
+    /// `test` options.
+    pub test_opts: Vec<Opt>,
+    /// The swept parameters, in file order.
+    pub matrix: Vec<Param>,
+    /// `[expect]`: free key/value pairs the built-ins use for their criteria.
+    pub expect: BTreeMap<String, (Scalar, usize)>,
+}
+
+impl Experiment {
+    /// The `--quick` variant: 2 s loaded, 0.5 s idle, 3 pulses, one repetition (a smoke test
+    /// of the whole pipeline; too short for steady-state numbers).
+    pub fn quick(mut self) -> Experiment {
+        self.repetitions = 1;
+        self.test_opts.retain(|o| {
+            !["length", "idle", "idle-before", "idle-after", "pulses"].contains(&o.key.as_str())
+        });
+        for (k, v) in [
+            ("length", Scalar::Int(2)),
+            ("idle", Scalar::Float(0.5)),
+            ("pulses", Scalar::Int(3)),
+        ] {
+            self.test_opts.push(Opt {
+                key: k.into(),
+                values: vec![v],
+                line: 0,
+            });
+        }
+        self
+    }
+}
+
+/// Most runs an experiment may declare (points x repetitions): a typo such as a range with a
+/// tiny step should not plan a year of runs.
+pub const MAX_RUNS: usize = 100_000;
+
+struct Lines<'a> {
+    file: &'a str,
+    starts: Vec<usize>,
+}
+
+impl Lines<'_> {
+    fn line(&self, span: Option<std::ops::Range<usize>>) -> usize {
+        let Some(s) = span else { return 0 };
+        match self.starts.binary_search(&s.start) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+
+    fn err(&self, line: usize, key: impl Into<String>, why: impl Into<String>) -> FileError {
+        FileError {
+            file: self.file.to_string(),
+            line,
+            key: key.into(),
+            why: why.into(),
+        }
+    }
+}
+
+fn key_line(lines: &Lines<'_>, t: &Table, key: &str) -> usize {
+    lines.line(t.key(key).and_then(|k| k.span()))
+}
+
+fn scalar(v: &Value) -> Option<Scalar> {
+    match v {
+        Value::String(s) => Some(Scalar::Str(s.value().clone())),
+        Value::Integer(i) => Some(Scalar::Int(*i.value())),
+        Value::Float(f) => Some(Scalar::Float(*f.value())),
+        Value::Boolean(b) => Some(Scalar::Bool(*b.value())),
+        _ => None,
+    }
+}
+
+/// A section as a table (`[lab]`) or inline table (`lab = {..}`): its keys, values and lines.
+fn entries<'a>(
+    lines: &Lines<'_>,
+    item: &'a Item,
+    section: &str,
+) -> Result<Vec<(String, &'a Value, usize)>, FileError> {
+    match item {
+        Item::Table(t) => t
+            .iter()
+            .map(|(k, v)| match v.as_value() {
+                Some(v) => Ok((k.to_string(), v, key_line(lines, t, k))),
+                None => Err(lines.err(
+                    key_line(lines, t, k),
+                    format!("{section}.{k}"),
+                    "expected a value, not a table",
+                )),
+            })
+            .collect(),
+        Item::Value(Value::InlineTable(t)) => Ok(t
+            .iter()
+            .map(|(k, v)| {
+                let line = lines.line(t.key(k).and_then(|k| k.span()));
+                (k.to_string(), v, line)
+            })
+            .collect()),
+        _ => Err(lines.err(
+            lines.line(item.span()),
+            section,
+            "expected a table ([section])",
+        )),
+    }
+}
+
+fn options(lines: &Lines<'_>, item: &Item, section: &str) -> Result<Vec<Opt>, FileError> {
+    let mut out = Vec::new();
+    for (k, v, line) in entries(lines, item, section)? {
+        let values = match v {
+            Value::Array(a) => a
+                .iter()
+                .map(|x| {
+                    scalar(x).ok_or_else(|| {
+                        lines.err(line, format!("{section}.{k}"), "list items must be scalars")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            v => vec![scalar(v).ok_or_else(|| {
+                lines.err(
+                    line,
+                    format!("{section}.{k}"),
+                    "expected a string, number, boolean or list",
+                )
+            })?],
+        };
+        out.push(Opt {
+            key: k,
+            values,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// A range `{ from, to, step [, suffix] }`: `from`, `from + step`, ... up to `to` inclusive.
+fn range(
+    lines: &Lines<'_>,
+    t: &toml_edit::InlineTable,
+    key: &str,
+    line: usize,
+) -> Result<Vec<Scalar>, FileError> {
+    let err = |why: String| lines.err(line, format!("matrix.{key}"), why);
+    for k in t.iter().map(|(k, _)| k) {
+        if !["from", "to", "step", "suffix"].contains(&k) {
+            return Err(err(format!(
+                "unknown range key `{k}` (a range has from, to, step and optional suffix)"
+            )));
+        }
+    }
+    let num = |k: &str| -> Result<f64, FileError> {
+        match t.get(k) {
+            Some(Value::Integer(i)) => Ok(*i.value() as f64),
+            Some(Value::Float(f)) => Ok(*f.value()),
+            Some(_) => Err(err(format!("range `{k}` must be a number"))),
+            None => Err(err(format!("range needs `{k}`"))),
+        }
+    };
+    let (from, to, step) = (num("from")?, num("to")?, num("step")?);
+    if step.is_nan() || step <= 0.0 || !from.is_finite() || !to.is_finite() {
+        return Err(err("range `step` must be greater than zero".into()));
+    }
+    if to < from {
+        return Err(err(format!("range `to` ({to}) is below `from` ({from})")));
+    }
+    let n = ((to - from) / step + 1e-9).floor() as usize + 1;
+    if n > MAX_RUNS {
+        return Err(err(format!("range has {n} values (at most {MAX_RUNS})")));
+    }
+    let suffix = match t.get("suffix") {
+        None => String::new(),
+        Some(Value::String(s)) => s.value().clone(),
+        Some(_) => return Err(err("range `suffix` must be a string".into())),
+    };
+    let integral = [from, step].iter().all(|x| x.fract() == 0.0);
+    Ok((0..n)
+        .map(|i| {
+            let x = from + step * i as f64;
+            let x = if integral {
+                format!("{}", x as i64)
+            } else {
+                // Round away binary noise (0.1 + 0.2) without losing the user's precision.
+                format!("{}", (x * 1e9).round() / 1e9)
+            };
+            if suffix.is_empty() {
+                match x.parse::<i64>() {
+                    Ok(i) => Scalar::Int(i),
+                    Err(_) => Scalar::Float(x.parse().unwrap_or(0.0)),
+                }
+            } else {
+                Scalar::Str(format!("{x}{suffix}"))
+            }
+        })
+        .collect())
+}
+
+fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
+    let mut out = Vec::new();
+    for (k, v, line) in entries(lines, item, "matrix")? {
+        let target = match k.split_once('.') {
+            Some(("lab", o)) if !o.is_empty() => Target::Lab(o.to_string()),
+            Some(("test", o)) if !o.is_empty() => Target::Test(o.to_string()),
+            Some(_) => {
+                return Err(lines.err(
+                    line,
+                    format!("matrix.{k}"),
+                    "a parameter is `lab.OPTION`, `test.OPTION`, or a placeholder NAME used as {NAME}",
+                ));
+            }
+            None => {
+                if k.is_empty()
+                    || !k
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                {
+                    return Err(lines.err(
+                        line,
+                        format!("matrix.{k}"),
+                        "placeholder names are letters, digits, '-' and '_'",
+                    ));
+                }
+                Target::Placeholder
+            }
+        };
+        let mut fields = Vec::new();
+        let values = match v {
+            Value::Array(a) if a.iter().next().is_some_and(|x| x.is_inline_table()) => {
+                if target != Target::Placeholder {
+                    return Err(lines.err(
+                        line,
+                        format!("matrix.{k}"),
+                        "a list of tables (zipped values) must be a placeholder, used as {NAME.FIELD}",
+                    ));
+                }
+                let mut labels = Vec::new();
+                for x in a.iter() {
+                    let bad = || {
+                        lines.err(
+                            line,
+                            format!("matrix.{k}"),
+                            "zipped values are inline tables of scalars with the same keys",
+                        )
+                    };
+                    let t = x.as_inline_table().ok_or_else(bad)?;
+                    let mut f = Vec::new();
+                    let mut label = None;
+                    for (fk, fv) in t.iter() {
+                        let sv = scalar(fv).ok_or_else(bad)?;
+                        if fk == "label" {
+                            label = Some(sv);
+                        } else {
+                            f.push((fk.to_string(), sv));
+                        }
+                    }
+                    if fields.first().is_some_and(|g: &Vec<(String, Scalar)>| {
+                        g.iter().map(|(a, _)| a).ne(f.iter().map(|(a, _)| a))
+                    }) {
+                        return Err(bad());
+                    }
+                    let joined = f
+                        .iter()
+                        .map(|(_, v)| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    labels.push(label.unwrap_or(Scalar::Str(joined)));
+                    fields.push(f);
+                }
+                labels
+            }
+            Value::Array(a) => a
+                .iter()
+                .map(|x| match x {
+                    Value::Array(_) | Value::InlineTable(_) => None,
+                    x => scalar(x),
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    lines.err(line, format!("matrix.{k}"), "list items must be scalars")
+                })?,
+            Value::InlineTable(t) => range(lines, t, &k, line)?,
+            _ => {
+                return Err(lines.err(
+                    line,
+                    format!("matrix.{k}"),
+                    "expected a list [..] or a range { from, to, step }",
+                ));
+            }
+        };
+        if values.is_empty() {
+            return Err(lines.err(line, format!("matrix.{k}"), "empty list: nothing to run"));
+        }
+        out.push(Param {
+            name: k,
+            target,
+            values,
+            fields,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+const SECTIONS: &str = "experiment, lab, test, matrix, expect";
+
+/// Parses an experiment file. `file` names it in messages; `stem` is the default name.
+pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError> {
+    let mut starts = vec![0];
+    starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+    let lines = Lines { file, starts };
+    let doc = Document::parse(text).map_err(|e| {
+        let line = lines.line(e.span());
+        let msg = e.message().to_string();
+        lines.err(line, "(syntax)", msg)
+    })?;
+    let root = doc.as_table();
+    for (k, _) in root.iter() {
+        if !SECTIONS.split(", ").any(|s| s == k) {
+            return Err(lines.err(
+                key_line(&lines, root, k),
+                k,
+                format!("unknown section (expected {SECTIONS})"),
+            ));
+        }
+    }
+    let mut exp = Experiment {
+        file: file.to_string(),
+        name: stem.to_string(),
+        description: String::new(),
+        repetitions: 1,
+        order: Order::Sequential,
+        seed: 1,
+        lab: Vec::new(),
+        test: (String::new(), 0),
+        test_opts: Vec::new(),
+        matrix: Vec::new(),
+        expect: BTreeMap::new(),
+    };
+    if let Some(item) = root.get("experiment") {
+        for (k, v, line) in entries(&lines, item, "experiment")? {
+            let key = format!("experiment.{k}");
+            let bad = |why: &str| lines.err(line, key.clone(), why.to_string());
+            match (k.as_str(), v) {
+                ("name", Value::String(s)) => {
+                    let s = s.value();
+                    if s.is_empty()
+                        || !s
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    {
+                        return Err(bad("letters, digits, '-' and '_' only"));
+                    }
+                    exp.name = s.clone();
+                }
+                ("description", Value::String(s)) => exp.description = s.value().clone(),
+                ("repetitions", Value::Integer(i)) => {
+                    let n = *i.value();
+                    if !(1..=1000).contains(&n) {
+                        return Err(bad("must be 1 to 1000"));
+                    }
+                    exp.repetitions = n as u32;
+                }
+                ("order", Value::String(s)) => {
+                    exp.order = match s.value().as_str() {
+                        "sequential" => Order::Sequential,
+                        "interleaved" => Order::Interleaved,
+                        "shuffled" => Order::Shuffled,
+                        _ => return Err(bad("expected sequential, interleaved or shuffled")),
+                    }
+                }
+                ("seed", Value::Integer(i)) if *i.value() >= 0 => exp.seed = *i.value() as u64,
+                ("name" | "description" | "order", _) => return Err(bad("expected a string")),
+                ("repetitions" | "seed", _) => return Err(bad("expected a whole number >= 0")),
+                _ => {
+                    return Err(bad(
+                        "unknown key (expected name, description, repetitions, order, seed)",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(item) = root.get("lab") {
+        exp.lab = options(&lines, item, "lab")?;
+    }
+    let test_line = key_line(&lines, root, "test");
+    let Some(item) = root.get("test") else {
+        return Err(lines.err(
+            0,
+            "test",
+            "missing: every experiment runs a `bloatlab test` ([test] name = \"rrul\")",
+        ));
+    };
+    for o in options(&lines, item, "test")? {
+        if o.key == "name" {
+            match o.values.as_slice() {
+                [Scalar::Str(s)] => exp.test = (s.clone(), o.line),
+                _ => {
+                    return Err(lines.err(
+                        o.line,
+                        "test.name",
+                        "expected the test's name, a string",
+                    ));
+                }
+            }
+        } else {
+            exp.test_opts.push(o);
+        }
+    }
+    if exp.test.0.is_empty() {
+        return Err(lines.err(
+            test_line,
+            "test.name",
+            "missing: the test to run (`bloatlab test --list`)",
+        ));
+    }
+    if let Some(item) = root.get("matrix") {
+        exp.matrix = matrix(&lines, item)?;
+    }
+    if let Some(item) = root.get("expect") {
+        for (k, v, line) in entries(&lines, item, "expect")? {
+            let s = scalar(v)
+                .ok_or_else(|| lines.err(line, format!("expect.{k}"), "expected a scalar"))?;
+            exp.expect.insert(k, (s, line));
+        }
+    }
+    let matrix_line = key_line(&lines, root, "matrix");
+    if root.get("matrix").is_some() && exp.matrix.is_empty() {
+        return Err(lines.err(
+            matrix_line,
+            "matrix",
+            "empty matrix: declare at least one parameter, or leave [matrix] out",
+        ));
+    }
+    check_placeholders(&lines, &exp)?;
+    let runs = crate::matrix::point_count(&exp).saturating_mul(exp.repetitions as usize);
+    if runs > MAX_RUNS {
+        return Err(lines.err(
+            matrix_line,
+            "matrix",
+            format!("{runs} runs (at most {MAX_RUNS})"),
+        ));
+    }
+    Ok(exp)
+}
+
+/// Every `{NAME}` in a value is a declared placeholder, and every placeholder is used.
+fn check_placeholders(lines: &Lines<'_>, exp: &Experiment) -> Result<(), FileError> {
+    let declared: Vec<&Param> = exp
+        .matrix
+        .iter()
+        .filter(|p| p.target == Target::Placeholder)
+        .collect();
+    let mut used = vec![false; declared.len()];
+    let declares = |p: &Param, name: &str| {
+        name == p.name
+            || name.strip_prefix(&format!("{}.", p.name)).is_some_and(|f| {
+                p.fields
+                    .first()
+                    .is_some_and(|g| g.iter().any(|(k, _)| k == f))
+            })
+    };
+    let name_opt = Opt {
+        key: "name".into(),
+        values: vec![Scalar::Str(exp.test.0.clone())],
+        line: exp.test.1,
+    };
+    let test_all: Vec<Opt> = exp.test_opts.iter().cloned().chain([name_opt]).collect();
+    for (section, opts) in [("lab", &exp.lab), ("test", &test_all)] {
+        for o in opts.iter() {
+            for v in &o.values {
+                let Scalar::Str(s) = v else { continue };
+                for name in placeholders(s) {
+                    match declared.iter().position(|p| declares(p, name)) {
+                        Some(i) => used[i] = true,
+                        None => {
+                            return Err(lines.err(
+                                o.line,
+                                format!("{section}.{}", o.key),
+                                format!("uses {{{name}}}, which [matrix] does not declare"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(i) = used.iter().position(|u| !u) {
+        let p = declared[i];
+        return Err(lines.err(
+            p.line,
+            format!("matrix.{}", p.name),
+            format!(
+                "`{}` is not an option and no value uses {{{}}}: write `lab.{}` or `test.{}` for an option",
+                p.name, p.name, p.name, p.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `{NAME}` placeholders in `s`, in order.
+pub fn placeholders(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWEEP: &str = r#"
+[experiment]
+name = "sweep"
+repetitions = 2
+order = "interleaved"
+
+[lab]
+delay = "15ms"
+stage = ["name=router rate={rate} qdisc=fq_codel", "name=modem rate=10mbit qdisc=fifo limit=1000p"]
+
+[test]
+name = "rrul"
+length = 10
+
+[matrix]
+rate = ["6mbit", "8mbit"]
+"test.cc" = ["cubic", "bbr"]
+"lab.limit" = { from = 100, to = 300, step = 100, suffix = "p" }
+"#;
+
+    #[test]
+    fn a_full_file_parses_with_lines() {
+        let e = parse("x.toml", "x", SWEEP).unwrap();
+        assert_eq!(e.name, "sweep");
+        assert_eq!(e.repetitions, 2);
+        assert_eq!(e.order, Order::Interleaved);
+        assert_eq!(e.test, ("rrul".to_string(), 12));
+        assert_eq!(e.lab[1].key, "stage");
+        assert_eq!(e.lab[1].values.len(), 2);
+        assert_eq!(e.lab[1].line, 9);
+        assert_eq!(e.test_opts[0].values, [Scalar::Int(10)]);
+        let names: Vec<_> = e.matrix.iter().map(|p| (p.name.as_str(), p.line)).collect();
+        assert_eq!(names, [("rate", 16), ("test.cc", 17), ("lab.limit", 18)]);
+        assert_eq!(e.matrix[1].target, Target::Test("cc".into()));
+        let limits: Vec<String> = e.matrix[2].values.iter().map(|v| v.to_string()).collect();
+        assert_eq!(limits, ["100p", "200p", "300p"]);
+    }
+
+    #[test]
+    fn float_ranges_keep_their_precision() {
+        let t = "[test]\nname = \"ping\"\n[matrix]\n\"test.probe-interval\" = { from = 0.1, to = 0.3, step = 0.1 }\n";
+        let e = parse("f", "f", t).unwrap();
+        assert_eq!(
+            e.matrix[0].values,
+            [Scalar::Float(0.1), Scalar::Float(0.2), Scalar::Float(0.3)]
+        );
+    }
+
+    fn err(text: &str) -> FileError {
+        parse("bad.toml", "bad", text).unwrap_err()
+    }
+
+    #[test]
+    fn bad_input_names_the_key_and_the_line() {
+        let e = err("[test]\nname = \"rrul\"\n\n[labb]\nrate = \"1mbit\"\n");
+        assert_eq!((e.line, e.key.as_str()), (4, "labb"), "{e}");
+        let e = err("[experiment]\nrepetition = 2\n[test]\nname = \"rrul\"\n");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (2, "experiment.repetition"),
+            "{e}"
+        );
+        let e = err("[test]\nname = \"rrul\"\n[matrix]\nrate = []\n");
+        assert_eq!((e.line, e.key.as_str()), (4, "matrix.rate"), "{e}");
+        assert!(e.why.contains("empty"), "{e}");
+        let e = err("[test]\nname = \"rrul\"\n[matrix]\n");
+        assert_eq!(e.key, "matrix", "{e}");
+        assert!(e.why.contains("empty matrix"), "{e}");
+        // A bare name nobody uses is neither an option nor a placeholder.
+        let e = err("[test]\nname = \"rrul\"\n[matrix]\nrate = [\"1mbit\"]\n");
+        assert_eq!((e.line, e.key.as_str()), (4, "matrix.rate"), "{e}");
+        assert!(e.why.contains("lab.rate"), "{e}");
+        let e = err("[lab]\nstage = [\"rate={r}\"]\n[test]\nname = \"rrul\"\n");
+        assert_eq!((e.line, e.key.as_str()), (2, "lab.stage"), "{e}");
+        let e = err("[lab]\nrate = \n");
+        assert_eq!((e.line, e.key.as_str()), (2, "(syntax)"), "{e}");
+        let e = err("[lab]\nrate = \"1mbit\"\n");
+        assert_eq!(e.key, "test", "{e}");
+        let e = err(
+            "[test]\nname = \"rrul\"\n[matrix]\n\"lab.limit\" = { from = 3, to = 1, step = 1 }\n",
+        );
+        assert_eq!(e.line, 4, "{e}");
+        let e = err(
+            "[test]\nname = \"rrul\"\n[matrix]\n\"lab.limit\" = { from = 1, to = 9, step = 0 }\n",
+        );
+        assert!(e.why.contains("step"), "{e}");
+        let e = err("[test]\nname = \"rrul\"\n[matrix]\n\"net.limit\" = [1]\n");
+        assert!(e.why.contains("lab.OPTION"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!("bad.toml:4: matrix.net.limit: {}", e.why)
+        );
+    }
+
+    #[test]
+    fn placeholders_are_found_in_order() {
+        assert_eq!(placeholders("rate={a} x={b}c"), ["a", "b"]);
+        assert!(placeholders("no braces").is_empty());
+        assert!(placeholders("open {x").is_empty());
+    }
+}

@@ -1,0 +1,25 @@
+//! bloatlab-experiment: experiments declared in a TOML file and run in labs.
+//!
+//! * [`file`]: the file format, parsed with the line of every key kept, so a bad key, a
+//!   parameter that is not an option or an empty matrix is reported with its line before
+//!   anything starts.
+//! * [`matrix`]: points (the cartesian product of the parameters), names, order with
+//!   repetitions, shards, and each point's `lab up` / `test` options.
+//! * [`runner`]: runs (or resumes) the experiment in labs through the `bloatlab` binary and
+//!   writes `DIR/runs/*`, `DIR/summary.csv`, `DIR/summary.json` and `DIR/report.html`;
+//!   [`runner::merge`] joins shard directories.
+//! * [`summary`], [`html`]: the combined results.
+//! * [`builtin`]: the field reports as built-in experiments, with their criteria.
+//!
+//! The format is documented in docs/experiments.md.
+
+pub mod builtin;
+pub mod file;
+pub mod html;
+pub mod matrix;
+pub mod process;
+pub mod runner;
+pub mod summary;
+
+pub use file::{Experiment, FileError, parse};
+pub use matrix::{Point, Run, Shard};

@@ -1,0 +1,364 @@
+//! The combined results: one row per run, written as `summary.csv` and `summary.json`, and
+//! shown as a terminal table.
+//!
+//! Columns, in order: `run`, `point`, `rep`, the parameters (as named in `[matrix]`); then per
+//! latency series and phase `lat.SERIES.KIND.PHASE.{min,p10,mean,median,p90,p99,max}_ms`,
+//! `.count` and `.loss`; per throughput phase `tput.PHASE.{up,down}_mbit` and per flow
+//! `tput.PHASE.FLOW.bytes`; and per lab direction and emulator stage
+//! `emu.DIR.STAGE.{drops,ce_marks}` (a single-link direction's stage is `link`). Rows read
+//! results through `bloatlab_results` types; a column a run does not have is empty.
+
+use bloatlab_results::ResultsFile;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One run's row: ordered (column, value) pairs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Row {
+    /// Column name -> value (numbers as JSON numbers, text as strings).
+    pub cells: Vec<(String, Value)>,
+}
+
+impl Row {
+    /// The value of `column`, if the row has it.
+    pub fn get(&self, column: &str) -> Option<&Value> {
+        self.cells.iter().find(|(k, _)| k == column).map(|(_, v)| v)
+    }
+
+    fn push(&mut self, k: impl Into<String>, v: impl Into<Value>) {
+        self.cells.push((k.into(), v.into()));
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    (ns as f64 / 1e3).round() / 1e3
+}
+
+fn mbit(bps: u64) -> f64 {
+    (bps as f64 / 1e3).round() / 1e3
+}
+
+/// Builds a run's row from its identity, parameters, results file and the lab's counters
+/// (`lab status --json`'s `counters`, or `Null`).
+pub fn row(
+    run: &str,
+    point: &str,
+    rep: u32,
+    params: &[(String, crate::file::Scalar)],
+    file: &ResultsFile,
+    lab_counters: &Value,
+) -> Row {
+    let mut r = Row { cells: Vec::new() };
+    r.push("run", run);
+    r.push("point", point);
+    r.push("rep", rep);
+    for (k, v) in params {
+        r.push(k.clone(), serde_json::to_value(v).unwrap_or(Value::Null));
+    }
+    r.push("interrupted", file.metadata.interrupted);
+    if let Some(d) = &file.derived {
+        for s in &d.latency {
+            let kind = serde_json::to_value(s.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            for p in &s.phases {
+                let base = format!("lat.{}.{kind}.{}", s.name, p.phase);
+                if let Some(x) = &p.delay {
+                    r.push(format!("{base}.min_ms"), ms(x.min_ns));
+                    r.push(format!("{base}.p10_ms"), ms(x.p10_ns));
+                    r.push(format!("{base}.mean_ms"), ms(x.mean_ns));
+                    r.push(format!("{base}.median_ms"), ms(x.median_ns));
+                    r.push(format!("{base}.p90_ms"), ms(x.p90_ns));
+                    r.push(format!("{base}.p99_ms"), ms(x.p99_ns));
+                    r.push(format!("{base}.max_ms"), ms(x.max_ns));
+                }
+                r.push(format!("{base}.count"), p.received);
+                if let Some(l) = p.loss_fraction {
+                    r.push(format!("{base}.loss"), l);
+                }
+            }
+        }
+        for t in &d.throughput {
+            let base = format!("tput.{}", t.phase);
+            r.push(format!("{base}.up_mbit"), mbit(t.up_bps));
+            r.push(format!("{base}.down_mbit"), mbit(t.down_bps));
+            for f in &t.flows {
+                r.push(format!("{base}.{}.bytes", f.name), f.bytes);
+            }
+        }
+    }
+    for d in lab_counters["directions"].as_array().into_iter().flatten() {
+        let dir = d[0].as_str().unwrap_or("?");
+        let link = &d[1]["link"];
+        let pk = |c: &Value, a: &str, b: &str| c[a][b]["packets"].as_u64().unwrap_or(0);
+        let stage_row = |r: &mut Row, name: &str, c: &Value| {
+            let drops =
+                pk(c, "dropped", "overflow") + pk(c, "dropped", "aqm") + pk(c, "dropped", "loss");
+            r.push(format!("emu.{dir}.{name}.drops"), drops);
+            r.push(
+                format!("emu.{dir}.{name}.ce_marks"),
+                c["ce_marked"]["packets"].as_u64().unwrap_or(0),
+            );
+        };
+        match link["stages"].as_array() {
+            Some(stages) => {
+                for s in stages {
+                    stage_row(&mut r, s["name"].as_str().unwrap_or("?"), &s["link"]);
+                }
+            }
+            None if link.is_object() => stage_row(&mut r, "link", link),
+            None => {}
+        }
+    }
+    r
+}
+
+/// Every column in the rows, in order of first appearance.
+pub fn columns(rows: &[Row]) -> Vec<String> {
+    let mut cols: Vec<String> = Vec::new();
+    for r in rows {
+        for (k, _) in &r.cells {
+            if !cols.contains(k) {
+                cols.push(k.clone());
+            }
+        }
+    }
+    cols
+}
+
+fn csv_cell(v: Option<&Value>) -> String {
+    let s = match v {
+        None | Some(Value::Null) => return String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+/// `summary.csv`: a header and one line per row (RFC 4180 quoting).
+pub fn to_csv(rows: &[Row]) -> String {
+    let cols = columns(rows);
+    let mut out = cols
+        .iter()
+        .map(|c| csv_cell(Some(&Value::String(c.clone()))))
+        .collect::<Vec<_>>()
+        .join(",");
+    out.push('\n');
+    for r in rows {
+        let line: Vec<String> = cols.iter().map(|c| csv_cell(r.get(c))).collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// `summary.json`: `{"experiment": .., "columns": [..], "rows": [{column: value}]}`.
+pub fn to_json(experiment: &str, rows: &[Row]) -> Value {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            Value::Object(
+                r.cells
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "experiment": experiment,
+        "columns": columns_of_json(&rows),
+        "rows": rows,
+    })
+}
+
+fn columns_of_json(rows: &[Value]) -> Vec<String> {
+    let mut cols: Vec<String> = Vec::new();
+    for r in rows {
+        for k in r.as_object().into_iter().flat_map(|o| o.keys()) {
+            if !cols.contains(k) {
+                cols.push(k.clone());
+            }
+        }
+    }
+    cols
+}
+
+/// The latency series a table shows: the first RTT series (the test's reference probe).
+pub fn reference_series(rows: &[Row]) -> Option<String> {
+    columns(rows)
+        .into_iter()
+        .filter_map(|c| {
+            c.strip_prefix("lat.")
+                .and_then(|r| r.strip_suffix(".loaded.median_ms"))
+                .map(str::to_string)
+        })
+        .find(|s| s.ends_with(".rtt"))
+}
+
+/// The terminal table: parameters, repetition, the reference series' loaded latency
+/// (min / p10 / mean / median / p90 / max / count) and loaded throughput.
+pub fn table(rows: &[Row], params: &[String]) -> String {
+    use std::fmt::Write as _;
+    let series = reference_series(rows);
+    let lat = |r: &Row, stat: &str| -> String {
+        let Some(s) = &series else { return "-".into() };
+        match r.get(&format!("lat.{s}.loaded.{stat}")) {
+            Some(Value::Number(n)) if stat == "count" => n.to_string(),
+            Some(Value::Number(n)) => format!("{:.1}", n.as_f64().unwrap_or(0.0)),
+            _ => "-".into(),
+        }
+    };
+    let num = |r: &Row, c: &str| match r.get(c).and_then(Value::as_f64) {
+        Some(v) => format!("{v:.2}"),
+        None => "-".into(),
+    };
+    let mut head: Vec<String> = params.to_vec();
+    head.push("rep".into());
+    for h in [
+        "min",
+        "10pct",
+        "avg",
+        "median",
+        "90pct",
+        "max",
+        "count",
+        "up Mbit/s",
+        "down Mbit/s",
+    ] {
+        head.push(h.into());
+    }
+    let mut body: Vec<Vec<String>> = Vec::new();
+    for r in rows {
+        let mut line: Vec<String> = params
+            .iter()
+            .map(|p| r.get(p).map_or("-".into(), |v| csv_cell(Some(v))))
+            .collect();
+        line.push(r.get("rep").map_or("-".into(), |v| v.to_string()));
+        for s in [
+            "min_ms",
+            "p10_ms",
+            "mean_ms",
+            "median_ms",
+            "p90_ms",
+            "max_ms",
+            "count",
+        ] {
+            line.push(lat(r, s));
+        }
+        line.push(num(r, "tput.loaded.up_mbit"));
+        line.push(num(r, "tput.loaded.down_mbit"));
+        body.push(line);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            body.iter()
+                .map(|l| l[i].len())
+                .chain([head[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    if let Some(s) = &series {
+        let _ = writeln!(out, "latency under load (ms), series {s}, loaded phase:");
+    }
+    let fmt = |l: &[String]| {
+        l.iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let _ = writeln!(out, "{}", fmt(&head));
+    for l in &body {
+        let _ = writeln!(out, "{}", fmt(l));
+    }
+    out
+}
+
+/// Mean and sample standard deviation of `column` per point (for repetitions), keyed by the
+/// point name, in the order points first appear.
+pub fn per_point(rows: &[Row], column: &str) -> Vec<(String, f64, f64, usize)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut vals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in rows {
+        let Some(p) = r.get("point").and_then(Value::as_str) else {
+            continue;
+        };
+        if !order.iter().any(|o| o == p) {
+            order.push(p.to_string());
+        }
+        if let Some(v) = r.get(column).and_then(Value::as_f64) {
+            vals.entry(p.to_string()).or_default().push(v);
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|p| {
+            let v = vals.get(&p)?;
+            let n = v.len() as f64;
+            let mean = v.iter().sum::<f64>() / n;
+            let sd = if v.len() > 1 {
+                (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+            } else {
+                0.0
+            };
+            Some((p, mean, sd, v.len()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(point: &str, rep: u32, v: f64) -> Row {
+        Row {
+            cells: vec![
+                ("run".into(), format!("{point}_r{rep}").into()),
+                ("point".into(), point.into()),
+                ("rep".into(), rep.into()),
+                ("rate".into(), "6mbit".into()),
+                ("lat.udp.rtt.loaded.median_ms".into(), v.into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn csv_has_the_union_of_columns_and_quotes() {
+        let mut a = r("p001", 1, 30.0);
+        a.cells.push(("note".into(), "a,b".into()));
+        let b = r("p001", 2, 32.0);
+        let csv = to_csv(&[a, b]);
+        let mut lines = csv.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "run,point,rep,rate,lat.udp.rtt.loaded.median_ms,note"
+        );
+        assert_eq!(lines.next().unwrap(), "p001_r1,p001,1,6mbit,30.0,\"a,b\"");
+        assert_eq!(lines.next().unwrap(), "p001_r2,p001,2,6mbit,32.0,");
+        assert_eq!(
+            reference_series(&[r("p", 1, 1.0)]).as_deref(),
+            Some("udp.rtt")
+        );
+    }
+
+    #[test]
+    fn repetitions_give_mean_and_spread() {
+        let rows = [r("p001", 1, 30.0), r("p001", 2, 34.0), r("p002", 1, 50.0)];
+        let s = per_point(&rows, "lat.udp.rtt.loaded.median_ms");
+        assert_eq!(s[0].0, "p001");
+        assert_eq!((s[0].1, s[0].3), (32.0, 2));
+        assert!((s[0].2 - 2.828).abs() < 0.01);
+        assert_eq!((s[1].1, s[1].2), (50.0, 0.0));
+        let t = table(&rows, &["rate".into()]);
+        assert!(t.contains("udp.rtt"), "{t}");
+        assert!(t.lines().nth(2).unwrap().contains("30.0"), "{t}");
+    }
+}

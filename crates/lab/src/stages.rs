@@ -1,0 +1,233 @@
+//! Chained links in the lab: a direction given as `--stage` words becomes a
+//! `bloatlab_emu::Chain` (userspace backend only; the kernel backend
+//! refuses stages in `kernel::validate`).
+//!
+//! The direction's own `--delay`, `--jitter` and `--loss` stay meaningful
+//! with stages: they form one more stage, `path`, after the user's stages
+//! (no rate, so it only delays and loses). `--rate`, `--limit`, `--qdisc`
+//! and `--qdisc-param` describe a single bottleneck and are refused next to
+//! `--stage`, naming both flags.
+
+use crate::error::{LabError, Result};
+use crate::model::LinkModel;
+use crate::spec::LinkSpec;
+use bloatlab_emu::{Chain, LinkConfig, StageConfig, StageError, parse_stage};
+use std::time::Duration;
+
+/// The flag that sets stages for `dir` (`--stage/--up-stage`).
+fn stage_flag(dir: &str) -> String {
+    if dir.is_empty() {
+        "--stage".into()
+    } else {
+        format!("--stage/--{dir}-stage")
+    }
+}
+
+fn stage_error(dir: &str, text: &str, e: StageError) -> LabError {
+    let full = e.source.to_string();
+    let prefix = format!("{}: {:?} ", e.source.field, e.source.value);
+    let why = full.strip_prefix(&prefix).unwrap_or(&full).to_string();
+    LabError::Spec {
+        field: format!(
+            "{} {} ({text:?}) key {}",
+            stage_flag(dir),
+            e.stage,
+            e.source.field
+        ),
+        value: e.source.value,
+        why,
+    }
+}
+
+/// The stages of one direction, `path` included, or `None` when the
+/// direction is a single link.
+pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>> {
+    if s.stages.is_empty() {
+        return Ok(None);
+    }
+    for (flag, set) in [
+        ("rate", s.rate.is_some()),
+        ("limit", s.limit.is_some()),
+        ("qdisc", s.qdisc.is_some()),
+        ("qdisc-param", !s.params.is_empty()),
+    ] {
+        if set {
+            return Err(LabError::Spec {
+                field: format!("--{flag}/--{dir}-{flag}"),
+                value: match flag {
+                    "rate" => s.rate.clone(),
+                    "limit" => s.limit.clone(),
+                    "qdisc" => s.qdisc.clone(),
+                    _ => Some(s.params.join(" ")),
+                }
+                .unwrap_or_default(),
+                why: format!(
+                    "conflicts with {}: with stages, give {flag} inside a stage",
+                    stage_flag(dir)
+                ),
+            });
+        }
+    }
+    let mut stages = Vec::new();
+    for (i, text) in s.stages.iter().enumerate() {
+        let st = parse_stage(text, i + 1).map_err(|e| stage_error(dir, text, e))?;
+        if stages.iter().any(|o: &StageConfig| o.name == st.name) || st.name == "path" {
+            return Err(LabError::Spec {
+                field: format!("{} {} key name", stage_flag(dir), i + 1),
+                value: st.name,
+                why: "stage names must be unique and not `path`".into(),
+            });
+        }
+        stages.push(st);
+    }
+    let mut path = LinkConfig::default();
+    let mut any = false;
+    for (k, v) in [
+        ("delay", &s.delay),
+        ("jitter", &s.jitter),
+        ("loss", &s.loss),
+    ] {
+        if let Some(v) = v {
+            path.set(k, Some(v)).map_err(|e| LabError::Spec {
+                field: format!("--{k}/--{dir}-{k}"),
+                value: v.clone(),
+                why: e.to_string(),
+            })?;
+            any = true;
+        }
+    }
+    if any
+        && (path.delay > Duration::ZERO
+            || path.jitter > Duration::ZERO
+            || path.loss != Default::default())
+    {
+        // A huge limit: the path stage has no rate, so nothing ever queues in it.
+        path.set("limit", Some("1000000p"))
+            .map_err(|e| LabError::Spec {
+                field: "limit".into(),
+                value: "1000000p".into(),
+                why: e.to_string(),
+            })?;
+        stages.push(StageConfig {
+            name: "path".into(),
+            link: path,
+        });
+    }
+    Ok(Some(stages))
+}
+
+/// Builds the chain of one direction.
+pub fn build_chain(
+    dir: &str,
+    stages: &[StageConfig],
+    seed: u64,
+    trace: Option<bloatlab_emu::TraceFn>,
+) -> Result<Box<dyn LinkModel>> {
+    let mut chain = Chain::new(stages, seed).map_err(|e| {
+        let text = stages
+            .get(e.stage.saturating_sub(1))
+            .map(|s| s.link.to_string())
+            .unwrap_or_default();
+        stage_error(dir, &text, e)
+    })?;
+    for s in stages {
+        tracing::info!("{dir}: stage {}: {}", s.name, s.link);
+    }
+    // One trace file per direction: it follows the first stage, where a
+    // shaper's AQM sits in the usual chain (router in front of a modem).
+    chain.set_trace(0, trace);
+    Ok(Box::new(chain))
+}
+
+impl LinkModel for Chain {
+    fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        Chain::enqueue(self, now, packet)
+    }
+    fn dequeue(&mut self, now: Duration) -> Option<Vec<u8>> {
+        Chain::dequeue(self, now)
+    }
+    fn next_event(&self) -> Option<Duration> {
+        Chain::next_event(self)
+    }
+    /// The direction's summed counters (same shape as a single link's)
+    /// plus `stages`: each stage's name, config and own counters.
+    fn counters_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self.counters()).unwrap_or_default();
+        let stages: Vec<serde_json::Value> = self
+            .stages()
+            .map(|(name, link)| {
+                serde_json::json!({
+                    "name": name,
+                    "link": serde_json::to_value(link.counters()).unwrap_or_default(),
+                })
+            })
+            .collect();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("stages".into(), serde_json::Value::Array(stages));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(stages: &[&str]) -> LinkSpec {
+        LinkSpec {
+            stages: stages.iter().map(|s| s.to_string()).collect(),
+            ..LinkSpec::default()
+        }
+    }
+
+    #[test]
+    fn the_issue_example_builds_two_stages_and_a_path() {
+        let mut s = spec(&[
+            "rate=9mbit qdisc=fq_codel",
+            "rate=10mbit qdisc=fifo limit=1000p",
+        ]);
+        s.delay = Some("15ms".into());
+        let st = stage_configs("up", &s).unwrap().unwrap();
+        let names: Vec<_> = st.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["1", "2", "path"]);
+        assert_eq!(st[2].link.delay, Duration::from_millis(15));
+        assert!(st[2].link.rate.is_none());
+        let m = build_chain("up", &st, 1, None).unwrap();
+        let c = m.counters_json();
+        assert_eq!(c["stages"].as_array().unwrap().len(), 3);
+        assert_eq!(c["stages"][1]["name"], "2");
+        assert_eq!(c["enqueued"]["packets"], 0);
+        // Without delay, jitter or loss there is no path stage.
+        let st = stage_configs("up", &spec(&["rate=9mbit"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(st.len(), 1);
+        assert!(stage_configs("up", &LinkSpec::default()).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_stages_and_conflicts_name_flag_stage_and_key() {
+        let e = stage_configs(
+            "up",
+            &spec(&["rate=9mbit", "rate=10mbit qdisc=fifo limit=0p"]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--up-stage 2") && e.contains("limit") && e.contains("0p"),
+            "{e}"
+        );
+        let e = stage_configs("down", &spec(&["rate=9mbit wat=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--down-stage 1") && e.contains("wat"), "{e}");
+        let mut s = spec(&["rate=9mbit"]);
+        s.rate = Some("5mbit".into());
+        let e = stage_configs("up", &s).unwrap_err().to_string();
+        assert!(e.contains("--rate") && e.contains("--stage"), "{e}");
+        let e = stage_configs("up", &spec(&["name=a rate=1mbit", "name=a rate=2mbit"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unique"), "{e}");
+    }
+}

@@ -1,0 +1,140 @@
+//! Calibrated delay in a deterministic simulation: the real link models
+//! (`bloatlab_emu::Link` through `model::build`) and the real calibration
+//! code (`path_probe::derive`, `calibrate::Calibrated`) on a virtual clock,
+//! with a simulated machine around them: every host crossing costs 20-60 us
+//! (the hosts' stacks and the forwarding threads' TUN wake-ups), and the
+//! forwarding threads wake 0-10 us late, 5 % of the time 2 ms late.
+//!
+//! Like the lab: at "lab up" echo probes cross the links set to the probe
+//! delay, the overhead is derived from their round trips, then a ping every
+//! 10 ms crosses the calibrated links. Its median round trip must be the
+//! configured one within 0.1 ms (it is ~0.1 ms above without calibration,
+//! which is checked too, so the test can fail), for 1 ms to 250 ms each way.
+
+use bloatlab_lab::driver::calibrate::Calibrated;
+use bloatlab_lab::driver::path_probe::{self, PROBE_DELAY, PROBES};
+use bloatlab_lab::model::{self, LinkModel};
+use bloatlab_lab::spec::LinkSpec;
+use std::time::Duration;
+
+const US: fn(u64) -> Duration = Duration::from_micros;
+
+/// The simulated machine's randomness (xorshift; seeded, so every run is
+/// the same).
+struct Machine(u64);
+
+impl Machine {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// One host crossing: stack plus TUN wake-up, 20-60 us.
+    fn host(&mut self) -> Duration {
+        US(20 + self.next() % 41)
+    }
+    /// How late a forwarding thread wakes for a release.
+    fn late(&mut self) -> Duration {
+        if self.next().is_multiple_of(20) {
+            US(2000)
+        } else {
+            US(self.next() % 11)
+        }
+    }
+}
+
+/// One packet through a link model driven like the driver drives it: wake
+/// at `next_event` (late by the machine's lateness), dequeue.
+fn cross(link: &mut dyn LinkModel, m: &mut Machine, at: Duration) -> Duration {
+    link.enqueue(at, vec![0x45, 0, 0, 20]);
+    let due = link.next_event().expect("a packet is queued");
+    let woke = due + m.late();
+    assert!(link.dequeue(woke).is_some());
+    woke
+}
+
+/// A ping's round trip: client host, up link, server host, down link,
+/// client host.
+fn ping(
+    up: &mut dyn LinkModel,
+    down: &mut dyn LinkModel,
+    m: &mut Machine,
+    t: Duration,
+) -> Duration {
+    let in_up = t + m.host();
+    let out_up = cross(up, m, in_up);
+    let in_down = out_up + m.host();
+    let out_down = cross(down, m, in_down);
+    out_down + m.host() - t
+}
+
+fn spec(delay: &str) -> LinkSpec {
+    LinkSpec {
+        delay: Some(delay.into()),
+        ..LinkSpec::default()
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Median ping RTT over 2000 pings after a lab up with `delay` each way.
+fn idle_median(delay: &str, calibrate: bool, seed: u64) -> Duration {
+    let mut m = Machine(seed);
+    let mut t = Duration::ZERO;
+    let mut up = model::build("up", &spec(delay), 1, None).unwrap();
+    let mut down = model::build("down", &spec(delay), 2, None).unwrap();
+    if calibrate {
+        let probe = format!("{}us", PROBE_DELAY.as_micros());
+        let mut pu = model::build("up", &spec(&probe), 1, None).unwrap();
+        let mut pd = model::build("down", &spec(&probe), 2, None).unwrap();
+        let rtts: Vec<Duration> = (0..PROBES)
+            .map(|_| {
+                let r = ping(pu.as_mut(), pd.as_mut(), &mut m, t);
+                t += r + US(3000);
+                r
+            })
+            .collect();
+        let cal = path_probe::derive(rtts, US(10));
+        up = Calibrated::wrap(up, Duration::from_nanos(cal.share_ns));
+        down = Calibrated::wrap(down, Duration::from_nanos(cal.share_ns));
+    }
+    let rtts: Vec<Duration> = (0..2000)
+        .map(|_| {
+            let r = ping(up.as_mut(), down.as_mut(), &mut m, t);
+            t += r + US(10_000);
+            r
+        })
+        .collect();
+    median(rtts)
+}
+
+#[test]
+fn calibrated_idle_rtt_is_the_configured_one_from_1ms_to_250ms() {
+    for (delay, rtt) in [("1ms", 2), ("20ms", 40), ("250ms", 500)] {
+        let want = Duration::from_millis(rtt);
+        for seed in [1, 7, 42] {
+            let raw = idle_median(delay, false, seed);
+            let cal = idle_median(delay, true, seed);
+            eprintln!(
+                "--delay {delay} seed {seed}: median RTT uncalibrated {raw:?}, calibrated {cal:?}"
+            );
+            assert!(
+                raw - want > US(100),
+                "the simulated overhead should show without calibration: {raw:?}"
+            );
+            assert!(
+                cal.abs_diff(want) <= US(100),
+                "--delay {delay}: calibrated median RTT {cal:?}, want {want:?} +- 0.1 ms"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_simulation_is_deterministic() {
+    assert_eq!(idle_median("20ms", true, 3), idle_median("20ms", true, 3));
+}

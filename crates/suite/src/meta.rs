@@ -1,0 +1,175 @@
+//! The typed metadata a test run records (pure, apart from [`crate::host`]'s readers):
+//! the two ends, the plan as run, and congestion control per flow.
+
+use std::net::IpAddr;
+
+use bloatlab_results::convert::nanos;
+use bloatlab_results::schema::{
+    CongestionControlRecord, DirectionRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole,
+    HostsRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord, ProbeModeRecord, PulsesRecord,
+};
+use bloatlab_stats::Direction;
+
+use crate::plan::{Amount, Plan, ProbeMode, RunnerKind, TcpFlow, TestParams};
+
+/// The local host (this process) and the server at `host:port`. `node_name` is this
+/// host's name (`uname -n`), `peer_version` the version the server announced.
+pub fn hosts(
+    node_name: Option<String>,
+    host: &str,
+    port: u16,
+    peer_version: Option<&str>,
+) -> HostsRecord {
+    let mut remote = HostRecord {
+        port: Some(port),
+        role: Some(HostRole::Server),
+        // iperf 2's header carries a version, not a program name: a bloatlab server
+        // announces the iperf version it speaks.
+        software: peer_version.map(|v| format!("iperf protocol {v}")),
+        ..HostRecord::default()
+    };
+    if host.parse::<IpAddr>().is_ok() {
+        remote.address = Some(host.to_owned());
+    } else {
+        remote.name = Some(host.to_owned());
+    }
+    HostsRecord {
+        local: HostRecord {
+            name: node_name,
+            role: Some(HostRole::Client),
+            software: Some(format!("bloatlab {}", env!("CARGO_PKG_VERSION"))),
+            ..HostRecord::default()
+        },
+        remote,
+    }
+}
+
+fn direction(d: Direction) -> DirectionRecord {
+    match d {
+        Direction::Up => DirectionRecord::Up,
+        Direction::Down => DirectionRecord::Down,
+    }
+}
+
+/// The end that sends a flow's data: the client for uploads, the server for downloads.
+pub fn sender(d: Direction) -> FlowEnd {
+    match d {
+        Direction::Up => FlowEnd::Local,
+        Direction::Down => FlowEnd::Remote,
+    }
+}
+
+/// The plan as recorded in `metadata.plan`.
+pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
+    let mut out = PlanRecord {
+        idle_before_ns: nanos(p.idle_before),
+        loaded_ns: nanos(p.loaded),
+        idle_after_ns: nanos(p.idle_after),
+        probe_interval_ns: nanos(p.probe_interval),
+        sample_interval_ns: nanos(p.sample_interval),
+        flows: Vec::new(),
+        probes: Vec::new(),
+    };
+    for r in &plan.runners {
+        match &r.kind {
+            RunnerKind::Tcp(f) => out.flows.push(PlanFlowRecord {
+                name: r.name.clone(),
+                direction: direction(f.direction),
+                start_ns: nanos(r.start),
+                stop_ns: nanos(r.stop),
+                tos: f.tos.map(|t| t.0),
+                congestion_control: f.cc.clone(),
+                pulses: match f.amount {
+                    Amount::UntilStop => None,
+                    Amount::Pulses { bytes, count } => Some(PulsesRecord {
+                        bytes: bytes.0,
+                        count,
+                    }),
+                },
+            }),
+            RunnerKind::Probe(q) => out.probes.push(PlanProbeRecord {
+                name: r.name.clone(),
+                mode: match q.mode {
+                    ProbeMode::Udp => ProbeModeRecord::Udp,
+                    ProbeMode::Icmp => ProbeModeRecord::Icmp,
+                },
+                start_ns: nanos(r.start),
+                stop_ns: nanos(r.stop),
+                interval_ns: nanos(q.interval),
+                tos: q.tos.map(|t| t.0),
+                size_bytes: q.size.map(|s| s as u64),
+                voip: q.voip,
+            }),
+        }
+    }
+    out
+}
+
+/// One flow's congestion control. `client_cc` is what the client reported for its own
+/// socket: the sender's algorithm for an upload, only the receiver's for a download
+/// (whose sender, the server, is not asked), so it is `used` only for uploads.
+pub fn flow_cc(name: &str, flow: &TcpFlow, client_cc: Option<&str>) -> FlowCongestionControl {
+    FlowCongestionControl {
+        flow: name.to_owned(),
+        sender: sender(flow.direction),
+        requested: flow.cc.clone(),
+        used: match flow.direction {
+            Direction::Up => client_cc.map(str::to_owned),
+            Direction::Down => None,
+        },
+    }
+}
+
+/// The whole record: the host default, `--cc` as given, and the flows.
+pub fn congestion_control(
+    default: Option<String>,
+    params: &TestParams,
+    per_flow: Vec<FlowCongestionControl>,
+) -> CongestionControlRecord {
+    CongestionControlRecord {
+        default,
+        requested: (!params.cc.is_empty()).then(|| params.cc.join(",")),
+        per_flow,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::TestName;
+
+    #[test]
+    fn remote_name_or_address() {
+        let h = hosts(Some("box".into()), "10.77.0.2", 5001, Some("2.1.8"));
+        assert_eq!(h.remote.address.as_deref(), Some("10.77.0.2"));
+        assert_eq!(h.remote.name, None);
+        assert_eq!(h.remote.software.as_deref(), Some("iperf protocol 2.1.8"));
+        assert_eq!(h.local.name.as_deref(), Some("box"));
+        let h = hosts(None, "server.example", 5001, None);
+        assert_eq!(h.remote.name.as_deref(), Some("server.example"));
+        assert_eq!((h.remote.address, h.remote.software), (None, None));
+    }
+
+    #[test]
+    fn download_cc_is_requested_not_used() {
+        let p = TestParams {
+            cc: vec!["cubic".into()],
+            ..TestParams::default()
+        };
+        let plan = crate::plan::plan(TestName::Rrul, &p).unwrap();
+        let rec = plan_record(&p, &plan);
+        assert_eq!(rec.flows.len(), 8);
+        assert!(
+            rec.flows
+                .iter()
+                .all(|f| f.congestion_control.as_deref() == Some("cubic"))
+        );
+        let down = plan
+            .tcp()
+            .find(|(_, f)| f.direction == Direction::Down)
+            .unwrap();
+        let c = flow_cc(&down.0.name, down.1, Some("cubic"));
+        assert_eq!(c.sender, FlowEnd::Remote);
+        assert_eq!((c.requested.as_deref(), c.used), (Some("cubic"), None));
+    }
+}
