@@ -14,6 +14,8 @@
 #   udp-rev   200 valid UDP `-R` requests from sockets closed at once (as a
 #             spoofed source would: the traffic goes to a port nobody reads)
 #   pin       4400 UDP flows claiming 1 bit/s, one per source port
+# Attacks come from 127.0.0.2 and the real tests from 127.0.0.1, as an attacker
+# and a user would be different sources (the servers' caps are per source).
 # Prints a table (threads / fds / RSS MiB of each server after each attack)
 # and PASS/FAIL lines; exits 1 if a server died, a real test failed, or a
 # server kept more than LIMIT_THREADS threads / LIMIT_RSS_MB after the attacks.
@@ -49,6 +51,15 @@ attack() { # name -> runs the python attack
 import os, random, socket, struct, sys, time
 name, tcp, udp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(11)
+SRC = "127.0.0.2"
+
+def tcp_conn():
+    return socket.create_connection(("127.0.0.1", tcp), source_address=(SRC, 0))
+
+def udp_sock():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((SRC, 0))
+    return s
 
 def header(flags=0x40010078, upper=0, buf_len=0, amount=-100, rate=0):
     # The 60-byte iperf 2.1.8 test header (README 5.3), version 2.1.8.
@@ -61,12 +72,12 @@ def udp_datagram(hdr, seq=1, length=200):
     return d.ljust(length, b"0")
 
 if name == "silent":
-    conns = [socket.create_connection(("127.0.0.1", tcp)) for _ in range(200)]
+    conns = [tcp_conn() for _ in range(200)]
     time.sleep(6)
 elif name == "garbage":
     for _ in range(2000):
         try:
-            s = socket.create_connection(("127.0.0.1", tcp))
+            s = tcp_conn()
             s.sendall(rnd.randbytes(200))
             s.close()
         except OSError:
@@ -74,14 +85,14 @@ elif name == "garbage":
 elif name == "big-ask":
     conns = []
     for _ in range(100):
-        s = socket.create_connection(("127.0.0.1", tcp))
+        s = tcp_conn()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         # EXTEND|VERSION2, upper REVERSE, -l 16M, -t 30: then never read.
         s.sendall(header(flags=0x44010078, upper=0x0400, buf_len=16 << 20, amount=-3000))
         conns.append(s)
     time.sleep(5)
 elif name == "udp-rand":
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = udp_sock()
     for _ in range(2000):
         s.sendto(rnd.randbytes(rnd.randint(76, 200)), ("127.0.0.1", udp))
     time.sleep(3)
@@ -89,7 +100,7 @@ elif name == "udp-rev":
     # UDPTESTS|SEQNO64B|VERSION2|EXTEND, upper REVERSE: the server should send.
     hdr = header(flags=0x6c010078, upper=0x0400, buf_len=200, amount=-1000, rate=10_000_000)
     for _ in range(200):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = udp_sock()
         s.sendto(udp_datagram(hdr), ("127.0.0.1", udp))
         s.close()
     time.sleep(3)
@@ -97,7 +108,7 @@ elif name == "pin":
     hdr = header(flags=0x68010078, buf_len=200, amount=-100, rate=1)
     socks = []
     for i in range(4400):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s = udp_sock()
         s.sendto(udp_datagram(hdr), ("127.0.0.1", udp))
         socks.append(s)
         if len(socks) > 500:
