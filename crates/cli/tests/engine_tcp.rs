@@ -616,3 +616,148 @@ fn no_reverse_server_refuses_tests_that_make_it_send() {
         "{out}"
     );
 }
+
+/// A congestion control this host does not use by default (the test must be
+/// able to tell "asked for" from "the default").
+fn non_default_cc() -> &'static str {
+    let default =
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap_or_default();
+    if default.trim() == "cubic" {
+        "reno"
+    } else {
+        "cubic"
+    }
+}
+
+#[test]
+fn reverse_congestion_control_reaches_the_server_sender() {
+    let cc = non_default_cc();
+    let srv = Server::start(&["--json"]);
+    for mode in ["-R", "--full-duplex"] {
+        let o = client(srv.port, &["-t", "1", mode, "-Z", cc, "--json"]);
+        let v = json(&o);
+        // Read back from the server's sending socket, relayed in its hello.
+        let recv = stream(&v, 1, "receive");
+        assert_eq!(recv["sender_congestion_control"], cc, "{mode}: {v}");
+        assert!(!text(&o).1.contains("warning"), "{mode}: {}", text(&o).1);
+    }
+    // The server's own document says the same about its sender.
+    let t0 = Instant::now();
+    let docs = loop {
+        let out = srv.stdout();
+        let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
+            .into_iter()
+            .map_while(Result::ok)
+            .collect();
+        if docs.len() >= 2 || t0.elapsed() > Duration::from_secs(10) {
+            break docs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    for d in &docs {
+        assert_eq!(d["test"]["congestion_control"], cc, "{d}");
+        // Server stream ids count connections.
+        let send = d["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["direction"] == "send")
+            .unwrap();
+        assert_eq!(send["sender_congestion_control"], cc, "{d}");
+    }
+    // Console: the client says what the server sends with.
+    let out = ok(&client(srv.port, &["-t", "1", "-R", "-Z", cc]));
+    assert!(out.contains(&format!("server sends with cc={cc}")), "{out}");
+}
+
+/// A server that is not bloatlab (like iperf 2.1.8): reads the test header
+/// per its LEN field, then sends the iperf pattern for a while and closes.
+fn plain_reverse_server() -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut flags = [0u8; 4];
+        s.read_exact(&mut flags).unwrap();
+        let len = ((u32::from_be_bytes(flags) & 0x1fe) >> 1) as usize;
+        let mut rest = vec![0u8; len - 4];
+        s.read_exact(&mut rest).unwrap();
+        let data: Vec<u8> = (0..65536).map(|i| b'0' + (i % 10) as u8).collect();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(500) {
+            if s.write_all(&data).is_err() {
+                break;
+            }
+        }
+    });
+    (port, h)
+}
+
+#[test]
+fn reverse_congestion_control_warns_when_the_server_cannot_be_asked() {
+    let (port, h) = plain_reverse_server();
+    let o = client(port, &["-t", "1", "-R", "-Z", "cubic", "--json"]);
+    h.join().unwrap();
+    let v = json(&o);
+    let err = text(&o).1;
+    assert!(
+        err.contains("warning: -Z cubic applies to this end only"),
+        "{err}"
+    );
+    // The pattern data was not mistaken for a hello, and nothing was invented.
+    let recv = stream(&v, 1, "receive");
+    assert!(recv["summary"]["bytes"].as_u64().unwrap() > 100_000, "{v}");
+    assert!(recv.get("sender_congestion_control").is_none(), "{v}");
+}
+
+#[test]
+fn abort_at_end_stops_at_t_in_both_directions() {
+    let srv = Server::start(&[]);
+    for mode in [None, Some("-R")] {
+        let mut args = vec![
+            "-t",
+            "1",
+            "--abort-at-end",
+            "--notsent-lowat",
+            "16K",
+            "-e",
+            "--json",
+        ];
+        args.extend(mode);
+        let t0 = Instant::now();
+        let v = json(&client(srv.port, &args));
+        // No drain, no waiting for a report: done right after -t.
+        assert!(
+            t0.elapsed() < Duration::from_millis(2500),
+            "{mode:?}: {:?}",
+            t0.elapsed()
+        );
+        let dir = if mode.is_some() { "receive" } else { "send" };
+        let sum = &stream(&v, 1, dir)["summary"];
+        let end = sum["end_s"].as_f64().unwrap();
+        assert!((0.95..1.2).contains(&end), "{mode:?}: ends at {end}: {sum}");
+        assert!(sum["bytes"].as_u64().unwrap() > 1_000_000, "{sum}");
+    }
+    // TCP_INFO sampled (-e): retransmits are measured, CE deliveries reported.
+    let v = json(&client(srv.port, &["-t", "1", "-e", "--json"]));
+    let s = &stream(&v, 1, "send")["summary"]["tcp_send"];
+    assert!(s["retransmits"].is_u64(), "{s}");
+    assert_eq!(s["tcp_info"]["delivered_ce"], 0, "{s}");
+    // Without TCP_INFO samples, retransmits are not measured: absent, not 0.
+    let v = json(&client(srv.port, &["-t", "1", "--json"]));
+    let s = &stream(&v, 1, "send")["summary"]["tcp_send"];
+    assert!(s.get("retransmits").is_none(), "{s}");
+}
+
+#[test]
+fn near_congestion_zero_runs_like_iperf_2_1_8() {
+    let srv = Server::start(&[]);
+    let out = ok(&client(srv.port, &["-t", "1", "--near-congestion=0"]));
+    assert!(
+        out.contains("TCP near-congestion delay weight set to 0.0000"),
+        "{out}"
+    );
+    assert!(!final_lines(&out).is_empty(), "{out}");
+}

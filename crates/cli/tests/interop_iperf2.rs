@@ -693,6 +693,39 @@ fn our_tcp_client_to_iperf_server_reverse() {
 }
 
 #[test]
+fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
+    // -R/--full-duplex headers carry bloatlab's 24-byte sender block (104 bytes in all,
+    // docs/wire.md): iperf 2.1.8 must run the test exactly as before, and since it
+    // cannot be asked for -Z, our client says so and records no sender cc.
+    for mode in ["-R", "--full-duplex"] {
+        let (server, doc) = our_tcp_client_vs_iperf(
+            &["-e"],
+            &["-t", "1", mode, "-Z", "cubic", "--notsent-lowat", "32K"],
+            1,
+        );
+        assert!(!server.out().contains("WARN"), "{}", server.transcript());
+        let recv = doc["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["direction"] == "receive")
+            .unwrap();
+        assert!(recv.get("sender_congestion_control").is_none(), "{doc}");
+    }
+    require_iperf2();
+    let port = free_port();
+    let _server = iperf_server(port, false, &[]);
+    let (client, _) = our_client(port, &["-t", "1", "-R", "-Z", "cubic"]);
+    assert!(
+        client
+            .err()
+            .contains("warning: -Z cubic applies to this end only"),
+        "{}",
+        client.transcript()
+    );
+}
+
+#[test]
 fn our_tcp_client_to_iperf_server_full_duplex() {
     our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "--full-duplex"], 1);
 }

@@ -203,11 +203,32 @@ fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
     assert_eq!(nstat(&lab, "client", "TcpInCsumErrors"), 0);
 }
 
-/// bloatlab's own engine (`server -V`) and the rrul suite over IPv6.
+/// bloatlab's own engine (`server -V`), ICMPv6 probes and the rrul suite
+/// over IPv6.
 #[test]
-fn rrul_runs_over_ipv6_in_a_lab() {
+fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
     let _s = serial();
     let lab = LabGuard::up("v6r", &["--rate", "20mbit", "--delay", "5ms"]);
+    // ICMPv6 echo (RFC 4443) from `bloatlab ping --icmp`: the idle RTT is 10 ms.
+    let o = lab.exec(
+        "client",
+        &[BIN, "ping", SERVER6, "--icmp", "-i", "20ms", "-t", "1"],
+    );
+    let text = stdout(&o);
+    assert!(
+        o.status.success(),
+        "ping --icmp over IPv6: {text}{}",
+        stderr(&o)
+    );
+    let median: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("rtt"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("no rtt line: {text}"));
+    assert!(
+        (9.9..=10.5).contains(&median),
+        "ICMPv6 median RTT {median} ms: {text}"
+    );
     let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
     let ok = wait_until(Duration::from_secs(5), || {
         stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
@@ -224,6 +245,10 @@ fn rrul_runs_over_ipv6_in_a_lab() {
     let text = format!("{}{}", stdout(&o), stderr(&o));
     let _ = std::fs::remove_file(&file);
     assert!(o.status.success(), "rrul over IPv6 failed: {text}");
+    assert!(
+        !text.contains("probe icmp"),
+        "the ICMP probe failed: {text}"
+    );
     for flow in ["tcp_up_be", "tcp_down_ef"] {
         let rate = text
             .lines()

@@ -231,3 +231,45 @@ fn responder_survives_garbage_then_answers() {
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("10 sent, 10 received"), "{out}");
 }
+
+/// A run that mostly failed exits 1 after its report: the responder dies
+/// 0.2 s into a 1 s run (a dead link or emulator), so ~80 % are lost.
+#[test]
+fn ping_exits_1_when_most_probes_are_lost() {
+    let run = |extra: &[&str]| {
+        let mut r = Responder::start();
+        let port = r.port.to_string();
+        let mut args = vec![
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-c",
+            "50",
+            "-i",
+            "20ms",
+            "--timeout",
+            "0.3",
+        ];
+        args.extend_from_slice(extra);
+        let child = Command::new(bin())
+            .arg("ping")
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run bloatlab ping");
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+        child.wait_with_output().unwrap()
+    };
+    let o = run(&[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("more than --max-loss 50%"), "{err}");
+    assert!(out.contains("probe statistics"), "{out}");
+    // Allowed to lose them all: the report stands.
+    let o = run(&["--max-loss", "100"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+}

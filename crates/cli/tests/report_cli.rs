@@ -209,7 +209,7 @@ fn several_runs_are_compared_side_by_side() {
     );
     let grade = out
         .lines()
-        .find(|l| l.starts_with("udp_ef: loaded grade"))
+        .find(|l| l.starts_with("udp_ef (rtt): loaded grade"))
         .expect("grade row");
     assert!(grade.trim_end().ends_with("A+"), "{grade}");
     assert_eq!(

@@ -193,7 +193,55 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     let d = f.derived.as_ref().expect("derived section");
     let loaded = d.throughput.iter().find(|t| t.phase == "loaded").unwrap();
     assert!(loaded.up_bps > 0 && loaded.down_bps > 0);
+    sample_has_the_shape_of(&f);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bloatlab_report::sample` (the fixture of the report tests) against a real run: the
+/// same series identities (name and kind) and the same metadata fields known or unknown,
+/// so the report tests cannot pass on a shape no producer writes.
+fn sample_has_the_shape_of(real: &bloatlab_results::ResultsFile) {
+    use bloatlab_results::schema::HostRecord;
+    let sample = bloatlab_report::sample::rrul_like(bloatlab_report::sample::Queue::DeepFifo);
+    let ids = |f: &bloatlab_results::ResultsFile| -> Vec<(String, DelayKindRecord)> {
+        f.raw
+            .latency
+            .iter()
+            .map(|l| (l.name.clone(), l.kind))
+            .collect()
+    };
+    let real_ids = ids(real);
+    for id in ids(&sample) {
+        assert!(
+            real_ids.contains(&id),
+            "the sample has {id:?}, a real run does not"
+        );
+    }
+    for (name, _) in ids(&sample) {
+        // Every kind a real run has under that name, the sample has too.
+        let kinds = |f| -> Vec<DelayKindRecord> {
+            ids(f)
+                .into_iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, k)| k)
+                .collect()
+        };
+        assert_eq!(kinds(&sample), kinds(real), "{name}");
+    }
+    let known = |h: &HostRecord| {
+        (
+            h.address.is_some(),
+            h.name.is_some(),
+            h.port.is_some(),
+            h.role,
+            h.software.is_some(),
+        )
+    };
+    let (s, r) = (&sample.metadata, &real.metadata);
+    assert_eq!(known(&s.hosts.remote), known(&r.hosts.remote));
+    assert_eq!(known(&s.hosts.local), known(&r.hosts.local));
+    assert_eq!(s.kernel.sysname, r.kernel.sysname);
+    assert!(r.kernel.release.is_some() && s.kernel.release.is_some());
 }
 
 #[test]

@@ -182,6 +182,12 @@ impl Chain {
         self.stages.iter().map(|(n, l)| (n.as_str(), l))
     }
 
+    /// The last stage, mutable: the lab's delay calibration trims its delay
+    /// (`Link::set_delay`), the propagation delay nearest the receiver.
+    pub fn last_stage_mut(&mut self) -> Option<&mut Link> {
+        self.stages.last_mut().map(|(_, l)| l)
+    }
+
     /// Number of stages.
     pub fn len(&self) -> usize {
         self.stages.len()

@@ -92,6 +92,10 @@ pub struct SocketOptions {
     pub bind: Option<SocketAddr>,
     /// `-N`: TCP_NODELAY (Nagle off).
     pub nodelay: bool,
+    /// `--fwmark N`: SO_MARK, set before `connect()`, so policy routing can pick a route
+    /// per socket, e.g. one with `features ecn` to negotiate ECN on this flow only
+    /// (Linux has no per-socket ECN switch; needs CAP_NET_ADMIN).
+    pub mark: Option<u32>,
 }
 
 /// Everything a client run needs. Build with [`ClientConfig::new`] and adjust fields.
@@ -129,6 +133,15 @@ pub struct ClientConfig {
     pub format: OutputFormat,
     /// Bound on `connect()`.
     pub connect_timeout: Duration,
+    /// `--notsent-lowat BYTES`: TCP_NOTSENT_LOWAT on whichever end sends
+    /// (the bloatlab server is asked through the wire extension block), so
+    /// at most about this much unsent data waits in a sender's socket buffer.
+    pub notsent_lowat: Option<Bytes>,
+    /// `--abort-at-end`: when `-t` ends, close at once with an RST
+    /// (SO_LINGER 0) instead of `shutdown()` and waiting for the peer to
+    /// drain; the receiving side stops reading at `-t` too. No server-side
+    /// report arrives then.
+    pub abort_at_end: bool,
     /// `--permit-key`: sent after the TCP test header (iperf 2's KEYCHECK);
     /// 4 to 128 bytes ([`bloatlab_wire::permit_key`]).
     pub permit_key: Option<String>,
@@ -154,6 +167,8 @@ impl ClientConfig {
             socket: SocketOptions::default(),
             format: OutputFormat::Console,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            notsent_lowat: None,
+            abort_at_end: false,
             permit_key: None,
         }
     }

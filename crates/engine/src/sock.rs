@@ -7,7 +7,9 @@
 use crate::config::SocketOptions;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
+use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Why a socket could not be set up.
@@ -79,6 +81,9 @@ pub fn apply_options(sock: &Socket, opts: &SocketOptions, v6: bool) -> Result<()
         sock.set_tcp_congestion(cc.as_bytes())
             .map_err(opt_err("-Z/--tcp-congestion", cc))?;
     }
+    if let Some(mark) = opts.mark {
+        sock.set_mark(mark).map_err(opt_err("--fwmark", mark))?;
+    }
     if let Some(tos) = opts.tos {
         if v6 {
             sock.set_tclass_v6(u32::from(tos))
@@ -96,6 +101,61 @@ pub fn congestion_in_effect(sock: &Socket) -> Option<String> {
     let raw = sock.tcp_congestion().ok()?;
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     String::from_utf8(raw[..end].to_vec()).ok()
+}
+
+/// Sets TCP_NOTSENT_LOWAT: the socket counts as writable (and a blocking
+/// write waits) while more than `bytes` of written data is still unsent, so
+/// a sender keeps at most about that much queued in its own buffer.
+pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> Result<(), SockError> {
+    let v: libc::c_int = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(opt_err("--notsent-lowat", bytes)(io::Error::last_os_error()))
+    }
+}
+
+/// TCP_NOTSENT_LOWAT in effect (`None` when unset: the kernel reports
+/// `UINT_MAX`, or when the call fails).
+pub fn notsent_lowat(sock: &impl AsRawFd) -> Option<u32> {
+    let mut v: libc::c_uint = 0;
+    let mut len = size_of::<libc::c_uint>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&mut v as *mut libc::c_uint).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && v != 0 && v != libc::c_uint::MAX).then_some(v)
+}
+
+/// Sets the congestion control of a connected socket (`-Z`, or what a
+/// bloatlab client asked the server's sender to use).
+pub fn set_congestion(stream: &TcpStream, cc: &str) -> Result<(), SockError> {
+    socket2::SockRef::from(stream)
+        .set_tcp_congestion(cc.as_bytes())
+        .map_err(opt_err("-Z/--tcp-congestion", cc))
+}
+
+/// Closes abortively: SO_LINGER 0 makes the last close send an RST and drop
+/// unsent data, so no more bytes of this connection enter the network.
+pub fn abort(stream: TcpStream) {
+    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+    drop(stream);
 }
 
 /// A connected TCP stream plus what the connect measured.
@@ -211,5 +271,24 @@ mod tests {
         let err =
             connect_tcp(([127, 0, 0, 1], port).into(), &bad, Duration::from_secs(3)).unwrap_err();
         assert!(err.to_string().contains("-Z"), "{err}");
+    }
+
+    #[test]
+    fn notsent_lowat_and_congestion_on_a_connected_socket() {
+        let l = listen_tcp(0, &SocketOptions::default()).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let c = connect_tcp(
+            ([127, 0, 0, 1], port).into(),
+            &SocketOptions::default(),
+            Duration::from_secs(3),
+        )
+        .unwrap();
+        assert_eq!(notsent_lowat(&c.stream), None);
+        set_notsent_lowat(&c.stream, 16384).unwrap();
+        assert_eq!(notsent_lowat(&c.stream), Some(16384));
+        set_congestion(&c.stream, "cubic").unwrap();
+        let sref = socket2::SockRef::from(&c.stream);
+        assert_eq!(congestion_in_effect(&sref).as_deref(), Some("cubic"));
+        assert!(set_congestion(&c.stream, "nosuchcc").is_err());
     }
 }

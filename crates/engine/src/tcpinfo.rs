@@ -14,23 +14,7 @@ pub use bloatlab_metrics::tcp_send::TcpInfoSample;
 /// Reads TCP_INFO from a connected TCP socket. Costs one syscall (about a
 /// microsecond); see docs/engine.md for how often the drivers call it.
 pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `info`, which outlives the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let len = len as usize;
+    let (info, len) = raw(sock)?;
     let has = |end: usize| end <= len;
     let us = |v: u32| Duration::from_micros(u64::from(v));
     Ok(TcpInfoSample {
@@ -59,7 +43,47 @@ pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
         } else {
             0
         },
+        // Linux 4.19+; an older kernel copies fewer bytes: not measured.
+        delivered_ce: has(offset_of!(libc::tcp_info, tcpi_delivered_ce) + 4)
+            .then_some(info.tcpi_delivered_ce),
     })
+}
+
+/// The receiving side's `TCP_INFO` (cumulative counters), for a receive record.
+pub fn sample_receiver(
+    sock: &impl AsRawFd,
+) -> std::io::Result<bloatlab_metrics::json::RecvTcpInfoRecord> {
+    let (info, len) = raw(sock)?;
+    let has = |end: usize| end <= len;
+    Ok(bloatlab_metrics::json::RecvTcpInfoRecord {
+        rcv_rtt_us: (has(offset_of!(libc::tcp_info, tcpi_rcv_rtt) + 4) && info.tcpi_rcv_rtt > 0)
+            .then_some(u64::from(info.tcpi_rcv_rtt)),
+        out_of_order_packets: has(offset_of!(libc::tcp_info, tcpi_rcv_ooopack) + 4)
+            .then_some(u64::from(info.tcpi_rcv_ooopack)),
+        received_ce: has(offset_of!(libc::tcp_info, tcpi_received_ce) + 4)
+            .then_some(u64::from(info.tcpi_received_ce)),
+    })
+}
+
+/// `getsockopt(TCP_INFO)`: the struct and the number of bytes the kernel wrote.
+fn raw(sock: &impl AsRawFd) -> std::io::Result<(libc::tcp_info, usize)> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, which outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((info, len as usize))
 }
 
 #[cfg(test)]
@@ -91,6 +115,14 @@ mod tests {
             "{t:?}"
         );
         assert_eq!(t.cwnd().0, u64::from(t.snd_cwnd) * u64::from(t.snd_mss));
+        // Kernel 6.x reports CE deliveries; loopback without ECN marks none.
+        assert_eq!(t.delivered_ce, Some(0), "{t:?}");
+        let r = sample_receiver(&c).unwrap();
+        assert_eq!(
+            (r.out_of_order_packets, r.received_ce),
+            (Some(0), Some(0)),
+            "{r:?}"
+        );
     }
 
     #[test]

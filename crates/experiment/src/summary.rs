@@ -4,7 +4,8 @@
 //! Columns, in order: `run`, `point`, `rep`, the parameters (as named in `[matrix]`); then per
 //! latency series and phase `lat.SERIES.KIND.PHASE.{min,p10,mean,median,p90,p99,max}_ms`,
 //! `.count` and `.loss`; per throughput phase `tput.PHASE.{up,down}_mbit` and per flow
-//! `tput.PHASE.FLOW.bytes`; and per lab direction and emulator stage
+//! `tput.PHASE.FLOW.bytes`; per flow `tcp.FLOW.retransmits` (sender's TCP_INFO, when
+//! sampled); and per lab direction and emulator stage
 //! `emu.DIR.STAGE.{drops,ce_marks}` (a single-link direction's stage is `link`). Rows read
 //! results through `bloatlab_results` types; a column a run does not have is empty.
 
@@ -86,6 +87,12 @@ pub fn row(
             for f in &t.flows {
                 r.push(format!("{base}.{}.bytes", f.name), f.bytes);
             }
+        }
+    }
+    // TCP retransmits per flow, from the sender's TCP_INFO (absent when not sampled).
+    for f in &file.raw.throughput {
+        if let Some(n) = f.tcp.sender.and_then(|t| t.retransmits) {
+            r.push(format!("tcp.{}.retransmits", f.name), n);
         }
     }
     for d in lab_counters["directions"].as_array().into_iter().flatten() {
@@ -347,6 +354,55 @@ mod tests {
             reference_series(&[r("p", 1, 1.0)]).as_deref(),
             Some("udp.rtt")
         );
+    }
+
+    #[test]
+    fn rows_carry_phases_throughput_retransmits_and_stage_counters() {
+        use bloatlab_results::schema::{
+            DirectionRecord, FlowRecord, FlowTcpRecord, PhaseKindRecord, PhaseRecord,
+            TcpInfoRecord, TransferRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        let raw = Raw {
+            phases: vec![PhaseRecord {
+                kind: PhaseKindRecord::Loaded,
+                name: "loaded".into(),
+                start_ns: 0,
+                end_ns: 2_000_000_000,
+            }],
+            latency: vec![],
+            throughput: vec![FlowRecord {
+                name: "tcp_up_1".into(),
+                direction: DirectionRecord::Up,
+                samples: vec![TransferRecord {
+                    start_ns: 0,
+                    end_ns: 2_000_000_000,
+                    bytes: 2_500_000,
+                }],
+                tcp: FlowTcpRecord {
+                    sender: Some(TcpInfoRecord {
+                        retransmits: Some(7),
+                        ..TcpInfoRecord::default()
+                    }),
+                    receiver: None,
+                },
+            }],
+        };
+        let meta = Metadata::new("tcp_upload", vec![], Default::default());
+        let file = ResultsFile::new(meta, raw).with_derived().unwrap();
+        let lab = serde_json::json!({"directions": [["up", {"link": {"stages": [
+            {"name": "router", "link": {"dropped": {"aqm": {"packets": 3}}, "ce_marked": {"packets": 2}}}
+        ]}}]]});
+        let r = row("p001_r1", "p001", 1, &[], &file, &lab);
+        // 2.5 MB over 2 s = 10 Mbit/s.
+        assert_eq!(r.get("tput.loaded.up_mbit"), Some(&Value::from(10.0)));
+        assert_eq!(
+            r.get("tput.loaded.tcp_up_1.bytes"),
+            Some(&Value::from(2_500_000))
+        );
+        assert_eq!(r.get("tcp.tcp_up_1.retransmits"), Some(&Value::from(7)));
+        assert_eq!(r.get("emu.up.router.drops"), Some(&Value::from(3)));
+        assert_eq!(r.get("emu.up.router.ce_marks"), Some(&Value::from(2)));
     }
 
     #[test]

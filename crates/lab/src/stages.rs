@@ -167,6 +167,16 @@ impl LinkModel for Chain {
         }
         v
     }
+    /// The delay calibration (driver/calibrate.rs) trims the last stage's
+    /// delay (`path` when the direction has `--delay`).
+    fn delay(&self) -> Option<Duration> {
+        self.stages().last().map(|(_, l)| l.delay())
+    }
+    fn set_delay(&mut self, delay: Duration) {
+        if let Some(l) = self.last_stage_mut() {
+            l.set_delay(delay);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -203,6 +213,30 @@ mod tests {
             .unwrap();
         assert_eq!(st.len(), 1);
         assert!(stage_configs("up", &LinkSpec::default()).unwrap().is_none());
+    }
+
+    /// The delay calibration trims the last stage (`path`): a packet
+    /// crossing an idle chain arrives that much earlier.
+    #[test]
+    fn calibration_trims_the_last_stages_delay() {
+        let mut s = spec(&["delay=5ms"]);
+        s.delay = Some("15ms".into());
+        let st = stage_configs("up", &s).unwrap().unwrap();
+        let m = build_chain("up", &st, 1, None).unwrap();
+        assert_eq!(m.delay(), Some(Duration::from_millis(15)));
+        let mut m = crate::driver::calibrate::Calibrated::wrap(m, Duration::from_micros(70));
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&28u16.to_be_bytes());
+        p[9] = 17;
+        m.enqueue(Duration::ZERO, p);
+        let mut t = Duration::ZERO;
+        while m.dequeue(t).is_none() {
+            t = m.next_event().expect("the packet is in the chain");
+        }
+        assert_eq!(t, Duration::from_millis(20) - Duration::from_micros(70));
+        let r = m.calibration().unwrap();
+        assert_eq!((r.configured_ns, r.host_path_ns), (15_000_000, 70_000));
     }
 
     #[test]

@@ -39,6 +39,7 @@
 //!     rtt: Duration::from_micros(251),
 //!     rttvar: Duration::from_micros(272),
 //!     total_retrans: 29,
+//!     delivered_ce: None,
 //! });
 //! let snap = s.take_interval(Span::new(Duration::ZERO, Duration::from_secs(1)));
 //! assert_eq!(

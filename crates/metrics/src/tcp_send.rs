@@ -24,6 +24,10 @@ pub struct TcpInfoSample {
     pub rttvar: Duration,
     /// `tcpi_total_retrans`: retransmitted segments since the connection began (cumulative).
     pub total_retrans: u32,
+    /// `tcpi_delivered_ce`: segments delivered with a CE mark echoed by the
+    /// receiver, since the connection began (cumulative; `None` when the
+    /// kernel's `tcp_info` is too short to hold it, before Linux 4.19).
+    pub delivered_ce: Option<u32>,
 }
 
 impl TcpInfoSample {
@@ -54,6 +58,9 @@ pub struct TcpSendSnapshot {
     pub retransmits: u64,
     /// The last `TCP_INFO` sample taken in the span (`None` if none was taken).
     pub tcp_info: Option<TcpInfoSample>,
+    /// Whether `TCP_INFO` was sampled at all (by the end of the span; on a sum, on any
+    /// part), i.e. whether `retransmits` was measured rather than left at 0.
+    pub tcp_info_sampled: bool,
 }
 
 impl TcpSendSnapshot {
@@ -83,6 +90,7 @@ impl TcpSendSnapshot {
             s.writes += p.writes;
             s.write_errors += p.write_errors;
             s.retransmits += p.retransmits;
+            s.tcp_info_sampled |= p.tcp_info_sampled;
         }
         s
     }
@@ -157,6 +165,7 @@ impl TcpSendStats {
                     .saturating_sub(self.retrans_at_interval_start),
             ),
             tcp_info: self.last_info,
+            tcp_info_sampled: self.last_info.is_some(),
         };
         self.current = Counters::default();
         self.retrans_at_interval_start = self.last_total_retrans;
@@ -175,6 +184,7 @@ impl TcpSendStats {
             write_errors: self.total.write_errors,
             retransmits: u64::from(self.last_total_retrans),
             tcp_info: self.last_info,
+            tcp_info_sampled: self.last_info.is_some(),
         }
     }
 
@@ -195,6 +205,7 @@ mod tests {
             rtt: Duration::from_micros(rtt_us),
             rttvar: Duration::from_micros(272),
             total_retrans,
+            delivered_ce: None,
         }
     }
 
@@ -249,6 +260,7 @@ mod tests {
             write_errors: 1,
             retransmits: 26,
             tcp_info: Some(sample(0, 1)),
+            tcp_info_sampled: true,
         };
         let s = TcpSendSnapshot::sum(Span::new(ms(0), ms(1000)), [&a, &a]);
         assert_eq!(
@@ -256,5 +268,6 @@ mod tests {
             (Bytes(10), 4, 2, 52)
         );
         assert_eq!(s.tcp_info, None);
+        assert!(s.tcp_info_sampled, "the parts' retransmits were measured");
     }
 }

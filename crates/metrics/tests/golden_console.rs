@@ -30,6 +30,7 @@ fn info(cwnd_k: u64, rtt_us: u64, rttvar_us: u64) -> TcpInfoSample {
         rtt: Duration::from_micros(rtt_us),
         rttvar: Duration::from_micros(rttvar_us),
         total_retrans: 0,
+        delivered_ce: None,
     }
 }
 
@@ -47,6 +48,7 @@ fn send(
         write_errors: 0,
         retransmits: rtry,
         tcp_info: info,
+        tcp_info_sampled: info.is_some(),
     }
 }
 

@@ -36,6 +36,7 @@ fn sample_document() -> Document {
             rtt: Duration::from_micros(300 + i),
             rttvar: Duration::from_micros(50),
             total_retrans: i as u32,
+            delivered_ce: None,
         });
         let span = Span::new(ms(1000 * i), ms(1000 * (i + 1)));
         client_intervals.push(IntervalRecord::from_tcp_send(&client.take_interval(span)));
@@ -75,6 +76,7 @@ fn sample_document() -> Document {
         intervals: client_intervals,
         summary: IntervalRecord::from_tcp_send(&total),
         server_side: Some(server_side),
+        sender_congestion_control: None,
     });
     doc.sum = Some(SumRecord {
         direction: Direction::Send,
@@ -111,7 +113,7 @@ fn document_numbers_are_the_snapshot_numbers() {
     let s = &doc.streams[0];
     assert_eq!(s.intervals.len(), 3);
     let t = s.summary.tcp_send.as_ref().unwrap();
-    assert_eq!((t.writes, t.retransmits), (30, 2));
+    assert_eq!((t.writes, t.retransmits), (30, Some(2)));
     assert_eq!(s.summary.bytes, 30 * 131_072);
     let ss = s.server_side.as_ref().unwrap();
     let r = ss.summary.tcp_recv.as_ref().unwrap();

@@ -75,6 +75,7 @@ fn report2_final_netpwr_53532() {
         rtt: Duration::from_micros(2189),
         rttvar: Duration::ZERO,
         total_retrans: 0,
+        delivered_ce: None,
     });
     // "10.01" is 10.005..10.015; the NetPwr pins the span to 10.00532 s.
     let snap = s.total(Span::from_zero(secs(10.005_319_4)));

@@ -153,8 +153,15 @@ struct IcmpTransport {
 
 impl Transport for IcmpTransport {
     fn send(&self, t: &Transmit, buf: &mut [u8]) -> io::Result<()> {
-        icmp::emit_echo_request(buf, self.ident, t.seq, t.send_time);
-        self.socket.send_to(buf, &self.target.into()).map(|_| ())
+        let mut to = self.target;
+        if to.is_ipv4() {
+            icmp::emit_echo_request(buf, self.ident, t.seq, t.send_time);
+        } else {
+            icmp::emit_echo6_request(buf, self.ident, t.seq, t.send_time);
+            // A raw IPv6 socket takes the port field as the protocol: 0 or EINVAL.
+            to.set_port(0);
+        }
+        self.socket.send_to(buf, &to.into()).map(|_| ())
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
@@ -175,7 +182,13 @@ impl Transport for IcmpTransport {
         if got.from.map(|a| a.ip()) != Some(self.target.ip()) {
             return Ok(None);
         }
-        let Some(r) = icmp::parse_ipv4_echo_reply(&buf[..got.len], self.ident) else {
+        // Raw IPv4 sockets deliver the IP header, raw ICMPv6 sockets do not.
+        let r = if self.target.is_ipv4() {
+            icmp::parse_ipv4_echo_reply(&buf[..got.len], self.ident)
+        } else {
+            icmp::parse_echo6_reply(&buf[..got.len], self.ident)
+        };
+        let Some(r) = r else {
             return Ok(None);
         };
         Ok(Some((
@@ -249,15 +262,14 @@ fn set_tos(sock: &Socket, target: SocketAddr, tos: u8) -> Result<(), ProbeError>
 
 fn icmp_transport(cfg: &ClientConfig, session: u64) -> Result<IcmpTransport, ProbeError> {
     let target = cfg.target;
-    if !target.is_ipv4() {
-        return Err(ProbeError::Unsupported(format!(
-            "ICMP mode supports IPv4 only; {} is IPv6",
-            target.ip()
-        )));
-    }
     // Raw, not DGRAM "ping" sockets: those fail with EACCES even for root unless
     // net.ipv4.ping_group_range covers our group, which it does not by default.
-    let socket = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4)).map_err(|e| {
+    let (domain, proto) = if target.is_ipv4() {
+        (Domain::IPV4, Protocol::ICMPV4)
+    } else {
+        (Domain::IPV6, Protocol::ICMPV6)
+    };
+    let socket = Socket::new(domain, Type::RAW, Some(proto)).map_err(|e| {
         if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
             ProbeError::Privilege { source: e }
         } else {

@@ -26,6 +26,9 @@ pub const MIN_LEN: usize = 32;
 pub const ECHO_REQUEST: u8 = 8;
 /// ICMP echo reply type.
 pub const ECHO_REPLY: u8 = 0;
+/// ICMPv6 echo request and reply types (RFC 4443 §4.1, §4.2).
+pub const ECHO6_REQUEST: u8 = 128;
+pub const ECHO6_REPLY: u8 = 129;
 
 /// RFC 1071 Internet checksum.
 pub fn checksum(data: &[u8]) -> u16 {
@@ -58,6 +61,18 @@ pub fn emit_echo_request(buf: &mut [u8], ident: u16, seq: u64, client_send: Dura
     true
 }
 
+/// As [`emit_echo_request`] for ICMPv6 (RFC 4443 §4.1): type 128, and the checksum left
+/// zero, because the kernel computes it for raw ICMPv6 sockets (it covers the IPv6
+/// pseudo-header, RFC 4443 §2.3, which only the kernel knows for sure; RFC 3542 §3.1).
+pub fn emit_echo6_request(buf: &mut [u8], ident: u16, seq: u64, client_send: Duration) -> bool {
+    if !emit_echo_request(buf, ident, seq, client_send) {
+        return false;
+    }
+    buf[0] = ECHO6_REQUEST;
+    buf[2..4].fill(0);
+    true
+}
+
 /// An echo reply that answers one of our requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoReply {
@@ -70,7 +85,17 @@ pub struct EchoReply {
 /// Parses an ICMP message (no IP header): `Some` only for an echo reply with our
 /// identifier, our payload marker and a sequence field consistent with the payload.
 pub fn parse_echo_reply(icmp: &[u8], ident: u16) -> Option<EchoReply> {
-    if icmp.len() < MIN_LEN || icmp[0] != ECHO_REPLY || icmp[1] != 0 {
+    parse_reply_of_type(icmp, ident, ECHO_REPLY)
+}
+
+/// As [`parse_echo_reply`] for an ICMPv6 message (type 129), as a raw ICMPv6 socket
+/// returns it (no IPv6 header).
+pub fn parse_echo6_reply(icmp: &[u8], ident: u16) -> Option<EchoReply> {
+    parse_reply_of_type(icmp, ident, ECHO6_REPLY)
+}
+
+fn parse_reply_of_type(icmp: &[u8], ident: u16, reply: u8) -> Option<EchoReply> {
+    if icmp.len() < MIN_LEN || icmp[0] != reply || icmp[1] != 0 {
         return None;
     }
     let be16 = |o: usize| u16::from_be_bytes([icmp[o], icmp[o + 1]]);
@@ -106,6 +131,35 @@ pub fn parse_ipv4_echo_reply(packet: &[u8], ident: u16) -> Option<EchoReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn icmpv6_echo_request_and_reply() {
+        let mut buf = [0u8; 40];
+        let send = Duration::from_nanos(0x0102_0304_0506_0708);
+        assert!(emit_echo6_request(&mut buf, 0xabcd, 0x1_0002, send));
+        // type 128, code 0, checksum left to the kernel, ident, low 16 bits of seq, "blpi".
+        assert_eq!(
+            &buf[..12],
+            &[128, 0, 0, 0, 0xab, 0xcd, 0x00, 0x02, b'b', b'l', b'p', b'i']
+        );
+        assert!(!emit_echo6_request(&mut buf[..31], 1, 1, send));
+        let mut reply = buf;
+        reply[0] = ECHO6_REPLY;
+        let r = parse_echo6_reply(&reply, 0xabcd).unwrap();
+        assert_eq!((r.seq, r.client_send), (0x1_0002, send));
+        assert_eq!(parse_echo6_reply(&reply, 0xabce), None, "another ident");
+        assert_eq!(
+            parse_echo6_reply(&buf, 0xabcd),
+            None,
+            "a request is no reply"
+        );
+        // An ICMPv4 reply type is not an ICMPv6 reply, and the reverse.
+        reply[0] = ECHO_REPLY;
+        assert_eq!(parse_echo6_reply(&reply, 0xabcd), None);
+        assert!(parse_echo_reply(&reply, 0xabcd).is_some());
+        reply[0] = ECHO6_REPLY;
+        assert_eq!(parse_echo_reply(&reply, 0xabcd), None);
+    }
 
     #[test]
     fn checksum_rfc1071_example() {

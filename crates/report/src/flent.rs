@@ -6,7 +6,7 @@
 //! | key | what we put there |
 //! |---|---|
 //! | `version` | 4 |
-//! | `metadata` | `NAME` (the test), `TITLE`, `NOTE`, `TIME` and `T0` (run start, UTC, `%Y-%m-%dT%H:%M:%S.%fZ`), `LENGTH` (loaded seconds), `TOTAL_LENGTH`, `STEP_SIZE`, `HOST`, `HOSTS`, `LOCAL_HOST`, `KERNEL_NAME`, `KERNEL_RELEASE`, `SYSCTLS`, `TEST_PARAMETERS`, `SERIES_META` (units per series), `BLOATLAB_VERSION` and `BLOATLAB_METADATA` (our whole metadata block) |
+//! | `metadata` | `NAME` (the test), `TITLE`, `NOTE`, `TIME` and `T0` (run start, UTC, `%Y-%m-%dT%H:%M:%S.%fZ`), `LENGTH` (loaded seconds), `TOTAL_LENGTH`, `STEP_SIZE`, `HOST` and `HOSTS` (the remote end's address, else its name: flent labels series "HOST UDP EF"), `LOCAL_HOST` (this host's name), `IP_VERSION`, `KERNEL_NAME`, `KERNEL_RELEASE`, `SYSCTLS`, `TEST_PARAMETERS`, `SERIES_META` (units per series; for flows `CONG_CONTROL` and `TCPI_TOTAL_RETRANS` when measured), `BLOATLAB_VERSION` and `BLOATLAB_METADATA` (our whole metadata block) |
 //! | `x_values` | seconds since `T0` on a `STEP_SIZE` grid (0.2 s, flent's default) |
 //! | `results` | series name → one value per `x_values` entry, `null` where there is no data |
 //! | `raw_values` | series name → samples: probes `{t, val, seq}` (`t` = send time, UNIX seconds; lost probes are left out, so gaps in `seq` count the loss as flent does), flows `{t, val, dur}` (`t` = interval end) |
@@ -105,6 +105,30 @@ fn unique(results: &Map<String, Value>, name: String, original: &str) -> String 
     }
 }
 
+/// The congestion control a flow's sender used, if it was read back.
+fn cc_used<'a>(run: &'a Run, flow: &str) -> Option<&'a str> {
+    run.file
+        .metadata
+        .congestion_control
+        .per_flow
+        .iter()
+        .find(|c| c.flow == flow)?
+        .used
+        .as_deref()
+}
+
+/// A flow's sender's retransmits, if TCP_INFO was sampled.
+fn retransmits(run: &Run, flow: &str) -> Option<u64> {
+    run.file
+        .raw
+        .throughput
+        .iter()
+        .find(|t| t.name == flow)?
+        .tcp
+        .sender?
+        .retransmits
+}
+
 /// The flent document for one run. Fails only for runs longer than [`MAX_POINTS`] steps.
 pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
     let end = run.end().max(STEP);
@@ -195,7 +219,15 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
             .collect();
         results.insert(name.clone(), col.iter().map(|v| num(*v)).collect());
         raw.insert(name.clone(), Value::Array(raw_vals));
-        series_meta.insert(name, json!({"UNITS": "Mbits/s", "BLOATLAB_NAME": f.name}));
+        let mut meta = json!({"UNITS": "Mbits/s", "BLOATLAB_NAME": f.name});
+        // flent's netperf series carry these; only what was measured is written.
+        if let Some(cc) = cc_used(run, &f.name) {
+            meta["CONG_CONTROL"] = json!(cc);
+        }
+        if let Some(r) = retransmits(run, &f.name) {
+            meta["TCPI_TOTAL_RETRANS"] = json!(r);
+        }
+        series_meta.insert(name, meta);
         let key = match dir {
             DirectionRecord::Up => "upload",
             DirectionRecord::Down => "download",
@@ -249,6 +281,13 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
     // flent labels a run's series with HOST (its legend reads "HOST series"); the
     // remote end is the host under test.
     let host = m.hosts.remote.label();
+    let ip_version = m
+        .hosts
+        .remote
+        .address
+        .as_deref()
+        .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+        .map(|a| if a.is_ipv4() { 4 } else { 6 });
     let metadata = json!({
         "NAME": m.test,
         "TITLE": m.title.clone().unwrap_or_default(),
@@ -261,6 +300,7 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
         "HOST": host,
         "HOSTS": host.iter().collect::<Vec<_>>(),
         "LOCAL_HOST": m.hosts.local.name.as_deref().or(m.hosts.local.address.as_deref()),
+        "IP_VERSION": ip_version,
         "KERNEL_NAME": m.kernel.sysname,
         "KERNEL_RELEASE": m.kernel.release,
         "SYSCTLS": m.sysctls,

@@ -33,10 +33,15 @@ fn jitter(i: u64, span_us: u64) -> Duration {
     Duration::from_micros((i * 7919 + 13) % 17 * span_us / 16)
 }
 
-fn probes(name: &str, base: Duration, queue: Queue, offset: u64) -> LatencySeries {
+/// A probe series and, for UDP probes, its one-way series as `bloatlab test` records
+/// them: the same name, kinds `owd_up` and `owd_down`. Under load the down way rises by
+/// 3 ms at most and the up way carries the rest of the queue, so a report that mixed
+/// the kinds up would show the small one-way rise instead of the round trip's.
+fn probes(name: &str, base: Duration, queue: Queue, offset: u64) -> Vec<LatencySeries> {
     let total = IDLE + LOADED + RECOVERY;
     let n = (total.as_nanos() / PROBE.as_nanos()) as u64;
     let mut samples = Vec::new();
+    let (mut up, mut down) = (Vec::new(), Vec::new());
     for i in 0..n {
         let sent = PROBE * i as u32 + Duration::from_micros(offset);
         let loaded = sent >= IDLE && sent < IDLE + LOADED;
@@ -57,17 +62,32 @@ fn probes(name: &str, base: Duration, queue: Queue, offset: u64) -> LatencySerie
             (Queue::FqCodel, true) => Duration::from_millis(3),
         };
         let lost = queue == Queue::DeepFifo && loaded && i % 23 == 5;
-        samples.push(if lost {
-            ProbeSample::lost(sent)
-        } else {
-            ProbeSample::received(sent, base + extra + jitter(i, 2000))
-        });
+        if lost {
+            samples.push(ProbeSample::lost(sent));
+            up.push(ProbeSample::lost(sent));
+            down.push(ProbeSample::lost(sent));
+            continue;
+        }
+        let j = jitter(i, 2000);
+        samples.push(ProbeSample::received(sent, base + extra + j));
+        let down_extra = extra.min(Duration::from_millis(3));
+        down.push(ProbeSample::received(sent, base / 2 + down_extra + j / 2));
+        up.push(ProbeSample::received(
+            sent,
+            base / 2 + (extra - down_extra) + j / 2,
+        ));
     }
-    LatencySeries {
+    let series = |kind, samples| LatencySeries {
         name: name.into(),
-        kind: DelayKind::RoundTrip,
+        kind,
         samples,
+    };
+    let mut out = vec![series(DelayKind::RoundTrip, samples)];
+    if name.starts_with("udp_") {
+        out.push(series(DelayKind::OneWayUp, up));
+        out.push(series(DelayKind::OneWayDown, down));
     }
+    out
 }
 
 fn flow(name: &str, direction: Direction, mbit: u64, hole: bool) -> FlowSeries {
@@ -92,16 +112,19 @@ fn flow(name: &str, direction: Direction, mbit: u64, hole: bool) -> FlowSeries {
     }
 }
 
-/// A 10 s RRUL-like run through `queue`: 3 probe series (udp_ef, udp_be, icmp), 2 up and
-/// 2 down flows.
+/// A 10 s RRUL-like run through `queue`: 3 probe streams (udp_ef and udp_be with their
+/// one-way series, icmp), 2 up and 2 down flows. The shape of the file (series names and
+/// kinds, which metadata fields are known) is checked against a real `bloatlab test
+/// rrul` run by the CLI's `rrul_writes_a_results_file_with_8_flows_and_every_probe_series`.
 pub fn rrul_like(queue: Queue) -> ResultsFile {
     let timeline = Timeline::idle_loaded_recovery(IDLE, LOADED, RECOVERY);
     let base = Duration::from_millis(20);
-    let latency = vec![
+    let latency: Vec<LatencySeries> = [
         probes("udp_ef", base, queue, 0),
         probes("udp_be", base, queue, 5000),
         probes("icmp", base, queue, 10000),
-    ];
+    ]
+    .concat();
     let (up, down) = match queue {
         Queue::DeepFifo => (4, 15),
         Queue::FqCodel => (4, 16),

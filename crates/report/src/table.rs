@@ -62,12 +62,12 @@ pub fn run_summary(v: &RunView) -> String {
                     r.phase.clone(),
                     r.min.clone(),
                     r.p10.clone(),
-                    r.median.clone(),
                     r.mean.clone(),
+                    r.median.clone(),
                     r.p90.clone(),
-                    r.p99.clone(),
                     r.max.clone(),
                     r.count.clone(),
+                    r.p99.clone(),
                     r.loss.clone(),
                     r.induced.clone(),
                     r.grade.clone(),
@@ -77,7 +77,7 @@ pub fn run_summary(v: &RunView) -> String {
             .collect();
         out.push_str(&render(
             &[
-                "series", "phase", "min", "p10", "median", "mean", "p90", "p99", "max", "count",
+                "series", "phase", "min", "p10", "mean", "median", "p90", "max", "count", "p99",
                 "loss", "induced", "grade", "RPM",
             ],
             &rows,
@@ -116,6 +116,32 @@ pub fn run_summary(v: &RunView) -> String {
         }
         out.push_str(&render(
             &["phase", "flow", "Mbit/s", "coverage / Jain"],
+            &rows,
+        ));
+    }
+    if !v.flows.is_empty() {
+        out.push_str("\nflows, whole run\n");
+        let rows: Vec<Vec<String>> = v
+            .flows
+            .iter()
+            .map(|f| {
+                vec![
+                    format!("{} ({})", f.name, f.direction),
+                    f.megabytes.clone(),
+                    f.congestion_control.clone(),
+                    f.retransmits.clone(),
+                    f.ce_marks.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&render(
+            &[
+                "flow",
+                "MB",
+                "congestion control",
+                "retransmits",
+                "CE marks",
+            ],
             &rows,
         ));
     }

@@ -68,6 +68,12 @@ pub fn kind_name(k: DelayKindRecord) -> &'static str {
     }
 }
 
+/// A latency series as people see it: its name and what it measures, `udp_be (rtt)`,
+/// `udp_be (owd down)`. Two series of one name are different series (docs/report.md).
+pub fn series_label(name: &str, kind: DelayKindRecord) -> String {
+    format!("{name} ({})", kind_name(kind))
+}
+
 /// `up` or `down`.
 pub fn direction_name(d: DirectionRecord) -> &'static str {
     match d {
@@ -120,6 +126,23 @@ pub struct FlowRow {
     pub coverage: String,
 }
 
+/// One flow over the whole run: what it moved and what its TCP said.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowSummaryRow {
+    /// Flow name.
+    pub name: String,
+    /// `up` or `down`.
+    pub direction: String,
+    /// Bytes moved over the whole run, in MB (10^6 bytes).
+    pub megabytes: String,
+    /// Congestion control the sender used, or "not measured".
+    pub congestion_control: String,
+    /// The sender's retransmits, or "not measured" (TCP_INFO not sampled).
+    pub retransmits: String,
+    /// Segments the sender saw delivered with a CE mark, or "not measured".
+    pub ce_marks: String,
+}
+
 /// Throughput over one phase.
 #[derive(Debug, Clone, Serialize)]
 #[allow(missing_docs)] // Column names; units in the module docs.
@@ -153,6 +176,41 @@ pub struct RunView {
     pub latency: Vec<LatencyRow>,
     /// Per phase.
     pub throughput: Vec<ThroughputView>,
+    /// Per flow, whole run.
+    pub flows: Vec<FlowSummaryRow>,
+}
+
+fn flow_rows(run: &Run) -> Vec<FlowSummaryRow> {
+    let not_measured = || crate::meta::NOT_MEASURED.to_owned();
+    run.file
+        .raw
+        .throughput
+        .iter()
+        .zip(&run.flows)
+        .map(|(rec, series)| {
+            let sender = rec.tcp.sender;
+            FlowSummaryRow {
+                name: rec.name.clone(),
+                direction: direction_name(rec.direction).into(),
+                megabytes: format!("{:.2}", series.transferred().0 as f64 / 1e6),
+                congestion_control: run
+                    .file
+                    .metadata
+                    .congestion_control
+                    .per_flow
+                    .iter()
+                    .find(|c| c.flow == rec.name)
+                    .and_then(|c| c.used.clone())
+                    .unwrap_or_else(not_measured),
+                retransmits: sender
+                    .and_then(|t| t.retransmits)
+                    .map_or_else(not_measured, |r| r.to_string()),
+                ce_marks: sender
+                    .and_then(|t| t.delivered_ce)
+                    .map_or_else(not_measured, |r| r.to_string()),
+            }
+        })
+        .collect()
 }
 
 fn delay_cells(d: Option<&DelayDerived>) -> [String; 8] {
@@ -314,6 +372,7 @@ impl RunView {
                 .collect(),
             latency,
             throughput: run.derived.throughput.iter().map(throughput_view).collect(),
+            flows: flow_rows(run),
         }
     }
 }
@@ -339,9 +398,9 @@ pub struct Comparison {
 /// A comparison row: its name and how to format it from one series' phase figures.
 type Figure<'a> = (&'a str, &'a dyn Fn(&LatencyPhaseDerived) -> String);
 
-/// Names in first-seen order.
-fn union<'a>(lists: impl Iterator<Item = Vec<&'a str>>) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
+/// Items in first-seen order, without repeats.
+fn union<T: PartialEq>(lists: impl Iterator<Item = Vec<T>>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
     for l in lists {
         for n in l {
             if !out.contains(&n) {
@@ -352,10 +411,18 @@ fn union<'a>(lists: impl Iterator<Item = Vec<&'a str>>) -> Vec<&'a str> {
     out
 }
 
+/// A latency series' identity: its name and its kind.
+type SeriesKey<'a> = (&'a str, DelayKindRecord);
+
+/// One run's figures: (series name, kind order) -> phase name -> figures.
+type SeriesFigures<'a> = BTreeMap<(&'a str, u8), BTreeMap<&'a str, &'a LatencyPhaseDerived>>;
+
 impl Comparison {
-    /// Compares runs phase by phase (phases matched by name, series by name). For every
-    /// latency series: the idle median, then per loaded phase the median, p90, p99,
-    /// loss, induced latency, grade and RPM; then per loaded phase the throughput.
+    /// Compares runs phase by phase (phases matched by name, latency series by name
+    /// **and** kind, round-trip series first). For every latency series: the idle
+    /// median, then per loaded phase the median, p90, p99 and loss; round-trip series
+    /// also get the headline figures (induced latency, grade, RPM), one-way series do
+    /// not. Then per loaded phase the throughput and Jain's index per direction.
     pub fn new(runs: &[Run]) -> Comparison {
         let mut rows = Vec::new();
         let loaded = union(runs.iter().map(|r| {
@@ -377,12 +444,17 @@ impl Comparison {
                 .take(1)
                 .collect()
         }));
-        let series = union(
-            runs.iter()
-                .map(|r| r.derived.latency.iter().map(|s| s.name.as_str()).collect()),
-        );
-        // run index -> series name -> phase name -> figures
-        let lookup: Vec<BTreeMap<&str, BTreeMap<&str, &LatencyPhaseDerived>>> = runs
+        let mut series: Vec<SeriesKey> = union(runs.iter().map(|r| {
+            r.derived
+                .latency
+                .iter()
+                .map(|s| (s.name.as_str(), s.kind))
+                .collect()
+        }));
+        // Stable: round trips first, each kind in first-seen order.
+        series.sort_by_key(|(_, k)| *k != DelayKindRecord::Rtt);
+        // run index -> (series name, kind) -> phase name -> figures
+        let lookup: Vec<SeriesFigures> = runs
             .iter()
             .map(|r| {
                 r.derived
@@ -390,16 +462,16 @@ impl Comparison {
                     .iter()
                     .map(|s| {
                         (
-                            s.name.as_str(),
+                            (s.name.as_str(), kind_order(s.kind)),
                             s.phases.iter().map(|p| (p.phase.as_str(), p)).collect(),
                         )
                     })
                     .collect()
             })
             .collect();
-        let cell = |i: usize, s: &str, p: &str, f: &dyn Fn(&LatencyPhaseDerived) -> String| {
+        let cell = |i: usize, s: SeriesKey, p: &str, f: &dyn Fn(&LatencyPhaseDerived) -> String| {
             lookup[i]
-                .get(s)
+                .get(&(s.0, kind_order(s.1)))
                 .and_then(|m| m.get(p))
                 .map_or_else(|| NONE.to_owned(), |d| f(d))
         };
@@ -409,24 +481,29 @@ impl Comparison {
                 values: (0..runs.len()).map(f).collect(),
             });
         };
-        for s in &series {
+        for &s in &series {
+            let label = series_label(s.0, s.1);
             for p in &idle {
-                push(format!("{s}: {p} median (ms)"), &|i| {
+                push(format!("{label}: {p} median (ms)"), &|i| {
                     cell(i, s, p, &|d| opt(d.delay.map(|x| x.median_ns), ms))
                 });
             }
             for p in &loaded {
-                let figures: [Figure; 7] = [
+                let mut figures: Vec<Figure> = vec![
                     ("median (ms)", &|d| opt(d.delay.map(|x| x.median_ns), ms)),
                     ("p90 (ms)", &|d| opt(d.delay.map(|x| x.p90_ns), ms)),
                     ("p99 (ms)", &|d| opt(d.delay.map(|x| x.p99_ns), ms)),
                     ("loss", &|d| opt(d.loss_fraction, percent)),
-                    ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
-                    ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
-                    ("RPM", &|d| opt(d.rpm, |r| format!("{r:.0}"))),
                 ];
+                if s.1 == DelayKindRecord::Rtt {
+                    figures.extend::<[Figure; 3]>([
+                        ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
+                        ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
+                        ("RPM", &|d| opt(d.rpm, |r| format!("{r:.0}"))),
+                    ]);
+                }
                 for (name, f) in figures {
-                    push(format!("{s}: {p} {name}"), &|i| cell(i, s, p, f));
+                    push(format!("{label}: {p} {name}"), &|i| cell(i, s, p, f));
                 }
             }
         }
@@ -448,6 +525,12 @@ impl Comparison {
             push(format!("throughput {p} total (Mbit/s)"), &|i| {
                 tp(i, &|t| mbps(t.total_bps))
             });
+            push(format!("fairness {p} (Jain, up flows)"), &|i| {
+                tp(i, &|t| opt(t.fairness_up, index))
+            });
+            push(format!("fairness {p} (Jain, down flows)"), &|i| {
+                tp(i, &|t| opt(t.fairness_down, index))
+            });
             push(format!("fairness {p} (Jain, all flows)"), &|i| {
                 tp(i, &|t| opt(t.fairness_all, index))
             });
@@ -456,6 +539,15 @@ impl Comparison {
             runs: runs.iter().map(|r| r.label.clone()).collect(),
             rows,
         }
+    }
+}
+
+/// A total order on kinds, for map keys.
+fn kind_order(k: DelayKindRecord) -> u8 {
+    match k {
+        DelayKindRecord::Rtt => 0,
+        DelayKindRecord::OwdUp => 1,
+        DelayKindRecord::OwdDown => 2,
     }
 }
 

@@ -50,11 +50,11 @@ fn comparison_prefixes_per_run_charts_and_overlays_runs() {
             "latency-box"
         ]
     );
-    // One CDF curve per run and series, labelled with the run.
+    // One CDF curve per run and round-trip series, labelled with the run and the kind.
     let curves = plot::cdf::curves(&runs);
     assert_eq!(curves.len(), 6);
-    assert_eq!(curves[0].label, "fifo: udp_ef");
-    assert_eq!(curves[3].label, "fq_codel: udp_ef");
+    assert_eq!(curves[0].label, "fifo: udp_ef (rtt)");
+    assert_eq!(curves[3].label, "fq_codel: udp_ef (rtt)");
     assert_eq!(curves[0].points.last().unwrap().1, 100.0);
     // Boxes: per run and series, one per phase; FIFO loaded median far above FQ-CoDel's.
     let groups = plot::boxplot::groups(&runs);
@@ -77,9 +77,23 @@ fn comparison_prefixes_per_run_charts_and_overlays_runs() {
 fn missing_probes_leave_a_gap_and_lost_probes_are_marked() {
     let runs = fifo_vs_fqcodel();
     let ts = plot::latency::chart(&runs[0]).unwrap();
+    // One line per series, named with its kind: udp_ef and udp_be each have a round
+    // trip and two one-way series.
+    let labels: Vec<&str> = ts.lines.iter().map(|l| l.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "udp_ef (rtt)",
+            "udp_ef (owd up)",
+            "udp_ef (owd down)",
+            "udp_be (rtt)",
+            "udp_be (owd up)",
+            "udp_be (owd down)",
+            "icmp (rtt)"
+        ]
+    );
     // udp_be has no probe sent in [4.0, 4.4) s: its line breaks there.
-    let be = &ts.lines[1];
-    assert_eq!(be.label, "udp_be");
+    let be = &ts.lines[3];
     let in_hole: Vec<_> = be
         .points
         .iter()
@@ -95,7 +109,9 @@ fn missing_probes_leave_a_gap_and_lost_probes_are_marked() {
         .count();
     assert!(lost > 5);
     assert_eq!(ts.marks[0].times.len(), lost);
-    assert!(ts.marks[0].label.starts_with("udp_ef: lost"));
+    assert!(ts.marks[0].label.starts_with("udp_ef (rtt): lost"));
+    // Marked once per probe stream, on its round trip.
+    assert_eq!(ts.marks.len(), 3);
     // FQ-CoDel lost nothing: no marks.
     assert!(plot::latency::chart(&runs[1]).unwrap().marks.is_empty());
 }

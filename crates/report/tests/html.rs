@@ -51,6 +51,52 @@ fn single_run_report_has_metadata_tables_and_charts() {
 }
 
 #[test]
+fn not_measured_is_said_and_report_4_columns_come_in_order() {
+    let run = v2();
+    let page = html::render(std::slice::from_ref(&run)).unwrap();
+    // The upload's sender sampled TCP_INFO (7 retransmits, no ECN); the download's
+    // sender was not asked: "not measured", never 0.
+    let row = |flow: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("<tr><td>{flow}</td>")))
+            .unwrap_or_else(|| panic!("no {flow} row"))
+            .to_owned()
+    };
+    let up = row("tcp_up_be");
+    assert!(up.contains("<td class=\"n\">7</td>"), "{up}");
+    assert!(up.contains("<td class=\"n\">not measured</td>"), "CE: {up}");
+    assert!(up.contains("<td>cubic</td>"), "{up}");
+    // 4 x 625 kB.
+    assert!(up.contains("<td class=\"n\">2.50</td>"), "{up}");
+    let down = row("tcp_down_be");
+    assert_eq!(down.matches("not measured").count(), 3, "{down}");
+    // Metadata records as text.
+    assert!(page.contains("remote 10.0.0.2 port 5001, server"), "hosts");
+    // (minijinja escapes "/" as &#x2f;)
+    assert!(page.contains("lab sample (userspace): up 20.00 Mbit&#x2f;s, delay 40.00 ms"));
+    // Report 4's columns: min, p10, mean, median, p90, max, count.
+    let header = page
+        .lines()
+        .find(|l| l.starts_with("<tr><th>series</th>"))
+        .unwrap();
+    let cols: Vec<&str> = header
+        .split("<th>")
+        .skip(1)
+        .map(|c| c.split('<').next().unwrap())
+        .collect();
+    assert_eq!(
+        &cols[3..10],
+        ["min", "p10", "mean", "median", "p90", "max", "count"]
+    );
+    let text = bloatlab_report::table::run_summary(&bloatlab_report::view::RunView::new(&run));
+    let down_line = text
+        .lines()
+        .find(|l| l.starts_with("tcp_down_be (down)"))
+        .unwrap();
+    assert!(down_line.contains("not measured"), "{text}");
+}
+
+#[test]
 fn two_runs_get_a_side_by_side_comparison() {
     let page = html::render(&fifo_vs_fqcodel()).unwrap();
     assert_self_contained(&page);
@@ -58,7 +104,7 @@ fn two_runs_get_a_side_by_side_comparison() {
     assert!(page.contains("<th>fifo</th><th>fq_codel</th>"));
     let row = page
         .lines()
-        .find(|l| l.contains("<td>udp_ef: loaded grade</td>"))
+        .find(|l| l.contains("<td>udp_ef (rtt): loaded grade</td>"))
         .expect("grade row");
     assert!(row.contains(">B<") || row.contains(">C<"), "{row}");
     assert!(row.contains(">A+<"), "{row}");

@@ -334,6 +334,21 @@ pub struct TcpInfoRecord {
     /// Largest smoothed RTT seen, ns.
     #[serde(default)]
     pub max_rtt_ns: Option<u64>,
+    // The fields below are omitted when unknown (read back as `null`), so files written
+    // before they existed serialize unchanged.
+    /// Mean of the smoothed RTT samples (one per throughput interval), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_rtt_ns: Option<u64>,
+    /// Segments received with a CE mark (`tcpi_received_ce`, receiver side, Linux 6.18+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ce: Option<u64>,
+    /// Data segments that arrived out of order (`tcpi_rcv_ooopack`, receiver side): loss
+    /// as the receiver sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_order_packets: Option<u64>,
+    /// The receiver's RTT estimate at the end (`tcpi_rcv_rtt`), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_rtt_ns: Option<u64>,
 }
 
 /// Bytes delivered during `[start_ns, end_ns)`.

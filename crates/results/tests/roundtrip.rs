@@ -93,6 +93,7 @@ fn raw() -> impl Strategy<Value = Raw> {
                                 delivered_ce: None,
                                 min_rtt_ns: Some(1),
                                 max_rtt_ns: None,
+                                ..TcpInfoRecord::default()
                             }),
                             receiver: None,
                         },

@@ -191,6 +191,7 @@ fn sample_run() -> ResultsFile {
             delivered_ce: None,
             min_rtt_ns: Some(20_500_000),
             max_rtt_ns: Some(190_000_000),
+            ..TcpInfoRecord::default()
         }),
         receiver: None,
     };

@@ -2,8 +2,11 @@
 //! as a report prints them.
 //!
 //! The baseline is the **first idle phase**. Every non-idle phase gets its induced
-//! latency against that baseline and the grade of it; loaded phases of round-trip series
-//! also get an RPM. Scores are never computed across phases.
+//! latency against that baseline. The headline scores come from round-trip series only:
+//! the grade (of a non-idle phase's induced latency) and the RPM (of a loaded phase). A
+//! one-way series keeps its induced latency (how much of the rise was on that way) but
+//! gets no grade, so a small one-way rise can never pass for the grade of a run whose
+//! round trip rose a lot. Scores are never computed across phases.
 
 use crate::grade::{Grade, InducedLatency};
 use crate::latency::{DelayKind, LatencySeries, LatencySummary};
@@ -19,7 +22,7 @@ pub struct PhaseAnalysis {
     pub summary: LatencySummary,
     /// Median versus the idle baseline's median (non-idle phases with data on both sides).
     pub induced: Option<InducedLatency>,
-    /// Grade of the induced latency.
+    /// Grade of the induced latency (round-trip series only).
     pub grade: Option<Grade>,
     /// Responsiveness (loaded phases of round-trip series).
     pub rpm: Option<Rpm>,
@@ -37,13 +40,14 @@ pub fn analyze_series(series: &LatencySeries, timeline: &Timeline) -> Vec<PhaseA
                 (PhaseKind::Idle, _) | (_, None) => None,
                 (_, Some(idle)) => InducedLatency::from_summaries(idle, &summary),
             };
-            let rpm = (phase.kind == PhaseKind::Loaded && series.kind == DelayKind::RoundTrip)
+            let round_trip = series.kind == DelayKind::RoundTrip;
+            let rpm = (phase.kind == PhaseKind::Loaded && round_trip)
                 .then(|| Rpm::from_loaded_rtts(&series.delays_in(phase)))
                 .flatten();
             PhaseAnalysis {
                 phase: phase.clone(),
                 summary,
-                grade: induced.map(|i| i.grade()),
+                grade: induced.filter(|_| round_trip).map(|i| i.grade()),
                 induced,
                 rpm,
             }
@@ -88,5 +92,29 @@ mod tests {
         assert_eq!(a[1].rpm.unwrap().rpm, 500.0);
         assert_eq!(a[2].induced.unwrap().increase(), Duration::ZERO);
         assert_eq!(a[2].rpm, None);
+    }
+
+    #[test]
+    fn one_way_series_get_induced_latency_but_no_headline_scores() {
+        let ms = Duration::from_millis;
+        let samples = (0..70u64)
+            .map(|i| {
+                let d = if (5..65).contains(&i) { ms(13) } else { ms(10) };
+                ProbeSample::received(Duration::from_secs(i), d)
+            })
+            .collect();
+        let series = LatencySeries {
+            name: "udp_be".into(),
+            kind: DelayKind::OneWayDown,
+            samples,
+        };
+        let t = Timeline::idle_loaded_recovery(
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+            Duration::from_secs(5),
+        );
+        let a = analyze_series(&series, &t);
+        assert_eq!(a[1].induced.unwrap().increase(), ms(3));
+        assert_eq!((a[1].grade, a[1].rpm), (None, None));
     }
 }

@@ -83,6 +83,14 @@ pub struct FlowThroughput {
 }
 
 impl FlowSeries {
+    /// Bytes the flow moved over the whole run (every sample, whatever its phase): the
+    /// "MB transferred each" of competing-flow tests.
+    pub fn transferred(&self) -> Bytes {
+        self.samples
+            .iter()
+            .fold(Bytes(0), |a, s| a.saturating_add(s.bytes))
+    }
+
     /// This flow's figures over `phase`.
     pub fn throughput(&self, phase: &Phase) -> FlowThroughput {
         let (mut bytes, mut covered) = (Bytes(0), Duration::ZERO);
@@ -207,6 +215,31 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn transferred_counts_every_sample_once() {
+        // Two 60 s uploads as in a one-vs-one test: 63.2 MB and 63.5 MB.
+        let f = |mb: u64| FlowSeries {
+            name: "f".into(),
+            direction: Direction::Up,
+            samples: (0..60)
+                .map(|i| TransferSample {
+                    start: s(i),
+                    end: s(i + 1),
+                    bytes: Bytes(mb * 1_000_000 / 60),
+                })
+                .collect(),
+        };
+        assert_eq!(f(63).transferred(), Bytes(63_000_000));
+        let empty = FlowSeries {
+            samples: vec![],
+            ..f(1)
+        };
+        assert_eq!(empty.transferred(), Bytes(0));
+        // Jain over two nearly equal flows is nearly 1; per direction, as the tables show.
+        let j = jain_fairness(&[BitRate(63_200_000), BitRate(63_500_000)]).unwrap();
+        assert!((j - 0.999_994_4).abs() < 1e-6, "{j}");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Turning runner output into series on the run's time axis (pure).
 //!
-//! * `bloatlab client --json` (METRICS' document, `docs/metrics.md`): only the fields used
-//!   here are read, unknown ones are ignored, so the suite depends on the CLI's JSON, not
-//!   on library types. Interval times are seconds since the client's own test start.
+//! * `bloatlab client --json`: read in [`crate::flow`] through the engine's own
+//!   `bloatlab_metrics::json::Document` (validated). Interval times are seconds since the
+//!   client's own test start.
 //! * `bloatlab ping --json` (a `bloatlab-results` document): `sent_ns` are nanoseconds
 //!   since the ping session start.
 //!
@@ -12,138 +12,19 @@
 
 use std::time::Duration;
 
+pub use crate::flow::{ClientRun, ReceiverTcpInfo, SenderTcpInfo, client_start, parse_client};
 use bloatlab_results::schema::{DelayKindRecord, LatencyRecord, ProbeRecord};
 use bloatlab_stats::TransferSample;
-use bloatlab_units::Bytes;
-use serde::Deserialize;
 
 /// Runner output that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    /// Not the JSON we expect.
-    #[error("unreadable {what} output: {source}")]
-    Json {
-        /// `client` or `ping`.
-        what: &'static str,
-        /// The parse error (names line and column).
-        #[source]
-        source: serde_json::Error,
-    },
+    /// Not a client document this build reads.
+    #[error(transparent)]
+    Client(#[from] crate::flow::ClientDocError),
     /// The ping document is not a valid results file.
     #[error("unreadable ping output: {0}")]
     Results(#[from] bloatlab_results::LoadError),
-    /// A newer client document.
-    #[error("the client wrote JSON schema_version {0}; this bloatlab reads version 1")]
-    ClientVersion(u32),
-}
-
-#[derive(Debug, Deserialize)]
-struct ClientDoc {
-    schema_version: u32,
-    #[serde(default)]
-    test: ClientTest,
-    #[serde(default)]
-    streams: Vec<ClientStream>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ClientTest {
-    start_unix_us: Option<u64>,
-    congestion_control: Option<String>,
-    peer_version: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ClientStream {
-    #[serde(default)]
-    intervals: Vec<ClientInterval>,
-    summary: Option<ClientInterval>,
-    /// The bloatlab server's own view of this stream (upload flows only).
-    server_side: Option<ServerSide>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ServerSide {
-    #[serde(default)]
-    intervals: Vec<ClientInterval>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ClientInterval {
-    start_s: f64,
-    end_s: f64,
-    bytes: u64,
-    tcp_send: Option<TcpSend>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TcpSend {
-    retransmits: Option<u64>,
-}
-
-/// What one `bloatlab client --json` run measured.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClientRun {
-    /// Transfer intervals, times since the client's test start.
-    pub samples: Vec<TransferSample>,
-    /// Bytes of the whole test (the summary).
-    pub total: Bytes,
-    /// Retransmits summed over the sending streams (`None`: this end did not send).
-    pub retransmits: Option<u64>,
-    /// Congestion control in effect.
-    pub congestion_control: Option<String>,
-    /// The server's version if it announced one.
-    pub peer_version: Option<String>,
-    /// Wall-clock start, µs since the UNIX epoch.
-    pub start_unix_us: Option<u64>,
-}
-
-fn secs(v: f64) -> Duration {
-    // Negative, NaN or absurd values from a peer must not panic.
-    Duration::try_from_secs_f64(v).unwrap_or_default()
-}
-
-/// Parses a client `--json` document.
-pub fn parse_client(json: &[u8]) -> Result<ClientRun, CollectError> {
-    let doc: ClientDoc = serde_json::from_slice(json).map_err(|source| CollectError::Json {
-        what: "client",
-        source,
-    })?;
-    if doc.schema_version != 1 {
-        return Err(CollectError::ClientVersion(doc.schema_version));
-    }
-    let mut run = ClientRun {
-        congestion_control: doc.test.congestion_control,
-        peer_version: doc.test.peer_version,
-        start_unix_us: doc.test.start_unix_us,
-        ..ClientRun::default()
-    };
-    for s in &doc.streams {
-        // Prefer what the receiver counted: a sender's intervals include
-        // bytes still sitting in its socket buffer, which overstates an
-        // upload's rate on short runs. The server measures at the client's
-        // `-i` period when asked (docs/wire.md, BlabExt).
-        let received = s.server_side.as_ref().map(|r| &r.intervals);
-        let intervals: Vec<&ClientInterval> = match received {
-            Some(r) if !r.is_empty() => r.iter().collect(),
-            _ if s.intervals.is_empty() => s.summary.iter().collect(),
-            _ => s.intervals.iter().collect(),
-        };
-        for i in intervals {
-            run.samples.push(TransferSample {
-                start: secs(i.start_s),
-                end: secs(i.end_s),
-                bytes: Bytes(i.bytes),
-            });
-        }
-        if let Some(sum) = &s.summary {
-            run.total = run.total.saturating_add(Bytes(sum.bytes));
-            if let Some(r) = sum.tcp_send.as_ref().and_then(|t| t.retransmits) {
-                run.retransmits = Some(run.retransmits.unwrap_or(0) + r);
-            }
-        }
-    }
-    Ok(run)
 }
 
 /// What one `bloatlab ping --json` run measured.
@@ -274,12 +155,6 @@ pub fn align(
     }
 }
 
-/// A client's wall-clock start as a timestamp.
-pub fn client_start(run: &ClientRun) -> Option<jiff::Timestamp> {
-    let us = i64::try_from(run.start_unix_us?).ok()?;
-    jiff::Timestamp::from_microsecond(us).ok()
-}
-
 /// Moves samples by `offset`.
 pub fn shift(samples: &[TransferSample], offset: Duration) -> Vec<TransferSample> {
     samples
@@ -295,83 +170,6 @@ pub fn shift(samples: &[TransferSample], offset: Duration) -> Vec<TransferSample
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const CLIENT: &str = r#"{"schema_version":1,"tool":{"name":"bloatlab","version":"0.1.0"},
-      "role":"client","protocol":"tcp",
-      "test":{"start_unix_us":1796212800500000,"congestion_control":"cubic","parallel":1},
-      "streams":[{"id":1,"direction":"send",
-        "intervals":[{"start_s":0.0,"end_s":0.2,"bytes":1000,"bits_per_second":40000.0,
-                      "tcp_send":{"writes":1,"write_errors":0,"retransmits":2}},
-                     {"start_s":0.2,"end_s":0.4,"bytes":3000,"bits_per_second":120000.0,
-                      "tcp_send":{"writes":1,"write_errors":0,"retransmits":1}}],
-        "summary":{"start_s":0.0,"end_s":0.4,"bytes":4000,"bits_per_second":80000.0,
-                   "tcp_send":{"writes":2,"write_errors":0,"retransmits":3}},
-        "future_field": true}]}"#;
-
-    #[test]
-    fn client_document() {
-        let r = parse_client(CLIENT.as_bytes()).unwrap();
-        assert_eq!(r.samples.len(), 2);
-        assert_eq!(r.samples[1].start, Duration::from_millis(200));
-        assert_eq!(r.samples[1].bytes, Bytes(3000));
-        assert_eq!(r.total, Bytes(4000));
-        assert_eq!(r.retransmits, Some(3));
-        assert_eq!(r.congestion_control.as_deref(), Some("cubic"));
-        let start = client_start(&r).unwrap();
-        assert_eq!(start.as_microsecond(), 1_796_212_800_500_000);
-    }
-
-    #[test]
-    fn upload_samples_come_from_the_receiving_server_when_it_reports() {
-        let doc = r#"{"schema_version":1,"streams":[{"direction":"send",
-            "intervals":[{"start_s":0.0,"end_s":0.2,"bytes":5000}],
-            "summary":{"start_s":0.0,"end_s":0.2,"bytes":5000},
-            "server_side":{"schema_version":1,"intervals":[
-                {"start_s":0.0,"end_s":0.1,"bytes":1000},
-                {"start_s":0.1,"end_s":0.2,"bytes":1500}]}}]}"#;
-        let r = parse_client(doc.as_bytes()).unwrap();
-        let bytes: Vec<u64> = r.samples.iter().map(|s| s.bytes.0).collect();
-        assert_eq!(
-            bytes,
-            [1000, 1500],
-            "the receiver's intervals, not the sender's"
-        );
-        // A server that sent no intervals leaves the sender's in place.
-        let doc = doc.replace(
-            r#""intervals":[
-                {"start_s":0.0,"end_s":0.1,"bytes":1000},
-                {"start_s":0.1,"end_s":0.2,"bytes":1500}]"#,
-            r#""intervals":[]"#,
-        );
-        let r = parse_client(doc.as_bytes()).unwrap();
-        assert_eq!(r.samples.len(), 1);
-        assert_eq!(r.samples[0].bytes, Bytes(5000));
-    }
-
-    #[test]
-    fn receiving_client_has_no_retransmits_and_garbage_is_an_error() {
-        let doc = r#"{"schema_version":1,"streams":[{"direction":"receive",
-            "intervals":[],"summary":{"start_s":0.0,"end_s":1.5,"bytes":9}}]}"#;
-        let r = parse_client(doc.as_bytes()).unwrap();
-        assert_eq!(r.retransmits, None);
-        assert_eq!(
-            r.samples.len(),
-            1,
-            "summary stands in for missing intervals"
-        );
-        assert!(parse_client(b"{\"schema_version\":1,").is_err());
-        assert!(matches!(
-            parse_client(br#"{"schema_version":2}"#),
-            Err(CollectError::ClientVersion(2))
-        ));
-        // A negative or non-finite time from a broken peer does not panic: it reads as 0.
-        let neg = r#"{"schema_version":1,"streams":[{"intervals":[{"start_s":-1.0,"end_s":0.5,"bytes":1}]}]}"#;
-        let r = parse_client(neg.as_bytes()).unwrap();
-        assert_eq!(r.samples[0].start, Duration::ZERO);
-        assert_eq!(r.samples[0].end, Duration::from_millis(500));
-        assert_eq!(secs(f64::NAN), Duration::ZERO);
-        assert_eq!(secs(f64::INFINITY), Duration::ZERO);
-    }
 
     #[test]
     fn align_prefers_the_reported_clock_within_bounds() {

@@ -113,6 +113,12 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
     }
 }
 
+/// TCP_NOTSENT_LOWAT of load flows: at most about this much unsent data
+/// waits in a sender's socket buffer (13 ms at 20 Mbit/s), so what a sender
+/// counts as written has nearly all entered the network, and the load stops
+/// when its phase ends instead of draining a deep socket buffer.
+pub const LOAD_NOTSENT_LOWAT: &str = "32K";
+
 fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) -> Vec<String> {
     let mut a = vec![
         "client".to_owned(),
@@ -122,12 +128,19 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
         "-i".into(),
         secs_arg(sample),
         "--json".into(),
+        // TCP_INFO on the sender: retransmits, RTT, CE deliveries per interval.
+        "-e".into(),
+        "--notsent-lowat".into(),
+        LOAD_NOTSENT_LOWAT.into(),
     ];
     match flow.amount {
         Amount::UntilStop => {
             a.extend([
                 "-t".into(),
                 secs_arg(runner.stop.saturating_sub(runner.start)),
+                // Clean phase end: an RST when the loaded phase ends, no drain
+                // of queued data into the recovery phase (docs/tests.md).
+                "--abort-at-end".into(),
             ]);
         }
         Amount::Pulses { bytes, .. } => a.extend(["-n".into(), bytes.0.to_string()]),
@@ -305,7 +318,13 @@ pub fn drive(
                 if now >= r.stop && s.started > 0 {
                     s.done = true;
                 } else if now >= r.start {
-                    let args = runner_args(target, r, sample_interval);
+                    // A flow spawned late (this loop polls every 20 ms) still ends
+                    // at its planned stop: the loaded phase's end.
+                    let late = Runner {
+                        start: now.max(r.start),
+                        ..r.clone()
+                    };
+                    let args = runner_args(target, &late, sample_interval);
                     tracing::debug!(runner = %r.name, ?args, "spawning");
                     s.running = Some(Proc::spawn(&target.exe, &args, now)?);
                     s.started += 1;
@@ -381,7 +400,8 @@ mod tests {
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
         assert_eq!(
             a.join(" "),
-            "client 10.77.0.2 -p 5001 -i 0.200 --json -t 2.500 -R -S 0xb8 -Z reno"
+            "client 10.77.0.2 -p 5001 -i 0.200 --json -e --notsent-lowat 32K -t 2.500 \
+             --abort-at-end -R -S 0xb8 -Z reno"
         );
         let a = runner_args(&t, by("udp_bk"), Duration::from_millis(200));
         assert_eq!(

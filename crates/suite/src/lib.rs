@@ -2,12 +2,13 @@
 //!
 //! Like flent, the suite is an orchestrator: it generates no traffic itself. It runs the
 //! `bloatlab` binary's own `client ... --json` (TCP flows) and `ping ... --json` (latency
-//! probes) as subprocesses and parses their JSON, so it depends only on those command
-//! lines and documents.
+//! probes) as subprocesses and parses their JSON: the client's through the engine's own
+//! types (`bloatlab_metrics::json::Document`), ping's as a results file.
 //!
 //! * [`catalog`]: test names, descriptions, DSCP markings.
 //! * [`plan`]: the sans-IO plan: phases and which runner starts and stops when.
 //! * [`driver`]: spawns, watches and interrupts the runner processes.
+//! * [`flow`]: a load flow's client document, read through the engine's types.
 //! * [`collect`]: runner output to series on the run's time axis (pure).
 //! * [`run`]: pre-flight, drive, assemble the results file, working-condition findings.
 //! * [`summary`]: the terminal summary.
@@ -19,6 +20,7 @@ pub mod catalog;
 pub mod collect;
 pub mod demo;
 pub mod driver;
+pub mod flow;
 pub mod host;
 pub mod meta;
 pub mod orphan;

@@ -105,18 +105,16 @@ pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
     out
 }
 
-/// One flow's congestion control. `client_cc` is what the client reported for its own
-/// socket: the sender's algorithm for an upload, only the receiver's for a download
-/// (whose sender, the server, is not asked), so it is `used` only for uploads.
-pub fn flow_cc(name: &str, flow: &TcpFlow, client_cc: Option<&str>) -> FlowCongestionControl {
+/// One flow's congestion control. `sender_cc` is what the flow's sender read back from
+/// its socket, as the client reports it (`sender_congestion_control`): the client's own for
+/// an upload, the bloatlab server's (its hello, docs/wire.md) for a download; `None` when
+/// the server is not bloatlab and could not say.
+pub fn flow_cc(name: &str, flow: &TcpFlow, sender_cc: Option<&str>) -> FlowCongestionControl {
     FlowCongestionControl {
         flow: name.to_owned(),
         sender: sender(flow.direction),
         requested: flow.cc.clone(),
-        used: match flow.direction {
-            Direction::Up => client_cc.map(str::to_owned),
-            Direction::Down => None,
-        },
+        used: sender_cc.map(str::to_owned),
     }
 }
 
@@ -151,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn download_cc_is_requested_not_used() {
+    fn download_cc_used_is_the_servers() {
         let p = TestParams {
             cc: vec!["cubic".into()],
             ..TestParams::default()
@@ -168,8 +166,13 @@ mod tests {
             .tcp()
             .find(|(_, f)| f.direction == Direction::Down)
             .unwrap();
+        // A bloatlab server said what its sender uses; an iperf 2 server could not.
         let c = flow_cc(&down.0.name, down.1, Some("cubic"));
         assert_eq!(c.sender, FlowEnd::Remote);
-        assert_eq!((c.requested.as_deref(), c.used), (Some("cubic"), None));
+        assert_eq!(
+            (c.requested.as_deref(), c.used.as_deref()),
+            (Some("cubic"), Some("cubic"))
+        );
+        assert_eq!(flow_cc(&down.0.name, down.1, None).used, None);
     }
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowRecord, FlowTcpRecord,
+    LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -320,6 +321,9 @@ fn assemble(
     // Per upload runner: its planned window and retransmits, to credit each loaded phase
     // only with the flows that ran in it (speedtest's upload retransmits are not download's).
     let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
+    // Per load runner: its window and CE marks (upload: tcpi_delivered_ce at the sender;
+    // download: tcpi_received_ce at the receiving client).
+    let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
     let mut per_flow_cc = Vec::new();
     let mut peer_version = None;
     let mut lateness = Vec::new();
@@ -334,8 +338,8 @@ fn assemble(
         match &r.runner.kind {
             RunnerKind::Tcp(flow) => {
                 let mut samples = Vec::new();
-                // Only the client's own TCP_INFO is read here: an upload's sender.
-                let mut flow_tcp = bloatlab_results::schema::FlowTcpRecord::default();
+                // The client's own TCP_INFO: an upload's sender, a download's receiver.
+                let mut flow_tcp = FlowTcpRecord::default();
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -346,15 +350,31 @@ fn assemble(
                                 && let Some(n) = c.retransmits
                             {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
-                                let sender = flow_tcp.sender.get_or_insert_default();
-                                sender.retransmits = Some(sender.retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
-                            per_flow_cc.push(crate::meta::flow_cc(
-                                &r.runner.name,
-                                flow,
-                                c.congestion_control.as_deref(),
-                            ));
+                            add_flow_tcp(&mut flow_tcp, &c, flow.direction);
+                            // CE marks: an upload's sender counts those echoed back, a
+                            // download's receiving client those that arrived.
+                            let ce = match flow.direction {
+                                Direction::Up => c.sender_tcp.delivered_ce,
+                                Direction::Down => c.receiver_tcp.received_ce,
+                            };
+                            if let Some(n) = ce {
+                                ce_windows.push((r.runner.start, r.runner.stop, n));
+                            }
+                            // The congestion control of the flow's sender, read back from
+                            // its socket (a download's sender is the server, which says in
+                            // its hello; unknown when it is not bloatlab).
+                            if !per_flow_cc
+                                .iter()
+                                .any(|f: &FlowCongestionControl| f.flow == r.runner.name)
+                            {
+                                per_flow_cc.push(crate::meta::flow_cc(
+                                    &r.runner.name,
+                                    flow,
+                                    c.sender_congestion_control.as_deref(),
+                                ));
+                            }
                             if peer_version.is_none() {
                                 peer_version = c.peer_version.clone();
                             }
@@ -476,7 +496,13 @@ fn assemble(
                         .map(|(_, _, n)| n)
                         .sum()
                 }),
-                ecn_marks: None,
+                ecn_marks: (!ce_windows.is_empty()).then(|| {
+                    ce_windows
+                        .iter()
+                        .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
+                        .map(|(_, _, n)| n)
+                        .sum()
+                }),
             };
             if let Some(idle) = &idle {
                 findings.push((
@@ -512,6 +538,38 @@ fn assemble(
         reference: reference.map(str::to_owned),
         grade,
     })
+}
+
+/// Adds one client run's TCP_INFO to its flow's record (a pulse flow has several runs):
+/// the client is an upload's sender and a download's receiver; the server's side is not
+/// relayed, so it stays `null` (not measured).
+fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
+    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let ns = |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
+    match direction {
+        Direction::Up => {
+            let t = &c.sender_tcp;
+            let s = rec.sender.get_or_insert_default();
+            s.retransmits = sum(s.retransmits, t.retransmits);
+            s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
+            s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
+            s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
+        }
+        Direction::Down => {
+            let t = &c.receiver_tcp;
+            let r = rec.receiver.get_or_insert_default();
+            r.received_ce = sum(r.received_ce, t.received_ce);
+            r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
+            r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+        }
+    }
 }
 
 fn add_client(

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
-use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_results::schema::{
+    CongestionControlRecord, DelayKindRecord, DirectionRecord, PhaseKindRecord,
+};
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
 use bloatlab_units::BitRate;
@@ -28,29 +30,27 @@ fn latency_row(name: &str, p: &LatencyPhaseDerived) -> String {
         None => "-".into(),
     };
     let cells = match &p.delay {
+        // Report 4's columns (min, p10, mean, median, p90, max, count), then p99.
         Some(d) => [
             d.min_ns,
             d.p10_ns,
-            d.median_ns,
             d.mean_ns,
+            d.median_ns,
             d.p90_ns,
-            d.p99_ns,
             d.max_ns,
         ]
-        .map(ms_ns)
-        .join(" ")
-        .split(' ')
-        .map(|c| format!("{c:>8}"))
-        .collect::<String>(),
-        None => format!("{:>8}{}", "-", " ".repeat(8 * 6)),
+        .map(|v| format!("{:>8}", ms_ns(v)))
+        .concat(),
+        None => format!("{:>8}{}", "-", " ".repeat(8 * 5)),
     };
     let count = p.delay.map_or(0, |d| d.count);
+    let p99 = p.delay.map_or("-".into(), |d| ms_ns(d.p99_ns));
     let induced = p
         .induced_ns
         .map_or("-".into(), |v| format!("{:+.2}", v as f64 / 1e6));
     let rpm = p.rpm.map_or("-".into(), |r| format!("{r:.0}"));
     format!(
-        "{name:<10} {:<9}{cells}{count:>7}{loss:>7}{induced:>9} {:>5}{rpm:>9}",
+        "{name:<10} {:<9}{cells}{count:>7}{p99:>8}{loss:>7}{induced:>9} {:>5}{rpm:>9}",
         p.phase,
         p.grade.as_deref().unwrap_or("-"),
     )
@@ -63,17 +63,17 @@ fn latency_table(out: &mut String, d: &Derived) {
     }
     let _ = writeln!(
         out,
-        "Latency, round trip (ms; induced = phase median - idle median)\n{:<10} {:<9}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>7}{:>9} {:>5}{:>9}",
+        "Latency, round trip (ms; induced = phase median - idle median)\n{:<10} {:<9}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>8}{:>7}{:>9} {:>5}{:>9}",
         "series",
         "phase",
         "min",
         "p10",
-        "median",
         "mean",
+        "median",
         "p90",
-        "p99",
         "max",
         "count",
+        "p99",
         "loss",
         "induced",
         "grade",
@@ -90,7 +90,12 @@ fn jain(v: Option<f64>) -> String {
     v.map_or("-".into(), |j| format!("{j:.3}"))
 }
 
-fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
+fn throughput_table(
+    out: &mut String,
+    d: &Derived,
+    loaded: &[&str],
+    retransmits: &std::collections::BTreeMap<&str, Option<u64>>,
+) {
     // Only loaded phases: idle and recovery hold at most the edges of the flows (a flow
     // starts a few ms after its phase and its last interval spills over).
     for t in d
@@ -114,10 +119,16 @@ fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
         for f in &shown {
             let _ = writeln!(
                 out,
-                "  {:<16}{:>10}   coverage {:>3.0}%",
+                "  {:<16}{:>10}   coverage {:>3.0}%   {:>8.2} MB   retransmits {}",
                 f.name,
                 mbit(f.mean_bps),
-                f.coverage * 100.0
+                f.coverage * 100.0,
+                f.bytes as f64 / 1e6,
+                retransmits
+                    .get(f.name.as_str())
+                    .copied()
+                    .flatten()
+                    .map_or_else(|| "not measured".to_owned(), |r| r.to_string()),
             );
         }
         let rates = |dir: Option<DirectionRecord>| -> Vec<BitRate> {
@@ -129,21 +140,26 @@ fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
         };
         let sum = |v: &[BitRate]| v.iter().map(|r| r.0).sum::<u64>();
         let fair = |v: &[BitRate]| jain(jain_fairness(v).ok());
-        let (up, down, all) = (
+        let (up, down) = (
             rates(Some(DirectionRecord::Up)),
             rates(Some(DirectionRecord::Down)),
-            rates(None),
         );
-        let _ = writeln!(
-            out,
-            "  up {} (Jain {}), down {} (Jain {}), total {} (Jain {})",
-            mbit(sum(&up)),
-            fair(&up),
-            mbit(sum(&down)),
-            fair(&down),
-            mbit(sum(&all)),
-            fair(&all)
-        );
+        // Sums only where they add something: a direction with one flow repeats that
+        // flow's line, a total over one direction repeats the direction (tcp_upload and
+        // tcp_download print their rate once).
+        let mut parts = Vec::new();
+        for (name, v) in [("up", &up), ("down", &down)] {
+            if v.len() > 1 {
+                parts.push(format!("{name} {} (Jain {})", mbit(sum(v)), fair(v)));
+            }
+        }
+        if !up.is_empty() && !down.is_empty() {
+            let all = rates(None);
+            parts.push(format!("total {} (Jain {})", mbit(sum(&all)), fair(&all)));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "  {}", parts.join(", "));
+        }
         let edges: Vec<&str> = edges
             .iter()
             .filter(|f| f.bytes > 0)
@@ -162,6 +178,18 @@ fn throughput_table(out: &mut String, d: &Derived, loaded: &[&str]) {
 
 /// Flows covering less of a phase than this are left out of its throughput table.
 const MIN_COVERAGE: f64 = 0.1;
+
+/// `Load congestion control: cubic x4, bbr x4`: what each load flow's sender read back
+/// from its socket (a download's sender is the server; unknown when it is not bloatlab).
+fn load_cc_line(cc: &CongestionControlRecord) -> Option<String> {
+    let mut by: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    for f in &cc.per_flow {
+        *by.entry(f.used.as_deref().unwrap_or("unknown (sender not bloatlab)"))
+            .or_default() += 1;
+    }
+    let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    (!parts.is_empty()).then(|| format!("Load congestion control: {}", parts.join(", ")))
+}
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
@@ -202,7 +230,18 @@ pub fn render(o: &RunOutcome) -> String {
             .filter(|p| p.kind == PhaseKindRecord::Loaded)
             .map(|p| p.name.as_str())
             .collect();
-        throughput_table(&mut out, d, &loaded);
+        // The sender's retransmits over the whole flow (TCP_INFO), `None`: not sampled.
+        let retransmits = o
+            .file
+            .raw
+            .throughput
+            .iter()
+            .map(|f| (f.name.as_str(), f.tcp.sender.and_then(|t| t.retransmits)))
+            .collect();
+        throughput_table(&mut out, d, &loaded, &retransmits);
+    }
+    if let Some(l) = load_cc_line(&m.congestion_control) {
+        let _ = writeln!(out, "{l}");
     }
     for v in &o.voip {
         let a = &v.assessment;
@@ -293,6 +332,29 @@ mod tests {
     }
 
     #[test]
+    fn load_congestion_control_is_counted_per_sender() {
+        use bloatlab_results::schema::{FlowCongestionControl, FlowEnd};
+        let mut cc = CongestionControlRecord::default();
+        assert_eq!(load_cc_line(&cc), None);
+        let flow = |name: &str, sender, used: Option<&str>| FlowCongestionControl {
+            flow: name.into(),
+            sender,
+            requested: None,
+            used: used.map(str::to_owned),
+        };
+        cc.per_flow = vec![
+            flow("tcp_up_1", FlowEnd::Local, Some("cubic")),
+            flow("tcp_up_2", FlowEnd::Local, Some("cubic")),
+            flow("tcp_down_1", FlowEnd::Remote, Some("bbr")),
+            flow("tcp_down_2", FlowEnd::Remote, None),
+        ];
+        assert_eq!(
+            load_cc_line(&cc).unwrap(),
+            "Load congestion control: bbr x1, cubic x2, unknown (sender not bloatlab) x1"
+        );
+    }
+
+    #[test]
     fn speedtest_edges_are_left_out_of_the_upload_phase() {
         let ph = |kind, name: &str, a, b| PhaseRecord {
             kind,
@@ -339,8 +401,22 @@ mod tests {
         };
         let text = render(&o);
         let upload = text.split("phase upload").nth(1).unwrap();
+        // One upload flow: its rate once, no sums repeating it.
+        let block: Vec<&str> = upload
+            .lines()
+            .take_while(|l| !l.starts_with("Latency"))
+            .collect();
         assert!(
-            upload.contains("up 4.00 (Jain 1.000), down 0.00 (Jain -), total 4.00"),
+            block
+                .iter()
+                .any(|l| l.contains("tcp_up_1") && l.contains("4.00")),
+            "{text}"
+        );
+        assert_eq!(upload.matches("4.00").count(), 1, "{text}");
+        assert!(!upload.contains("total"), "{text}");
+        // Retransmits were not sampled in this file: said so, not 0.
+        assert!(
+            block.iter().any(|l| l.contains("retransmits not measured")),
             "{text}"
         );
         assert!(
@@ -348,9 +424,69 @@ mod tests {
             "{text}"
         );
         let download = text.split("phase download").nth(1).unwrap();
-        assert!(download.contains("down 10.00"), "{text}");
+        assert!(download.contains("tcp_down_1           10.00"), "{text}");
         assert!(
             text.contains("Latency: no probe series were recorded"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sums_are_printed_where_they_add_something() {
+        let raw = Raw {
+            phases: vec![
+                PhaseRecord {
+                    kind: PhaseKindRecord::Idle,
+                    name: "idle".into(),
+                    start_ns: 0,
+                    end_ns: S,
+                },
+                PhaseRecord {
+                    kind: PhaseKindRecord::Loaded,
+                    name: "loaded".into(),
+                    start_ns: S,
+                    end_ns: 3 * S,
+                },
+            ],
+            latency: vec![],
+            throughput: vec![
+                flow("tcp_up_1", DirectionRecord::Up, &[(S, 3 * S, 1_000_000)]),
+                flow("tcp_up_2", DirectionRecord::Up, &[(S, 3 * S, 3_000_000)]),
+                flow(
+                    "tcp_down_1",
+                    DirectionRecord::Down,
+                    &[(S, 3 * S, 2_500_000)],
+                ),
+            ],
+        };
+        let mut file = ResultsFile::new(
+            Metadata::new("rrul", vec![], jiff::Timestamp::UNIX_EPOCH),
+            raw,
+        );
+        file.raw.throughput[0].tcp.sender = Some(bloatlab_results::schema::TcpInfoRecord {
+            retransmits: Some(12),
+            ..Default::default()
+        });
+        let o = RunOutcome {
+            file: file.with_derived().unwrap(),
+            findings: vec![],
+            notes: vec![],
+            voip: vec![],
+            pulses: vec![],
+            reference: None,
+            grade: None,
+        };
+        let text = render(&o);
+        // Two up flows: 4 + 12 Mbit/s, Jain 16^2 / (2 * 160) = 0.8; one down flow: no
+        // down sum; both directions: a total.
+        assert!(
+            text.contains("  up 16.00 (Jain 0.800), total 26.00 (Jain "),
+            "{text}"
+        );
+        assert!(!text.contains("down 10.00"), "{text}");
+        assert!(text.contains("1.00 MB   retransmits 12"), "{text}");
+        assert!(
+            text.contains("3.00 MB   retransmits not measured"),
             "{text}"
         );
     }

@@ -39,6 +39,7 @@
 
 pub mod ack;
 pub mod ack_fin;
+pub mod blab_block;
 pub mod bloatlab;
 pub mod burst;
 pub mod client_hdr;
@@ -54,6 +55,9 @@ mod view;
 
 pub use ack::{AckTimes, ClientHdrAck, ClientHdrAckRepr};
 pub use ack_fin::{AckFin, ServerFlags, ServerReportExt, ServerReportRepr};
+pub use blab_block::{
+    BLAB_BLOCK_LEN, BLOATLAB_EXT_VERSION_BLOCK, BlabBlockFlags, BlabBlockRepr, LEN_WITH_BLAB_BLOCK,
+};
 pub use bloatlab::{
     BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, BlabExt, MAX_REPORT_PAYLOAD, REPORT_MAGIC,
     ReportFrame, ReportFrameRepr, report_frame_bytes_needed,

@@ -729,6 +729,49 @@ fn fuzz_regressions_round_trip() {
     );
 }
 
+#[test]
+fn bloatlab_block_golden_bytes() {
+    // w03 (-R --trip-times) with extension version 2 and the 24-byte block:
+    // HELLO, TCP_NOTSENT_LOWAT 16 KiB, congestion control "cubic".
+    let mut r = parse_tcp(&words(W03_TCP_HEADER)).unwrap();
+    let ext = BlabExt {
+        version: BLOATLAB_EXT_VERSION_BLOCK,
+        report_interval: None,
+    };
+    r.core = r.core.with_bloatlab_ext(ext.to_length());
+    let mut out = emit_tcp(&r);
+    let block = BlabBlockRepr {
+        flags: BlabBlockFlags::HELLO,
+        notsent_lowat: Some(16384),
+        congestion: Some("cubic".into()),
+    };
+    block.append_to(&mut out).unwrap();
+    let mut expected = words(W03_TCP_HEADER);
+    // LEN field: 104 bytes (0x68 << 1 = 0xd0).
+    expected[..4].copy_from_slice(&[0x44, 0x01, 0x00, 0xd0]);
+    expected[24..32].copy_from_slice(b"BLAB\x00\x00\x00\x02");
+    expected.extend(words(
+        "00000001 00004000 63756269 63000000 00000000 00000000",
+    ));
+    assert_eq!(out, expected);
+    assert_eq!(out.len(), LEN_WITH_BLAB_BLOCK);
+    // A server reads exactly 104 bytes and finds everything else unchanged.
+    assert_eq!(tcp_header::bytes_needed(&out[..4]), Ok(100));
+    let back = parse_tcp(&out).unwrap();
+    assert_eq!(back.start_fq, r.start_fq);
+    assert_eq!(BlabExt::from_length(back.core.bloatlab_ext().unwrap()), ext);
+    assert_eq!(BlabBlockRepr::from_header(&out), Some(Ok(block)));
+    // The plain 80-byte header (an older client) has no block.
+    assert_eq!(BlabBlockRepr::from_header(&words(W03_TCP_HEADER)), None);
+    // A name with garbage after its NUL padding is refused, not trusted.
+    let mut bad = out.clone();
+    bad[100] = b'x';
+    assert!(matches!(
+        BlabBlockRepr::from_header(&bad),
+        Some(Err(WireError::BadValue { .. }))
+    ));
+}
+
 /// Hex digits (whitespace ignored) to bytes, for captures that do not end on
 /// a 32-bit word.
 fn hex_bytes(s: &str) -> Vec<u8> {

@@ -87,6 +87,18 @@ pub struct ClientArgs {
     /// Detect the peer: wait for the server's ack and print its version.
     #[arg(short = 'X', long = "peer-detect")]
     pub peer_detect: bool,
+    /// TCP_NOTSENT_LOWAT on whichever end sends (a bloatlab server is asked):
+    /// at most about this much unsent data waits in the sender's buffer.
+    #[arg(long = "notsent-lowat", value_parser = opts::nonzero_bytes)]
+    pub notsent_lowat: Option<Bytes>,
+    /// When -t ends, close at once with an RST instead of waiting for the
+    /// connection to drain (no server-side report then).
+    #[arg(long = "abort-at-end", conflicts_with = "num")]
+    pub abort_at_end: bool,
+    /// SO_MARK on the client's sockets (policy routing per flow, e.g. a route with
+    /// `features ecn` for ECN on this flow only; needs CAP_NET_ADMIN).
+    #[arg(long = "fwmark")]
+    pub fwmark: Option<u32>,
     /// Give up connecting after this many seconds.
     #[arg(long = "connect-timeout", default_value = "5", value_parser = opts::positive_seconds)]
     pub connect_timeout: Duration,
@@ -133,6 +145,7 @@ impl ClientArgs {
             ipv6: self.ipv6,
             bind: self.bind,
             nodelay: self.nodelay,
+            mark: self.fwmark,
         };
         c.format = if self.json {
             OutputFormat::Json
@@ -140,6 +153,16 @@ impl ClientArgs {
             self.report_style.unwrap_or_default()
         };
         c.connect_timeout = self.connect_timeout;
+        c.notsent_lowat = self.notsent_lowat;
+        c.abort_at_end = self.abort_at_end;
+        if (c.notsent_lowat.is_some() || c.abort_at_end) && self.udp {
+            return Err(crate::exit::usage(
+                "--notsent-lowat and --abort-at-end are TCP options (not with -u/--udp)",
+            ));
+        }
+        if c.notsent_lowat.is_some_and(|b| b.0 > u64::from(u32::MAX)) {
+            return Err(crate::exit::usage("--notsent-lowat must be below 4G"));
+        }
         c.permit_key = self.permit_key.clone();
         if c.permit_key.is_some() && self.udp {
             return Err(crate::exit::usage(
@@ -284,6 +307,29 @@ mod tests {
             Some(0.4)
         );
         assert_eq!(cfg(&["h"]).near_congestion, None);
+    }
+
+    #[test]
+    fn near_congestion_zero_is_accepted_as_iperf_2_1_8_does() {
+        // 2.1.8 keeps any weight >= 0 (Settings.cpp: atof(optarg) >= 0.0).
+        assert_eq!(
+            cfg(&["h", "--near-congestion=0"]).near_congestion,
+            Some(0.0)
+        );
+        let e = T::try_parse_from(["t", "h", "--near-congestion=-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--near-congestion"), "{e}");
+    }
+
+    #[test]
+    fn clean_end_options() {
+        let c = cfg(&["h", "-t", "3", "--notsent-lowat", "16K", "--abort-at-end"]);
+        assert_eq!(c.notsent_lowat, Some(Bytes(16384)));
+        assert!(c.abort_at_end);
+        assert_eq!(cfg(&["h", "--fwmark", "7"]).socket.mark, Some(7));
+        // An abortive end needs a time to end at.
+        assert!(T::try_parse_from(["t", "h", "-n", "1M", "--abort-at-end"]).is_err());
     }
 
     #[test]

@@ -48,13 +48,14 @@ pub fn report_style(s: &str) -> Result<OutputFormat, String> {
     }
 }
 
-/// `--near-congestion=w`: a weight in (0, 100].
+/// `--near-congestion=w`: a weight in [0, 100]. iperf 2.1.8 accepts 0
+/// (`atof(optarg) >= 0.0`, Settings.cpp): no pause, TCP_INFO after every write.
 pub fn weight(s: &str) -> Result<f64, String> {
     let w: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if w.is_finite() && w > 0.0 && w <= 100.0 {
+    if w.is_finite() && (0.0..=100.0).contains(&w) {
         Ok(w)
     } else {
-        Err(format!("`{s}` must be in (0, 100]"))
+        Err(format!("`{s}` must be in [0, 100]"))
     }
 }
 
@@ -115,7 +116,9 @@ mod tests {
         assert_eq!(rate("10m").unwrap(), BitRate(10_000_000));
         assert_eq!(report_style("C").unwrap(), OutputFormat::Csv);
         assert!(report_style("J").is_err());
-        assert!(weight("0").is_err() && weight("x").is_err());
+        // iperf 2.1.8 keeps a weight of 0 (no pause); negative and garbage are refused.
+        assert_eq!(weight("0"), Ok(0.0));
+        assert!(weight("-0.1").is_err() && weight("x").is_err());
         assert_eq!(weight("0.4").unwrap(), 0.4);
         assert_eq!(bind("127.0.0.1").unwrap(), "127.0.0.1:0".parse().unwrap());
         assert_eq!(bind("[::1]:5000").unwrap(), "[::1]:5000".parse().unwrap());

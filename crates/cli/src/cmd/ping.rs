@@ -57,6 +57,10 @@ pub struct PingArgs {
     /// 3 x the largest RTT seen).
     #[arg(long = "timeout", default_value = "3", value_parser = opts::positive_seconds)]
     pub timeout: Duration,
+    /// Exit 1 (after the report) when more than this percentage of probes was lost:
+    /// a run that mostly failed (a dead link or emulator) is not a measurement.
+    #[arg(long = "max-loss", default_value_t = 50.0, value_parser = max_loss)]
+    pub max_loss: f64,
     /// Print a line per reply (seq, RTT, one-way delays when the clocks are shared).
     #[arg(short = 'v', long = "per-probe")]
     pub per_probe: bool,
@@ -74,6 +78,14 @@ pub struct PingArgs {
         conflicts_with = "host"
     )]
     pub serve: Option<String>,
+}
+
+/// `--max-loss`: a percentage in 0..=100.
+fn max_loss(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a percentage in 0..=100")),
+    }
 }
 
 /// `--interval`: a positive duration with a unit (ns, us, ms, s); a bare number is ms.
@@ -236,6 +248,16 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
         print!("{}", String::from_utf8_lossy(&bytes));
     } else {
         print!("{}", format_summary(&shown, &summary));
+    }
+    let loss = pct(summary.lost(), summary.sent);
+    if loss > args.max_loss {
+        return Err(anyhow::Error::new(exit::Exit {
+            code: exit::FAILURE,
+            message: format!(
+                "{loss:.1}% of {} probes lost (more than --max-loss {}%): the run mostly failed",
+                summary.sent, args.max_loss
+            ),
+        }));
     }
     Ok(())
 }

@@ -136,6 +136,7 @@ impl ServerArgs {
                 ipv6: self.ipv6,
                 bind: self.bind,
                 nodelay: false,
+                mark: None,
             },
             format: if self.json {
                 OutputFormat::Json

@@ -1,7 +1,7 @@
 //! The TCP client: one thread per `-P` stream.
 
 use super::duplex;
-use super::handshake::{self, client_header, find_report, read_ack};
+use super::handshake::{self, client_header, find_report, read_ack, read_hello};
 use super::io::is_transient;
 use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, Collected, ReportSettings};
@@ -11,6 +11,7 @@ use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
+use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_units::Bytes;
 use std::io::{Read, Write};
@@ -120,6 +121,13 @@ fn stream(
     let initial = tcpinfo::sample(&s).ok();
     let start_wall = wall_now();
     let hdr = client_header(cfg, start_wall)?;
+    // Bounded unsent data on our sending socket (docs/engine.md, clean ends).
+    if let Some(n) = cfg
+        .notsent_lowat
+        .filter(|_| cfg.direction != Direction::Reverse)
+    {
+        sock::set_notsent_lowat(&s, u32::try_from(n.0).unwrap_or(u32::MAX))?;
+    }
     // iperf 2 sends the header on its own before any data (Client.cpp:1659).
     s.write_all(&hdr)?;
     let t0 = Instant::now();
@@ -136,6 +144,17 @@ fn stream(
         let ack = read_ack(&mut s, Instant::now() + Duration::from_secs(10))?;
         tags.push(format!("(peer {})", ack.version));
     }
+    // The server sends on -R / --full-duplex: a bloatlab server first says
+    // what its socket uses (extension block, HELLO); an iperf 2 server
+    // cannot be asked, and its data is left in place.
+    let hello = if cfg.direction == Direction::Forward {
+        None
+    } else {
+        read_hello(&mut s, Instant::now() + Duration::from_secs(10))
+    };
+    if id == 1 {
+        warn_unconfirmed_congestion(cfg, hello.as_ref());
+    }
     let _ = sink.send(Event::Connected {
         stream: id,
         info: ConnInfo {
@@ -147,6 +166,9 @@ fn stream(
             connect_time: Some(c.connect_time),
         },
     });
+    if let Some(hello) = hello {
+        let _ = sink.send(Event::PeerSender { stream: id, hello });
+    }
     let len = cfg.effective_len().0 as usize;
     let send_plan = SendPlan {
         stream: id,
@@ -163,8 +185,14 @@ fn stream(
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
     };
+    // With --abort-at-end the receiving side stops at -t too.
+    let slop = if cfg.abort_at_end {
+        Duration::ZERO
+    } else {
+        SLOP
+    };
     let recv_deadline = match cfg.amount {
-        Amount::Time(d) => Some(t0 + d + SLOP),
+        Amount::Time(d) => Some(t0 + d + slop),
         Amount::Bytes(_) => None,
     };
     // A slow -b reverse test sends one write per len*8/rate: silence that
@@ -188,6 +216,14 @@ fn stream(
         idle_timeout: Some(recv_idle),
     };
     match cfg.direction {
+        Direction::Forward if cfg.abort_at_end => {
+            // Clean end: an RST right at -t, no drain and no server report.
+            let (mut acc, mut ticker, sent) = send::run_with_end(&s, &send_plan, t0, sink)?;
+            let end = t0.elapsed();
+            sock::abort(s);
+            duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            send_verdict(sent, end)?;
+        }
         Direction::Forward => {
             let (mut acc, mut ticker, sent) = send::run_with_end(&s, &send_plan, t0, sink)?;
             // The test ends when the last write went out: the drain below
@@ -199,10 +235,22 @@ fn stream(
                 SendEnd::Stalled | SendEnd::Disconnected => (Vec::new(), Drained::TimedOut),
                 _ => drain(&mut s),
             };
+            let sent_bytes = acc.total(Span::from_zero(end)).bytes;
+            let mut impossible = None;
             if let Some(json) = find_report(&drained) {
-                let _ = sink.send(Event::PeerReport { stream: id, json });
+                // The server's own numbers go into our --json only if
+                // they can be true.
+                match check_peer_report(&json, sent_bytes, end) {
+                    Ok(()) => {
+                        let _ = sink.send(Event::PeerReport { stream: id, json });
+                    }
+                    Err(why) => impossible = Some(why),
+                }
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
+            if let Some(why) = impossible {
+                return Err(format!("the server's report is impossible ({why}); not used").into());
+            }
             send_verdict(sent, end)?;
             if closed == Drained::Reset {
                 return Err(
@@ -217,10 +265,17 @@ fn stream(
             let plan = recv_plan(already);
             let (mut acc, mut ticker, _, received) = recv::run_with_end(&s, &plan, t0, sink)?;
             let end = t0.elapsed();
-            let _ = s.shutdown(Shutdown::Write);
+            duplex::send_recv_tcp_info(sink, id, &s);
             // Nothing at all, and not because the user stopped us first.
             if acc.total_bytes().0 == 0 && !crate::stop::requested() {
                 return Err(REFUSED_REVERSE.into());
+            }
+            if cfg.abort_at_end {
+                // An RST stops the server's sender; what it still had in
+                // flight is discarded by our kernel, not counted.
+                sock::abort(s);
+            } else {
+                let _ = s.shutdown(Shutdown::Write);
             }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
             recv_verdict(received, end, plan.idle_timeout)?;
@@ -240,7 +295,56 @@ fn stream(
             let end = t0.elapsed();
             send_verdict(sent, end)?;
             recv_verdict(received, end, idle)?;
+            if cfg.abort_at_end {
+                sock::abort(s);
+            }
         }
+    }
+    Ok(())
+}
+
+/// `-Z` on a test where the server sends: say so when the server did not
+/// confirm it (an iperf 2 server cannot be asked; a bloatlab server's kernel
+/// may lack the algorithm). Goes to stderr, so `--json` stays clean.
+fn warn_unconfirmed_congestion(
+    cfg: &ClientConfig,
+    hello: Option<&bloatlab_metrics::json::SenderHello>,
+) {
+    let Some(want) = cfg.socket.congestion.as_deref() else {
+        return;
+    };
+    if cfg.direction == Direction::Forward {
+        return;
+    }
+    match hello.map(|h| h.congestion_control.as_deref()) {
+        Some(Some(got)) if got == want => {}
+        Some(got) => eprintln!(
+            "bloatlab client: warning: -Z {want} was asked of the server, but its sender uses {}",
+            got.unwrap_or("an unknown congestion control")
+        ),
+        None => eprintln!(
+            "bloatlab client: warning: -Z {want} applies to this end only: the server sends on \
+             this test and is not bloatlab (an iperf 2 server cannot be asked), so it uses its own \
+             default congestion control"
+        ),
+    }
+}
+
+/// Checks a bloatlab server's BLXR report of a forward test against what
+/// we sent: it cannot have received more, nor for longer than the test
+/// plus the server's slop, nor non-finite numbers.
+fn check_peer_report(json: &str, sent: Bytes, end: Duration) -> Result<(), String> {
+    let r = bloatlab_metrics::json::ServerSideReport::from_json(json.as_bytes())
+        .map_err(|e| format!("unreadable: {e}"))?;
+    let s = &r.summary;
+    if !(s.start_s.is_finite() && s.end_s.is_finite() && s.bits_per_second.is_finite()) {
+        return Err("a time or rate that is not a number".into());
+    }
+    if s.bytes > sent.0 {
+        return Err(format!("{} bytes received of {} sent", s.bytes, sent.0));
+    }
+    if s.end_s - s.start_s > (end + Duration::from_secs(15)).as_secs_f64() || s.start_s < 0.0 {
+        return Err(format!("a span of {}..{} s", s.start_s, s.end_s));
     }
     Ok(())
 }
@@ -353,5 +457,33 @@ fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
         congestion_control: cfg.socket.congestion.clone(),
         remote: Some(addr.to_string()),
         ..TestInfo::default()
+    }
+}
+
+#[cfg(test)]
+mod peer_report_tests {
+    use super::*;
+    use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
+    use bloatlab_metrics::tcp_recv::TcpRecvStats;
+
+    fn report(bytes: u64, secs: f64) -> String {
+        let mut acc = TcpRecvStats::new(Bytes(131_072), false);
+        acc.on_read(Bytes(bytes));
+        let total = acc.total(Span::from_zero(Duration::from_secs_f64(secs)));
+        let r = ServerSideReport::new(1, vec![], IntervalRecord::from_tcp_recv(&total, true));
+        String::from_utf8(r.to_json()).unwrap()
+    }
+
+    #[test]
+    fn a_server_report_that_cannot_be_true_is_refused() {
+        let end = Duration::from_secs(1);
+        assert_eq!(
+            check_peer_report(&report(1000, 1.0), Bytes(1000), end),
+            Ok(())
+        );
+        let more = check_peer_report(&report(1001, 1.0), Bytes(1000), end);
+        assert!(more.unwrap_err().contains("1001 bytes received of 1000"));
+        assert!(check_peer_report(&report(10, 3600.0), Bytes(1000), end).is_err());
+        assert!(check_peer_report("{not json", Bytes(1000), end).is_err());
     }
 }

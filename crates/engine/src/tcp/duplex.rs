@@ -50,6 +50,14 @@ pub fn recv_final(
     });
 }
 
+/// Samples the receiving socket's TCP_INFO at the end of a stream (out-of-order
+/// segments, CE marks received, receiver RTT) for its receive record.
+pub fn send_recv_tcp_info(sink: &Sink, stream: u32, s: &TcpStream) {
+    if let Ok(info) = crate::tcpinfo::sample_receiver(s) {
+        let _ = sink.send(Event::RecvTcpInfo { stream, info });
+    }
+}
+
 /// Runs one full-duplex stream on `s`. A reader thread gets its plan from
 /// `recv_plan` (on its own clone of the socket, so it may read a header
 /// first), receives and reports; meanwhile this thread gets its plan from
@@ -70,6 +78,7 @@ pub fn full_duplex(
         .spawn(move || -> io::Result<RecvEnd> {
             let plan = recv_plan(&mut rs)?;
             let (mut acc, mut ticker, _, why) = recv::run_with_end(&rs, &plan, t0, &rsink)?;
+            send_recv_tcp_info(&rsink, plan.stream, &rs);
             recv_final(&rsink, &plan, &mut ticker, &mut acc, t0.elapsed());
             Ok(why)
         })?;

@@ -5,7 +5,9 @@
 use super::io::{ReadError, read_exact_by};
 use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
+use bloatlab_metrics::json::SenderHello;
 use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::blab_block::{BLOATLAB_EXT_VERSION_BLOCK, BlabBlockFlags, BlabBlockRepr};
 use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, BlabExt, ReportFrame, ReportFrameRepr};
 use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr};
 use bloatlab_wire::permit_key::{self, KeyCheck};
@@ -55,6 +57,9 @@ pub struct TestRequest {
     /// A bloatlab client's `-i`: the period of the server-side intervals
     /// in the BLXR report when the server has no `-i` of its own.
     pub report_interval: Option<Duration>,
+    /// A bloatlab client's wishes for our sending socket (extension block,
+    /// docs/wire.md): congestion control, TCP_NOTSENT_LOWAT, hello frame.
+    pub sender: BlabBlockRepr,
 }
 
 fn to_wire_amount(a: Amount) -> WireAmount {
@@ -64,13 +69,33 @@ fn to_wire_amount(a: Amount) -> WireAmount {
     }
 }
 
-/// Builds the client's test header bytes (60, or 80 with trip-times), plus
-/// `2 + key length` with `--permit-key`.
+/// What a client asks of a bloatlab server's sender: on reverse and
+/// full-duplex tests, our `-Z`, `--notsent-lowat` and a hello frame telling
+/// what its socket really uses. `None` on forward tests (the server does not
+/// send), which keeps their header at 60/80 bytes.
+pub fn sender_block(cfg: &ClientConfig) -> Option<BlabBlockRepr> {
+    (cfg.direction != Direction::Forward).then(|| BlabBlockRepr {
+        flags: BlabBlockFlags::HELLO,
+        notsent_lowat: cfg
+            .notsent_lowat
+            .map(|b| u32::try_from(b.0).unwrap_or(u32::MAX)),
+        congestion: cfg.socket.congestion.clone(),
+    })
+}
+
+/// Builds the client's test header bytes: 60, or 80 with trip-times, or
+/// 104 with bloatlab's extension block ([`sender_block`]; docs/wire.md),
+/// plus `2 + key length` with `--permit-key` (the key goes after the block).
 pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>, WireError> {
+    let block = sender_block(cfg);
     // BLAB extension: also ask a bloatlab server for server-side intervals
     // at our -i (docs/wire.md); iperf 2 ignores the field.
     let ext = BlabExt {
-        version: BLOATLAB_EXT_VERSION as u8,
+        version: if block.is_some() {
+            BLOATLAB_EXT_VERSION_BLOCK
+        } else {
+            BLOATLAB_EXT_VERSION as u8
+        },
         report_interval: cfg.interval,
     };
     let mut core =
@@ -103,16 +128,26 @@ pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>
     if let Some(r) = cfg.rate.filter(|_| cfg.direction != Direction::Forward) {
         core.rate = Rate::Bits(r);
     }
+    // The block follows a start-time block, all zero without trip-times
+    // (iperf 2 reads it only with TRIPTIME/EPOCH/FQRATE flags).
+    let start = StartFqRepr {
+        start: if cfg.trip_times {
+            WallTime::from_since_epoch(start_wall)
+        } else {
+            WallTime::default()
+        },
+        fq_rate_bytes_per_sec: 0,
+    };
     let repr = TcpTestHeaderRepr {
         core,
-        start_fq: cfg.trip_times.then(|| StartFqRepr {
-            start: WallTime::from_since_epoch(start_wall),
-            fq_rate_bytes_per_sec: 0,
-        }),
+        start_fq: (cfg.trip_times || block.is_some()).then_some(start),
         isoch_settings: None,
     };
     let mut buf = vec![0u8; repr.buffer_len()];
     repr.emit(&mut TcpTestHeader::new_unchecked(&mut buf[..]));
+    if let Some(b) = block {
+        b.append_to(&mut buf)?;
+    }
     if let Some(key) = &cfg.permit_key {
         permit_key::append(&mut buf, key.as_bytes())?;
     }
@@ -174,9 +209,10 @@ pub const MAX_PARALLEL: u32 = 1024;
 /// Largest `-l` a peer may ask our reverse sender to use (its buffer is allocated).
 pub const MAX_PEER_LEN: Bytes = Bytes(16 << 20);
 
-/// Interprets a parsed client header. Values that would make us allocate or
-/// wait without bound are clamped ([`MAX_PARALLEL`], [`MAX_PEER_LEN`]).
-pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr) -> TestRequest {
+/// Interprets a parsed client header (`raw`: its bytes, for bloatlab's
+/// extension block). Values that would make us allocate or wait without
+/// bound are clamped ([`MAX_PARALLEL`], [`MAX_PEER_LEN`]).
+pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr, raw: Option<&[u8]>) -> TestRequest {
     let f = h.core.flags;
     let up = h.core.upper_flags;
     let direction = if up.contains(UpperFlags::FULLDUPLEX) {
@@ -190,6 +226,22 @@ pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr) -> TestRequest {
         WireAmount::Time(d) => Amount::Time(d),
         WireAmount::Bytes(b) => Amount::Bytes(b),
     };
+    let ext = h.core.bloatlab_ext().map(BlabExt::from_length);
+    // The block of an extension-2 client; a malformed one is ignored (the
+    // test still runs, with our own defaults).
+    let sender = match (ext, raw) {
+        (Some(e), Some(raw)) if e.version >= BLOATLAB_EXT_VERSION_BLOCK => {
+            match BlabBlockRepr::from_header(raw) {
+                Some(Ok(b)) => b,
+                Some(Err(e)) => {
+                    tracing::warn!("ignoring a malformed bloatlab extension block: {e}");
+                    BlabBlockRepr::default()
+                }
+                None => BlabBlockRepr::default(),
+            }
+        }
+        _ => BlabBlockRepr::default(),
+    };
     TestRequest {
         direction,
         trip_times: up.contains(UpperFlags::TRIPTIME),
@@ -197,16 +249,19 @@ pub fn request_of(raw_len: usize, h: &TcpTestHeaderRepr) -> TestRequest {
         parallel: h.core.num_threads.clamp(1, MAX_PARALLEL),
         buffer_len: (h.core.buf_len.0 > 0).then_some(Bytes(h.core.buf_len.0.min(MAX_PEER_LEN.0))),
         tos: (h.core.tos & 0xff) as u8,
-        start: h.start_fq.map(|s| s.start),
+        // A start time only with the flags that give it one (an extension
+        // block's header carries an all-zero start block otherwise).
+        start: h
+            .start_fq
+            .filter(|_| up.contains(UpperFlags::TRIPTIME) || up.contains(UpperFlags::EPOCH_START))
+            .map(|s| s.start),
         peer_version: h.core.version,
         wants_ack: (f.contains(HeaderFlags::EXTEND) && !f.contains(HeaderFlags::VERSION2))
             || f.contains(HeaderFlags::V2PEERDETECT),
         bloatlab: h.core.bloatlab_ext().is_some(),
         header_len: raw_len,
-        report_interval: h
-            .core
-            .bloatlab_ext()
-            .and_then(|l| BlabExt::from_length(l).report_interval),
+        report_interval: ext.and_then(|e| e.report_interval),
+        sender,
         rate: match h.core.rate {
             Rate::Bits(b) if b.0 > 0 => Some(b),
             _ => None,
@@ -277,6 +332,53 @@ pub fn find_report(drained: &[u8]) -> Option<String> {
         .map(|r| r.payload.to_owned())
 }
 
+/// bloatlab extension: the hello a server's sender sends before its data
+/// when the client's block asked for it (docs/wire.md), as a BLXR frame.
+pub fn send_hello(stream: &mut TcpStream, hello: &SenderHello) -> Result<(), HandshakeError> {
+    let json = String::from_utf8(hello.to_json()).unwrap_or_default();
+    stream.write_all(&report_frame(&json)?)?;
+    Ok(())
+}
+
+/// Reads a bloatlab server's hello if the connection starts with a BLXR
+/// frame. The first bytes are only peeked, so an iperf 2 server's data (or
+/// its trip-times header) stays in place for the receive loop: `None` then,
+/// and also on EOF, on a timeout before any byte, or on a frame that does
+/// not hold a valid hello.
+pub fn read_hello(stream: &mut TcpStream, deadline: Instant) -> Option<SenderHello> {
+    let magic = bloatlab_wire::REPORT_MAGIC.to_be_bytes();
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut first = [0u8; 4];
+    loop {
+        if Instant::now() >= deadline {
+            return None;
+        }
+        match stream.peek(&mut first) {
+            Ok(0) => return None,
+            Ok(n) if first[..n] != magic[..n] => return None,
+            Ok(4) => break,
+            // A partial magic: wait for the rest.
+            Ok(_) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) if super::io::is_transient(&e) => {}
+            Err(_) => return None,
+        }
+    }
+    let mut buf = Vec::new();
+    loop {
+        let more = bloatlab_wire::report_frame_bytes_needed(&buf).ok()?;
+        if more == 0 {
+            break;
+        }
+        let at = buf.len();
+        buf.resize(at + more, 0);
+        read_exact_by(stream, &mut buf[at..], deadline).ok()?;
+    }
+    let frame = ReportFrameRepr::parse(&ReportFrame::new_unchecked(&buf[..])).ok()?;
+    SenderHello::from_json(frame.payload.as_bytes())
+        .map_err(|e| tracing::warn!("server hello ignored: {e}"))
+        .ok()
+}
+
 /// Frames `json` as a BLXR report.
 pub fn report_frame(json: &str) -> Result<Vec<u8>, WireError> {
     Ok(ReportFrameRepr::new(json)?.to_vec())
@@ -294,17 +396,39 @@ mod tests {
         cfg.parallel = 4;
         cfg.amount = Amount::Time(Duration::from_secs(3));
         let raw = client_header(&cfg, Duration::from_secs(1_800_000_000)).unwrap();
-        assert_eq!(raw.len(), 80);
-        // flags: EXTEND|VERSION2|LEN_BIT|len=80 (README 5.6 shows 0x440100a0).
-        assert_eq!(&raw[0..4], &[0x44, 0x01, 0x00, 0xa0]);
+        // 80 bytes as in README 5.6 (flags 0x440100a0) plus bloatlab's
+        // 24-byte extension block: LEN = 104.
+        assert_eq!(raw.len(), 104);
+        assert_eq!(&raw[0..4], &[0x44, 0x01, 0x00, 0xd0]);
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-        let req = request_of(raw.len(), &repr);
+        let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.direction, Direction::Reverse);
         assert!(req.trip_times && req.bloatlab && !req.wants_ack);
         assert_eq!(req.parallel, 4);
         assert_eq!(req.amount, Amount::Time(Duration::from_secs(3)));
         assert_eq!(req.start.unwrap().sec, 1_800_000_000);
         assert_eq!(req.report_interval, None);
+        assert!(req.sender.flags.contains(BlabBlockFlags::HELLO));
+        assert_eq!(req.sender.congestion, None);
+    }
+
+    #[test]
+    fn reverse_congestion_control_and_lowat_reach_the_server() {
+        let mut cfg = ClientConfig::new("h");
+        cfg.direction = Direction::Reverse;
+        cfg.socket.congestion = Some("cubic".into());
+        cfg.notsent_lowat = Some(Bytes(16384));
+        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        assert_eq!(raw.len(), 104);
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        let req = request_of(raw.len(), &repr, Some(&raw));
+        assert_eq!(req.sender.congestion.as_deref(), Some("cubic"));
+        assert_eq!(req.sender.notsent_lowat, Some(16384));
+        // No trip-times: the zero start block gives no start time.
+        assert_eq!(req.start, None);
+        // Forward tests keep iperf 2's 60-byte header: the server does not send.
+        cfg.direction = Direction::Forward;
+        assert_eq!(client_header(&cfg, Duration::ZERO).unwrap().len(), 60);
     }
 
     #[test]
@@ -315,7 +439,7 @@ mod tests {
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[24..32], b"BLAB\x00\x01\xf4\x01");
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-        let req = request_of(raw.len(), &repr);
+        let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.report_interval, Some(Duration::from_millis(500)));
     }
 
@@ -326,7 +450,7 @@ mod tests {
         let req_of = |cfg: &ClientConfig| {
             let raw = client_header(cfg, Duration::ZERO).unwrap();
             let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-            request_of(raw.len(), &repr)
+            request_of(raw.len(), &repr, Some(&raw))
         };
         assert_eq!(req_of(&cfg).rate, None);
         for d in [Direction::Reverse, Direction::FullDuplex] {
@@ -345,7 +469,7 @@ mod tests {
         cfg.buffer_len = Some(Bytes(0x7fff_ffff));
         let raw = client_header(&cfg, Duration::ZERO).unwrap();
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-        let req = request_of(raw.len(), &repr);
+        let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.parallel, MAX_PARALLEL);
         assert_eq!(req.buffer_len, Some(MAX_PEER_LEN));
     }
@@ -370,7 +494,7 @@ mod tests {
         assert_eq!(check_permit_key(&plain, None), Ok(()));
         // The header with its key parses into the same request.
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-        assert_eq!(request_of(raw.len(), &repr).header_len, 70);
+        assert_eq!(request_of(raw.len(), &repr, Some(&raw)).header_len, 70);
         cfg.permit_key = Some("abc".into());
         assert!(client_header(&cfg, Duration::ZERO).is_err());
     }
@@ -382,7 +506,7 @@ mod tests {
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[0..4], &[0x40, 0x01, 0x00, 0x78]);
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
-        assert!(request_of(60, &repr).wants_ack);
+        assert!(request_of(60, &repr, Some(&raw)).wants_ack);
     }
 
     #[test]
@@ -398,5 +522,33 @@ mod tests {
         assert_eq!(find_report(&drained).as_deref(), Some("{\"a\":1}"));
         assert_eq!(find_report(&drained[..28]), None);
         assert_eq!(find_report(b"garbage garbage garbage garbage"), None);
+    }
+
+    #[test]
+    fn hello_is_read_and_plain_data_is_left_in_place() {
+        use std::io::Read;
+        use std::net::TcpListener;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut a, _) = l.accept().unwrap();
+            send_hello(&mut a, &SenderHello::new(Some("cubic".into()), None)).unwrap();
+            a.write_all(b"0123456789").unwrap();
+            let (mut b, _) = l.accept().unwrap();
+            b.write_all(b"0123456789").unwrap();
+        });
+        let deadline = || Instant::now() + Duration::from_secs(5);
+        let mut c = TcpStream::connect(addr).unwrap();
+        let h = read_hello(&mut c, deadline()).unwrap();
+        assert_eq!(h.congestion_control.as_deref(), Some("cubic"));
+        let mut rest = [0u8; 10];
+        c.read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"0123456789");
+        // An iperf 2 server: no hello, and its data is not consumed.
+        let mut c = TcpStream::connect(addr).unwrap();
+        assert_eq!(read_hello(&mut c, deadline()), None);
+        c.read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"0123456789");
+        server.join().unwrap();
     }
 }

@@ -57,9 +57,14 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                     .collect(),
                 summary: IntervalRecord::from_tcp_send(total),
                 server_side,
+                sender_congestion_control: info.congestion.clone(),
             });
         }
         if let Some(total) = c.recv_totals.get(&id) {
+            let mut summary = IntervalRecord::from_tcp_recv(total, true);
+            if let Some(r) = summary.tcp_recv.as_mut() {
+                r.tcp_info = c.recv_tcp_info.get(&id).cloned();
+            }
             doc.streams.push(StreamRecord {
                 id,
                 direction: Direction::Receive,
@@ -71,8 +76,16 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                     .filter(|(s, _)| *s == id)
                     .map(|(_, x)| IntervalRecord::from_tcp_recv(x, false))
                     .collect(),
-                summary: IntervalRecord::from_tcp_recv(total, true),
+                summary,
                 server_side: None,
+                // A client's receive record: the server's sender, from its hello.
+                sender_congestion_control: match role {
+                    JsonRole::Client => c
+                        .peer_senders
+                        .get(&id)
+                        .and_then(|h| h.congestion_control.clone()),
+                    JsonRole::Server => None,
+                },
             });
         }
     }

@@ -85,6 +85,17 @@ pub enum Event {
         stream: u32,
         json: String,
     },
+    /// A bloatlab server's hello on a reverse/full-duplex stream: what its
+    /// sending socket uses (bloatlab extension).
+    PeerSender {
+        stream: u32,
+        hello: bloatlab_metrics::json::SenderHello,
+    },
+    /// The receiving socket's TCP_INFO at the end of a stream.
+    RecvTcpInfo {
+        stream: u32,
+        info: bloatlab_metrics::json::RecvTcpInfoRecord,
+    },
     /// A stream failed; the message names what.
     Failed {
         stream: u32,

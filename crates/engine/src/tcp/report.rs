@@ -46,6 +46,10 @@ pub struct Collected {
     pub send_sums: Vec<TcpSendSnapshot>,
     pub recv_sums: Vec<TcpRecvSnapshot>,
     pub peer_reports: BTreeMap<u32, String>,
+    /// The receiving socket's TCP_INFO at the end, per stream.
+    pub recv_tcp_info: BTreeMap<u32, bloatlab_metrics::json::RecvTcpInfoRecord>,
+    /// What a bloatlab server's sender uses, per stream (its hello).
+    pub peer_senders: BTreeMap<u32, bloatlab_metrics::json::SenderHello>,
     pub failures: Vec<(u32, String)>,
 }
 
@@ -230,6 +234,17 @@ impl Reporter {
             }
             Event::PeerReport { stream, json } => {
                 self.out.peer_reports.insert(stream, json);
+            }
+            Event::RecvTcpInfo { stream, info } => {
+                self.out.recv_tcp_info.insert(stream, info);
+            }
+            Event::PeerSender { stream, hello } => {
+                if self.s.format == OutputFormat::Console
+                    && let Some(cc) = &hello.congestion_control
+                {
+                    self.print(&format!("[{stream:3}] server sends with cc={cc}"));
+                }
+                self.out.peer_senders.insert(stream, hello);
             }
             Event::Failed { stream, error } => {
                 eprintln!("[{stream:3}] {error}");

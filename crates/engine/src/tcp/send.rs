@@ -53,7 +53,7 @@ pub struct SendPlan {
     /// Stop here whatever the amount says (a server's cap on every test).
     pub deadline: Option<Instant>,
     /// End as [`SendEnd::Stalled`] after this long without a byte written
-    /// (a peer that stopped reading).
+    /// or acked (a peer that stopped reading, a dead path).
     pub stall_timeout: Option<Duration>,
     /// End pacing sleeps as soon as the peer closes or resets (a reverse
     /// sender, whose peer never sends after its header).
@@ -74,8 +74,8 @@ pub enum SendEnd {
     Done,
     /// The peer reset or closed the connection.
     Disconnected,
-    /// No byte could be written for [`SendPlan::stall_timeout`], or the
-    /// last write was still blocked 2 s after a `-t` test's end.
+    /// For [`SendPlan::stall_timeout`] no byte could be written and none
+    /// of the queued ones was acked (a peer that reads nothing, a dead path).
     Stalled,
     /// [`SendPlan::deadline`] passed first.
     Deadline,
@@ -141,6 +141,16 @@ fn peer_closed(stream: &TcpStream) -> bool {
     n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
+/// Bytes in the socket's send queue, sent or not but not yet acked
+/// (SIOCOUTQ); `None` if the kernel will not say.
+fn unacked(stream: &TcpStream) -> Option<i64> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int into `n`, which outlives the call.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    (rc == 0).then_some(i64::from(n))
+}
+
 /// [`run`], also saying why the loop ended.
 pub fn run_with_end(
     mut stream: &TcpStream,
@@ -181,6 +191,7 @@ pub fn run_with_end(
     // Body pieces after the first come from past the burst header.
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
     let mut last_progress = Instant::now();
+    let mut last_queued: Option<i64> = None;
     let mut next_write: Option<Instant> = None;
     let mut last_sample: Option<Instant> = None;
     let mut burst = TcpBurstRepr {
@@ -253,6 +264,7 @@ pub fn run_with_end(
                     off += n;
                     acc.on_write(Bytes(n as u64));
                     last_progress = Instant::now();
+                    last_queued = None;
                 }
                 Err(e) if is_transient(&e) => {
                     acc.on_write_error();
@@ -262,10 +274,21 @@ pub fn run_with_end(
                     if crate::stop::requested() {
                         break 'test SendEnd::Stopped;
                     }
-                    if end.is_some_and(|e| now >= e + Duration::from_secs(2))
-                        || plan.stall_timeout.is_some_and(|s| now - last_progress >= s)
-                    {
+                    // A full send buffer draining over a slow, bloated link
+                    // frees space in large steps (a third of the buffer at
+                    // a time): acks arriving are progress too. A peer that
+                    // reads nothing (zero window) or a dead path acks nothing.
+                    let queued = unacked(stream);
+                    if queued.is_some_and(|q| last_queued.is_none_or(|l| q < l)) {
+                        last_progress = now;
+                    }
+                    last_queued = queued;
+                    if plan.stall_timeout.is_some_and(|s| now - last_progress >= s) {
                         break 'test SendEnd::Stalled;
+                    }
+                    // The test is over: give up on the last write, as before.
+                    if end.is_some_and(|e| now >= e + Duration::from_secs(2)) {
+                        break 'test SendEnd::Done;
                     }
                     if plan.deadline.is_some_and(|d| now >= d) {
                         break 'test SendEnd::Deadline;

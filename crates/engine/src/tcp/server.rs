@@ -27,9 +27,10 @@ use crate::loglimit::SharedLogLimit;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
-use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
+use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_units::Bytes;
+use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -191,7 +192,7 @@ fn connection(
         log.eprint(|| format!("bloatlab server: [drop] connection from {peer} ({why})"));
         return;
     }
-    let req = request_of(raw.len(), &hdr);
+    let req = request_of(raw.len(), &hdr, Some(&raw));
     if cfg.no_reverse && req.direction != Direction::Forward {
         log.eprint(|| {
             format!(
@@ -250,6 +251,9 @@ fn test(
         } else {
             sref.set_tos_v4(u32::from(req.tos))
         };
+    }
+    if req.direction != Direction::Forward {
+        prepare_sender(s, peer, req)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
     let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
@@ -407,6 +411,38 @@ fn run_directions(
             Ok((Some(sent), Some(received)))
         }
     }
+}
+
+/// bloatlab extension (docs/wire.md, extension block): before this end sends
+/// on a reverse or full-duplex test, apply the congestion control and
+/// TCP_NOTSENT_LOWAT a bloatlab client asked for to our sending socket, and,
+/// when asked, tell it in a hello frame what the socket really uses (read
+/// back with `getsockopt`). A name this kernel refuses is logged and the
+/// socket keeps its congestion control; the hello shows which.
+fn prepare_sender(
+    s: &mut TcpStream,
+    peer: SocketAddr,
+    req: &TestRequest,
+) -> Result<(), handshake::HandshakeError> {
+    let want = &req.sender;
+    if let Some(cc) = &want.congestion
+        && let Err(e) = sock::set_congestion(s, cc)
+    {
+        eprintln!("bloatlab server: {peer} asked for congestion control {cc}: {e}");
+    }
+    if let Some(n) = want.notsent_lowat
+        && let Err(e) = sock::set_notsent_lowat(&*s, n)
+    {
+        eprintln!("bloatlab server: {peer}: {e}");
+    }
+    if want.flags.contains(BlabBlockFlags::HELLO) {
+        let hello = SenderHello::new(
+            sock::congestion_in_effect(&socket2::SockRef::from(&*s)),
+            sock::notsent_lowat(&*s).map(u64::from),
+        );
+        handshake::send_hello(s, &hello)?;
+    }
+    Ok(())
 }
 
 /// bloatlab extension: after the client's shutdown, send the server-side

@@ -41,6 +41,7 @@ fn recv_record(id: u32, r: &StreamResult, total: &UdpRecvSnapshot) -> StreamReco
             .collect(),
         summary: IntervalRecord::from_udp_recv(total, true),
         server_side: None,
+        sender_congestion_control: None,
     }
 }
 
@@ -59,6 +60,7 @@ fn send_record(id: u32, r: &StreamResult, total: &UdpSendSnapshot) -> StreamReco
             .collect(),
         summary: IntervalRecord::from_udp_send(total),
         server_side: None,
+        sender_congestion_control: None,
     }
 }
 

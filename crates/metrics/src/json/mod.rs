@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 mod records;
 pub use crate::histogram::{BucketRecord, HistogramRecord};
 pub use records::{
-    IntervalRecord, LatencyRecord, TcpInfoRecord, TcpRecvRecord, TcpSendRecord, UdpRecvRecord,
-    UdpSendRecord, reads_bin_range, reads_dist,
+    IntervalRecord, LatencyRecord, RecvTcpInfoRecord, TcpInfoRecord, TcpRecvRecord, TcpSendRecord,
+    UdpRecvRecord, UdpSendRecord, reads_bin_range, reads_dist,
 };
 
 /// The schema version this crate writes and reads.
@@ -211,6 +211,12 @@ pub struct StreamRecord {
     /// The peer's measurements of this stream (both ends bloatlab).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_side: Option<ServerSideReport>,
+    /// TCP congestion control of this stream's *sender*, read back from its
+    /// socket (`TCP_CONGESTION`): this end's for a `send` record; for a
+    /// `receive` record on a client, the bloatlab server's, from its
+    /// [`SenderHello`]. Absent when unknown (e.g. an iperf 2 server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_congestion_control: Option<String>,
 }
 
 /// The `[SUM]` of parallel streams.
@@ -293,6 +299,63 @@ impl ServerSideReport {
             rec.validate(&format!("intervals[{i}]"))?;
         }
         self.summary.validate("summary")
+    }
+}
+
+/// What a bloatlab server's sending socket really uses, sent before its data
+/// on a reverse or full-duplex TCP test when the client asked for it
+/// (wire extension block, `HELLO` flag; docs/wire.md), as JSON in a BLXR frame.
+///
+/// ```
+/// use bloatlab_metrics::json::SenderHello;
+/// let h = SenderHello::new(Some("cubic".into()), Some(16384));
+/// let back = SenderHello::from_json(&h.to_json()).unwrap();
+/// assert_eq!(back.congestion_control.as_deref(), Some("cubic"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SenderHello {
+    /// Always [`SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The server program and version, e.g. `"bloatlab 0.1.0"`.
+    pub server_version: String,
+    /// `TCP_CONGESTION` read back from the server's sending socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<String>,
+    /// `TCP_NOTSENT_LOWAT` read back from the server's sending socket, bytes
+    /// (absent when not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat_bytes: Option<u64>,
+}
+
+impl SenderHello {
+    /// A hello from this build.
+    pub fn new(congestion_control: Option<String>, notsent_lowat_bytes: Option<u64>) -> Self {
+        SenderHello {
+            schema_version: SCHEMA_VERSION,
+            server_version: format!("bloatlab {}", env!("CARGO_PKG_VERSION")),
+            congestion_control,
+            notsent_lowat_bytes,
+        }
+    }
+
+    /// JSON bytes (the BLXR frame payload).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses a peer's hello; never panics, rejects oversized input and newer versions.
+    pub fn from_json(bytes: &[u8]) -> Result<SenderHello, SchemaError> {
+        check_version(bytes)?;
+        let h: SenderHello = serde_json::from_slice(bytes).map_err(SchemaError::Json)?;
+        if let Some(cc) = &h.congestion_control
+            && (cc.is_empty() || cc.len() > 16 || !cc.bytes().all(|c| c.is_ascii_graphic()))
+        {
+            return Err(SchemaError::Invalid {
+                field: "congestion_control".into(),
+                reason: "not a congestion control name".into(),
+            });
+        }
+        Ok(h)
     }
 }
 

@@ -43,8 +43,11 @@ pub struct TcpSendRecord {
     pub writes: u64,
     /// Non-fatal write errors.
     pub write_errors: u64,
-    /// Retransmitted segments (delta of `tcpi_total_retrans`; cumulative in a summary).
-    pub retransmits: u64,
+    /// Retransmitted segments (delta of `tcpi_total_retrans`; cumulative in a
+    /// summary). Absent when `TCP_INFO` was not sampled (without `-e`): not
+    /// measured is never 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
     /// Last `TCP_INFO` sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpInfoRecord>,
@@ -62,6 +65,10 @@ pub struct TcpInfoRecord {
     pub rtt_us: u64,
     /// RTT variation, microseconds.
     pub rttvar_us: u64,
+    /// `tcpi_delivered_ce`: segments delivered with an ECN CE mark since the
+    /// connection began (cumulative; absent when the kernel does not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_ce: Option<u64>,
 }
 
 /// TCP receiver data (`-e` columns, plus trip-times).
@@ -82,6 +89,27 @@ pub struct TcpRecvRecord {
     /// NetPwr with the mean burst latency (with `--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netpwr: Option<f64>,
+    /// The receiving socket's `TCP_INFO` at the end of the stream (a client's
+    /// receive summary; absent when not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<RecvTcpInfoRecord>,
+}
+
+/// A receiving socket's `TCP_INFO`, cumulative over the connection. Each field is
+/// absent when the kernel does not report it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RecvTcpInfoRecord {
+    /// `tcpi_rcv_rtt`: the receiver's RTT estimate, microseconds (absent when 0:
+    /// the kernel had no estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_rtt_us: Option<u64>,
+    /// `tcpi_rcv_ooopack`: data segments that arrived out of order (a loss signal
+    /// seen at the receiver; Linux 5.4+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_order_packets: Option<u64>,
+    /// `tcpi_received_ce`: segments received with an ECN CE mark (Linux 6.18+).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ce: Option<u64>,
 }
 
 /// UDP sender data.
@@ -210,11 +238,12 @@ impl IntervalRecord {
         r.tcp_send = Some(TcpSendRecord {
             writes: s.writes,
             write_errors: s.write_errors,
-            retransmits: s.retransmits,
+            retransmits: s.tcp_info_sampled.then_some(s.retransmits),
             tcp_info: s.tcp_info.map(|i| TcpInfoRecord {
                 cwnd_bytes: i.cwnd().0,
                 rtt_us: u64::try_from(i.rtt.as_micros()).unwrap_or(u64::MAX),
                 rttvar_us: u64::try_from(i.rttvar.as_micros()).unwrap_or(u64::MAX),
+                delivered_ce: i.delivered_ce.map(u64::from),
             }),
             netpwr: s.net_power().and_then(finite),
         });
@@ -240,6 +269,7 @@ impl IntervalRecord {
             } else {
                 None
             },
+            tcp_info: None,
         });
         r
     }

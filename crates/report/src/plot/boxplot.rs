@@ -1,4 +1,5 @@
-//! Box plots of delay per run, series and phase.
+//! Box plots of round-trip delay per run, series and phase (one-way series are in the
+//! latency time series and the tables).
 //!
 //! Each box summarises the delays of one series in one phase (probes by send time,
 //! lost probes excluded):
@@ -11,7 +12,7 @@
 //! Boxes are grouped by `run: series`, one per phase, filled with the phase colour.
 
 use bloatlab_results::schema::PhaseKindRecord;
-use bloatlab_stats::quantile_sorted;
+use bloatlab_stats::{DelayKind, quantile_sorted};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -19,6 +20,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::DrawResult;
 use super::style::{bold, font, phase_fill, phase_stroke};
 use crate::run::Run;
+use crate::view::series_label;
 
 /// The five numbers a box shows, in ms.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,7 +68,11 @@ pub struct Group {
 pub fn groups(runs: &[Run]) -> Vec<Group> {
     let mut out = Vec::new();
     for run in runs {
-        for s in &run.latency {
+        for s in run
+            .latency
+            .iter()
+            .filter(|s| s.kind == DelayKind::RoundTrip)
+        {
             let boxes = run
                 .timeline
                 .phases()
@@ -80,7 +86,7 @@ pub fn groups(runs: &[Run]) -> Vec<Group> {
                 .collect();
             out.push(Group {
                 label: if runs.len() > 1 {
-                    format!("{}: {}", run.label, s.name)
+                    format!("{}: {}", run.label, series_label(&s.name, s.kind.into()))
                 } else {
                     s.name.clone()
                 },

@@ -1,4 +1,6 @@
-//! Latency CDFs of the loaded phases, overlaying every series of every run.
+//! Latency CDFs of the loaded phases, overlaying every round-trip series of every run
+//! (one-way series have their own lines in the latency time series and rows in the
+//! tables; a CDF mixing both kinds would put unlike delays side by side).
 //!
 //! Each curve is the empirical CDF of the delays of probes **sent during the run's
 //! loaded phases** (idle and recovery time would dilute the loaded distribution, the
@@ -10,13 +12,14 @@
 use std::time::Duration;
 
 use bloatlab_results::schema::PhaseKindRecord;
-use bloatlab_stats::quantile_sorted;
+use bloatlab_stats::{DelayKind, quantile_sorted};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::DrawResult;
 use super::style::{bold, color, font};
 use crate::run::Run;
+use crate::view::series_label;
 
 /// Points per curve beyond which quantiles are used instead of every sample.
 const MAX_STEPS: usize = 1000;
@@ -65,7 +68,11 @@ pub fn curves(runs: &[Run]) -> Vec<Curve> {
             .filter(|(_, r)| r.kind == PhaseKindRecord::Loaded)
             .map(|(p, _)| p)
             .collect();
-        for s in &run.latency {
+        for s in run
+            .latency
+            .iter()
+            .filter(|s| s.kind == DelayKind::RoundTrip)
+        {
             let mut d: Vec<Duration> = if loaded.is_empty() {
                 s.samples.iter().filter_map(|p| p.delay()).collect()
             } else {
@@ -73,9 +80,9 @@ pub fn curves(runs: &[Run]) -> Vec<Curve> {
             };
             d.sort_unstable();
             let mut label = if runs.len() > 1 {
-                format!("{}: {}", run.label, s.name)
+                format!("{}: {}", run.label, series_label(&s.name, s.kind.into()))
             } else {
-                s.name.clone()
+                series_label(&s.name, s.kind.into())
             };
             if loaded.is_empty() {
                 label.push_str(" (all phases)");

@@ -5,13 +5,14 @@
 
 use std::time::Duration;
 
+use bloatlab_stats::DelayKind;
 use bloatlab_stats::timeseries::bucketize_latency;
 
 use super::grid;
 use super::style::color;
 use super::timeseries::{Line, Marks, TimeSeries};
 use crate::run::Run;
-use crate::view::kind_name;
+use crate::view::series_label;
 use bloatlab_results::schema::DelayKindRecord;
 
 /// The latency chart of one run; `None` if the run has no probe series.
@@ -24,10 +25,7 @@ pub fn chart(run: &Run) -> Option<TimeSeries<'_>> {
     let mut marks = Vec::new();
     for (i, s) in run.latency.iter().enumerate() {
         let w = grid::width(grid::probe_interval(s), 1.5, end);
-        let label = match DelayKindRecord::from(s.kind) {
-            DelayKindRecord::Rtt => s.name.clone(),
-            k => format!("{} ({})", s.name, kind_name(k)),
-        };
+        let label = series_label(&s.name, DelayKindRecord::from(s.kind));
         let points = bucketize_latency(s, Duration::ZERO, end, w)
             .map(|b| {
                 b.iter()
@@ -46,6 +44,15 @@ pub fn chart(run: &Run) -> Option<TimeSeries<'_>> {
             width: 2,
             points,
         });
+        // A probe lost is lost in all of its series: marked once, on the round trip
+        // when the probe has one.
+        let has_rtt = run
+            .latency
+            .iter()
+            .any(|r| r.name == s.name && r.kind == DelayKind::RoundTrip);
+        if s.kind != DelayKind::RoundTrip && has_rtt {
+            continue;
+        }
         let lost: Vec<f64> = s
             .samples
             .iter()

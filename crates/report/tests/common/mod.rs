@@ -17,6 +17,13 @@ pub fn v1() -> Run {
     Run::new("v1", file).expect("v1.json is consistent")
 }
 
+/// The committed version 2 sample (typed metadata, one flow with TCP_INFO).
+pub fn v2() -> Run {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../results/tests/data/v2.json");
+    let file = bloatlab_report::results::load(&path).expect("v2.json loads");
+    Run::new("v2", file).expect("v2.json is consistent")
+}
+
 /// Two synthetic runs: a deep FIFO and FQ-CoDel.
 pub fn fifo_vs_fqcodel() -> Vec<Run> {
     vec![

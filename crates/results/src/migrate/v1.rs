@@ -189,6 +189,10 @@ fn host(v: &Value, role: HostRole) -> Option<HostRecord> {
     let place = |h: &mut HostRecord, s: &str| {
         if s.parse::<IpAddr>().is_ok() {
             h.address = Some(s.to_owned());
+        } else if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+            // v1 ping wrote "address": "IP:PORT".
+            h.address = Some(a.ip().to_string());
+            h.port = Some(a.port());
         } else {
             h.name = Some(s.to_owned());
         }
@@ -309,5 +313,97 @@ impl PlanV1 {
             }
         }
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What `bloatlab test` (suite) wrote as version 1.
+    fn suite_v1() -> Value {
+        json!({"format": "bloatlab-results", "version": 1,
+          "metadata": {"bloatlab_version": "0.1.0", "test": "tcp_download",
+            "command_line": [], "start_time": "2026-12-02T11:00:00Z",
+            "hosts": {"remote": {"host": "10.77.0.2", "port": 5001}},
+            "kernel": {"sysname": "Linux", "release": "6.18.0", "version": "#1",
+                       "machine": "x86_64", "nodename": "box"},
+            "congestion_control": {"default": "bbr", "per_flow": {"tcp_down_1": "cubic"}},
+            "qdisc": {}, "link": {},
+            "extra": {"cpu_utilisation": [0.5], "tcp_retransmits_up": null,
+              "plan": {"loaded_ns": 2, "idle_before_ns": 1, "idle_after_ns": 1,
+                "probe_interval_ns": 10, "sample_interval_ns": 20,
+                "runners": [
+                  {"name": "tcp_down_1", "start_ns": 1, "stop_ns": 3,
+                   "kind": {"tcp": {"direction": "down", "tos": null, "cc": "cubic"}}},
+                  {"name": "udp_be", "start_ns": 0, "stop_ns": 4,
+                   "kind": {"probe": {"mode": "udp", "tos": 0, "size": null, "interval_ns": 10}}}]}}},
+          "raw": {"phases": [], "latency": [],
+            "throughput": [{"name": "tcp_down_1", "direction": "down", "samples": []}]}})
+    }
+
+    #[test]
+    fn suite_v1_becomes_records() {
+        let v = to_v2(suite_v1()).unwrap();
+        let m = &v["metadata"];
+        assert_eq!(m["hosts"]["remote"]["address"], "10.77.0.2");
+        assert_eq!(m["hosts"]["remote"]["port"], 5001);
+        assert_eq!(m["hosts"]["remote"]["role"], "server");
+        assert_eq!(m["hosts"]["local"]["name"], "box");
+        assert_eq!(m["kernel"]["machine"], "x86_64");
+        let cc = &m["congestion_control"];
+        assert_eq!(cc["default"], "bbr");
+        // The download's server never received "cubic": requested, not used.
+        assert_eq!(
+            cc["per_flow"],
+            json!([{"flow": "tcp_down_1", "sender": "remote", "requested": "cubic", "used": null}])
+        );
+        assert_eq!(m["plan"]["flows"][0]["congestion_control"], "cubic");
+        assert_eq!(m["plan"]["probes"][0]["mode"], "udp");
+        assert_eq!(m["link"], Value::Null);
+        assert!(m["extra"].get("plan").is_none());
+        assert_eq!(m["extra"]["cpu_utilisation"], json!([0.5]));
+        // And it is a valid version 2 document.
+        let mut v = v;
+        v["version"] = json!(2);
+        let f: crate::ResultsFile = serde_json::from_value(v).unwrap();
+        assert_eq!(f.metadata.plan.unwrap().flows[0].name, "tcp_down_1");
+    }
+
+    #[test]
+    fn ping_v1_probe_moves_and_unknown_shapes_are_kept() {
+        let probe = json!({"mode": "icmp", "interval_ns": 10, "size_bytes": 64, "tos": null,
+            "timeout_ns": 5, "clock": {"method": "unknown", "shared": false, "offset_ns": 0,
+            "drift_ppm": 0.0, "samples_used": 0},
+            "summary": {"sent": 1, "received": 1, "lost_up": 0, "lost_down": 0,
+              "lost_unknown": 0, "duplicates": 0, "late": 0, "skipped_slots": 0,
+              "server_rx_count": 0, "rtt": null, "owd_up": null, "owd_down": null,
+              "ipdv_rtt": null, "ipdv_up": null, "ipdv_down": null},
+            "lost": [], "negative_owd_clamped": 0});
+        let doc = json!({"metadata": {"test": "ping",
+            "hosts": {"remote": {"host": "example.org", "address": "192.0.2.1:0", "odd": 1}},
+            "link": {"rate_bps": 5}, "extra": {"probe": probe}}});
+        let v = to_v2(doc).unwrap();
+        let m = &v["metadata"];
+        assert_eq!(m["probe"]["mode"], "icmp");
+        assert!(m["extra"].get("probe").is_none());
+        // A host entry with a field v1 never defined is kept as written.
+        assert_eq!(m["hosts"]["remote"]["address"], Value::Null);
+        assert_eq!(m["extra"]["v1_hosts_remote"]["odd"], 1);
+        assert_eq!(m["extra"]["v1_link"]["rate_bps"], 5);
+        // What v1 ping really wrote for the responder.
+        let doc = json!({"metadata": {"test": "ping",
+            "hosts": {"remote": {"host": "localhost", "address": "127.0.0.1:5001"}}}});
+        let r = &to_v2(doc).unwrap()["metadata"]["hosts"]["remote"];
+        assert_eq!(
+            (&r["name"], &r["address"], &r["port"], &r["role"]),
+            (
+                &json!("localhost"),
+                &json!("127.0.0.1"),
+                &json!(5001),
+                &json!("probe_responder")
+            )
+        );
     }
 }

@@ -1,0 +1,101 @@
+//! Clean phases through a real lab (docs/tests.md, "Clean phase ends"): with a deep FIFO
+//! (20 Mbit/s, 40 ms each way, 4000-packet limit) the load flows of `bloatlab test
+//! tcp_bidirectional` stop when the loaded phase ends, so the recovery phase carries under
+//! 5 % of the loaded phase's throughput in each direction. Before, a flow's socket buffer
+//! kept draining through the queue for 1.5 s into recovery. The download is sent by a
+//! bloatlab server with cubic (loss-based, so the FIFO really fills). Needs root (CI runs
+//! as root), like the other lab tests.
+
+mod lab_util;
+
+use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
+use lab_util::*;
+use std::time::Duration;
+
+const SERVER: &str = "10.77.0.2";
+
+#[test]
+fn recovery_phase_has_no_load_through_a_deep_fifo() {
+    let lab = LabGuard::up(
+        "clean",
+        &[
+            "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fifo", "--limit", "4000p",
+        ],
+    );
+    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            lab.exec(
+                "client",
+                &[BIN, "ping", SERVER, "-p", "5001", "-t", "0.2", "--json"],
+            )
+            .status
+            .success()
+        }),
+        "the server in lab {} never answered",
+        lab.name
+    );
+    let file = std::env::temp_dir().join(format!("bl-clean-{}.json", lab.name));
+    let path = file.to_string_lossy().into_owned();
+    let o = lab.exec(
+        "client",
+        &[
+            BIN,
+            "test",
+            "tcp_bidirectional",
+            SERVER,
+            "-l",
+            "6",
+            "--idle-before",
+            "1",
+            "--idle-after",
+            "4",
+            "--cc",
+            "cubic",
+            "-o",
+            &path,
+        ],
+    );
+    let summary = stdout(&o);
+    assert!(o.status.success(), "{summary}\n{}", stderr(&o));
+    let f = bloatlab_results::load(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    // Both senders used cubic, as asked (the download's, read back by the server).
+    assert!(
+        summary.contains("Load congestion control: cubic x2"),
+        "{summary}"
+    );
+    let phase_len = |kind: PhaseKindRecord| {
+        let p = f.raw.phases.iter().find(|p| p.kind == kind).unwrap();
+        (p.name.clone(), (p.end_ns - p.start_ns) as f64 / 1e9)
+    };
+    let (loaded, loaded_s) = phase_len(PhaseKindRecord::Loaded);
+    let (recovery, recovery_s) = phase_len(PhaseKindRecord::Recovery);
+    let d = f.derived.as_ref().unwrap();
+    let bytes = |phase: &str, dir: DirectionRecord| -> f64 {
+        d.throughput
+            .iter()
+            .find(|t| t.phase == phase)
+            .map(|t| {
+                t.flows
+                    .iter()
+                    .filter(|x| x.direction == dir)
+                    .map(|x| x.bytes as f64)
+                    .sum()
+            })
+            .unwrap_or(0.0)
+    };
+    for dir in [DirectionRecord::Up, DirectionRecord::Down] {
+        let loaded_bps = bytes(&loaded, dir) * 8.0 / loaded_s;
+        let recovery_bps = bytes(&recovery, dir) * 8.0 / recovery_s;
+        // The load really ran (the check below cannot pass by moving nothing).
+        assert!(
+            loaded_bps > 5e6,
+            "{dir:?}: loaded {loaded_bps:.0} bit/s\n{summary}"
+        );
+        assert!(
+            recovery_bps < 0.05 * loaded_bps,
+            "{dir:?}: recovery {recovery_bps:.0} bit/s vs loaded {loaded_bps:.0} bit/s\n{summary}"
+        );
+    }
+}
