@@ -621,7 +621,13 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     let is_client = |k: &u32| {
         std::fs::read(format!("/proc/{k}/cmdline")).is_ok_and(|c| {
             let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
-            args.contains(&&b"client"[..]) && args.contains(&&b"20"[..])
+            // `-t` is the flow's planned length (about 20 s; the preflight's is 1 s).
+            let t = args
+                .iter()
+                .position(|a| *a == b"-t")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<f64>().ok());
+            args.contains(&&b"client"[..]) && t.is_some_and(|t| t >= 5.0)
         })
     };
     let t0 = Instant::now();
