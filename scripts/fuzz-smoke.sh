@@ -10,6 +10,10 @@
 # flags (-Zsanitizer), so on a stable toolchain we set RUSTC_BOOTSTRAP=1.
 # FUZZ_SANITIZER (default: address) is passed to `cargo fuzz --sanitizer`;
 # `none` builds faster (all our parsers are safe Rust).
+#
+# Each target starts from its committed seed corpus, fuzz/corpus/<target>/
+# (written by fuzz/make-corpus.py from golden captures and sample files);
+# inputs libFuzzer adds there are not committed (.gitignore).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -50,6 +54,7 @@ trap 'rm -f "$stamp"' EXIT
 for t in "${targets[@]}"; do
     echo "fuzz-smoke: $t for ${seconds}s"
     mkdir -p "fuzz/corpus/$t"
+    [ -n "$(ls -A "fuzz/corpus/$t")" ] || echo "fuzz-smoke: WARN: no seeds for $t (run fuzz/make-corpus.py)" >&2
     # -max_total_time bounds the run; libFuzzer exits non-zero on a crash,
     # a leak, a timeout (-timeout per input) or an out-of-memory.
     if ! cargo fuzz run --sanitizer "$sanitizer" "$t" -- \

@@ -304,3 +304,51 @@ fn ecn_and_sysctls_are_per_host() {
     let o = lab.exec("nohost", &["true"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// The lab daemon must not keep its caller's files open: `flock L bloatlab
+/// lab up ...` used to hold L until `lab down`, and a `$(bloatlab lab up ...)`
+/// caller could wait forever for EOF on a pipe the daemon inherited.
+#[test]
+fn lab_up_daemon_does_not_inherit_the_callers_fds() {
+    let name = unique("fd");
+    let lock = std::env::temp_dir().join(format!("bloatlab-{name}.lock"));
+    let _down = LabGuard { name: name.clone() };
+    // flock(1) holds the lock on an fd that `bloatlab lab up` inherits.
+    let o = Command::new("flock")
+        .arg(&lock)
+        .args([BIN, "lab", "up", &name])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run flock");
+    assert!(o.status.success(), "lab up: {}", stderr(&o));
+    let free = Command::new("flock")
+        .args(["-n"])
+        .arg(&lock)
+        .arg("true")
+        .status()
+        .expect("run flock -n");
+    let _ = std::fs::remove_file(&lock);
+    assert!(
+        free.success(),
+        "the lab daemon still holds the caller's lock"
+    );
+    // $(...) returns: the shell reads lab up's stdout to EOF.
+    let name2 = unique("fs");
+    let _down2 = LabGuard {
+        name: name2.clone(),
+    };
+    let mut sh = Command::new("sh")
+        .args(["-c", &format!("x=$({BIN} lab up {name2}); echo done")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    let ok = wait_until(Duration::from_secs(20), || {
+        matches!(sh.try_wait(), Ok(Some(_)))
+    });
+    if !ok {
+        let _ = sh.kill();
+    }
+    let _ = sh.wait();
+    assert!(ok, "$(bloatlab lab up) did not return");
+}

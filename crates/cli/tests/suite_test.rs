@@ -531,3 +531,127 @@ fn every_test_shape_runs_and_records_its_flows() {
         }
     }
 }
+
+/// `-o` into a directory that cannot be written is refused before the run
+/// (exit 2, no traffic: there is not even a server here, which the run would
+/// report with exit 1), not after the whole test with nothing saved.
+#[test]
+fn unwritable_output_is_refused_before_the_run() {
+    let dir = tmpdir("unwritable");
+    let file = dir.join("x.json");
+    std::fs::write(&file, b"a file, not a directory").unwrap();
+    let inside_a_file = file.join("y.json");
+    for out in [
+        dir.join("missing").join("x.json"),
+        inside_a_file,
+        dir.clone(),
+    ] {
+        let t0 = Instant::now();
+        let o = run(&[
+            "test",
+            "tcp_upload",
+            "127.0.0.1",
+            "-p",
+            "9",
+            "-l",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{out:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("checked before the run"),
+            "{}",
+            text(&o.stderr)
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PIDs of the direct children of `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            v.extend(
+                list.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    v
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// SIGKILL of `bloatlab test` takes its runners (client, ping) with it.
+#[test]
+fn sigkill_of_test_leaves_no_runner_behind() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("kill");
+    let p = port.to_string();
+    let file = dir.join("k.json");
+    let mut child = Command::new(bin())
+        .args([
+            "test",
+            "tcp_upload",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-l",
+            "20",
+            "--idle",
+            "0",
+            "-o",
+            file.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Past the preflight (about 1 s): the 20 s flow client (`client ... -t 20`) is up.
+    let is_client = |k: &u32| {
+        std::fs::read(format!("/proc/{k}/cmdline")).is_ok_and(|c| {
+            let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+            // `-t` is the flow's planned length (about 20 s; the preflight's is 1 s).
+            let t = args
+                .iter()
+                .position(|a| *a == b"-t")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<f64>().ok());
+            args.contains(&&b"client"[..]) && t.is_some_and(|t| t >= 5.0)
+        })
+    };
+    let t0 = Instant::now();
+    let mut kids = Vec::new();
+    let mut saw_client = false;
+    while !saw_client && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+        kids = children_of(child.id());
+        saw_client = kids.iter().any(is_client);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(saw_client, "no flow client seen: {kids:?}");
+    let t1 = Instant::now();
+    while kids.iter().any(|&k| running(k)) && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
+    for &k in &left {
+        // SAFETY: ending, by PID, a runner our test started.
+        unsafe {
+            libc::kill(k as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
+}

@@ -87,6 +87,8 @@ const RECV_POLL: Duration = Duration::from_millis(20);
 struct UdpTransport {
     socket: UdpSocket,
     session: u64,
+    /// Tag requests and accept only tagged replies ([`crate::auth`]).
+    key: Option<Vec<u8>>,
 }
 
 impl Transport for UdpTransport {
@@ -94,6 +96,10 @@ impl Transport for UdpTransport {
         Repr::request(self.session, t.seq, t.send_time)
             .emit(buf)
             .map_err(io::Error::other)?;
+        if let Some(key) = &self.key {
+            // run_keyed() made the datagram long enough for the tag.
+            crate::auth::sign(buf, key);
+        }
         self.socket.send(buf).map(|_| ())
     }
 
@@ -111,6 +117,12 @@ impl Transport for UdpTransport {
             Err(e) => return Err(e),
         };
         let rx = got.kernel_time.unwrap_or_else(sys::now);
+        if let Some(key) = &self.key
+            && !crate::auth::verify(&buf[..got.len], key)
+        {
+            // Not from a responder holding our key: as if it never came.
+            return Ok(None);
+        }
         let Ok(r) = Repr::parse_bytes(&buf[..got.len]) else {
             return Ok(None);
         };
@@ -204,7 +216,11 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
-fn udp_transport(cfg: &ClientConfig, session: u64) -> Result<UdpTransport, ProbeError> {
+fn udp_transport(
+    cfg: &ClientConfig,
+    session: u64,
+    key: Option<Vec<u8>>,
+) -> Result<UdpTransport, ProbeError> {
     let target = cfg.target;
     let domain = Domain::for_address(target);
     let sock = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))
@@ -228,7 +244,11 @@ fn udp_transport(cfg: &ClientConfig, session: u64) -> Result<UdpTransport, Probe
     if let Err(e) = sys::enable_rx_timestamps(&socket) {
         tracing::warn!(error = %e, "no kernel receive timestamps; using userspace time");
     }
-    Ok(UdpTransport { socket, session })
+    Ok(UdpTransport {
+        socket,
+        session,
+        key,
+    })
 }
 
 fn set_tos(sock: &Socket, target: SocketAddr, tos: u8) -> Result<(), ProbeError> {
@@ -301,13 +321,30 @@ fn check_size(cfg: &ClientConfig) -> Result<(), ProbeError> {
 pub fn run(
     cfg: &ClientConfig,
     stop: &AtomicBool,
+    on_line: impl FnMut(&ProbeLine),
+) -> Result<Report, ProbeError> {
+    run_keyed(cfg, None, stop, on_line)
+}
+
+/// [`run`] with a probe key ([`crate::auth`]): requests carry an HMAC tag and
+/// replies without a valid tag are ignored (they count as lost). UDP probes
+/// grow to at least [`crate::auth::MIN_LEN`] bytes to hold the tag.
+pub fn run_keyed(
+    cfg: &ClientConfig,
+    key: Option<&[u8]>,
+    stop: &AtomicBool,
     mut on_line: impl FnMut(&ProbeLine),
 ) -> Result<Report, ProbeError> {
+    let mut cfg = *cfg;
+    if key.is_some() && cfg.mode == Mode::Udp {
+        cfg.size = cfg.size.max(crate::auth::MIN_LEN);
+    }
+    let cfg = &cfg;
     check_size(cfg)?;
     let session_id = random_u64();
     let local_domain = sys::clock_domain();
     let transport: Box<dyn Transport> = match cfg.mode {
-        Mode::Udp => Box::new(udp_transport(cfg, session_id)?),
+        Mode::Udp => Box::new(udp_transport(cfg, session_id, key.map(<[u8]>::to_vec))?),
         Mode::Icmp => Box::new(icmp_transport(cfg, session_id)?),
     };
     let config = Config {

@@ -15,6 +15,7 @@
 //! same clock domain and one-way delays are exact; across hosts the offset and drift are
 //! estimated (see [`clock`]).
 
+pub mod auth;
 pub mod client;
 pub mod clock;
 mod error;

@@ -8,7 +8,9 @@
 //! off len field
 //!   0   4 magic          "blpq" 0x626c7071 request, "blpr" 0x626c7072 reply
 //!   4   1 version        1
-//!   5   1 flags          bit 0: server_rx came from a kernel timestamp; others 0, ignored
+//!   5   1 flags          bit 0: server_rx came from a kernel timestamp; bit 1: bytes 80..96
+//!                        hold an HMAC-SHA256-128 tag of bytes 0..80 ([`crate::auth`]);
+//!                        others 0, ignored
 //!   6   1 clock          which clock the timestamps are on (1 = CLOCK_REALTIME)
 //!   7   1 reserved       0
 //!   8   4 check          bitwise NOT of magic

@@ -37,6 +37,9 @@ pub enum Ignored {
     /// A probe reply, not a request.
     #[error("a probe reply, not a request")]
     NotRequest,
+    /// This responder has a key and the request's tag is missing or wrong.
+    #[error("request not authenticated with this responder's key")]
+    Unauthenticated,
     /// The source is over its request budget ([`SOURCE_RATE`], [`SOURCE_BURST`]).
     #[error("source over its budget of {SOURCE_RATE} requests/s")]
     OverBudget,
@@ -48,6 +51,7 @@ pub struct ResponderCore {
     clock_domain: u64,
     clients: SessionTable,
     budget: SourceBudget,
+    key: Option<Vec<u8>>,
 }
 
 impl ResponderCore {
@@ -57,7 +61,15 @@ impl ResponderCore {
             clock_domain,
             clients: SessionTable::new(),
             budget: SourceBudget::new(),
+            key: None,
         }
+    }
+
+    /// Answers only requests tagged with `key` ([`crate::auth`]) and tags its
+    /// replies; requests without a valid tag get [`Ignored::Unauthenticated`].
+    pub fn with_key(mut self, key: Option<Vec<u8>>) -> ResponderCore {
+        self.key = key;
+        self
     }
 
     /// Number of client sessions tracked.
@@ -81,6 +93,11 @@ impl ResponderCore {
         }
         if !self.budget.admit(from, rx) {
             return Err(Ignored::OverBudget);
+        }
+        if let Some(key) = &self.key
+            && !crate::auth::verify(datagram, key)
+        {
+            return Err(Ignored::Unauthenticated);
         }
         let st = self.clients.touch(
             (from, req.session),
@@ -124,7 +141,12 @@ impl ResponderCore {
             Ignored::NotProbe(ParseError::Truncated {
                 len: datagram.len(),
             })
-        })
+        })?;
+        if let Some(key) = &self.key {
+            // Cannot fail: verify() accepted the length.
+            crate::auth::sign(datagram, key);
+        }
+        Ok(())
     }
 }
 
@@ -196,6 +218,12 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// Binds a UDP socket to `bind` and answers probe requests on it from a new thread.
 pub fn spawn(bind: SocketAddr) -> Result<ResponderHandle, ProbeError> {
+    spawn_keyed(bind, None)
+}
+
+/// [`spawn`], answering only requests tagged with `key` when one is given
+/// ([`crate::auth`]; `bloatlab server --permit-key` passes its key).
+pub fn spawn_keyed(bind: SocketAddr, key: Option<Vec<u8>>) -> Result<ResponderHandle, ProbeError> {
     let socket = UdpSocket::bind(bind).map_err(ProbeError::io("bind UDP responder", bind))?;
     let local_addr = socket
         .local_addr()
@@ -223,7 +251,7 @@ pub fn spawn(bind: SocketAddr) -> Result<ResponderHandle, ProbeError> {
         .spawn({
             let stop = stop.clone();
             let stats = stats.clone();
-            move || serve(&socket, &stop, &stats, kernel_stamps)
+            move || serve(&socket, &stop, &stats, kernel_stamps, key)
         })
         .map_err(ProbeError::io("spawn responder thread", local_addr))?;
     tracing::info!(%local_addr, "probe responder listening");
@@ -240,10 +268,16 @@ fn should_log(count: u64) -> bool {
     count <= 5 || count.is_multiple_of(10_000)
 }
 
-fn serve(socket: &UdpSocket, stop: &AtomicBool, stats: &ResponderStats, kernel_stamps: bool) {
+fn serve(
+    socket: &UdpSocket,
+    stop: &AtomicBool,
+    stats: &ResponderStats,
+    kernel_stamps: bool,
+    key: Option<Vec<u8>>,
+) {
     let span = tracing::info_span!("responder", local = ?socket.local_addr().ok());
     let _g = span.enter();
-    let mut core = ResponderCore::new(sys::clock_domain());
+    let mut core = ResponderCore::new(sys::clock_domain()).with_key(key);
     let mut buf = vec![0u8; 65_536];
     let mut errors = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -386,6 +420,32 @@ mod tests {
             answer(&mut core, from, 1, 0);
         }
         assert_eq!(core.sessions(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn a_keyed_responder_ignores_unkeyed_probes_and_tags_its_replies() {
+        let key = b"abcd1234".to_vec();
+        let mut core = ResponderCore::new(1).with_key(Some(key.clone()));
+        let t = (Duration::from_secs(20), Duration::from_secs(21));
+        let mut plain = request(5, 0, 96);
+        assert_eq!(
+            core.respond(addr(1), &mut plain, t.0, true, t.1),
+            Err(Ignored::Unauthenticated)
+        );
+        let mut wrong = request(5, 0, 96);
+        crate::auth::sign(&mut wrong, b"other-key");
+        assert_eq!(
+            core.respond(addr(1), &mut wrong, t.0, true, t.1),
+            Err(Ignored::Unauthenticated)
+        );
+        assert_eq!(core.sessions(), 0, "no state for unauthenticated requests");
+        let mut good = request(5, 0, 96);
+        crate::auth::sign(&mut good, &key);
+        core.respond(addr(1), &mut good, t.0, true, t.1).unwrap();
+        assert!(crate::auth::verify(&good, &key), "the reply is tagged");
+        let r = Repr::parse_bytes(&good).unwrap();
+        assert_eq!((r.kind, r.rx_count), (Kind::Reply, 1));
+        assert_eq!(r.flags & FLAG_SERVER_RX_KERNEL, FLAG_SERVER_RX_KERNEL);
     }
 
     #[test]

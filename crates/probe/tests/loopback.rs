@@ -185,3 +185,26 @@ fn size_out_of_range_is_rejected() {
         "{err}"
     );
 }
+
+#[test]
+fn keyed_client_and_responder_talk_and_unkeyed_clients_get_nothing() {
+    let key = b"abcd1234".to_vec();
+    let resp = responder::spawn_keyed(localhost(), Some(key.clone())).unwrap();
+    let cfg = ClientConfig::new(resp.local_addr(), Limit::Count(20));
+    let report = client::run_keyed(&cfg, Some(&key), &AtomicBool::new(false), |_| {}).unwrap();
+    assert_eq!(report.summary().received, 20);
+    // No key, or the wrong one: the responder stays silent.
+    let mut quiet = ClientConfig::new(resp.local_addr(), Limit::Count(5));
+    quiet.no_answer_after = Duration::from_millis(500);
+    assert!(client::run(&quiet, &AtomicBool::new(false), |_| {}).is_err());
+    assert!(
+        client::run_keyed(&quiet, Some(b"wrong-key"), &AtomicBool::new(false), |_| {}).is_err()
+    );
+    // A keyed client ignores an unkeyed responder's (untagged) replies.
+    let open = responder::spawn(localhost()).unwrap();
+    let mut cfg = ClientConfig::new(open.local_addr(), Limit::Count(5));
+    cfg.no_answer_after = Duration::from_millis(500);
+    assert!(client::run_keyed(&cfg, Some(&key), &AtomicBool::new(false), |_| {}).is_err());
+    resp.stop();
+    open.stop();
+}

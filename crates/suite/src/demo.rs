@@ -122,7 +122,7 @@ impl Drop for ChildGuard {
 }
 
 fn run_quiet(exe: &Path, args: &[&str]) -> Result<std::process::Output, String> {
-    Command::new(exe)
+    crate::orphan::die_with_parent(&mut Command::new(exe))
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -136,7 +136,7 @@ fn run_stoppable(
     args: &[&str],
     stop: &AtomicBool,
 ) -> Result<std::process::Output, String> {
-    let mut child = Command::new(exe)
+    let mut child = crate::orphan::die_with_parent(&mut Command::new(exe))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -254,7 +254,7 @@ fn run_one(
     let spawn_server = |args: &[&str]| -> Result<ChildGuard, DemoError> {
         let mut a = vec!["lab", "exec", &cfg.lab, "server", "--", &exe_s];
         a.extend_from_slice(args);
-        Command::new(exe)
+        crate::orphan::die_with_parent(&mut Command::new(exe))
             .args(&a)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -185,7 +185,7 @@ fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
 
 impl Proc {
     fn spawn(exe: &Path, args: &[String], spawned: Duration) -> std::io::Result<Proc> {
-        let mut child = Command::new(exe)
+        let mut child = crate::orphan::die_with_parent(&mut Command::new(exe))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

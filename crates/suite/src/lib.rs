@@ -25,6 +25,7 @@ pub mod flow;
 pub mod host;
 pub mod lab;
 pub mod meta;
+pub mod orphan;
 pub mod plan;
 pub mod run;
 pub mod summary;

@@ -152,7 +152,7 @@ fn addr(t: &Target) -> String {
 /// and five UDP probes, in parallel.
 pub fn preflight(target: &Target) -> Result<(), RunError> {
     let spawn = |args: &[&str]| {
-        std::process::Command::new(&target.exe)
+        crate::orphan::die_with_parent(&mut std::process::Command::new(&target.exe))
             .args(args)
             .stdin(std::process::Stdio::null())
             .output()

@@ -509,11 +509,25 @@ fn spawn_daemon(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log));
-    // SAFETY: setsid is async-signal-safe; it detaches the daemon from
-    // our terminal and process group, so Ctrl-C here does not reach it.
+    // SAFETY: setsid and close_range are async-signal-safe syscalls. setsid
+    // detaches the daemon from our terminal and process group, so Ctrl-C here
+    // does not reach it. close_range marks every inherited fd above stderr
+    // close-on-exec: the daemon outlives its caller and must not hold the
+    // caller's files open (`flock L bloatlab lab up` would hold L until
+    // `lab down`; a `$(bloatlab lab up)` reading a pipe we inherited would
+    // never see EOF). std's own exec-error pipe is already close-on-exec.
     unsafe {
         child.pre_exec(|| {
             libc::setsid();
+            if libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }

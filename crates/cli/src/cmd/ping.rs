@@ -64,6 +64,11 @@ pub struct PingArgs {
     /// Print a line per reply (seq, RTT, one-way delays when the clocks are shared).
     #[arg(short = 'v', long = "per-probe")]
     pub per_probe: bool,
+    /// Tag every probe with an HMAC of this key and accept only tagged replies: what a
+    /// `bloatlab server --permit-key=KEY` answers (UDP probes; at least 96 bytes each).
+    /// With --serve: answer only probes tagged with this key.
+    #[arg(long = "permit-key", value_parser = opts::permit_key, conflicts_with = "icmp")]
+    pub permit_key: Option<String>,
     /// Run only the UDP probe responder on PORT or HOST:PORT (what `bloatlab server`
     /// runs alongside its TCP port) until killed.
     #[arg(
@@ -161,14 +166,15 @@ fn map_probe_error(e: ProbeError) -> anyhow::Error {
     }
 }
 
-fn serve(addr: &str) -> anyhow::Result<()> {
+fn serve(addr: &str, key: Option<&str>) -> anyhow::Result<()> {
     let bind: SocketAddr = match addr.parse::<u16>() {
         Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
         Err(_) => addr
             .parse()
             .map_err(|_| exit::usage(format!("--serve: `{addr}` is not PORT or HOST:PORT")))?,
     };
-    let handle = responder::spawn(bind).map_err(map_probe_error)?;
+    let handle = responder::spawn_keyed(bind, key.map(|k| k.as_bytes().to_vec()))
+        .map_err(map_probe_error)?;
     println!(
         "bloatlab probe responder listening on {} (UDP)",
         handle.local_addr()
@@ -180,7 +186,7 @@ fn serve(addr: &str) -> anyhow::Result<()> {
 /// Runs `bloatlab ping`.
 pub fn run(args: PingArgs) -> anyhow::Result<()> {
     if let Some(addr) = &args.serve {
-        return serve(addr);
+        return serve(addr, args.permit_key.as_deref());
     }
     let host = args.host.as_deref().unwrap_or_default();
     let target = resolve(host, args.port)?;
@@ -198,6 +204,10 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     cfg.size = args
         .size
         .unwrap_or(if args.icmp { 64 } else { packet::HEADER_LEN });
+    if args.permit_key.is_some() {
+        // Room for the tag (bloatlab_probe::auth).
+        cfg.size = cfg.size.max(bloatlab_probe::auth::MIN_LEN);
+    }
     let what = if args.icmp {
         "ICMP echo"
     } else {
@@ -218,7 +228,8 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     install_stop_handler();
     let start_wall = sys::now();
     let print_lines = args.per_probe && !args.json;
-    let report = client::run(&cfg, &STOP, |line| {
+    let key = args.permit_key.as_deref().map(str::as_bytes);
+    let report = client::run_keyed(&cfg, key, &STOP, |line| {
         if print_lines {
             println!("{}", format_line(line));
         }

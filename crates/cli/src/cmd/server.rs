@@ -104,7 +104,8 @@ pub struct ServerArgs {
     pub no_probes: bool,
     /// Refuse TCP tests that do not send this key (iperf 2's --permit-key;
     /// 4 to 128 characters; without =KEY a random key is generated and
-    /// printed). Probes on the same port then need an HMAC with this key.
+    /// printed). Latency probes on the same port then need an HMAC of this key
+    /// (`bloatlab ping --permit-key`).
     /// Not available with -u, as in iperf 2.
     #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
           default_missing_value = "", value_parser = opts::server_permit_key)]
@@ -233,7 +234,9 @@ fn start_probe_responder(cfg: &ServerConfig) -> Option<bloatlab_probe::responder
         SocketAddr::new(any, cfg.port)
     });
     let bind = SocketAddr::new(bind.ip(), cfg.port);
-    match bloatlab_probe::responder::spawn(bind) {
+    // With --permit-key the probes must carry an HMAC tag of the same key.
+    let key = cfg.permit_key.as_ref().map(|k| k.as_bytes().to_vec());
+    match bloatlab_probe::responder::spawn_keyed(bind, key) {
         Ok(handle) => Some(handle),
         Err(e) => {
             eprintln!("WARN: latency probes will not be answered: {e}");

@@ -157,6 +157,10 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     let host = args.host.clone().unwrap_or_default();
     let params = args.params();
     bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
+    // Check the output path before any traffic: an unwritable directory must not
+    // cost a whole run (issue 11).
+    let path = args.output.clone().unwrap_or_else(|| default_output(test));
+    check_writable(&path)?;
     let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
     let cfg = RunConfig {
         test,
@@ -184,9 +188,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if show_progress {
         eprintln!();
     }
-    let path = args.output.clone().unwrap_or_else(|| default_output(test));
-    bloatlab_results::save(&path, &outcome.file)
-        .with_context(|| format!("cannot write the results file {}", path.display()))?;
+    // --json goes to stdout first: it never depends on the save.
     if args.json {
         let bytes = bloatlab_results::to_vec(&outcome.file).context("serialising the results")?;
         let mut out = std::io::stdout().lock();
@@ -194,7 +196,26 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         if !bytes.ends_with(b"\n") {
             out.write_all(b"\n")?;
         }
-    } else {
+        out.flush()?;
+    }
+    if let Err(e) = bloatlab_results::save(&path, &outcome.file) {
+        // The directory was writable before the run; keep the data anyway.
+        let rescue = std::env::temp_dir().join(
+            path.file_name()
+                .map_or_else(|| "bloatlab-results.json".into(), |n| n.to_owned()),
+        );
+        let saved = bloatlab_results::save(&rescue, &outcome.file).is_ok();
+        return Err(anyhow::Error::new(e).context(if saved {
+            format!(
+                "cannot write the results file {}; saved it as {} instead",
+                path.display(),
+                rescue.display()
+            )
+        } else {
+            format!("cannot write the results file {}", path.display())
+        }));
+    }
+    if !args.json {
         print!("{}", bloatlab_suite::summary::render(&outcome));
         println!("results written to {}", path.display());
     }
@@ -203,6 +224,49 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             "interrupted; what was measured is saved (marked interrupted) in {}",
             path.display()
         ));
+    }
+    Ok(())
+}
+
+/// Fails with a usage error (exit 2) unless a file can be created next to
+/// `path` (where the atomic save puts its temporary file) and `path` is not a
+/// directory.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| exit::usage(format!("-o/--output {}: not a file name", path.display())))?;
+    let probe = dir.join(format!(
+        ".{}.{}.check",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe);
+    match created {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => {
+            return Err(exit::usage(format!(
+                "-o/--output {}: cannot create files in {}: {e} (checked before the run)",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    // The save renames a temporary file over `path`: that needs the directory
+    // (checked above), and `path` not to be a directory.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(exit::usage(format!(
+            "-o/--output {}: is a directory (checked before the run)",
+            path.display()
+        )));
     }
     Ok(())
 }

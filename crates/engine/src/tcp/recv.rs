@@ -151,6 +151,30 @@ impl Framing {
     }
 }
 
+/// For the fuzz target `engine_burst_deframe` (not API): feeds `data` to the
+/// trip-times burst de-framer in reads of at most `max_read` bytes, each cut
+/// where the de-framer allows (as the receive loop reads), and returns the
+/// bursts completed and whether the framing broke. Panics on a broken
+/// invariant: a read of zero bytes while data is left.
+#[doc(hidden)]
+pub fn deframe_for_fuzzing(data: &[u8], max_read: usize) -> (usize, bool) {
+    let mut f = Framing::new();
+    let mut done = 0;
+    let mut rest = data;
+    while !rest.is_empty() {
+        let n = f.next_read(max_read.max(1).min(rest.len()));
+        assert!(n > 0, "the de-framer allowed a zero-byte read");
+        let mut out = Consumed::default();
+        f.consume(&rest[..n], &mut out);
+        done += out.completed.len();
+        rest = &rest[n..];
+        if out.bad_size.is_some() {
+            assert!(f.broken);
+        }
+    }
+    (done, f.broken)
+}
+
 /// Receives until EOF, a disconnect, or the deadline. Returns the
 /// accumulator and ticker for the caller to finish at its end time, and
 /// the interval snapshots if `keep_intervals`.

@@ -50,6 +50,8 @@ pub mod cookie;
 pub mod datagram;
 mod error;
 pub mod flows;
+#[doc(hidden)]
+pub mod fuzzing;
 mod json;
 pub mod mmsg;
 pub mod pacer;

@@ -1,0 +1,77 @@
+//! Children die with their parent: `bloatlab test` and `demo` start runners
+//! (`bloatlab client`, `ping`, `lab exec ... server`) that must not outlive a
+//! SIGKILLed parent and keep sending traffic (issue 11).
+//!
+//! Linux's `PR_SET_PDEATHSIG` (prctl(2)) asks the kernel to send SIGKILL to the
+//! child when the *thread* that forked it exits. Every runner here is spawned
+//! from a thread that outlives it: the main thread (the driver, demo) or a
+//! scoped thread that waits for the child (preflight).
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Makes the child that `cmd` starts receive SIGKILL when this thread dies.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    // SAFETY: getpid is async-signal-safe and is called before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect: then we were
+            // already reparented and no signal will come.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers kill(0); read its state instead.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn child_is_killed_when_its_parent_dies() {
+        // The kernel sends the signal when the spawning thread exits, which
+        // stands in for the parent process being killed.
+        let pid = std::thread::spawn(|| {
+            let child = die_with_parent(Command::new("sleep").arg("30"))
+                .spawn()
+                .unwrap();
+            let pid = child.id() as i32;
+            // Reaped below with waitpid, by PID, once the thread is gone.
+            std::mem::forget(child);
+            pid
+            // The spawning thread ends here: PDEATHSIG fires.
+        })
+        .join()
+        .unwrap();
+        let t0 = Instant::now();
+        while alive(pid) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let gone = !alive(pid);
+        // Reap it (it is our child) so no zombie is left; kill by PID if it survived.
+        // SAFETY: plain syscalls on a PID we started.
+        unsafe {
+            if !gone {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        assert!(gone, "the child outlived the thread that started it");
+    }
+}
