@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = suffix::parse_tos(text);
     }
     if let Ok(h) = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(data)) {
-        let req = request_of(data.len(), &h);
+        let req = request_of(data.len(), &h, Some(data));
         assert!(req.parallel >= 1);
     }
     let _ = find_report(data);
