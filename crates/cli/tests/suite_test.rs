@@ -655,3 +655,173 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
 }
+
+/// Runs `bloatlab test` with `-o file` in the background until its journal holds the
+/// output of `runner`, then SIGKILLs it.
+fn kill_when_journaled(args: &[&str], file: &std::path::Path, runner: &str) -> String {
+    let journal = format!("{}.journal", file.display());
+    let mut child = Command::new(bin())
+        .args(args)
+        .args(["-o", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = format!("\"runner\":\"{runner}\"");
+    let t0 = Instant::now();
+    let mut seen = false;
+    while !seen && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+        seen = std::fs::read_to_string(&journal).is_ok_and(|j| j.contains(&needle));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen, "the journal never held {runner}'s output");
+    journal
+}
+
+/// SIGKILL mid-run (the flow done, the probes still running): the journal left next
+/// to the results file is recovered into a results file marked incomplete that
+/// `bloatlab report` reads.
+#[test]
+fn a_sigkilled_run_is_recovered_from_its_journal() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("journal");
+    let file = dir.join("x.json");
+    let p = port.to_string();
+    let args = [
+        "test",
+        "tcp_upload",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle-before",
+        "1",
+        "--idle-after",
+        "20",
+    ];
+    let journal = kill_when_journaled(&args, &file, "tcp_up_1");
+    assert!(!file.exists(), "killed before the save");
+    // A new run cannot overwrite the journal of one that died.
+    let o = run(&[&args[..], &["-o", file.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--recover"), "{}", text(&o.stderr));
+    let o = run(&["test", "--recover", &journal]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("INCOMPLETE"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!std::path::Path::new(&journal).exists(), "journal removed");
+    let f = bloatlab_results::load(&file).expect("the recovered file loads");
+    assert!(f.metadata.interrupted);
+    let inc = &f.metadata.extra["incomplete"];
+    assert_eq!(inc["phase_reached"], "recovery", "{inc}");
+    let missing: Vec<&str> = inc["runners_missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(missing, ["udp_be", "icmp"], "{inc}");
+    let end = f.raw.phases.last().unwrap().end_ns;
+    assert!(end < 10_000_000_000, "phases cut where the run got: {end}");
+    assert!(
+        f.raw
+            .throughput
+            .iter()
+            .any(|t| t.name == "tcp_up_1" && t.samples.len() >= 5),
+        "the finished flow's samples are kept"
+    );
+    let o = run(&["report", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("interrupted"),
+        "{}",
+        text(&o.stdout)
+    );
+    // A journal that is not one: exit 2 naming the line.
+    let bad = dir.join("bad.json.journal");
+    std::fs::write(&bad, "not a journal\n").unwrap();
+    let o = run(&["test", "--recover", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("journal line 1"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.join("bad.json").exists(), "nothing half-written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server started with --permit-key serves a test that passes the key to every flow
+/// and probe stream, and refuses the same test without it (exit 1, saying why).
+#[test]
+fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
+    let port = free_port();
+    let p = port.to_string();
+    let _srv = Procs(vec![spawn_quiet(&[
+        "server",
+        "-p",
+        &p,
+        "--permit-key=h11suitekey",
+    ])]);
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tmpdir("keyed");
+    let file = dir.join("k.json");
+    let base = [
+        "test",
+        "tcp_bidirectional",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle",
+        "1",
+        "-o",
+        file.to_str().unwrap(),
+    ];
+    let o = run(&base);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("refused the test") && err.contains("--permit-key=KEY"),
+        "{err}"
+    );
+    assert!(!file.exists());
+    assert!(!dir.join("k.json.journal").exists(), "no journal left");
+    let o = run(&[&base[..], &["--permit-key=h11suitekey"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let f = bloatlab_results::load(&file).unwrap();
+    for flow in ["tcp_up_1", "tcp_down_1"] {
+        assert!(
+            f.raw
+                .throughput
+                .iter()
+                .any(|t| t.name == flow && !t.samples.is_empty()),
+            "{flow} carried no data: {:?}",
+            f.metadata.extra.get("notes")
+        );
+    }
+    assert!(
+        f.raw
+            .latency
+            .iter()
+            .any(|l| l.name == "udp_be" && l.samples.iter().any(|s| s.delay_ns.is_some())),
+        "the keyed probes were answered"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,6 +30,18 @@ pub struct Target {
     pub host: String,
     /// Server port (TCP for the flows, UDP for the probes).
     pub port: u16,
+    /// The server's `--permit-key`, passed to every flow and UDP probe stream (ICMP
+    /// echo has no key: it does not reach the server's responder).
+    pub permit_key: Option<String>,
+}
+
+impl Target {
+    /// `--permit-key=KEY` when the target has a key.
+    pub fn key_arg(&self) -> Option<String> {
+        self.permit_key
+            .as_ref()
+            .map(|k| format!("--permit-key={k}"))
+    }
 }
 
 /// One finished subprocess.
@@ -76,6 +88,23 @@ pub struct DriveResult {
     pub runners: Vec<RunnerResult>,
     /// The stop flag was raised before the plan finished.
     pub interrupted: bool,
+    /// Where an interrupted run's phases are cut; `None`: where its last runner exited
+    /// (a run recovered from its journal knows better: the last progress it recorded).
+    pub stopped_at: Option<Duration>,
+}
+
+/// What [`drive`] reports while it runs.
+#[derive(Debug)]
+pub enum DriveEvent<'a> {
+    /// About every 50 ms, with the elapsed time (progress display, CPU sampling).
+    Tick(Duration),
+    /// A subprocess of `runner` has exited (or was stopped) and this is its output.
+    Finished {
+        /// The plan's runner.
+        runner: &'a Runner,
+        /// What it produced.
+        output: &'a Output,
+    },
 }
 
 /// The command line of one subprocess of `runner`.
@@ -101,6 +130,8 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
             ];
             if p.mode == ProbeMode::Icmp {
                 a.push("--icmp".into());
+            } else {
+                a.extend(target.key_arg());
             }
             if let Some(t) = p.tos {
                 a.extend(["--tos".into(), t.to_arg()]);
@@ -154,6 +185,7 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
     if let Some(cc) = &flow.cc {
         a.extend(["-Z".into(), cc.clone()]);
     }
+    a.extend(target.key_arg());
     a
 }
 
@@ -268,15 +300,16 @@ impl Slot {
 
 /// Runs `plan` against `target`. Returns when every runner has finished, when `stop` is
 /// raised (then children are interrupted and what they printed is kept), or at the plan's
-/// end plus `grace` (stragglers are killed). `on_tick` is called about every 50 ms with
-/// the elapsed time (progress display, CPU sampling).
+/// end plus `grace` (stragglers are killed). `on_event` is called about every 50 ms with
+/// the elapsed time (progress display, CPU sampling), and with each runner output as soon
+/// as it exists (the journal).
 pub fn drive(
     target: &Target,
     plan: &Plan,
     sample_interval: Duration,
     grace: Duration,
     stop: &AtomicBool,
-    mut on_tick: impl FnMut(Duration),
+    mut on_event: impl FnMut(DriveEvent<'_>),
 ) -> std::io::Result<DriveResult> {
     let t0 = Instant::now();
     let mut slots: Vec<Slot> = plan
@@ -306,6 +339,10 @@ pub fn drive(
             {
                 s.running = None;
                 let failed = out.status != Some(0);
+                on_event(DriveEvent::Finished {
+                    runner: &s.result.runner,
+                    output: &out,
+                });
                 s.result.outputs.push(out);
                 // A failed pulse ends the train: the next one would fail the same way.
                 if failed || s.started >= s.max_starts() {
@@ -343,7 +380,7 @@ pub fn drive(
             }
             break;
         }
-        on_tick(now);
+        on_event(DriveEvent::Tick(now));
         std::thread::sleep(Duration::from_millis(20));
     }
     // Interrupt what is still running and collect its output.
@@ -366,12 +403,17 @@ pub fn drive(
                 }
                 std::thread::sleep(Duration::from_millis(20));
             };
+            on_event(DriveEvent::Finished {
+                runner: &s.result.runner,
+                output: &out,
+            });
             s.result.outputs.push(out);
         }
     }
     Ok(DriveResult {
         runners: slots.into_iter().map(|s| s.result).collect(),
         interrupted,
+        stopped_at: None,
     })
 }
 
@@ -395,6 +437,7 @@ mod tests {
             exe: "bloatlab".into(),
             host: "10.77.0.2".into(),
             port: 5001,
+            permit_key: None,
         };
         let by = |name: &str| p.runners.iter().find(|r| r.name == name).unwrap();
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
@@ -418,6 +461,21 @@ mod tests {
             .unwrap();
         let a = runner_args(&t, r, Duration::from_millis(200));
         assert!(a.join(" ").contains("-n 1048576"), "{a:?}");
+        // A keyed server: every flow and UDP probe stream sends the key, ICMP cannot.
+        let keyed = Target {
+            permit_key: Some("abcd1234".into()),
+            ..t
+        };
+        for r in &p.runners {
+            let a = runner_args(&keyed, r, Duration::from_millis(200));
+            let icmp = a.contains(&"--icmp".to_owned());
+            assert_eq!(
+                a.contains(&"--permit-key=abcd1234".to_owned()),
+                !icmp,
+                "{}: {a:?}",
+                r.name
+            );
+        }
     }
 
     #[test]
