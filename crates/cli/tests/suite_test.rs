@@ -806,6 +806,8 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
     let o = run(&[&base[..], &["--permit-key=h11suitekey"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let f = bloatlab_results::load(&file).unwrap();
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(!saved.contains("h11suitekey"), "the key is a secret");
     for flow in ["tcp_up_1", "tcp_down_1"] {
         assert!(
             f.raw

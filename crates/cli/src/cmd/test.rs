@@ -188,7 +188,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             port: args.port,
             permit_key: args.permit_key.clone(),
         },
-        command_line: std::env::args().collect(),
+        command_line: redact_key(std::env::args()),
         title: args.title.clone(),
         preflight: !args.no_preflight,
         lab: bloatlab_suite::lab::LabContext::from_env(),
@@ -381,6 +381,22 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command line as recorded in results files and journals, which get shared: the
+/// permit key is a secret, so its value is replaced.
+fn redact_key(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in args {
+        if out.last().is_some_and(|p| p == "--permit-key") {
+            out.push("REDACTED".into());
+        } else if a.starts_with("--permit-key=") {
+            out.push("--permit-key=REDACTED".into());
+        } else {
+            out.push(a);
+        }
+    }
+    out
+}
+
 /// `rrul [########............]  12.3 / 70.0 s`: the terminal progress bar.
 fn progress_line(test: &str, now: Duration, total: Duration) -> String {
     const WIDTH: usize = 30;
@@ -431,6 +447,42 @@ mod tests {
         Cli::try_parse_from(std::iter::once("test").chain(argv.iter().copied()))
             .map(|c| c.args)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_permit_key_is_not_recorded() {
+        let argv = [
+            "bloatlab",
+            "test",
+            "rrul",
+            "h",
+            "--permit-key",
+            "sekrit12",
+            "--permit-key=sekrit34",
+        ];
+        let got = redact_key(argv.iter().map(|s| s.to_string()));
+        assert_eq!(
+            got,
+            [
+                "bloatlab",
+                "test",
+                "rrul",
+                "h",
+                "--permit-key",
+                "REDACTED",
+                "--permit-key=REDACTED"
+            ]
+        );
+        let a = parse(&["rrul", "h", "--permit-key", "sekrit12"]).unwrap();
+        assert_eq!(a.permit_key.as_deref(), Some("sekrit12"));
+        assert!(
+            parse(&["rrul", "h", "--permit-key=abc"])
+                .unwrap_err()
+                .contains("--permit-key")
+        );
+        let r = parse(&["--recover", "x.json.journal"]).unwrap();
+        assert!(r.recover.is_some() && r.name.is_none());
+        assert!(parse(&["rrul", "h", "--recover", "x.json.journal"]).is_err());
     }
 
     #[test]
