@@ -656,9 +656,10 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
 }
 
-/// Runs `bloatlab test` with `-o file` in the background until its journal holds the
-/// output of `runner`, then SIGKILLs it.
-fn kill_when_journaled(args: &[&str], file: &std::path::Path, runner: &str) -> String {
+/// Runs `bloatlab test ARGS -o file` until its journal says it reached `phase` at least
+/// `after` seconds into the run, SIGKILLs it, and waits (up to 10 s) for its runners,
+/// which then report and exit. Returns the journal's path.
+fn kill_in_phase(args: &[&str], file: &std::path::Path, phase: &str, after: f64) -> String {
     let journal = format!("{}.journal", file.display());
     let mut child = Command::new(bin())
         .args(args)
@@ -668,22 +669,45 @@ fn kill_when_journaled(args: &[&str], file: &std::path::Path, runner: &str) -> S
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let needle = format!("\"runner\":\"{runner}\"");
+    let reached = |j: &str| {
+        j.lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|e| {
+                e["event"] == "progress"
+                    && e["phase"] == phase
+                    && e["elapsed_ns"].as_f64().unwrap_or(0.0) >= after * 1e9
+            })
+        })
+    };
     let t0 = Instant::now();
     let mut seen = false;
-    while !seen && t0.elapsed() < Duration::from_secs(30) {
+    let mut kids = Vec::new();
+    while !seen && t0.elapsed() < Duration::from_secs(40) {
         std::thread::sleep(Duration::from_millis(100));
-        seen = std::fs::read_to_string(&journal).is_ok_and(|j| j.contains(&needle));
+        kids = children_of(child.id());
+        seen = std::fs::read_to_string(&journal).is_ok_and(|j| reached(&j));
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(seen, "the journal never held {runner}'s output");
+    assert!(seen, "the journal never reached {phase} at {after} s");
+    let t1 = Instant::now();
+    while kids.iter().any(|&k| running(k)) && t1.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
+    for &k in &left {
+        // SAFETY: ending, by PID, a runner our test started.
+        unsafe {
+            libc::kill(k as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
     journal
 }
 
-/// SIGKILL mid-run (the flow done, the probes still running): the journal left next
-/// to the results file is recovered into a results file marked incomplete that
-/// `bloatlab report` reads.
+/// SIGKILL in the middle of the loaded phase: the journal and the runners' spool files
+/// (they report on the SIGTERM their parent's death sends them) are recovered into a
+/// results file marked incomplete, with the flow's and the probes' samples up to the
+/// kill, that `bloatlab report` reads.
 #[test]
 fn a_sigkilled_run_is_recovered_from_its_journal() {
     let port = free_port();
@@ -698,13 +722,11 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
         "-p",
         &p,
         "-l",
-        "2",
-        "--idle-before",
+        "30",
+        "--idle",
         "1",
-        "--idle-after",
-        "20",
     ];
-    let journal = kill_when_journaled(&args, &file, "tcp_up_1");
+    let journal = kill_in_phase(&args, &file, "loaded", 3.0);
     assert!(!file.exists(), "killed before the save");
     // A new run cannot overwrite the journal of one that died.
     let o = run(&[&args[..], &["-o", file.to_str().unwrap()]].concat());
@@ -718,26 +740,38 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
         text(&o.stdout)
     );
     assert!(!std::path::Path::new(&journal).exists(), "journal removed");
+    assert!(
+        !std::path::Path::new(&format!("{journal}.d")).exists(),
+        "spool directory removed"
+    );
     let f = bloatlab_results::load(&file).expect("the recovered file loads");
     assert!(f.metadata.interrupted);
     let inc = &f.metadata.extra["incomplete"];
-    assert_eq!(inc["phase_reached"], "recovery", "{inc}");
-    let missing: Vec<&str> = inc["runners_missing"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|v| v.as_str())
-        .collect();
-    assert_eq!(missing, ["udp_be", "icmp"], "{inc}");
+    assert_eq!(inc["phase_reached"], "loaded", "{inc}");
+    assert_eq!(inc["runners_missing"], serde_json::json!([]), "{inc}");
     let end = f.raw.phases.last().unwrap().end_ns;
-    assert!(end < 10_000_000_000, "phases cut where the run got: {end}");
+    assert!(
+        (3_000_000_000..12_000_000_000).contains(&end),
+        "phases cut where the run got: {end}"
+    );
     assert!(
         f.raw
             .throughput
             .iter()
             .any(|t| t.name == "tcp_up_1" && t.samples.len() >= 5),
-        "the finished flow's samples are kept"
+        "the flow's samples up to the kill are kept"
     );
+    for probe in ["udp_be", "icmp"] {
+        let answered = f
+            .raw
+            .latency
+            .iter()
+            .filter(|l| l.name == probe)
+            .flat_map(|l| &l.samples)
+            .filter(|s| s.delay_ns.is_some())
+            .count();
+        assert!(answered >= 100, "{probe}: {answered} samples kept");
+    }
     let o = run(&["report", file.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(
@@ -745,7 +779,7 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
         "{}",
         text(&o.stdout)
     );
-    // A journal that is not one: exit 2 naming the line.
+    // A journal that is not one: exit 2 naming the line, nothing written.
     let bad = dir.join("bad.json.journal");
     std::fs::write(&bad, "not a journal\n").unwrap();
     let o = run(&["test", "--recover", bad.to_str().unwrap()]);

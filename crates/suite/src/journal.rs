@@ -9,6 +9,8 @@
 //!   run's start time: everything needed to rebuild the plan;
 //! * `progress`: the elapsed time and the phase reached, at most one a
 //!   [`PROGRESS_EVERY`];
+//! * `spawn`: a runner subprocess started, writing to files in the spool directory
+//!   ([`spool_dir_for`]);
 //! * `output`: one runner subprocess's complete output (a flow's client document, a probe
 //!   stream's ping document) as soon as that subprocess exits;
 //! * `full`: the journal reached [`MAX_BYTES`]; later outputs are not journaled;
@@ -19,10 +21,11 @@
 //! `fdatasync`ed with each progress entry (at least once a second while the run goes
 //! on), so a machine crash loses at most about a second.
 //!
-//! What a journal cannot hold: samples of runners still running when the test died.
-//! Runners print their documents when they exit, and they die with the test
-//! (`suite::orphan`), so a recovered file has the phases up to where the run got, the
-//! outputs of the runners that had finished, and says the rest is missing.
+//! Runners still running when the test dies get SIGTERM from the kernel
+//! (`suite::orphan::stop_with_parent`), stop as on Ctrl-C and write their report into
+//! their spool files, which outlive the test; recovery reads them
+//! ([`Journal::spooled_outputs`]). A runner killed outright writes nothing and is named
+//! as missing.
 //!
 //! Reading ([`parse`]) is strict about every complete line (a line that is not a journal
 //! entry is an error naming its number) and lenient about the last one: a line without
@@ -55,6 +58,15 @@ const RESERVE: u64 = 1 << 20;
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of a runner's stderr kept (its last ones: the error line).
 const STDERR_TAIL: usize = 4096;
+
+/// The spool directory of journal `journal`: `journal` + `.d`. Runners of a journaled
+/// run write their output there, so what a runner reports after the test died (it gets
+/// SIGTERM then, `suite::orphan`) is still found by recovery.
+pub fn spool_dir_for(journal: &Path) -> PathBuf {
+    let mut s = journal.as_os_str().to_owned();
+    s.push(".d");
+    PathBuf::from(s)
+}
 
 /// The journal path of results file `path`: `path` + [`SUFFIX`].
 pub fn path_for(results: &Path) -> PathBuf {
@@ -198,11 +210,22 @@ impl OutputRecord {
     }
 }
 
+/// A runner subprocess started, writing to files in the spool directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnRecord {
+    pub runner: String,
+    pub spawned_ns: u64,
+    /// File names in the spool directory ([`spool_dir_for`]).
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Entry {
     Start(Header),
+    Spawn(SpawnRecord),
     Progress { elapsed_ns: u64, phase: String },
     Output(OutputRecord),
     Full { elapsed_ns: u64 },
@@ -228,6 +251,10 @@ impl JournalWriter {
             .write(true)
             .create_new(true)
             .open(path)?;
+        if let Err(e) = std::fs::create_dir_all(spool_dir_for(path)) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
         Ok(JournalWriter {
             file: Some(file),
             path: path.to_owned(),
@@ -240,6 +267,11 @@ impl JournalWriter {
     /// Its path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where the runners write their output ([`spool_dir_for`]).
+    pub fn spool_dir(&self) -> PathBuf {
+        spool_dir_for(&self.path)
     }
 
     /// Appends one entry as one line, within [`MAX_BYTES`].
@@ -274,6 +306,22 @@ impl JournalWriter {
     /// The start entry.
     pub fn start(&mut self, h: Header) {
         self.append(&Entry::Start(h), true);
+    }
+
+    /// A runner subprocess is about to start, writing to `spool`.
+    pub fn spawn(&mut self, runner: &str, spawned: Duration, spool: &crate::driver::Spool) {
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let e = Entry::Spawn(SpawnRecord {
+            runner: runner.to_owned(),
+            spawned_ns: nanos(spawned),
+            stdout: name(&spool.stdout),
+            stderr: name(&spool.stderr),
+        });
+        self.append(&e, false);
     }
 
     /// A progress entry, unless one was written less than [`PROGRESS_EVERY`] ago.
@@ -327,17 +375,27 @@ impl JournalWriter {
         self.append(&e, true);
     }
 
-    /// Removes the journal (the results file is saved).
+    /// Removes the journal and its spool directory (the results file is saved).
     pub fn remove(mut self) -> std::io::Result<()> {
         self.file = None;
-        std::fs::remove_file(&self.path)
+        remove(&self.path)
     }
+}
+
+/// Removes journal `path` and its spool directory.
+pub fn remove(path: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_dir_all(spool_dir_for(path));
+    std::fs::remove_file(path)
 }
 
 /// A journal read back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Journal {
     pub header: Header,
+    /// Runner subprocesses started (journaled runs write their output to files).
+    pub spawns: Vec<SpawnRecord>,
+    /// The spool directory, when read from a file ([`read`]).
+    pub spool_dir: Option<PathBuf>,
     /// Outputs in the order the runners finished.
     pub outputs: Vec<OutputRecord>,
     /// The last progress entry: elapsed time and phase.
@@ -443,6 +501,8 @@ pub fn parse(bytes: &[u8]) -> Result<Journal, JournalError> {
     }
     let mut j = Journal {
         header,
+        spawns: Vec::new(),
+        spool_dir: None,
         outputs: Vec::new(),
         progress: None,
         end: None,
@@ -455,6 +515,7 @@ pub fn parse(bytes: &[u8]) -> Result<Journal, JournalError> {
             Entry::Progress { elapsed_ns, phase } => {
                 j.progress = Some((Duration::from_nanos(elapsed_ns), phase));
             }
+            Entry::Spawn(sp) => j.spawns.push(sp),
             Entry::Output(o) => j.outputs.push(o),
             Entry::Full { elapsed_ns } => j.full = Some(Duration::from_nanos(elapsed_ns)),
             Entry::End {
@@ -482,7 +543,48 @@ pub fn read(path: &Path) -> Result<Journal, JournalError> {
             max: MAX_BYTES,
         });
     }
-    parse(&bytes)
+    let mut j = parse(&bytes)?;
+    j.spool_dir = Some(spool_dir_for(path));
+    Ok(j)
+}
+
+impl Journal {
+    /// The outputs of runner subprocesses that started but whose output was not
+    /// journaled (the test died first): what each wrote to its spool files, which is its
+    /// report of the time until it was stopped (runners get SIGTERM when the test dies).
+    /// Recorded as exiting at `at` with the status of a runner stopped by SIGTERM (143)
+    /// when it wrote anything, else as killed (`None`).
+    pub fn spooled_outputs(&self, at: Duration) -> Vec<OutputRecord> {
+        let Some(dir) = &self.spool_dir else {
+            return Vec::new();
+        };
+        self.spawns
+            .iter()
+            .filter(|sp| {
+                !self
+                    .outputs
+                    .iter()
+                    .any(|o| o.runner == sp.runner && o.spawned_ns == sp.spawned_ns)
+            })
+            .map(|sp| {
+                // File names only: a journal cannot point recovery outside its directory.
+                let file = |n: &str| dir.join(Path::new(n).file_name().unwrap_or_default());
+                let spool = crate::driver::Spool {
+                    stdout: file(&sp.stdout),
+                    stderr: file(&sp.stderr),
+                };
+                let (stdout, stderr) = spool.read();
+                let o = Output {
+                    spawned: Duration::from_nanos(sp.spawned_ns),
+                    exited: at.max(Duration::from_nanos(sp.spawned_ns)),
+                    status: (!stdout.is_empty()).then_some(128 + libc::SIGTERM),
+                    stdout,
+                    stderr,
+                };
+                OutputRecord::new(&sp.runner, &o)
+            })
+            .collect()
+    }
 }
 
 /// The run configuration a journal describes (`exe` runs nothing: recovery only

@@ -330,6 +330,7 @@ fn run_in_lab(
     if let Some(j) = journal.as_deref_mut() {
         j.start(crate::journal::Header::new(cfg, run_start));
     }
+    let spool = journal.as_deref().map(JournalWriter::spool_dir);
     let mut last = Duration::ZERO;
     let drove = driver::drive(
         &cfg.target,
@@ -337,6 +338,7 @@ fn run_in_lab(
         cfg.params.sample_interval,
         Duration::from_secs(10),
         stop,
+        spool.as_deref(),
         |ev| match ev {
             DriveEvent::Tick(now) => {
                 last = now;
@@ -349,6 +351,15 @@ fn run_in_lab(
                     j.progress(now, phase);
                 }
                 progress(now, total);
+            }
+            DriveEvent::Spawned {
+                runner,
+                spawned,
+                spool,
+            } => {
+                if let Some(j) = journal.as_deref_mut() {
+                    j.spawn(&runner.name, spawned, spool);
+                }
             }
             DriveEvent::Finished { runner, output } => {
                 if let Some(j) = journal.as_deref_mut() {
@@ -381,17 +392,19 @@ pub fn recover(cfg: &RunConfig, journal: &Journal) -> Result<RunOutcome, RunErro
     let reached = journal.reached();
     let complete = journal.complete();
     let mut missing = Vec::new();
+    let mut all = journal.outputs.clone();
+    all.extend(journal.spooled_outputs(reached));
     let runners = plan
         .runners
         .iter()
         .map(|r| {
-            let outputs: Vec<Output> = journal
-                .outputs
+            let outputs: Vec<Output> = all
                 .iter()
                 .filter(|o| o.runner == r.name)
                 .map(|o| o.output())
                 .collect();
-            if outputs.is_empty() && r.start < reached.max(Duration::from_nanos(1)) {
+            let silent = outputs.iter().all(|o| o.stdout.is_empty());
+            if silent && r.start < reached.max(Duration::from_nanos(1)) {
                 missing.push(r.name.clone());
             }
             RunnerResult {
@@ -426,8 +439,8 @@ pub fn recover(cfg: &RunConfig, journal: &Journal) -> Result<RunOutcome, RunErro
         let reason = if journal.full.is_some() {
             "the journal reached its size bound; later runner outputs were not journaled"
         } else {
-            "the test process stopped before the run ended (killed or crashed); runners \
-             still running then died with it and their samples are missing"
+            "the test process stopped before the run ended (killed or crashed); the runners \
+             then running stopped with it and reported up to that moment"
         };
         extra.insert(
             "incomplete".into(),

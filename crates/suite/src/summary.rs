@@ -292,22 +292,23 @@ pub fn render(o: &RunOutcome) -> String {
         );
     }
     if let Some(inc) = m.extra.get("incomplete") {
+        let missing = inc["runners_missing"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("; no data from: {s}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "INCOMPLETE (recovered from its journal): reached phase {} at {:.1} s; {}; \
-             no data from: {}",
+            "INCOMPLETE (recovered from its journal): reached phase {} at {:.1} s; {}{missing}",
             inc["phase_reached"].as_str().unwrap_or("?"),
             inc["reached_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
             inc["reason"].as_str().unwrap_or("?"),
-            inc["runners_missing"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .filter_map(|v| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "))
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "-".into())
         );
     }
     if let Some(d) = &o.file.derived {

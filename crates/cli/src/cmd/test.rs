@@ -329,7 +329,7 @@ fn recover(jpath: &Path, output: Option<&Path>, json: bool) -> anyhow::Result<()
         .map_err(|e| exit::usage(format!("--recover {}: {e}", jpath.display())))?;
     let outcome = bloatlab_suite::recover(&cfg, &j).map_err(map_run_error)?;
     finish(&path, &outcome, json, None)?;
-    if let Err(e) = std::fs::remove_file(jpath) {
+    if let Err(e) = journal::remove(jpath) {
         tracing::warn!("recovered, but the journal could not be removed: {e}");
     }
     if !json {

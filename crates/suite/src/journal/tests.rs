@@ -194,3 +194,50 @@ fn a_journal_without_an_end_recovers_as_incomplete_at_the_phase_reached() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_runner_that_reported_after_the_test_died_is_found_in_its_spool_file() {
+    let d = tmp("spool");
+    let p = d.join("x.json.journal");
+    let mut w = JournalWriter::create(&p).unwrap();
+    assert!(w.spool_dir().is_dir());
+    w.start(Header::new(&cfg(), jiff::Timestamp::now()));
+    let dir = w.spool_dir();
+    let done = crate::driver::Spool::new(&dir, "udp_be", 0);
+    let stopped = crate::driver::Spool::new(&dir, "tcp_up_1", 0);
+    let killed = crate::driver::Spool::new(&dir, "icmp", 0);
+    w.spawn("udp_be", Duration::from_secs(1), &done);
+    w.spawn("tcp_up_1", Duration::from_secs(1), &stopped);
+    w.spawn("icmp", Duration::ZERO, &killed);
+    // udp_be finished and was journaled; the others were running when the test died:
+    // tcp_up_1 wrote its report after that, icmp nothing.
+    w.output("udp_be", &output("{}", 1), Duration::from_secs(1));
+    w.progress(Duration::from_secs(2), "loaded");
+    std::fs::write(&stopped.stdout, "{\"report\": 1}").unwrap();
+    std::fs::write(&stopped.stderr, "stopped\n").unwrap();
+    drop(w);
+    let j = read(&p).unwrap();
+    assert_eq!(j.spawns.len(), 3);
+    let spooled = j.spooled_outputs(Duration::from_secs(2));
+    assert_eq!(spooled.len(), 2, "{spooled:?}");
+    let up = spooled.iter().find(|o| o.runner == "tcp_up_1").unwrap();
+    assert_eq!(up.stdout, "{\"report\": 1}");
+    assert_eq!(up.stderr_tail, "stopped\n");
+    assert_eq!(up.status, Some(128 + libc::SIGTERM));
+    assert_eq!(
+        (up.spawned_ns, up.exited_ns),
+        (1_000_000_000, 2_000_000_000)
+    );
+    let icmp = spooled.iter().find(|o| o.runner == "icmp").unwrap();
+    assert_eq!((icmp.status, icmp.stdout.as_str()), (None, ""));
+    // Parsed from bytes alone there is no directory to look in.
+    assert!(
+        parse(&std::fs::read(&p).unwrap())
+            .unwrap()
+            .spooled_outputs(Duration::ZERO)
+            .is_empty()
+    );
+    remove(&p).unwrap();
+    assert!(!p.exists() && !spool_dir_for(&p).exists());
+    let _ = std::fs::remove_dir_all(&d);
+}
