@@ -278,7 +278,7 @@ pub fn run(
 pub fn run_journaled(
     cfg: &RunConfig,
     stop: &AtomicBool,
-    mut journal: Option<&mut JournalWriter>,
+    journal: Option<&mut JournalWriter>,
     mut progress: impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
     let plan = plan(cfg.test, &cfg.params)?;
@@ -290,7 +290,7 @@ pub fn run_journaled(
         (Some(ctx), Some(on)) => Some(ctx.set_ecn(on)?),
         _ => None,
     };
-    let result = run_in_lab(cfg, &plan, stop, journal.as_deref_mut(), &mut progress);
+    let result = run_in_lab(cfg, &plan, stop, journal, &mut progress);
     if let (Some(ctx), Some(was)) = (&cfg.lab, ecn_was)
         && let Err(e) = ctx.set_ecn(was)
     {
