@@ -50,8 +50,15 @@ fn spawn_quiet(args: &[&str]) -> Child {
 
 /// `bloatlab server` on `port` (TCP flows, and UDP latency probes on the same port).
 fn server(port: u16) -> Procs {
+    server_with(port, &[])
+}
+
+/// `bloatlab server -p PORT ARGS`, accepting.
+fn server_with(port: u16, args: &[&str]) -> Procs {
     let p = port.to_string();
-    let procs = Procs(vec![spawn_quiet(&["server", "-p", &p])]);
+    let procs = Procs(vec![spawn_quiet(
+        &[&["server", "-p", &p][..], args].concat(),
+    )]);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -641,8 +648,16 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(saw_client, "no flow client seen: {kids:?}");
+    let left = runners_left_after(&kids, Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
+}
+
+/// Which of `kids` still run `within` after their parent died; those are SIGKILLed (by
+/// PID: they are runners our test started).
+fn runners_left_after(kids: &[u32], within: Duration) -> Vec<u32> {
     let t1 = Instant::now();
-    while kids.iter().any(|&k| running(k)) && t1.elapsed() < Duration::from_secs(5) {
+    while kids.iter().any(|&k| running(k)) && t1.elapsed() < within {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
@@ -652,8 +667,7 @@ fn sigkill_of_test_leaves_no_runner_behind() {
             libc::kill(k as libc::pid_t, libc::SIGKILL);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
+    left
 }
 
 /// Runs `bloatlab test ARGS -o file` until its journal says it reached `phase` at least
@@ -689,17 +703,7 @@ fn kill_in_phase(args: &[&str], file: &std::path::Path, phase: &str, after: f64)
     let _ = child.kill();
     let _ = child.wait();
     assert!(seen, "the journal never reached {phase} at {after} s");
-    let t1 = Instant::now();
-    while kids.iter().any(|&k| running(k)) && t1.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
-    for &k in &left {
-        // SAFETY: ending, by PID, a runner our test started.
-        unsafe {
-            libc::kill(k as libc::pid_t, libc::SIGKILL);
-        }
-    }
+    let left = runners_left_after(&kids, Duration::from_secs(10));
     assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
     journal
 }
@@ -799,20 +803,7 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
 fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
     let port = free_port();
     let p = port.to_string();
-    let _srv = Procs(vec![spawn_quiet(&[
-        "server",
-        "-p",
-        &p,
-        "--permit-key=h11suitekey",
-    ])]);
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _srv = server_with(port, &["--permit-key=h11suitekey"]);
     let dir = tmpdir("keyed");
     let file = dir.join("k.json");
     let base = [

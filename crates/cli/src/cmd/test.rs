@@ -207,6 +207,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         Err(e) => {
             // Nothing was measured (no server, every flow failed): nothing to recover.
             let _ = journal.remove();
+            // A lab emulator that died is the cause of whatever failed.
+            lab.check()?;
             return Err(map_run_error(e));
         }
     };

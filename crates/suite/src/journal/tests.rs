@@ -92,12 +92,19 @@ fn a_written_journal_reads_back_with_progress_at_most_once_a_second() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-#[test]
-fn a_cut_short_last_line_is_dropped_and_the_rest_kept() {
-    let d = tmp("cut");
+/// The bytes of [`write_sample`]'s journal.
+fn sample_bytes(tag: &str) -> Vec<u8> {
+    let d = tmp(tag);
     let p = d.join("x.json.journal");
     write_sample(&p);
     let bytes = std::fs::read(&p).unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+    bytes
+}
+
+#[test]
+fn a_cut_short_last_line_is_dropped_and_the_rest_kept() {
+    let bytes = sample_bytes("cut");
     // Cut in the middle of the end entry (what SIGKILL during a write leaves).
     let cut = &bytes[..bytes.len() - 10];
     let j = parse(cut).unwrap();
@@ -108,15 +115,11 @@ fn a_cut_short_last_line_is_dropped_and_the_rest_kept() {
     // A whole last entry without its newline is kept.
     let j = parse(&bytes[..bytes.len() - 1]).unwrap();
     assert!(!j.truncated_tail && j.end.is_some());
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_garbage_line_is_an_error_naming_its_line() {
-    let d = tmp("garbage");
-    let p = d.join("x.json.journal");
-    write_sample(&p);
-    let text = std::fs::read_to_string(&p).unwrap();
+    let text = String::from_utf8(sample_bytes("garbage")).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
     lines.insert(2, "this is not json");
     let e = parse(format!("{}\n", lines.join("\n")).as_bytes()).unwrap_err();
@@ -137,7 +140,6 @@ fn a_garbage_line_is_an_error_naming_its_line() {
     let other = first.replace(FORMAT, "something-else");
     let e = parse(format!("{other}\n").as_bytes()).unwrap_err();
     assert!(e.to_string().contains("line 1: format"), "{e}");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
