@@ -1280,27 +1280,65 @@ fn our_tcp_client_with_permit_key_to_keyed_iperf_server() {
     assert!(!server.out().contains("permit key fail"), "{ctx}");
 }
 
+/// A real `iperf -s --permit-key` refusing our client (missing or wrong key): the
+/// client exits 1 saying the server refused the test, never 0 with a rate.
 #[test]
-fn keyed_iperf_server_drops_our_client_with_a_wrong_key() {
+fn keyed_iperf_server_refusing_our_client_makes_it_exit_1() {
     require_iperf2();
     let port = free_port();
     let server = iperf_server(port, false, &["-e", KEY]);
-    let mut client = Proc::spawn(
-        "bloatlab client",
-        bloatlab(),
-        &[
-            "client".into(),
+    for key in [None, Some("--permit-key=abcd9999")] {
+        let mut args = vec![
+            "client".to_owned(),
             "127.0.0.1".into(),
             "-p".into(),
             port.to_string(),
             "-t".into(),
             "1".into(),
-            "--permit-key=abcd9999".into(),
-        ],
-    );
-    client.wait();
-    server.wait_out("iperf's permit key refusal", |s| {
-        s.contains("(permit key fail)")
+        ];
+        args.extend(key.map(str::to_owned));
+        let mut client = Proc::spawn("bloatlab client", bloatlab(), &args);
+        let st = client.wait();
+        let ctx = format!("{key:?}\n{}\n{}", client.transcript(), server.transcript());
+        assert_eq!(st.code(), Some(1), "{ctx}");
+        assert!(client.err().contains("it refused the test"), "{ctx}");
+    }
+    server.wait_out("iperf's two permit key refusals", |s| {
+        s.matches("(permit key fail)").count() >= 2
+    });
+}
+
+/// `iperf -c` sees the same refusal from our keyed server as from a keyed iperf 2.1.8
+/// server: the connection reset under its writes ("tcp write failed" on stderr), the
+/// same exit status (iperf 2.1.8 exits 0 even so), and no full-length transfer.
+#[test]
+fn iperf_client_sees_our_keyed_refusal_as_iperfs_own() {
+    require_iperf2();
+    let theirs_port = free_port();
+    let theirs = iperf_server(theirs_port, false, &[KEY]);
+    let ours_port = free_port();
+    let ours_srv = our_server(ours_port, false, &[KEY]);
+    // What an iperf client observes of one refused attempt.
+    let observe = |port: u16, args: &[&str]| {
+        let mut a = vec!["-t", "2"];
+        a.extend_from_slice(args);
+        let c = iperf_client(port, &a);
+        let lines = stream_lines(&c.out(), Kind::Plain);
+        let short = !lines.is_empty() && lines.iter().all(|l| l.end < 1.0);
+        let reset = c.err().contains("write failed");
+        ((reset, short), c.transcript())
+    };
+    for args in [&[][..], &["--permit-key=abcd9999"][..]] {
+        let (want, t1) = observe(theirs_port, args);
+        let (got, t2) = observe(ours_port, args);
+        assert_eq!(want, (true, true), "iperf vs iperf {args:?}\n{t1}");
+        assert_eq!(got, want, "iperf vs ours {args:?}\n{t2}\n{t1}");
+    }
+    ours_srv.wait_out_err("our two refusals", |s| {
+        s.matches("permit key fail").count() >= 2
+    });
+    theirs.wait_out("iperf's two refusals", |s| {
+        s.matches("(permit key fail)").count() >= 2
     });
 }
 

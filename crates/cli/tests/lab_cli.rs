@@ -352,3 +352,82 @@ fn lab_up_daemon_does_not_inherit_the_callers_fds() {
     let _ = sh.wait();
     assert!(ok, "$(bloatlab lab up) did not return");
 }
+
+/// A run through a lab whose emulator dies during it exits 1 naming that cause (not
+/// only the loss or silence it causes), and `lab exec` then refuses to run anything.
+#[test]
+fn a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it() {
+    let lab = LabGuard::up("h11em", &[]);
+    let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
+    assert!(pid > 0);
+    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-p", "5201"]));
+    // The server answers through the live lab first: these runs are real.
+    assert!(wait_until(Duration::from_secs(10), || {
+        lab.exec(
+            "client",
+            &[BIN, "ping", "10.77.0.2", "-p", "5201", "-c", "3"],
+        )
+        .status
+        .success()
+    }));
+    let ping = lab.spawn(
+        "client",
+        &[
+            BIN,
+            "ping",
+            "10.77.0.2",
+            "-p",
+            "5201",
+            "-t",
+            "4",
+            "-i",
+            "20ms",
+        ],
+    );
+    let client = lab.spawn(
+        "client",
+        &[BIN, "client", "10.77.0.2", "-p", "5201", "-t", "4"],
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: the PID is the emulator of the lab this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let want = format!("lab {}'s emulator (pid {pid}) is not running", lab.name);
+    for (what, child) in [("ping", ping), ("client", client)] {
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&want), "{what}: {}", stderr(&o));
+    }
+    // Before a run: `lab exec` itself refuses, and so would a command it ran.
+    let o = lab.exec("client", &["true"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    let out = std::env::temp_dir().join(format!("bl-h11em-{}.json", std::process::id()));
+    for args in [
+        vec!["ping", "127.0.0.1", "-c", "1"],
+        vec!["client", "127.0.0.1", "-t", "1"],
+        vec![
+            "test",
+            "tcp_upload",
+            "127.0.0.1",
+            "-l",
+            "1",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    ] {
+        let o = Command::new(BIN)
+            .args(&args)
+            .env("BLOATLAB_LAB", &lab.name)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&want), "{args:?}: {}", stderr(&o));
+    }
+    assert!(
+        !out.exists(),
+        "nothing written for a run that could not start"
+    );
+    let o = bl(&["lab", "status", &lab.name]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("the lab is dead"), "{}", stdout(&o));
+}

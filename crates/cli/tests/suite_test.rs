@@ -50,8 +50,15 @@ fn spawn_quiet(args: &[&str]) -> Child {
 
 /// `bloatlab server` on `port` (TCP flows, and UDP latency probes on the same port).
 fn server(port: u16) -> Procs {
+    server_with(port, &[])
+}
+
+/// `bloatlab server -p PORT ARGS`, accepting.
+fn server_with(port: u16, args: &[&str]) -> Procs {
     let p = port.to_string();
-    let procs = Procs(vec![spawn_quiet(&["server", "-p", &p])]);
+    let procs = Procs(vec![spawn_quiet(
+        &[&["server", "-p", &p][..], args].concat(),
+    )]);
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -641,8 +648,16 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(saw_client, "no flow client seen: {kids:?}");
+    let left = runners_left_after(&kids, Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
+}
+
+/// Which of `kids` still run `within` after their parent died; those are SIGKILLed (by
+/// PID: they are runners our test started).
+fn runners_left_after(kids: &[u32], within: Duration) -> Vec<u32> {
     let t1 = Instant::now();
-    while kids.iter().any(|&k| running(k)) && t1.elapsed() < Duration::from_secs(5) {
+    while kids.iter().any(|&k| running(k)) && t1.elapsed() < within {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
@@ -652,6 +667,188 @@ fn sigkill_of_test_leaves_no_runner_behind() {
             libc::kill(k as libc::pid_t, libc::SIGKILL);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    left
+}
+
+/// Runs `bloatlab test ARGS -o file` until its journal says it reached `phase` at least
+/// `after` seconds into the run, SIGKILLs it, and waits (up to 10 s) for its runners,
+/// which then report and exit. Returns the journal's path.
+fn kill_in_phase(args: &[&str], file: &std::path::Path, phase: &str, after: f64) -> String {
+    let journal = format!("{}.journal", file.display());
+    let mut child = Command::new(bin())
+        .args(args)
+        .args(["-o", file.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reached = |j: &str| {
+        j.lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|e| {
+                e["event"] == "progress"
+                    && e["phase"] == phase
+                    && e["elapsed_ns"].as_f64().unwrap_or(0.0) >= after * 1e9
+            })
+        })
+    };
+    let t0 = Instant::now();
+    let mut seen = false;
+    let mut kids = Vec::new();
+    while !seen && t0.elapsed() < Duration::from_secs(40) {
+        std::thread::sleep(Duration::from_millis(100));
+        kids = children_of(child.id());
+        seen = std::fs::read_to_string(&journal).is_ok_and(|j| reached(&j));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen, "the journal never reached {phase} at {after} s");
+    let left = runners_left_after(&kids, Duration::from_secs(10));
     assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
+    journal
+}
+
+/// SIGKILL in the middle of the loaded phase: the journal and the runners' spool files
+/// (they report on the SIGTERM their parent's death sends them) are recovered into a
+/// results file marked incomplete, with the flow's and the probes' samples up to the
+/// kill, that `bloatlab report` reads.
+#[test]
+fn a_sigkilled_run_is_recovered_from_its_journal() {
+    let port = free_port();
+    let _srv = server(port);
+    let dir = tmpdir("journal");
+    let file = dir.join("x.json");
+    let p = port.to_string();
+    let args = [
+        "test",
+        "tcp_upload",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "30",
+        "--idle",
+        "1",
+    ];
+    let journal = kill_in_phase(&args, &file, "loaded", 3.0);
+    assert!(!file.exists(), "killed before the save");
+    // A new run cannot overwrite the journal of one that died.
+    let o = run(&[&args[..], &["-o", file.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--recover"), "{}", text(&o.stderr));
+    let o = run(&["test", "--recover", &journal]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("INCOMPLETE"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!std::path::Path::new(&journal).exists(), "journal removed");
+    assert!(
+        !std::path::Path::new(&format!("{journal}.d")).exists(),
+        "spool directory removed"
+    );
+    let f = bloatlab_results::load(&file).expect("the recovered file loads");
+    assert!(f.metadata.interrupted);
+    let inc = &f.metadata.extra["incomplete"];
+    assert_eq!(inc["phase_reached"], "loaded", "{inc}");
+    assert_eq!(inc["runners_missing"], serde_json::json!([]), "{inc}");
+    let end = f.raw.phases.last().unwrap().end_ns;
+    assert!(
+        (3_000_000_000..12_000_000_000).contains(&end),
+        "phases cut where the run got: {end}"
+    );
+    assert!(
+        f.raw
+            .throughput
+            .iter()
+            .any(|t| t.name == "tcp_up_1" && t.samples.len() >= 5),
+        "the flow's samples up to the kill are kept"
+    );
+    for probe in ["udp_be", "icmp"] {
+        let answered = f
+            .raw
+            .latency
+            .iter()
+            .filter(|l| l.name == probe)
+            .flat_map(|l| &l.samples)
+            .filter(|s| s.delay_ns.is_some())
+            .count();
+        assert!(answered >= 100, "{probe}: {answered} samples kept");
+    }
+    let o = run(&["report", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("interrupted"),
+        "{}",
+        text(&o.stdout)
+    );
+    // A journal that is not one: exit 2 naming the line, nothing written.
+    let bad = dir.join("bad.json.journal");
+    std::fs::write(&bad, "not a journal\n").unwrap();
+    let o = run(&["test", "--recover", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("journal line 1"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.join("bad.json").exists(), "nothing half-written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server started with --permit-key serves a test that passes the key to every flow
+/// and probe stream, and refuses the same test without it (exit 1, saying why).
+#[test]
+fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
+    let port = free_port();
+    let p = port.to_string();
+    let _srv = server_with(port, &["--permit-key=h11suitekey"]);
+    let dir = tmpdir("keyed");
+    let file = dir.join("k.json");
+    let base = [
+        "test",
+        "tcp_bidirectional",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-l",
+        "2",
+        "--idle",
+        "1",
+        "-o",
+        file.to_str().unwrap(),
+    ];
+    let o = run(&base);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("refused the test") && err.contains("--permit-key=KEY"),
+        "{err}"
+    );
+    assert!(!file.exists());
+    assert!(!dir.join("k.json.journal").exists(), "no journal left");
+    let o = run(&[&base[..], &["--permit-key=h11suitekey"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let f = bloatlab_results::load(&file).unwrap();
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(!saved.contains("h11suitekey"), "the key is a secret");
+    for flow in ["tcp_up_1", "tcp_down_1"] {
+        assert!(
+            f.raw
+                .throughput
+                .iter()
+                .any(|t| t.name == flow && !t.samples.is_empty()),
+            "{flow} carried no data: {:?}",
+            f.metadata.extra.get("notes")
+        );
+    }
+    assert!(
+        f.raw
+            .latency
+            .iter()
+            .any(|l| l.name == "udp_be" && l.samples.iter().any(|s| s.delay_ns.is_some())),
+        "the keyed probes were answered"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

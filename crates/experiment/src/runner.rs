@@ -285,6 +285,9 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     wait_for_server(exe, &cfg.lab, &port, stop)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     let results_s = results.to_string_lossy().into_owned();
+    // A journal left by an earlier attempt at this run that was killed would make
+    // `bloatlab test` refuse to start; the run is measured again, so it goes.
+    let _ = bloatlab_suite::journal::remove(&bloatlab_suite::journal::path_for(&results));
     let title = format!("{} {} rep {}", exp.name, r.point.label(), r.rep);
     let test_args = matrix::argv(exp, Section::Test, &r.point);
     let test_name = matrix::test_name(exp, &r.point);

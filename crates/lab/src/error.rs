@@ -35,6 +35,10 @@ pub enum LabError {
     #[error("no lab named {0:?}")]
     NoSuchLab(String),
 
+    /// The lab's emulator process is gone: nothing forwards packets between its hosts.
+    #[error("lab {lab}'s emulator (pid {pid}) is not running")]
+    EmulatorDead { lab: String, pid: u32 },
+
     /// The host name does not belong to the lab.
     #[error("lab {lab:?} has no host {host:?} (hosts: {known})")]
     NoSuchHost {

@@ -76,7 +76,59 @@ impl LabState {
     /// True when the recorded emulator process is alive (same PID and
     /// start time).
     pub fn emulator_alive(&self) -> bool {
-        self.pid != 0 && process_start(self.pid) == Some(self.pid_start)
+        self.pid != 0 && process_start(self.pid) == Some(self.pid_start) && !is_zombie(self.pid)
+    }
+
+    /// [`LabError::EmulatorDead`] unless [`emulator_alive`](Self::emulator_alive).
+    pub fn check_emulator(&self) -> Result<()> {
+        if self.emulator_alive() {
+            Ok(())
+        } else {
+            Err(LabError::EmulatorDead {
+                lab: self.name.clone(),
+                pid: self.pid,
+            })
+        }
+    }
+}
+
+/// Watches one lab's emulator for a command run inside the lab (`lab exec`): taken when
+/// the command starts, asked again when it ends. The emulator is the same process
+/// throughout (PID and start time), so a lab torn down and brought up again under the
+/// same name during the run counts as dead too.
+#[derive(Debug, Clone)]
+pub struct EmulatorWatch {
+    lab: String,
+    pid: u32,
+    pid_start: u64,
+}
+
+impl EmulatorWatch {
+    /// Fails with [`LabError::EmulatorDead`] (or `NoSuchLab`) when the lab's emulator is
+    /// not running now.
+    pub fn start(dir: &StateDir, name: &str) -> Result<EmulatorWatch> {
+        let st = dir
+            .read(name)?
+            .ok_or_else(|| LabError::NoSuchLab(name.to_string()))?;
+        st.check_emulator()?;
+        Ok(EmulatorWatch {
+            lab: st.name,
+            pid: st.pid,
+            pid_start: st.pid_start,
+        })
+    }
+
+    /// Fails with [`LabError::EmulatorDead`] when the emulator seen at
+    /// [`start`](Self::start) is no longer running.
+    pub fn check(&self) -> Result<()> {
+        if process_start(self.pid) == Some(self.pid_start) && !is_zombie(self.pid) {
+            Ok(())
+        } else {
+            Err(LabError::EmulatorDead {
+                lab: self.lab.clone(),
+                pid: self.pid,
+            })
+        }
     }
 }
 
@@ -304,5 +356,41 @@ mod tests {
         assert!(st.emulator_alive());
         st.pid_start += 1;
         assert!(!st.emulator_alive());
+    }
+
+    #[test]
+    fn an_emulator_that_dies_is_reported_by_name_and_pid() {
+        let dir = tmpdir("watch");
+        // Stands in for the emulator: a child of ours, killed by its PID below.
+        let mut emu = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let spec = LabSpec::new("w1");
+        let mut st = LabState::new(&spec, &dir);
+        st.pid = emu.id();
+        st.pid_start = process_start(st.pid).unwrap();
+        st.phase = Phase::Running;
+        dir.claim(&st).unwrap();
+        let watch = EmulatorWatch::start(&dir, "w1").unwrap();
+        watch.check().unwrap();
+        emu.kill().unwrap();
+        // Not reaped yet: a zombie is dead too.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let e = watch.check().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("lab w1's emulator (pid {}) is not running", st.pid)
+        );
+        emu.wait().unwrap();
+        assert!(watch.check().is_err());
+        let e = EmulatorWatch::start(&dir, "w1").unwrap_err();
+        assert!(matches!(e, LabError::EmulatorDead { .. }), "{e}");
+        assert!(matches!(
+            EmulatorWatch::start(&dir, "w2").unwrap_err(),
+            LabError::NoSuchLab(_)
+        ));
+        dir.remove("w1");
+        let _ = std::fs::remove_dir_all(&dir.0);
     }
 }

@@ -63,7 +63,8 @@ fn report(st: LabState, counters: Option<LabStatus>) -> StatusReport {
     let alive = st.emulator_alive();
     let problem = (!alive).then(|| {
         format!(
-            "the emulator of lab {} (pid {}) is not running; `bloatlab lab down {}` removes what is left",
+            "lab {}'s emulator (pid {}) is not running: the lab is dead and forwards nothing; \
+             `bloatlab lab down {}` removes what is left",
             st.name, st.pid, st.name
         )
     });

@@ -30,6 +30,18 @@ pub struct Target {
     pub host: String,
     /// Server port (TCP for the flows, UDP for the probes).
     pub port: u16,
+    /// The server's `--permit-key`, passed to every flow and UDP probe stream (ICMP
+    /// echo has no key: it does not reach the server's responder).
+    pub permit_key: Option<String>,
+}
+
+impl Target {
+    /// `--permit-key=KEY` when the target has a key.
+    pub fn key_arg(&self) -> Option<String> {
+        self.permit_key
+            .as_ref()
+            .map(|k| format!("--permit-key={k}"))
+    }
 }
 
 /// One finished subprocess.
@@ -76,6 +88,32 @@ pub struct DriveResult {
     pub runners: Vec<RunnerResult>,
     /// The stop flag was raised before the plan finished.
     pub interrupted: bool,
+    /// Where an interrupted run's phases are cut; `None`: where its last runner exited
+    /// (a run recovered from its journal knows better: the last progress it recorded).
+    pub stopped_at: Option<Duration>,
+}
+
+/// What [`drive`] reports while it runs.
+#[derive(Debug)]
+pub enum DriveEvent<'a> {
+    /// About every 50 ms, with the elapsed time (progress display, CPU sampling).
+    Tick(Duration),
+    /// A subprocess of `runner` was started, writing to `spool` (a journaled run).
+    Spawned {
+        /// The plan's runner.
+        runner: &'a Runner,
+        /// When, from the run start.
+        spawned: Duration,
+        /// Its output files.
+        spool: &'a Spool,
+    },
+    /// A subprocess of `runner` has exited (or was stopped) and this is its output.
+    Finished {
+        /// The plan's runner.
+        runner: &'a Runner,
+        /// What it produced.
+        output: &'a Output,
+    },
 }
 
 /// The command line of one subprocess of `runner`.
@@ -101,6 +139,8 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
             ];
             if p.mode == ProbeMode::Icmp {
                 a.push("--icmp".into());
+            } else {
+                a.extend(target.key_arg());
             }
             if let Some(t) = p.tos {
                 a.extend(["--tos".into(), t.to_arg()]);
@@ -154,6 +194,7 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
     if let Some(cc) = &flow.cc {
         a.extend(["-Z".into(), cc.clone()]);
     }
+    a.extend(target.key_arg());
     a
 }
 
@@ -173,7 +214,52 @@ struct Proc {
     spawned: Duration,
     out: Option<JoinHandle<Vec<u8>>>,
     err: Option<JoinHandle<Vec<u8>>>,
+    /// Where its stdout and stderr go instead of pipes (a journaled run).
+    spool: Option<Spool>,
 }
+
+/// The files a runner writes its stdout and stderr to in a journaled run: unlike a
+/// pipe, a file still takes the report a runner writes after the test died.
+#[derive(Debug, Clone)]
+pub struct Spool {
+    /// Its stdout.
+    pub stdout: PathBuf,
+    /// Its stderr.
+    pub stderr: PathBuf,
+}
+
+impl Spool {
+    /// The files of the `n`th subprocess of `runner` in `dir`.
+    pub fn new(dir: &Path, runner: &str, n: u32) -> Spool {
+        Spool {
+            stdout: dir.join(format!("{runner}-{n}.out")),
+            stderr: dir.join(format!("{runner}-{n}.err")),
+        }
+    }
+
+    /// Reads both (at most [`MAX_SPOOL_BYTES`] each; a missing file is empty).
+    pub fn read(&self) -> (Vec<u8>, Vec<u8>) {
+        let read = |p: &Path| {
+            std::fs::File::open(p)
+                .and_then(|f| {
+                    let mut v = Vec::new();
+                    f.take(MAX_SPOOL_BYTES).read_to_end(&mut v).map(|_| v)
+                })
+                .unwrap_or_default()
+        };
+        (read(&self.stdout), read(&self.stderr))
+    }
+
+    /// Removes both.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.stdout);
+        let _ = std::fs::remove_file(&self.stderr);
+    }
+}
+
+/// Most of a spooled output read back: a client document of a one-hour run at 0.2 s
+/// intervals is about 20 MB.
+pub const MAX_SPOOL_BYTES: u64 = 64 << 20;
 
 fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
@@ -184,12 +270,28 @@ fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
 }
 
 impl Proc {
-    fn spawn(exe: &Path, args: &[String], spawned: Duration) -> std::io::Result<Proc> {
-        let mut child = crate::orphan::die_with_parent(&mut Command::new(exe))
+    fn spawn(
+        exe: &Path,
+        args: &[String],
+        spawned: Duration,
+        spool: Option<Spool>,
+    ) -> std::io::Result<Proc> {
+        let mut cmd = Command::new(exe);
+        match &spool {
+            Some(sp) => {
+                crate::orphan::stop_with_parent(&mut cmd)
+                    .stdout(std::fs::File::create(&sp.stdout)?)
+                    .stderr(std::fs::File::create(&sp.stderr)?);
+            }
+            None => {
+                crate::orphan::die_with_parent(&mut cmd)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+            }
+        }
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .process_group(0)
             .spawn()?;
         let out = child.stdout.take().map(drain);
@@ -199,6 +301,7 @@ impl Proc {
             spawned,
             out,
             err,
+            spool,
         })
     }
 
@@ -227,12 +330,22 @@ impl Proc {
     fn finish(&mut self, now: Duration, status: Option<i32>) -> Output {
         let join =
             |h: Option<JoinHandle<Vec<u8>>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+        let (stdout, stderr) = match self.spool.take() {
+            Some(sp) => {
+                // Its output is journaled next (or the run's results are assembled
+                // from it): the files are only for a test that dies first.
+                let both = sp.read();
+                sp.remove();
+                both
+            }
+            None => (join(self.out.take()), join(self.err.take())),
+        };
         Output {
             spawned: self.spawned,
             exited: now,
             status,
-            stdout: join(self.out.take()),
-            stderr: join(self.err.take()),
+            stdout,
+            stderr,
         }
     }
 }
@@ -268,15 +381,18 @@ impl Slot {
 
 /// Runs `plan` against `target`. Returns when every runner has finished, when `stop` is
 /// raised (then children are interrupted and what they printed is kept), or at the plan's
-/// end plus `grace` (stragglers are killed). `on_tick` is called about every 50 ms with
-/// the elapsed time (progress display, CPU sampling).
+/// end plus `grace` (stragglers are killed). `on_event` is called about every 50 ms with
+/// the elapsed time (progress display, CPU sampling), and with each runner output as soon
+/// as it exists (the journal). With `spool`, runners write to files in that directory
+/// instead of pipes and get SIGTERM, not SIGKILL, if this process dies ([`Spool`]).
 pub fn drive(
     target: &Target,
     plan: &Plan,
     sample_interval: Duration,
     grace: Duration,
     stop: &AtomicBool,
-    mut on_tick: impl FnMut(Duration),
+    spool: Option<&Path>,
+    mut on_event: impl FnMut(DriveEvent<'_>),
 ) -> std::io::Result<DriveResult> {
     let t0 = Instant::now();
     let mut slots: Vec<Slot> = plan
@@ -306,6 +422,10 @@ pub fn drive(
             {
                 s.running = None;
                 let failed = out.status != Some(0);
+                on_event(DriveEvent::Finished {
+                    runner: &s.result.runner,
+                    output: &out,
+                });
                 s.result.outputs.push(out);
                 // A failed pulse ends the train: the next one would fail the same way.
                 if failed || s.started >= s.max_starts() {
@@ -326,7 +446,15 @@ pub fn drive(
                     };
                     let args = runner_args(target, &late, sample_interval);
                     tracing::debug!(runner = %r.name, ?args, "spawning");
-                    s.running = Some(Proc::spawn(&target.exe, &args, now)?);
+                    let files = spool.map(|d| Spool::new(d, &r.name, s.started));
+                    if let Some(f) = &files {
+                        on_event(DriveEvent::Spawned {
+                            runner: r,
+                            spawned: now,
+                            spool: f,
+                        });
+                    }
+                    s.running = Some(Proc::spawn(&target.exe, &args, now, files)?);
                     s.started += 1;
                 }
             }
@@ -343,7 +471,7 @@ pub fn drive(
             }
             break;
         }
-        on_tick(now);
+        on_event(DriveEvent::Tick(now));
         std::thread::sleep(Duration::from_millis(20));
     }
     // Interrupt what is still running and collect its output.
@@ -366,12 +494,17 @@ pub fn drive(
                 }
                 std::thread::sleep(Duration::from_millis(20));
             };
+            on_event(DriveEvent::Finished {
+                runner: &s.result.runner,
+                output: &out,
+            });
             s.result.outputs.push(out);
         }
     }
     Ok(DriveResult {
         runners: slots.into_iter().map(|s| s.result).collect(),
         interrupted,
+        stopped_at: None,
     })
 }
 
@@ -395,6 +528,7 @@ mod tests {
             exe: "bloatlab".into(),
             host: "10.77.0.2".into(),
             port: 5001,
+            permit_key: None,
         };
         let by = |name: &str| p.runners.iter().find(|r| r.name == name).unwrap();
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
@@ -418,6 +552,21 @@ mod tests {
             .unwrap();
         let a = runner_args(&t, r, Duration::from_millis(200));
         assert!(a.join(" ").contains("-n 1048576"), "{a:?}");
+        // A keyed server: every flow and UDP probe stream sends the key, ICMP cannot.
+        let keyed = Target {
+            permit_key: Some("abcd1234".into()),
+            ..t
+        };
+        for r in &p.runners {
+            let a = runner_args(&keyed, r, Duration::from_millis(200));
+            let icmp = a.contains(&"--icmp".to_owned());
+            assert_eq!(
+                a.contains(&"--permit-key=abcd1234".to_owned()),
+                !icmp,
+                "{}: {a:?}",
+                r.name
+            );
+        }
     }
 
     #[test]

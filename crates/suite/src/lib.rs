@@ -12,6 +12,7 @@
 //! * [`collect`]: runner output to series on the run's time axis (pure).
 //! * [`run`]: pre-flight, drive, assemble the results file, working-condition findings.
 //! * [`summary`]: the terminal summary.
+//! * [`journal`]: what a run has learnt so far, on disk, and recovering a run from it.
 //! * [`host`]: CPU utilisation, kernel and sysctls of this host.
 //! * [`lab`]: the lab's view of a run inside a lab (emulator counters, link spec, ECN).
 //! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
@@ -23,6 +24,7 @@ pub mod demo;
 pub mod driver;
 pub mod flow;
 pub mod host;
+pub mod journal;
 pub mod lab;
 pub mod meta;
 pub mod orphan;
@@ -33,4 +35,4 @@ pub mod summary;
 pub use catalog::{TestName, Tos, UnknownTest, list_tests, parse_marking};
 pub use driver::Target;
 pub use plan::{Plan, PlanError, TestParams, plan};
-pub use run::{RunConfig, RunError, RunOutcome, preflight, run};
+pub use run::{RunConfig, RunError, RunOutcome, preflight, recover, run, run_journaled};

@@ -2,8 +2,9 @@
 //! (`bloatlab client`, `ping`, `lab exec ... server`) that must not outlive a
 //! SIGKILLed parent and keep sending traffic (issue 11).
 //!
-//! Linux's `PR_SET_PDEATHSIG` (prctl(2)) asks the kernel to send SIGKILL to the
-//! child when the *thread* that forked it exits. Every runner here is spawned
+//! Linux's `PR_SET_PDEATHSIG` (prctl(2)) asks the kernel to send a signal (SIGKILL; for
+//! the runners of a journaled test SIGTERM, which they answer by stopping at once and
+//! reporting) to the child when the *thread* that forked it exits. Every runner here is spawned
 //! from a thread that outlives it: the main thread (the driver, demo) or a
 //! scoped thread that waits for the child (preflight).
 
@@ -12,13 +13,24 @@ use std::process::Command;
 
 /// Makes the child that `cmd` starts receive SIGKILL when this thread dies.
 pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    on_parent_death(cmd, libc::SIGKILL)
+}
+
+/// Makes the child that `cmd` starts receive SIGTERM when this thread dies: a runner
+/// whose output goes to a file (a journaled run) then stops as on Ctrl-C, writing its
+/// report of the time until then where `--recover` finds it, and exits.
+pub fn stop_with_parent(cmd: &mut Command) -> &mut Command {
+    on_parent_death(cmd, libc::SIGTERM)
+}
+
+fn on_parent_death(cmd: &mut Command, sig: libc::c_int) -> &mut Command {
     // SAFETY: getpid is async-signal-safe and is called before the fork.
     let parent = unsafe { libc::getpid() };
     // SAFETY: the closure runs between fork and exec and calls only
     // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died before prctl took effect: then we were

@@ -23,8 +23,9 @@ use serde_json::json;
 
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
-use crate::driver::{self, DriveResult, Output, Target};
+use crate::driver::{self, DriveEvent, DriveResult, Output, RunnerResult, Target};
 use crate::host;
+use crate::journal::{Journal, JournalWriter};
 use crate::lab::{LabContext, LabWatch};
 use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
 
@@ -73,6 +74,23 @@ pub enum RunError {
         /// The client's message.
         detail: String,
     },
+    /// A server is there but refused the pre-flight test (a permit key, its caps).
+    #[error(
+        "the server at {addr} refused the test: {detail}{}",
+        if *keyed {
+            " (is --permit-key the server's key?)"
+        } else {
+            " (a server started with --permit-key=KEY needs `bloatlab test ... --permit-key=KEY`)"
+        }
+    )]
+    Refused {
+        /// host:port.
+        addr: String,
+        /// The client's message.
+        detail: String,
+        /// The test sent a key.
+        keyed: bool,
+    },
     /// TCP works but the probes are not answered.
     #[error(
         "{addr} accepts TCP but did not answer any of bloatlab's UDP latency probes: the server \
@@ -100,6 +118,9 @@ pub enum RunError {
     /// The lab could not be read or changed.
     #[error("lab: {0}")]
     Lab(#[from] bloatlab_lab::LabError),
+    /// A journal could not be read.
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
 }
 
 /// A VoIP stream assessed over one phase and direction.
@@ -163,35 +184,38 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
     };
     let port = target.port.to_string();
     let host = target.host.as_str();
+    let key = target.key_arg();
+    let mut tcp_args = vec![
+        "client",
+        host,
+        "-p",
+        &port,
+        "-t",
+        "0.2",
+        "--json",
+        "--connect-timeout",
+        "3",
+    ];
+    let mut udp_args = vec![
+        "ping",
+        host,
+        "-p",
+        &port,
+        "-c",
+        "5",
+        "-i",
+        "50ms",
+        "--timeout",
+        "1",
+        "--json",
+    ];
+    if let Some(k) = &key {
+        tcp_args.push(k);
+        udp_args.push(k);
+    }
     let (tcp, udp) = std::thread::scope(|s| {
-        let tcp = s.spawn(|| {
-            spawn(&[
-                "client",
-                host,
-                "-p",
-                &port,
-                "-t",
-                "0.2",
-                "--json",
-                "--connect-timeout",
-                "3",
-            ])
-        });
-        let udp = s.spawn(|| {
-            spawn(&[
-                "ping",
-                host,
-                "-p",
-                &port,
-                "-c",
-                "5",
-                "-i",
-                "50ms",
-                "--timeout",
-                "1",
-                "--json",
-            ])
-        });
+        let tcp = s.spawn(|| spawn(&tcp_args));
+        let udp = s.spawn(|| spawn(&udp_args));
         (tcp.join(), udp.join())
     });
     let tcp = tcp.map_err(|_| RunError::AllFlowsFailed("pre-flight thread panicked".into()))??;
@@ -204,12 +228,22 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
             stdout: tcp.stdout,
             stderr: tcp.stderr,
         };
+        let detail = o
+            .error_line()
+            .trim_start_matches("bloatlab: error: ")
+            .to_owned();
+        // The client's words for a server that closed the test unanswered at once
+        // (bloatlab_engine's reset_message): a server is there, and said no.
+        if detail.contains("it refused the test") {
+            return Err(RunError::Refused {
+                addr: addr(target),
+                detail,
+                keyed: target.permit_key.is_some(),
+            });
+        }
         return Err(RunError::NoServer {
             addr: addr(target),
-            detail: o
-                .error_line()
-                .trim_start_matches("bloatlab: error: ")
-                .to_owned(),
+            detail,
         });
     }
     let answered = collect::parse_ping(&udp.stdout)
@@ -235,6 +269,16 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
 pub fn run(
     cfg: &RunConfig,
     stop: &AtomicBool,
+    progress: impl FnMut(Duration, Duration),
+) -> Result<RunOutcome, RunError> {
+    run_journaled(cfg, stop, None, progress)
+}
+
+/// [`run`], appending what it learns to `journal` as it goes (crate::journal).
+pub fn run_journaled(
+    cfg: &RunConfig,
+    stop: &AtomicBool,
+    journal: Option<&mut JournalWriter>,
     mut progress: impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
     let plan = plan(cfg.test, &cfg.params)?;
@@ -246,7 +290,7 @@ pub fn run(
         (Some(ctx), Some(on)) => Some(ctx.set_ecn(on)?),
         _ => None,
     };
-    let result = run_in_lab(cfg, &plan, stop, &mut progress);
+    let result = run_in_lab(cfg, &plan, stop, journal, &mut progress);
     if let (Some(ctx), Some(was)) = (&cfg.lab, ecn_was)
         && let Err(e) = ctx.set_ecn(was)
     {
@@ -264,6 +308,7 @@ fn run_in_lab(
     cfg: &RunConfig,
     plan: &Plan,
     stop: &AtomicBool,
+    mut journal: Option<&mut JournalWriter>,
     progress: &mut impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
     if cfg.preflight {
@@ -282,18 +327,45 @@ fn run_in_lab(
     if let Some(w) = &mut watch {
         w.set_origin(unix_s(run_start));
     }
+    if let Some(j) = journal.as_deref_mut() {
+        j.start(crate::journal::Header::new(cfg, run_start));
+    }
+    let spool = journal.as_deref().map(JournalWriter::spool_dir);
+    let mut last = Duration::ZERO;
     let drove = driver::drive(
         &cfg.target,
         plan,
         cfg.params.sample_interval,
         Duration::from_secs(10),
         stop,
-        |now| {
-            cpu.tick(now, &plan.timeline);
-            if let Some(w) = &mut watch {
-                w.tick(now);
+        spool.as_deref(),
+        |ev| match ev {
+            DriveEvent::Tick(now) => {
+                last = now;
+                cpu.tick(now, &plan.timeline);
+                if let Some(w) = &mut watch {
+                    w.tick(now);
+                }
+                if let Some(j) = journal.as_deref_mut() {
+                    let phase = plan.timeline.phase_at(now).map_or("end", |p| &p.name);
+                    j.progress(now, phase);
+                }
+                progress(now, total);
             }
-            progress(now, total);
+            DriveEvent::Spawned {
+                runner,
+                spawned,
+                spool,
+            } => {
+                if let Some(j) = journal.as_deref_mut() {
+                    j.spawn(&runner.name, spawned, spool);
+                }
+            }
+            DriveEvent::Finished { runner, output } => {
+                if let Some(j) = journal.as_deref_mut() {
+                    j.output(&runner.name, output, last);
+                }
+            }
         },
     )
     .map_err(|source| RunError::Spawn {
@@ -303,7 +375,84 @@ fn run_in_lab(
     if let Some(w) = &mut watch {
         w.finish();
     }
+    if let Some(j) = journal {
+        j.end(last, drove.interrupted);
+    }
     assemble(cfg, plan, drove, run_start, cpu.samples, watch.as_ref())
+}
+
+/// Rebuilds the results of a run from its journal (crate::journal): the plan from its
+/// start entry, each runner's finished outputs, the phases up to where the run got. A
+/// journal without its end entry (or a full one) gives a file marked `interrupted`, with
+/// `extra.incomplete` = `{phase_reached, reached_ns, runners_missing, reason}`; every
+/// recovered file has `extra.recovered_from_journal` = true. The lab's counters and the
+/// CPU samples are not journaled: a recovered lab run has no `metadata.lab`.
+pub fn recover(cfg: &RunConfig, journal: &Journal) -> Result<RunOutcome, RunError> {
+    let plan = plan(cfg.test, &cfg.params)?;
+    let reached = journal.reached();
+    let complete = journal.complete();
+    let mut missing = Vec::new();
+    let mut all = journal.outputs.clone();
+    all.extend(journal.spooled_outputs(reached));
+    let runners = plan
+        .runners
+        .iter()
+        .map(|r| {
+            let outputs: Vec<Output> = all
+                .iter()
+                .filter(|o| o.runner == r.name)
+                .map(|o| o.output())
+                .collect();
+            let silent = outputs.iter().all(|o| o.stdout.is_empty());
+            if silent && r.start < reached.max(Duration::from_nanos(1)) {
+                missing.push(r.name.clone());
+            }
+            RunnerResult {
+                runner: r.clone(),
+                outputs,
+            }
+        })
+        .collect();
+    let drove = DriveResult {
+        runners,
+        interrupted: !complete,
+        stopped_at: Some(reached),
+    };
+    let mut out = assemble(
+        cfg,
+        &plan,
+        drove,
+        journal.header.run_start,
+        Vec::new(),
+        None,
+    )?;
+    // The host check would judge CPU samples and probe timers that were not journaled.
+    out.findings.retain(|(phase, _)| phase.is_some());
+    let extra = &mut out.file.metadata.extra;
+    extra.insert("recovered_from_journal".into(), json!(true));
+    if !complete {
+        let phase = plan
+            .timeline
+            .phase_at(reached)
+            .or(plan.timeline.phases().last())
+            .map(|p| p.name.clone());
+        let reason = if journal.full.is_some() {
+            "the journal reached its size bound; later runner outputs were not journaled"
+        } else {
+            "the test process stopped before the run ended (killed or crashed); the runners \
+             then running stopped with it and reported up to that moment"
+        };
+        extra.insert(
+            "incomplete".into(),
+            json!({
+                "phase_reached": phase,
+                "reached_ns": bloatlab_results::convert::nanos(reached),
+                "runners_missing": missing,
+                "reason": reason,
+            }),
+        );
+    }
+    Ok(out)
 }
 
 /// Samples whole-machine CPU utilisation every 500 ms during loaded phases.
@@ -502,7 +651,7 @@ fn assemble(
         ));
     }
     let phases = if drove.interrupted {
-        cut_timeline(&plan.timeline, end_seen)
+        cut_timeline(&plan.timeline, drove.stopped_at.unwrap_or(end_seen))
     } else {
         plan.timeline.phases().to_vec()
     };

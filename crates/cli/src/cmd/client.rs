@@ -211,8 +211,11 @@ fn interrupted() -> anyhow::Result<()> {
 
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
     let cfg = args.to_config()?;
+    let lab = crate::cmd::inlab::InLab::start()?;
     install_stop_handler()?;
     let result = run_protocol(&cfg);
+    // A dead emulator is the cause of whatever else went wrong.
+    lab.check()?;
     interrupted()?;
     result
 }

@@ -638,12 +638,16 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
         }));
     };
     check_privilege("bloatlab lab exec").map_err(lab_err)?;
-    if st.phase == Phase::Running && !st.emulator_alive() {
-        tracing::warn!(
-            "the emulator of lab {} is not running: packets will not flow",
-            a.name
-        );
-    }
+    // A dead lab forwards nothing: running a command there would only measure that.
+    st.check_emulator().map_err(|e| {
+        anyhow::Error::new(Exit {
+            code: FAILURE,
+            message: format!(
+                "{e}: nothing would reach the other hosts; `bloatlab lab down {}` removes it",
+                a.name
+            ),
+        })
+    })?;
     // exec() keeps our PID: record it so `lab down` can end the command.
     if let Err(e) = dir.register_exec(&a.name, std::process::id()) {
         tracing::warn!("{e}; `lab down` will not be able to stop this command");
@@ -765,7 +769,7 @@ fn status_text(r: &StatusReport) -> String {
         if r.emulator_alive {
             "running"
         } else {
-            "NOT RUNNING"
+            "NOT RUNNING (the lab is dead)"
         }
     );
     for h in &r.hosts {

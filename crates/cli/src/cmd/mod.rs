@@ -3,6 +3,7 @@
 pub mod client;
 pub mod demo;
 pub mod experiment;
+pub mod inlab;
 pub mod lab;
 pub mod opts;
 pub mod ping;

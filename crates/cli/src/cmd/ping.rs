@@ -179,6 +179,7 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     }
     let host = args.host.as_deref().unwrap_or_default();
     let target = resolve(host, args.port)?;
+    let lab = crate::cmd::inlab::InLab::start()?;
     let mode = if args.icmp { Mode::Icmp } else { Mode::Udp };
     let limit = match (args.count, args.time) {
         (Some(n), _) => Limit::Count(n),
@@ -238,6 +239,8 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", format_summary(&shown, &summary));
     }
+    // A dead emulator is the cause of the loss, whatever its amount.
+    lab.check()?;
     let loss = pct(summary.lost(), summary.sent);
     if loss > args.max_loss {
         return Err(anyhow::Error::new(exit::Exit {

@@ -3,14 +3,16 @@
 //! Runs the test's flows and probes as subprocesses of this binary, prints the per-phase
 //! summary (or, with `--json`, the results document) and writes the results file
 //! atomically. Ctrl-C stops the runners, saves what was measured (marked interrupted)
-//! and exits non-zero.
+//! and exits non-zero. While it runs, `FILE.journal` holds what it has learnt
+//! (`bloatlab_suite::journal`); `--recover FILE.journal` rebuilds a run that died.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use bloatlab_suite::{RunConfig, RunError, Target, TestName, TestParams, Tos};
+use bloatlab_suite::journal::{self, JournalWriter};
+use bloatlab_suite::{RunConfig, RunError, RunOutcome, Target, TestName, TestParams, Tos};
 
 use crate::cmd::opts;
 use crate::exit;
@@ -20,10 +22,10 @@ use crate::exit;
 pub struct TestArgs {
     /// Test to run (`--list` shows them): rrul, rrul_be, tcp_upload, tcp_download,
     /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip.
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "recover"])]
     pub name: Option<String>,
     /// Host running `bloatlab server`.
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "recover"])]
     pub host: Option<String>,
     /// Loaded length in seconds (each loaded phase; for `ping`, the whole run).
     #[arg(short = 'l', long = "length", default_value = "60", value_parser = opts::positive_seconds)]
@@ -43,9 +45,18 @@ pub struct TestArgs {
     /// Print the results document (JSON) on stdout instead of the summary.
     #[arg(long = "json")]
     pub json: bool,
-    /// Results file to write (atomically). Default: bloatlab-TEST-TIME.json here.
+    /// Results file to write (atomically). Default: bloatlab-TEST-TIME.json here. While
+    /// the test runs, FILE.journal records what it has measured (removed once FILE is saved).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Rebuild the results file of a run that died (killed, crashed) from its journal
+    /// FILE.json.journal; writes FILE.json (or -o), marked incomplete, and removes the journal.
+    #[arg(long = "recover", value_name = "JOURNAL", conflicts_with_all = ["name", "host", "list"])]
+    pub recover: Option<PathBuf>,
+    /// The server's permit key (`bloatlab server --permit-key=KEY`): sent by every flow
+    /// and UDP probe stream of the test.
+    #[arg(long = "permit-key", value_parser = opts::permit_key)]
+    pub permit_key: Option<String>,
     /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
     #[arg(long = "cc", value_delimiter = ',', value_parser = opts::congestion)]
     pub cc: Vec<String>,
@@ -139,6 +150,9 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         println!("{}", bloatlab_suite::list_tests());
         return Ok(());
     }
+    if let Some(journal) = &args.recover {
+        return recover(journal, args.output.as_deref(), args.json);
+    }
     let name = args.name.as_deref().unwrap_or_default();
     let test: TestName = name
         .parse()
@@ -150,6 +164,9 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     // cost a whole run (issue 11).
     let path = args.output.clone().unwrap_or_else(|| default_output(test));
     check_writable(&path)?;
+    // Inside a lab, a dead emulator ends the run before it starts (and after it ends).
+    let lab = crate::cmd::inlab::InLab::start()?;
+    let mut journal = open_journal(&path)?;
     let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
     let cfg = RunConfig {
         test,
@@ -158,8 +175,9 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             exe,
             host,
             port: args.port,
+            permit_key: args.permit_key.clone(),
         },
-        command_line: std::env::args().collect(),
+        command_line: redact_key(std::env::args()),
         title: args.title.clone(),
         preflight: !args.no_preflight,
         lab: bloatlab_suite::lab::LabContext::from_env(),
@@ -167,18 +185,69 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     };
     let stop = install_stop_handler()?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
-    let outcome = bloatlab_suite::run(&cfg, stop.flag(), |now, total| {
-        if show_progress {
-            eprint!("\r{} ", progress_line(&test.to_string(), now, total));
-            let _ = std::io::stderr().flush();
+    let outcome =
+        bloatlab_suite::run_journaled(&cfg, stop.flag(), Some(&mut journal), |now, total| {
+            if show_progress {
+                eprint!("\r{} ", progress_line(&test.to_string(), now, total));
+                let _ = std::io::stderr().flush();
+            }
+        });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            // Nothing was measured (no server, every flow failed): nothing to recover.
+            let _ = journal.remove();
+            // A lab emulator that died is the cause of whatever failed.
+            lab.check()?;
+            return Err(map_run_error(e));
         }
-    })
-    .map_err(map_run_error)?;
+    };
     if show_progress {
         eprintln!();
     }
-    // --json goes to stdout first: it never depends on the save.
-    if args.json {
+    finish(&path, &outcome, args.json, Some(journal))?;
+    lab.check()?;
+    if outcome.interrupted() {
+        return Err(anyhow::anyhow!(
+            "interrupted; what was measured is saved (marked interrupted) in {}",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the run's journal next to `path` before any traffic (exit 2 if it cannot be,
+/// or if one is left from a run that died: that is data to recover first).
+fn open_journal(path: &Path) -> anyhow::Result<JournalWriter> {
+    let jpath = journal::path_for(path);
+    JournalWriter::create(&jpath).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            exit::usage(format!(
+                "{} exists: a run that wrote {} died before saving it. Recover it with \
+                 `bloatlab test --recover {}` (or remove it) first",
+                jpath.display(),
+                path.display(),
+                jpath.display()
+            ))
+        } else {
+            exit::usage(format!(
+                "-o/--output {}: cannot create its journal {}: {e} (checked before the run)",
+                path.display(),
+                jpath.display()
+            ))
+        }
+    })
+}
+
+/// `--json` on stdout (first: it never depends on the save), the atomic save, then the
+/// journal's removal (it is kept when the save fails), then the summary.
+fn finish(
+    path: &Path,
+    outcome: &RunOutcome,
+    json: bool,
+    journal: Option<JournalWriter>,
+) -> anyhow::Result<()> {
+    if json {
         let bytes = bloatlab_results::to_vec(&outcome.file).context("serialising the results")?;
         let mut out = std::io::stdout().lock();
         out.write_all(&bytes)?;
@@ -187,32 +256,76 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         }
         out.flush()?;
     }
-    if let Err(e) = bloatlab_results::save(&path, &outcome.file) {
+    if let Err(e) = bloatlab_results::save(path, &outcome.file) {
         // The directory was writable before the run; keep the data anyway.
         let rescue = std::env::temp_dir().join(
             path.file_name()
                 .map_or_else(|| "bloatlab-results.json".into(), |n| n.to_owned()),
         );
         let saved = bloatlab_results::save(&rescue, &outcome.file).is_ok();
+        let kept = journal
+            .as_ref()
+            .map(|j| format!("; the journal {} is kept", j.path().display()))
+            .unwrap_or_default();
         return Err(anyhow::Error::new(e).context(if saved {
             format!(
-                "cannot write the results file {}; saved it as {} instead",
+                "cannot write the results file {}; saved it as {} instead{kept}",
                 path.display(),
                 rescue.display()
             )
         } else {
-            format!("cannot write the results file {}", path.display())
+            format!("cannot write the results file {}{kept}", path.display())
         }));
     }
-    if !args.json {
-        print!("{}", bloatlab_suite::summary::render(&outcome));
+    if let Some(j) = journal
+        && let Err(e) = j.remove()
+    {
+        tracing::warn!("results saved, but the journal could not be removed: {e}");
+    }
+    if !json {
+        print!("{}", bloatlab_suite::summary::render(outcome));
         println!("results written to {}", path.display());
     }
-    if outcome.interrupted() {
-        return Err(anyhow::anyhow!(
-            "interrupted; what was measured is saved (marked interrupted) in {}",
+    Ok(())
+}
+
+/// `bloatlab test --recover JOURNAL [-o FILE]`: the results file of a run that died,
+/// rebuilt from its journal and marked incomplete; the journal is removed once saved.
+fn recover(jpath: &Path, output: Option<&Path>, json: bool) -> anyhow::Result<()> {
+    let path = match output {
+        Some(p) => p.to_owned(),
+        None => jpath
+            .to_str()
+            .and_then(|s| s.strip_suffix(journal::SUFFIX))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                exit::usage(format!(
+                    "--recover {}: the name does not end in {}; say where the results go with -o FILE",
+                    jpath.display(),
+                    journal::SUFFIX
+                ))
+            })?,
+    };
+    if path.exists() {
+        return Err(exit::usage(format!(
+            "{} exists; recover into another file with -o FILE",
             path.display()
-        ));
+        )));
+    }
+    check_writable(&path)?;
+    let j = journal::read(jpath)
+        .map_err(|e| exit::usage(format!("--recover {}: {e}", jpath.display())))?;
+    let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
+    let cfg = journal::config(&j, exe)
+        .map_err(|e| exit::usage(format!("--recover {}: {e}", jpath.display())))?;
+    let outcome = bloatlab_suite::recover(&cfg, &j).map_err(map_run_error)?;
+    finish(&path, &outcome, json, None)?;
+    if let Err(e) = journal::remove(jpath) {
+        tracing::warn!("recovered, but the journal could not be removed: {e}");
+    }
+    if !json {
+        println!("recovered from {} (removed)", jpath.display());
     }
     Ok(())
 }
@@ -258,6 +371,22 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The command line as recorded in results files and journals, which get shared: the
+/// permit key is a secret, so its value is replaced.
+fn redact_key(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in args {
+        if out.last().is_some_and(|p| p == "--permit-key") {
+            out.push("REDACTED".into());
+        } else if a.starts_with("--permit-key=") {
+            out.push("--permit-key=REDACTED".into());
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// `rrul [########............]  12.3 / 70.0 s`: the terminal progress bar.
@@ -310,6 +439,42 @@ mod tests {
         Cli::try_parse_from(std::iter::once("test").chain(argv.iter().copied()))
             .map(|c| c.args)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_permit_key_is_not_recorded() {
+        let argv = [
+            "bloatlab",
+            "test",
+            "rrul",
+            "h",
+            "--permit-key",
+            "sekrit12",
+            "--permit-key=sekrit34",
+        ];
+        let got = redact_key(argv.iter().map(|s| s.to_string()));
+        assert_eq!(
+            got,
+            [
+                "bloatlab",
+                "test",
+                "rrul",
+                "h",
+                "--permit-key",
+                "REDACTED",
+                "--permit-key=REDACTED"
+            ]
+        );
+        let a = parse(&["rrul", "h", "--permit-key", "sekrit12"]).unwrap();
+        assert_eq!(a.permit_key.as_deref(), Some("sekrit12"));
+        assert!(
+            parse(&["rrul", "h", "--permit-key=abc"])
+                .unwrap_err()
+                .contains("--permit-key")
+        );
+        let r = parse(&["--recover", "x.json.journal"]).unwrap();
+        assert!(r.recover.is_some() && r.name.is_none());
+        assert!(parse(&["rrul", "h", "--recover", "x.json.journal"]).is_err());
     }
 
     #[test]

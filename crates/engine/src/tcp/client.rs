@@ -353,10 +353,7 @@ fn check_peer_report(json: &str, sent: Bytes, end: Duration) -> Result<(), Strin
 fn send_verdict(sent: SendEnd, end: Duration) -> Result<(), String> {
     match sent {
         SendEnd::Done | SendEnd::Stopped | SendEnd::Deadline => Ok(()),
-        SendEnd::Disconnected => Err(format!(
-            "the server reset the connection {:.3} s into the test",
-            end.as_secs_f64()
-        )),
+        SendEnd::Disconnected => Err(reset_message(end)),
         SendEnd::Stalled => Err(format!(
             "stalled: the server read nothing for {} s (at {:.3} s); the run did not happen as asked",
             STALL_TIMEOUT.as_secs(),
@@ -369,16 +366,33 @@ fn send_verdict(sent: SendEnd, end: Duration) -> Result<(), String> {
 fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Result<(), String> {
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
-        RecvEnd::Reset => Err(format!(
-            "the server reset the connection {:.3} s into the test",
-            end.as_secs_f64()
-        )),
+        RecvEnd::Reset => Err(reset_message(end)),
         RecvEnd::Idle => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()
         )),
     }
+}
+
+/// Within this much of the start, a reset is most likely a refusal: iperf 2 and bloatlab
+/// servers refuse a test by closing it unanswered right after its header (and the
+/// kernel turns that close into a reset once more data arrives).
+const EARLY_RESET: Duration = Duration::from_secs(1);
+
+/// The error of a test the server reset `end` into it.
+fn reset_message(end: Duration) -> String {
+    let mut m = format!(
+        "the server reset the connection {:.3} s into the test",
+        end.as_secs_f64()
+    );
+    if end < EARLY_RESET {
+        m.push_str(
+            ": it refused the test (a server with --permit-key refuses a missing or wrong key; \
+             a bloatlab server also refuses requests above its caps; its log says which)",
+        );
+    }
+    m
 }
 
 /// A reverse test that ended without a byte from the server.
@@ -463,6 +477,21 @@ fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
 #[cfg(test)]
 mod peer_report_tests {
     use super::*;
+
+    #[test]
+    fn an_early_reset_is_called_a_refusal_and_a_late_one_is_not() {
+        let early = send_verdict(SendEnd::Disconnected, Duration::from_millis(30)).unwrap_err();
+        assert!(
+            early.starts_with("the server reset the connection 0.030 s into the test: it refused"),
+            "{early}"
+        );
+        assert!(early.contains("--permit-key"), "{early}");
+        let late = recv_verdict(RecvEnd::Reset, Duration::from_secs(5), None).unwrap_err();
+        assert_eq!(
+            late,
+            "the server reset the connection 5.000 s into the test"
+        );
+    }
     use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
     use bloatlab_metrics::tcp_recv::TcpRecvStats;
 
