@@ -72,11 +72,22 @@ struct MergeArgs {
     out: PathBuf,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Raised by SIGINT / SIGTERM once [`catch_stop_signals`] ran (`experiment run`, `tune`).
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
     STOP.store(true, Ordering::Relaxed);
+}
+
+/// From now on Ctrl-C and SIGTERM raise [`STOP`] instead of killing the process, so the
+/// command can stop its children and clean up.
+pub(crate) fn catch_stop_signals() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
 }
 
 pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
@@ -214,11 +225,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
             message: "bloatlab experiment run builds network labs and needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
         }));
     }
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    catch_stop_signals();
     let cfg = RunnerConfig {
         exe: std::env::current_exe().context("cannot find the bloatlab executable")?,
         out: out.clone(),
