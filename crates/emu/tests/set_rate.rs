@@ -2,7 +2,7 @@
 //! the lab runs. A packet that started serializing keeps its schedule; packets that start
 //! later are serialized at the new rate; nothing is lost or reordered.
 
-use bloatlab_emu::{Chain, Link, LinkConfig, parse_stage};
+use bloatlab_emu::{Chain, Link, parse_stage};
 use bloatlab_units::BitRate;
 use std::time::Duration;
 

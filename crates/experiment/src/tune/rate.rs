@@ -93,7 +93,7 @@ impl RateControl {
     pub fn set(&self, dir: Direction, bps: u64) -> Result<(), RateError> {
         match &self.target {
             Target::Lab { lab, stage } => {
-                let value = if bps % 1000 == 0 {
+                let value = if bps.is_multiple_of(1000) {
                     format!("{stage}={}", rate_word(bps / 1000))
                 } else {
                     format!("{stage}={bps}bit")

@@ -134,7 +134,7 @@ impl CurvePoint {
         v.sort_by(f64::total_cmp);
         match v.len() {
             0 => f64::NAN,
-            n if n % 2 == 1 => v[n / 2],
+            n if !n.is_multiple_of(2) => v[n / 2],
             n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
         }
     }
