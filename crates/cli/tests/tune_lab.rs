@@ -125,6 +125,23 @@ fn tune_finds_the_hidden_line_rate_behind_the_shaper() {
     assert!(untouched(&lab), "{:?}", shaper_rates(&lab));
 }
 
+/// `tune --server 10.77.0.2 --set-rate-cmd CMD --restore-rate 50mbit EXTRA...` run in the
+/// lab's client host, as on a machine behind a real link.
+fn tune_from_client(lab: &LabGuard, cmd: &str, extra: &[&str]) -> std::process::Output {
+    let mut v = vec![
+        BIN,
+        "tune",
+        "--server",
+        "10.77.0.2",
+        "--set-rate-cmd",
+        cmd,
+        "--restore-rate",
+        "50mbit",
+    ];
+    v.extend_from_slice(extra);
+    lab.exec("client", &v)
+}
+
 /// Real-link mode through a `--set-rate-cmd` that itself calls `lab set` (never a real
 /// interface), both directions: the command gets `{rate}` in kbit and `{direction}`, and the
 /// `--restore-rate` goes back at the end. `--max` below the line: the top is within budget
@@ -141,17 +158,10 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
         lab = lab.name
     );
     let json = tmp("cmd.json");
-    let o = lab.exec(
-        "client",
+    let o = tune_from_client(
+        &lab,
+        &cmd,
         &[
-            BIN,
-            "tune",
-            "--server",
-            "10.77.0.2",
-            "--set-rate-cmd",
-            &cmd,
-            "--restore-rate",
-            "50mbit",
             "--min",
             "2mbit",
             "--max",
@@ -190,19 +200,7 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
     }
     assert!(untouched(&lab), "{:?}", shaper_rates(&lab));
     // A failing command is a clear error naming it and its status; the restore still runs.
-    let o = lab.exec(
-        "client",
-        &[
-            BIN,
-            "tune",
-            "--server",
-            "10.77.0.2",
-            "--set-rate-cmd",
-            "exit 3 # {rate}",
-            "--restore-rate",
-            "50mbit",
-        ],
-    );
+    let o = tune_from_client(&lab, "exit 3 # {rate}", &[]);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(

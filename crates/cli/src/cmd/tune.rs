@@ -16,7 +16,7 @@ use bloatlab_experiment::tune::rate::{self, RateControl, Target};
 use bloatlab_experiment::tune::{Rule, SearchConfig};
 use clap::{Args, ValueEnum};
 
-use crate::cmd::experiment::{STOP, catch_stop_signals};
+use crate::cmd::experiment::{STOP, catch_stop_signals, progress_line};
 use crate::exit::{self, Exit};
 
 /// `--direction`.
@@ -193,7 +193,14 @@ pub fn run(a: TuneArgs) -> anyhow::Result<()> {
         target: cfg.target.clone(),
     };
     for &d in &cfg.directions {
-        control.current(d).map_err(|e| exit::usage(e.to_string()))?;
+        let now = control.current(d).map_err(|e| exit::usage(e.to_string()))?;
+        if let (Target::Lab { stage, .. }, None) = (&cfg.target, now) {
+            // Nothing to put back afterwards: `lab set` sets rates, not "unlimited".
+            return Err(exit::usage(format!(
+                "--stage {stage}: the {} stage has no rate (unlimited); give it one in lab up --stage 'rate=...'",
+                d.name()
+            )));
+        }
     }
     // SAFETY: geteuid has no preconditions.
     if matches!(cfg.place, Place::Lab(_)) && unsafe { libc::geteuid() } != 0 {
@@ -230,12 +237,7 @@ pub fn run(a: TuneArgs) -> anyhow::Result<()> {
                 m.throughput_mbit
             ),
         };
-        if tty {
-            eprint!("\r\x1b[K{line}");
-            let _ = std::io::stderr().flush();
-        } else {
-            eprintln!("{line}");
-        }
+        progress_line(tty, &line);
     };
     let result = driver::run(&cfg, &STOP, &mut progress);
     if tty {

@@ -86,7 +86,8 @@ impl SearchConfig {
         if self.budget.is_zero() {
             return Err(ConfigError::Budget);
         }
-        if self.min_bps == 0 || self.min_bps >= self.max_bps {
+        // Rates are probed in whole kbit/s: the range must hold at least two of them.
+        if self.min_bps == 0 || self.min_bps.div_ceil(1000) >= self.max_bps / 1000 {
             return Err(ConfigError::Range {
                 min: self.min_bps / 1000,
                 max: self.max_bps / 1000,
@@ -479,6 +480,9 @@ mod tests {
         assert_eq!(Search::new(c).unwrap_err(), ConfigError::Budget);
         let mut c = cfg(1, Rule::Median);
         c.min_bps = c.max_bps;
+        assert!(Search::new(c).unwrap_err().to_string().contains("--min"));
+        let mut c = cfg(1, Rule::Median);
+        (c.min_bps, c.max_bps) = (1_000_500, 1_001_900);
         assert!(Search::new(c).unwrap_err().to_string().contains("--min"));
         let mut c = cfg(1, Rule::Median);
         c.resolution_bps = 10;
