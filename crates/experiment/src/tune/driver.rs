@@ -258,7 +258,16 @@ fn tune_direction(
             guard.control().set(dir, rate_kbit * 1000)?;
             applied = Some(rate_kbit);
         }
-        let m = match measure_once(cfg, dir, rate_kbit, rep, tmp, stop) {
+        // One retry: on a loaded machine a single test can fail to start (a refused
+        // connection while the previous one still closes); a second failure is real.
+        let m = match measure_once(cfg, dir, rate_kbit, rep, tmp, stop).or_else(|e| {
+            if stop.load(Ordering::Relaxed) {
+                return Err(e);
+            }
+            tracing::warn!("{} at {rate_kbit} kbit/s: {e}; measuring again", dir.name());
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            measure_once(cfg, dir, rate_kbit, rep, tmp, stop)
+        }) {
             Ok(m) => m,
             Err(_) if stop.load(Ordering::Relaxed) => continue,
             Err(message) => {
