@@ -37,6 +37,9 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Run an experiment declared in a TOML file (sweeps, repetitions, shards); merge shards.
     Experiment(cmd::experiment::ExperimentArgs),
+    /// Find the highest shaper rate that keeps latency under load within a budget (a lab's
+    /// stage, or a real link through your own set-rate command).
+    Tune(cmd::tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Test(args) => cmd::test::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Experiment(args) => cmd::experiment::run(args),
+        Command::Tune(args) => cmd::tune::run(args),
     };
     exit::finish(result)
 }

@@ -188,6 +188,42 @@ impl Chain {
         self.stages.last_mut().map(|(_, l)| l)
     }
 
+    /// Changes the rate of one stage at `now` ([`Link::set_rate`]): `stage` is its name or,
+    /// when no stage has that name, its 1-based position. Packets already handed to later
+    /// stages are not affected. Returns the stage's name, or an error listing the names.
+    pub fn set_rate(
+        &mut self,
+        now: Duration,
+        stage: &str,
+        rate: Option<bloatlab_units::BitRate>,
+    ) -> Result<String, SpecError> {
+        let i = self
+            .stages
+            .iter()
+            .position(|(n, _)| n == stage)
+            .or_else(|| {
+                stage
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&k| (1..=self.stages.len()).contains(&k))
+                    .map(|k| k - 1)
+            })
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.stages.iter().map(|(n, _)| n.as_str()).collect();
+                SpecError::new(
+                    "stage",
+                    stage,
+                    Problem::UnknownName(format!("{} or a 1-based position", names.join(", "))),
+                )
+            })?;
+        // Earlier stages hand over what they released by `now` first, so the changed stage
+        // sees its arrivals in time order.
+        self.hand_over(now);
+        let (name, link) = &mut self.stages[i];
+        link.set_rate(now, rate);
+        Ok(name.clone())
+    }
+
     /// Number of stages.
     pub fn len(&self) -> usize {
         self.stages.len()

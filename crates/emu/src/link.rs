@@ -198,6 +198,19 @@ impl Link {
         self.delay = delay;
     }
 
+    /// Changes the rate at `now` (`None` = unlimited): the serializer first runs up to `now` at
+    /// the old rate, so a packet that started serializing before keeps its schedule; every
+    /// packet that starts from `now` on is serialized at the new rate. A qdisc with its own
+    /// shaper following the link's rate (CAKE without `bandwidth`) follows the change.
+    /// `bloatlab tune` moves a shaper stage's rate this way while the lab runs.
+    pub fn set_rate(&mut self, now: Duration, rate: Option<BitRate>) {
+        let now = self.tick(now);
+        self.advance(now);
+        self.rate = rate;
+        self.qdisc.set_link_rate(rate);
+        self.advance(now);
+    }
+
     fn tick(&mut self, now: Duration) -> Duration {
         self.clock = self.clock.max(now);
         self.clock

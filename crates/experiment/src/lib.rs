@@ -20,6 +20,7 @@ pub mod matrix;
 pub mod process;
 pub mod runner;
 pub mod summary;
+pub mod tune;
 
 pub use file::{Experiment, FileError, parse};
 pub use matrix::{Point, Run, Shard};

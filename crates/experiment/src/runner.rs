@@ -144,7 +144,7 @@ pub fn complete_row(out: &Path, run_name: &str) -> Option<Row> {
 }
 
 /// The address of the lab's server host.
-const SERVER_ADDR: &str = "10.77.0.2";
+pub const SERVER_ADDR: &str = "10.77.0.2";
 
 /// Checks the output directory belongs to `exp` (or is new) and records the plan.
 fn prepare(exp: &Experiment, cfg: &RunnerConfig, runs: &[Run]) -> Result<(), RunError> {
@@ -350,7 +350,7 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
 }
 
 /// Waits (at most 15 s) until the lab's server answers a latency probe.
-fn wait_for_server(exe: &Path, lab: &str, port: &str, stop: &AtomicBool) -> Result<(), String> {
+pub fn wait_for_server(exe: &Path, lab: &str, port: &str, stop: &AtomicBool) -> Result<(), String> {
     let exe_s = exe.to_string_lossy().into_owned();
     let t0 = Instant::now();
     loop {

@@ -391,6 +391,15 @@ impl Lab {
                 }
                 next = Instant::now() + Duration::from_millis(500);
             }
+            // Rate changes: the status file shows the new rates before the
+            // caller hears back, so `lab status` right after `lab set` agrees.
+            let answers = crate::ratectl::apply(dir, &self.spec.name, self.emulator.as_ref());
+            if !answers.is_empty() {
+                if let Ok(v) = serde_json::to_vec_pretty(&self.status()) {
+                    let _ = crate::state::write_atomic(&dir.status(&self.spec.name), &v);
+                }
+                crate::ratectl::reply(dir, &self.spec.name, &answers);
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())

@@ -23,6 +23,7 @@ pub mod names;
 pub mod netlink;
 pub mod netns;
 pub mod offload;
+pub mod ratectl;
 pub mod signals;
 pub mod spec;
 pub mod stages;

@@ -29,6 +29,19 @@ pub trait LinkModel: Send {
     fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
         None
     }
+    /// Changes the rate of stage `stage` (name or 1-based position) at `now`
+    /// (`lab set --stage-rate`); returns the stage's name. Only chains have
+    /// stages.
+    fn set_stage_rate(
+        &mut self,
+        _now: Duration,
+        stage: &str,
+        _rate: Option<bloatlab_units::BitRate>,
+    ) -> std::result::Result<String, String> {
+        Err(format!(
+            "no stage {stage:?}: this direction is not a chain of stages (lab up --stage)"
+        ))
+    }
 }
 
 /// A direction's counters: the whole direction's (a single link's, or a
@@ -46,6 +59,10 @@ pub struct LinkCounters {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct StageCounters {
     pub name: String,
+    /// The stage's rate now, bits per second (absent: unlimited). It
+    /// differs from the `--stage` words after `lab set --stage-rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bit_s: Option<u64>,
     pub link: Counters,
 }
 

@@ -158,6 +158,7 @@ impl LinkModel for Chain {
                 .stages()
                 .map(|(name, link)| crate::model::StageCounters {
                     name: name.to_string(),
+                    rate_bit_s: link.rate().map(|r| r.0),
                     link: link.counters().clone(),
                 })
                 .collect(),
@@ -172,6 +173,14 @@ impl LinkModel for Chain {
         if let Some(l) = self.last_stage_mut() {
             l.set_delay(delay);
         }
+    }
+    fn set_stage_rate(
+        &mut self,
+        now: Duration,
+        stage: &str,
+        rate: Option<bloatlab_units::BitRate>,
+    ) -> std::result::Result<String, String> {
+        Chain::set_rate(self, now, stage, rate).map_err(|e| e.to_string())
     }
 }
 

@@ -287,8 +287,16 @@ impl StateDir {
         v
     }
 
-    /// Removes the lab's state, status and log files and its exec records.
+    /// Directory `NAME.ctl/` of rate-change requests and replies
+    /// (`lab set --stage-rate`, see [`crate::ratectl`]).
+    pub fn ctl_dir(&self, name: &str) -> PathBuf {
+        self.0.join(format!("{name}.ctl"))
+    }
+
+    /// Removes the lab's state, status and log files, its exec records and
+    /// its control requests.
     pub fn remove(&self, name: &str) {
+        let _ = std::fs::remove_dir_all(self.ctl_dir(name));
         let _ = std::fs::remove_file(self.status(name));
         let _ = std::fs::remove_file(self.log(name));
         let _ = std::fs::remove_dir_all(self.exec_dir(name));

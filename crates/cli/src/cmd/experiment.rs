@@ -177,6 +177,16 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
     Ok(())
 }
 
+/// A progress line on stderr: rewritten in place on a terminal, one line each otherwise.
+pub(crate) fn progress_line(tty: bool, line: &str) {
+    if tty {
+        eprint!("\r\x1b[K{line}");
+        let _ = std::io::stderr().flush();
+    } else {
+        eprintln!("{line}");
+    }
+}
+
 fn fmt_left(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 3600 {
@@ -232,12 +242,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
                 run.point.label(),
                 run.rep
             );
-            if tty {
-                eprint!("\r\x1b[K{line}");
-                let _ = std::io::stderr().flush();
-            } else {
-                eprintln!("{line}");
-            }
+            progress_line(tty, &line);
         }
         Event::End { run, status } => {
             if let RunStatus::Failed(e) = status {

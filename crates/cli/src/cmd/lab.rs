@@ -259,8 +259,24 @@ struct SetArgs {
     name: String,
     /// TCP ECN of a host (net.ipv4.tcp_ecn 1 = on, 2 = off, the kernel default):
     /// `HOST=on|off` or `all=on|off`. Repeatable. Applies to connections opened afterwards.
-    #[arg(long, value_name = "HOST=on|off", required = true)]
+    #[arg(
+        long,
+        value_name = "HOST=on|off",
+        required_unless_present = "stage_rate"
+    )]
     ecn: Vec<String>,
+    /// Rate of a stage of a chained link (`lab up --stage`), by name or
+    /// 1-based position: `1=9mbit`, `router=8500kbit`. Repeatable. Applies
+    /// to packets serialized from now on; the queues are kept. Both
+    /// directions unless `--up` or `--down` is given.
+    #[arg(long, value_name = "STAGE=RATE")]
+    stage_rate: Vec<String>,
+    /// `--stage-rate` applies to the up direction (client to server) only.
+    #[arg(long, conflicts_with = "down")]
+    up: bool,
+    /// `--stage-rate` applies to the down direction (server to client) only.
+    #[arg(long)]
+    down: bool,
 }
 
 #[derive(Debug, Args)]
@@ -710,7 +726,7 @@ fn remount_sys() {
 }
 
 fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
-    use bloatlab_lab::hostctl;
+    use bloatlab_lab::{hostctl, ratectl};
     names::validate(&a.name).map_err(lab_err)?;
     let st = dir
         .read(&a.name)
@@ -720,7 +736,30 @@ fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
     for v in &a.ecn {
         settings.extend(hostctl::parse_ecn_setting(&st, v).map_err(lab_err)?);
     }
+    let directions: &[&str] = match (a.up, a.down) {
+        (true, _) => &["up"],
+        (_, true) => &["down"],
+        _ => &["up", "down"],
+    };
+    let mut rates = Vec::new();
+    for v in &a.stage_rate {
+        rates.extend(ratectl::parse(&st, v, directions).map_err(lab_err)?);
+    }
     check_privilege("bloatlab lab set").map_err(lab_err)?;
+    if !rates.is_empty() {
+        let done = ratectl::request(dir, &a.name, &rates, std::time::Duration::from_secs(5))
+            .map_err(lab_err)?;
+        for (stage, r) in done.iter().zip(&rates) {
+            println!(
+                "lab {}: stage {stage} rate {}",
+                a.name,
+                bloatlab_units::BitRate(r.rate_bit_s)
+            );
+        }
+    }
+    if settings.is_empty() {
+        return Ok(());
+    }
     hostctl::set_ecn(dir, &a.name, &settings).map_err(lab_err)?;
     for (host, on) in &settings {
         println!(
@@ -845,9 +884,12 @@ fn status_text(r: &StatusReport) -> String {
             let _ = writeln!(out, "       {}", link_counters_text(&d.link.total));
         }
         for st in &d.link.stages {
+            let rate = st.rate_bit_s.map_or("unlimited".to_string(), |r| {
+                bloatlab_units::BitRate(r).to_string()
+            });
             let _ = writeln!(
                 out,
-                "       stage {:<8} {}",
+                "       stage {:<8} {rate}: {}",
                 st.name,
                 link_counters_text(&st.link)
             );

@@ -10,3 +10,4 @@ pub mod ping;
 pub mod report;
 pub mod server;
 pub mod test;
+pub mod tune;

@@ -359,29 +359,9 @@ impl Cake {
     /// An empty CAKE; `link_rate` is used when `cfg.bandwidth` is `None`.
     pub fn new(cfg: CakeConfig, seed: u64, link_rate: Option<BitRate>) -> Cake {
         let rate = cfg.bandwidth.or(link_rate);
-        let mtu_time = rate
-            .and_then(|r| r.transmit_time(Bytes(cfg.overhead.wire_bytes(1500))))
-            .unwrap_or(Duration::ZERO);
-        let base_target = (cfg.rtt / 20).max(Duration::from_nanos(1));
-        let target = base_target.max(mtu_time * 3 / 2);
-        let interval = (cfg.rtt + target - base_target).max(target * 2);
-        let rate_bytes = rate.map(|r| r.0 / 8);
-        let quantum = rate_bytes.map_or(1514, |b| (b >> 12).clamp(300, 1514));
-        let (byte_limit, packet_limit) = match cfg.limit {
-            Some(Limit::Bytes(b)) => (Some(b.0), PACKET_LIMIT),
-            Some(Limit::Packets(n)) => (None, n),
-            None => (
-                rate_bytes.map(|b| ((b as f64 * interval.as_secs_f64() * 4.0) as u64).max(4 << 20)),
-                PACKET_LIMIT,
-            ),
-        };
+        let (params, quantum, byte_limit, packet_limit) = Cake::derived(&cfg, rate);
         Cake {
-            params: CobaltParams {
-                target,
-                interval,
-                mtu_time,
-                ecn: cfg.ecn,
-            },
+            params,
             cfg,
             rate,
             quantum,
@@ -499,6 +479,36 @@ impl Cake {
     }
 }
 
+impl Cake {
+    /// What the shaper rate decides: COBALT's parameters (the target is at least 1.5 MTU times),
+    /// the DRR quantum and the buffer limits.
+    fn derived(cfg: &CakeConfig, rate: Option<BitRate>) -> (CobaltParams, u64, Option<u64>, u32) {
+        let mtu_time = rate
+            .and_then(|r| r.transmit_time(Bytes(cfg.overhead.wire_bytes(1500))))
+            .unwrap_or(Duration::ZERO);
+        let base_target = (cfg.rtt / 20).max(Duration::from_nanos(1));
+        let target = base_target.max(mtu_time * 3 / 2);
+        let interval = (cfg.rtt + target - base_target).max(target * 2);
+        let rate_bytes = rate.map(|r| r.0 / 8);
+        let quantum = rate_bytes.map_or(1514, |b| (b >> 12).clamp(300, 1514));
+        let (byte_limit, packet_limit) = match cfg.limit {
+            Some(Limit::Bytes(b)) => (Some(b.0), PACKET_LIMIT),
+            Some(Limit::Packets(n)) => (None, n),
+            None => (
+                rate_bytes.map(|b| ((b as f64 * interval.as_secs_f64() * 4.0) as u64).max(4 << 20)),
+                PACKET_LIMIT,
+            ),
+        };
+        let params = CobaltParams {
+            target,
+            interval,
+            mtu_time,
+            ecn: cfg.ecn,
+        };
+        (params, quantum, byte_limit, packet_limit)
+    }
+}
+
 impl QueueDiscipline for Cake {
     fn enqueue(&mut self, now: Duration, pkt: QueuedPacket, sink: &mut dyn Sink) {
         if self.backlog.packets == 0 && self.time_next_packet < now {
@@ -601,6 +611,20 @@ impl QueueDiscipline for Cake {
 
     fn backlog(&self) -> Backlog {
         self.backlog
+    }
+
+    /// Without its own `bandwidth`, CAKE shapes at the link's rate: it follows a change, with
+    /// the parameters that rate decides (flows already queued keep their state).
+    fn set_link_rate(&mut self, rate: Option<BitRate>) {
+        if self.cfg.bandwidth.is_some() {
+            return;
+        }
+        let (params, quantum, byte_limit, packet_limit) = Cake::derived(&self.cfg, rate);
+        self.rate = rate;
+        self.params = params;
+        self.quantum = quantum;
+        self.byte_limit = byte_limit;
+        self.packet_limit = packet_limit;
     }
 
     fn ready_at(&self) -> Duration {

@@ -83,6 +83,10 @@ pub trait QueueDiscipline: Send + fmt::Debug {
     fn ready_at(&self) -> Duration {
         Duration::ZERO
     }
+
+    /// The link's rate changed ([`crate::Link::set_rate`]). Only a qdisc whose own shaper
+    /// follows the link's rate cares; the others ignore it.
+    fn set_link_rate(&mut self, _rate: Option<bloatlab_units::BitRate>) {}
 }
 
 /// The queue discipline kinds, by their tc names.

@@ -200,6 +200,14 @@ impl LinkModel for Calibrated {
     fn calibration(&self) -> Option<TrimReport> {
         Some(self.trim.report())
     }
+    fn set_stage_rate(
+        &mut self,
+        now: Duration,
+        stage: &str,
+        rate: Option<bloatlab_units::BitRate>,
+    ) -> std::result::Result<String, String> {
+        self.inner.set_stage_rate(now, stage, rate)
+    }
 }
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ pub fn run(
     mut link: Box<dyn LinkModel>,
     clock: Clock,
     stop: &AtomicBool,
-    shared: &Mutex<DirectionReport>,
+    (shared, inbox): (&Mutex<DirectionReport>, &super::Inbox),
     (board, slot): (&BusyBoard, usize),
     Scheduling { spin, realtime }: Scheduling,
 ) {
@@ -208,7 +208,18 @@ pub fn run(
             }
         }
 
-        // 2. Release everything due.
+        // 2. Apply rate changes (`lab set --stage-rate`): packets released
+        // below are serialized at the new rate from now on.
+        for change in inbox.take() {
+            let now = clock.now();
+            let r = link.set_stage_rate(now, &change.stage, change.rate);
+            // Publish before answering, so a status taken after the answer
+            // shows the new rate.
+            publish(shared, now, &c, &lateness, link.as_ref(), &governor, true);
+            let _ = change.reply.send(r);
+        }
+
+        // 3. Release everything due.
         let now = clock.now();
         while let Some(due) = link.next_event().filter(|&t| t <= now) {
             let Some(pkt) = link.dequeue(now) else {
@@ -251,7 +262,7 @@ pub fn run(
             governor.applied(if ok { rt } else { !rt });
         }
 
-        // 3. Sleep to the next deadline or arrival. `next_event` may be a
+        // 4. Sleep to the next deadline or arrival. `next_event` may be a
         // lower bound that has already passed while the model released
         // nothing (e.g. an AQM dropped the head); then nap briefly instead
         // of looping, which under SCHED_FIFO would starve the host. Whether
@@ -404,7 +415,7 @@ mod tests {
                     link,
                     Clock::new(origin),
                     &stop,
-                    &shared,
+                    (&shared, &crate::driver::Inbox::default()),
                     (&BusyBoard::new(1), 0),
                     Scheduling {
                         spin: Duration::ZERO,
@@ -495,7 +506,7 @@ mod tests {
                     link,
                     clock,
                     &stop,
-                    &shared,
+                    (&shared, &crate::driver::Inbox::default()),
                     (&BusyBoard::new(1), 0),
                     sched,
                 )
@@ -564,7 +575,7 @@ mod tests {
                     link,
                     clock,
                     &stop,
-                    &shared,
+                    (&shared, &crate::driver::Inbox::default()),
                     (&BusyBoard::new(1), 0),
                     sched,
                 )

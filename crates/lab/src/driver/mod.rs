@@ -13,7 +13,7 @@ pub mod wake;
 use crate::model::LinkModel;
 use direction::{DirectionIo, DirectionReport};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,56 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Emulator {
     stop: Arc<AtomicBool>,
-    threads: Vec<(String, JoinHandle<()>, Arc<Mutex<DirectionReport>>)>,
+    threads: Vec<Thread>,
+}
+
+/// One direction's thread, its latest report and its inbox.
+type Thread = (
+    String,
+    JoinHandle<()>,
+    Arc<Mutex<DirectionReport>>,
+    Arc<Inbox>,
+);
+
+/// A stage rate change for a forwarding thread (`lab set --stage-rate`),
+/// with where to send the outcome (the stage's name, or why not).
+#[derive(Debug)]
+pub struct RateChange {
+    /// Stage name or 1-based position.
+    pub stage: String,
+    /// The new rate (`None`: unlimited).
+    pub rate: Option<bloatlab_units::BitRate>,
+    /// The thread's answer.
+    pub reply: mpsc::Sender<Result<String, String>>,
+}
+
+/// Requests waiting for a forwarding thread. The thread checks the flag on
+/// every loop iteration (at least every 50 ms, its idle cap) and takes the
+/// lock only when something is waiting, so the packet path stays lock-free.
+#[derive(Debug, Default)]
+pub struct Inbox {
+    pending: AtomicBool,
+    queue: Mutex<Vec<RateChange>>,
+}
+
+impl Inbox {
+    fn post(&self, c: RateChange) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.push(c);
+            self.pending.store(true, Ordering::Release);
+        }
+    }
+
+    /// The requests waiting, if any (called by the forwarding thread).
+    pub fn take(&self) -> Vec<RateChange> {
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.queue
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
 }
 
 impl Emulator {
@@ -45,16 +94,17 @@ impl Emulator {
                 running: true,
                 ..DirectionReport::default()
             }));
-            let (s, st, b) = (shared.clone(), stop.clone(), board.clone());
+            let inbox = Arc::new(Inbox::default());
+            let (s, st, b, ib) = (shared.clone(), stop.clone(), board.clone(), inbox.clone());
             let name = io.name.clone();
             let clock = timing::Clock::new(origin);
             let h = std::thread::Builder::new()
                 .name(format!("emu-{name}"))
                 .spawn(move || {
                     let sched = direction::Scheduling { spin, realtime };
-                    direction::run(&io, model, clock, &st, &s, (&b, slot), sched)
+                    direction::run(&io, model, clock, &st, (&s, &ib), (&b, slot), sched)
                 })?;
-            em.threads.push((name, h, shared));
+            em.threads.push((name, h, shared, inbox));
         }
         Ok(em)
     }
@@ -64,7 +114,7 @@ impl Emulator {
     pub fn reports(&self) -> Vec<(String, DirectionReport)> {
         self.threads
             .iter()
-            .map(|(n, h, s)| {
+            .map(|(n, h, s, _)| {
                 let mut r = s.lock().map(|g| g.clone()).unwrap_or_default();
                 if h.is_finished() {
                     r.running = false;
@@ -76,13 +126,41 @@ impl Emulator {
 
     /// True when every thread still runs.
     pub fn healthy(&self) -> bool {
-        self.threads.iter().all(|(_, h, _)| !h.is_finished())
+        self.threads.iter().all(|(_, h, _, _)| !h.is_finished())
+    }
+
+    /// Changes the rate of a stage of direction `dir` (`up`, `down`) and
+    /// waits (at most `timeout`) for its thread to apply it. Returns the
+    /// stage's name.
+    pub fn set_stage_rate(
+        &self,
+        dir: &str,
+        stage: &str,
+        rate: Option<bloatlab_units::BitRate>,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        let (_, h, _, inbox) = self
+            .threads
+            .iter()
+            .find(|(n, ..)| n == dir)
+            .ok_or_else(|| format!("no direction {dir:?}"))?;
+        if h.is_finished() {
+            return Err(format!("the {dir} forwarding thread is not running"));
+        }
+        let (tx, rx) = mpsc::channel();
+        inbox.post(RateChange {
+            stage: stage.to_string(),
+            rate,
+            reply: tx,
+        });
+        rx.recv_timeout(timeout)
+            .map_err(|_| format!("the {dir} forwarding thread did not answer within {timeout:?}"))?
     }
 
     /// Stops and joins the threads.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for (name, h, _) in self.threads.drain(..) {
+        for (name, h, _, _) in self.threads.drain(..) {
             if h.join().is_err() {
                 tracing::error!("forwarding thread {name} panicked");
             }

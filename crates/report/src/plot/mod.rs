@@ -12,6 +12,7 @@ pub mod latency;
 pub mod style;
 pub mod throughput;
 pub mod timeseries;
+pub mod xy;
 
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
