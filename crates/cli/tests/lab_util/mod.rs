@@ -169,7 +169,8 @@ pub fn fping_rtts(
         .lines()
         .find(|l| l.starts_with(target))
         .unwrap_or_else(|| panic!("no fping output: {text}"));
-    line.split(':')
+    // " : " (an IPv6 target has colons of its own).
+    line.split(" : ")
         .nth(1)
         .unwrap_or("")
         .split_whitespace()
