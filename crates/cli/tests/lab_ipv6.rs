@@ -363,3 +363,42 @@ fn rrul46_carries_load_and_probes_over_both_families() {
     eprintln!("rrul46: {v6_packets} IPv6 packets received by the hosts");
     assert!(v6_packets > 2000, "only {v6_packets} IPv6 packets");
 }
+
+/// `--offload` segments IPv6 TSO super-packets too (TUN_F_TSO6,
+/// offload/split.rs): the hosts hand over up to 64 KB of IPv6 TCP at a
+/// time, the emulator cuts them into wire packets with valid checksums, and
+/// bloatlab's own engine over IPv6 gets the shaped rate.
+#[test]
+fn ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator() {
+    let _s = serial();
+    let lab = LabGuard::up("v6t", &["--offload", "--rate", "200mbit", "--delay", "2ms"]);
+    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
+    });
+    assert!(ok, "bloatlab server -V did not start");
+    let o = lab.exec(
+        "client",
+        &[BIN, "client", "-V", SERVER6, "-t", "2", "--json"],
+    );
+    assert!(
+        o.status.success(),
+        "client -V: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("client JSON: {e}: {}", stdout(&o)));
+    let bps = v["streams"][0]["summary"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no rate in {v}"));
+    let up = up_report(&lab);
+    let io = &up["io"];
+    eprintln!("IPv6 with --offload: {:.1} Mbit/s, {io}", bps / 1e6);
+    assert!(bps >= 0.8 * 200e6, "{:.1} Mbit/s", bps / 1e6);
+    // Super-packets came in and were cut, nothing was refused.
+    assert!(io["rx_super"].as_u64().unwrap_or(0) > 100, "{io}");
+    assert_eq!(io["rx_errors"], 0, "{io}");
+    assert_eq!(nstat(&lab, "server", "TcpInCsumErrors"), 0);
+    assert!(nstat(&lab, "server", "Ip6InReceives") > 10_000);
+}
