@@ -87,6 +87,22 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// What lab up measures: echo probes through links set to the probe delay,
+/// 3 ms apart, from `t` on; returns each direction's share.
+fn lab_up_share(m: &mut Machine, t: &mut Duration) -> Duration {
+    let probe = format!("{}us", PROBE_DELAY.as_micros());
+    let mut pu = model::build("up", &spec(&probe), 1, None).unwrap();
+    let mut pd = model::build("down", &spec(&probe), 2, None).unwrap();
+    let rtts: Vec<Duration> = (0..PROBES)
+        .map(|_| {
+            let r = ping(pu.as_mut(), pd.as_mut(), m, *t);
+            *t += r + US(3000);
+            r
+        })
+        .collect();
+    Duration::from_nanos(path_probe::derive(rtts, US(10)).share_ns)
+}
+
 /// Median ping RTT over 2000 pings after a lab up with `delay` each way.
 fn idle_median(delay: &str, calibrate: bool, seed: u64) -> Duration {
     let mut m = Machine::new(seed);
@@ -94,19 +110,9 @@ fn idle_median(delay: &str, calibrate: bool, seed: u64) -> Duration {
     let mut up = model::build("up", &spec(delay), 1, None).unwrap();
     let mut down = model::build("down", &spec(delay), 2, None).unwrap();
     if calibrate {
-        let probe = format!("{}us", PROBE_DELAY.as_micros());
-        let mut pu = model::build("up", &spec(&probe), 1, None).unwrap();
-        let mut pd = model::build("down", &spec(&probe), 2, None).unwrap();
-        let rtts: Vec<Duration> = (0..PROBES)
-            .map(|_| {
-                let r = ping(pu.as_mut(), pd.as_mut(), &mut m, t);
-                t += r + US(3000);
-                r
-            })
-            .collect();
-        let cal = path_probe::derive(rtts, US(10));
-        up = Calibrated::wrap(up, Duration::from_nanos(cal.share_ns));
-        down = Calibrated::wrap(down, Duration::from_nanos(cal.share_ns));
+        let share = lab_up_share(&mut m, &mut t);
+        up = Calibrated::wrap(up, share);
+        down = Calibrated::wrap(down, share);
     }
     let rtts: Vec<Duration> = (0..2000)
         .map(|_| {
@@ -157,18 +163,7 @@ fn after_host_change(
 ) -> (Duration, Duration) {
     let mut m = Machine::new(seed);
     let mut t = Duration::ZERO;
-    let probe = format!("{}us", PROBE_DELAY.as_micros());
-    let mut pu = model::build("up", &spec(&probe), 1, None).unwrap();
-    let mut pd = model::build("down", &spec(&probe), 2, None).unwrap();
-    let rtts: Vec<Duration> = (0..PROBES)
-        .map(|_| {
-            let r = ping(pu.as_mut(), pd.as_mut(), &mut m, t);
-            t += r + US(3000);
-            r
-        })
-        .collect();
-    let cal = path_probe::derive(rtts, US(10));
-    let share = SharedShare::new(Duration::from_nanos(cal.share_ns));
+    let share = SharedShare::new(lab_up_share(&mut m, &mut t));
     let mut up = Calibrated::wrap_tracked(
         model::build("up", &spec(delay), 1, None).unwrap(),
         share.clone(),

@@ -451,6 +451,20 @@ pub fn render(o: &RunOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run with `file` (its derived numbers filled in by the caller) and
+    /// nothing else.
+    fn outcome(file: ResultsFile) -> RunOutcome {
+        RunOutcome {
+            file,
+            findings: vec![],
+            notes: vec![],
+            voip: vec![],
+            pulses: vec![],
+            reference: None,
+            grade: None,
+        }
+    }
     use bloatlab_results::schema::{FlowRecord, PhaseRecord, TransferRecord};
     use bloatlab_results::{Metadata, Raw, ResultsFile};
 
@@ -531,16 +545,7 @@ mod tests {
         )
         .with_derived()
         .unwrap();
-        let o = RunOutcome {
-            file,
-            findings: vec![],
-            notes: vec![],
-            voip: vec![],
-            pulses: vec![],
-            reference: None,
-            grade: None,
-        };
-        let text = render(&o);
+        let text = render(&outcome(file));
         let upload = text.split("phase upload").nth(1).unwrap();
         // One upload flow: its rate once, no sums repeating it.
         let block: Vec<&str> = upload
@@ -608,15 +613,7 @@ mod tests {
             retransmits: Some(12),
             ..Default::default()
         });
-        let o = RunOutcome {
-            file: file.with_derived().unwrap(),
-            findings: vec![],
-            notes: vec![],
-            voip: vec![],
-            pulses: vec![],
-            reference: None,
-            grade: None,
-        };
+        let o = outcome(file.with_derived().unwrap());
         let text = render(&o);
         // Two up flows: 4 + 12 Mbit/s, Jain 16^2 / (2 * 160) = 0.8; one down flow: no
         // down sum; both directions: a total.
@@ -682,15 +679,7 @@ mod tests {
             ],
             ..PlanRecord::default()
         });
-        let o = RunOutcome {
-            file: ResultsFile::new(meta, raw).with_derived().unwrap(),
-            findings: vec![],
-            notes: vec![],
-            voip: vec![],
-            pulses: vec![],
-            reference: None,
-            grade: None,
-        };
+        let o = outcome(ResultsFile::new(meta, raw).with_derived().unwrap());
         let text = render(&o);
         assert!(
             text.contains(
