@@ -1,12 +1,22 @@
 //! Calibrated delay (issue 13): an idle round trip measured by independent
 //! tools (irtt, ping) equals the configured one within 0.1 ms.
 //!
-//! irtt is a Go program and adds a round trip of its own that has nothing
-//! to do with the network: on the shared 2-core test VM its median over
-//! loopback (server processing time already excluded) was 0.16 ms against
-//! ping's 0.04 ms. That tool overhead (irtt's loopback median minus ping's,
-//! measured in the same namespace just before) is taken out of irtt's
-//! reading; ping (kernel receive timestamps) is compared as it is.
+//! **ping** (ICMP echo answered by the server's kernel, timed with kernel
+//! receive timestamps) has no tool overhead: its median is compared with
+//! the configured RTT as it is, within 0.1 ms.
+//!
+//! **irtt** is a Go program and adds a round trip of its own that has
+//! nothing to do with the network: its client and server wake up in user
+//! space (the server's processing time it excludes itself, not its
+//! wake-up). On the shared 2-core test VM its median over loopback was
+//! 0.09-0.16 ms against ping's 0.03-0.04 ms. That this is the tool's and
+//! not the lab's is shown by measuring it where no lab is: irtt and ping
+//! over the loopback of the same client namespace, in the same iteration,
+//! right before the irtt run through the link (loopback crosses no TUN, no
+//! forwarding thread and no link model). Only that difference (irtt minus
+//! ping over loopback) is taken out of irtt's reading through the lab. The
+//! raw irtt median is printed and must never be below the configured RTT by
+//! more than 0.1 ms (the correction cannot hide a lab that removed too much).
 //!
 //! The machine running the tests is shared, so a single run may be spoilt
 //! by another process's burst: each case takes the best of three runs
@@ -81,14 +91,20 @@ fn ping_median(lab: &LabGuard, target: &str, n: u32) -> f64 {
     median(&mut rtts)
 }
 
-/// irtt's own round trip, beyond the stack's: irtt's loopback median minus
-/// ping's, in the client's namespace.
-fn irtt_tool_overhead(lab: &LabGuard) -> f64 {
-    let _lo = Bg(lab.spawn("client", &["irtt", "server", "-b", "127.0.0.1:2112"]));
+/// An irtt server on the client's loopback (killed on drop), for the tool
+/// overhead.
+fn loopback_irtt_server(lab: &LabGuard) -> Bg {
+    let bg = Bg(lab.spawn("client", &["irtt", "server", "-b", "127.0.0.1:2112"]));
     let ok = wait_until(Duration::from_secs(5), || {
         stdout(&lab.exec("client", &["ss", "-Hlun", "sport = :2112"])).contains("2112")
     });
     assert!(ok, "loopback irtt server did not start");
+    bg
+}
+
+/// irtt's own round trip, beyond the stack's: irtt's loopback median minus
+/// ping's, in the client's namespace, now (no lab on that path).
+fn irtt_tool_overhead(lab: &LabGuard) -> f64 {
     let (irtt, _) = irtt_rtt(lab, "127.0.0.1", "10ms", "1s");
     let ping = ping_median(lab, "127.0.0.1", 20);
     eprintln!("tool overhead over loopback: irtt {irtt:.3} ms, ping {ping:.3} ms");
@@ -112,20 +128,32 @@ fn best_of_three(want: f64, mut measure: impl FnMut() -> f64) -> f64 {
 
 fn assert_calibrated(delay: &str, want: f64, interval: &str, dur: &str) {
     let lab = LabGuard::up("cal", &["--delay", delay]);
-    let tool = irtt_tool_overhead(&lab);
+    let _lo = loopback_irtt_server(&lab);
     let _srv = irtt_server(&lab);
+    let mut raw = Vec::new();
     let irtt = best_of_three(want, || {
+        // The tool's overhead of this iteration, then the lab.
+        let tool = irtt_tool_overhead(&lab);
         let (m, p99) = irtt_rtt(&lab, "10.77.0.2", interval, dur);
         eprintln!(
-            "--delay {delay}: irtt median {m:.3} ms (minus tool {tool:.3}: {:.3}), p99 {p99:.3} ms, configured RTT {want}",
+            "--delay {delay}: irtt median {m:.3} ms raw (minus tool {tool:.3}: {:.3}), p99 {p99:.3} ms, configured RTT {want}",
             m - tool
         );
+        raw.push(m);
         m - tool
     });
     assert!(
         (irtt - want).abs() <= 0.1,
-        "irtt median RTT {irtt:.3} ms (its own {tool:.3} ms taken out) with --delay {delay}, want {want} +- 0.1 ms"
+        "irtt median RTT {irtt:.3} ms (its own loopback overhead taken out) with --delay {delay}, want {want} +- 0.1 ms"
     );
+    // Raw irtt includes its own overhead, which only adds: a raw median more
+    // than 0.1 ms below the configured RTT means the lab removed too much.
+    for m in &raw {
+        assert!(
+            *m >= want - 0.1,
+            "raw irtt median {m:.3} ms below the configured {want} ms: over-calibrated"
+        );
+    }
     let n = if want > 100.0 { 9 } else { 25 };
     let ping = best_of_three(want, || {
         let m = ping_median(&lab, "10.77.0.2", n);
@@ -183,4 +211,36 @@ fn no_calibrate_applies_the_configured_delay() {
         m >= 40.0,
         "uncalibrated median {m} below the configured 40 ms"
     );
+}
+
+/// Issue 13, "continuously": after lab up the daemon probes the idle link
+/// and tracks the hosts' share. `lab status` shows it; the share never
+/// exceeds half the overhead it measured (nor the 1 ms cap), and ping still
+/// reads the configured RTT within 0.1 ms once it has had its say.
+#[test]
+fn host_path_is_tracked_by_idle_probes_after_lab_up() {
+    let _s = serial();
+    let lab = LabGuard::up("trk", &["--delay", "10ms"]);
+    let tracked = |lab: &LabGuard| lab.status()["counters"]["host_tracking"].clone();
+    // A probe every ~3 s on an idle link; five are needed before the share may move.
+    let ok = wait_until(Duration::from_secs(40), || {
+        tracked(&lab)["probes"].as_u64().unwrap_or(0) >= 6
+    });
+    let t = tracked(&lab);
+    assert!(ok, "no idle probes after 40 s: {t}");
+    let (measured, share) = (
+        t["measured_ns"].as_u64().unwrap(),
+        t["share_ns"].as_u64().unwrap(),
+    );
+    eprintln!("host tracking: {t}");
+    assert!(measured > 0, "{t}");
+    assert!(share <= measured / 2 && share <= 1_000_000, "{t}");
+    let text = stdout(&bl(&["lab", "status", &lab.name]));
+    assert!(text.contains("host path tracked since lab up"), "{text}");
+    let ping = best_of_three(20.0, || ping_median(&lab, "10.77.0.2", 25));
+    eprintln!("ping median {ping:.3} ms after tracking (configured 20)");
+    assert!((ping - 20.0).abs() <= 0.1, "ping median {ping:.3} ms");
+    // --no-calibrate: nothing tracked.
+    let raw = LabGuard::up("trk0", &["--delay", "10ms", "--no-calibrate"]);
+    assert!(tracked(&raw).is_null(), "{}", raw.status());
 }

@@ -258,3 +258,136 @@ fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
         assert!(rate > 0.5, "{flow} {rate} Mbit/s over IPv6: {text}");
     }
 }
+
+/// The absolute value of one `nstat` counter, summed over the two hosts.
+fn nstat_both(lab: &LabGuard, counter: &str) -> u64 {
+    nstat(lab, "client", counter) + nstat(lab, "server", counter)
+}
+
+/// flent's rrul46 (issue 13): half the flows and probes over IPv4, half over
+/// IPv6, to one dual-stack server. Run through `lab exec` with no HOST, so it
+/// also shows the lab defaults (BLOATLAB_SERVER, BLOATLAB_SERVER6).
+#[test]
+fn rrul46_carries_load_and_probes_over_both_families() {
+    let _s = serial();
+    let lab = LabGuard::up("v46", &["--rate", "20mbit", "--delay", "5ms"]);
+    // One `server -V` listens on :: and, with the namespace's default
+    // bindv6only=0, takes IPv4 too (as a dual-stack netserver does for flent).
+    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
+    });
+    assert!(ok, "bloatlab server -V did not start");
+    let v6_before = nstat_both(&lab, "Ip6InReceives");
+    let file = std::env::temp_dir().join(format!("{}-rrul46.json", lab.name));
+    let f = file.to_str().unwrap();
+    let o = lab.exec(
+        "client",
+        &[
+            BIN,
+            "test",
+            "rrul46",
+            "-l",
+            "3",
+            "--idle",
+            "1",
+            "--probe-interval",
+            "0.05",
+            "-o",
+            f,
+        ],
+    );
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    let loaded = bloatlab_results::load(&file);
+    let _ = std::fs::remove_file(&file);
+    assert!(o.status.success(), "rrul46 failed: {text}");
+    let v6_packets = nstat_both(&lab, "Ip6InReceives") - v6_before;
+    let r = loaded.unwrap_or_else(|e| panic!("results file: {e}: {text}"));
+    // The summary names each family's address and load.
+    assert!(
+        text.contains("server: IPv4 10.77.0.2 (") && text.contains("IPv6 fd00:77::2 ("),
+        "{text}"
+    );
+    assert!(text.contains("by family: IPv4 up "), "{text}");
+    let plan = r.metadata.plan.as_ref().expect("plan recorded");
+    use bloatlab_results::schema::IpFamilyRecord::{Ipv4, Ipv6};
+    let want = |name: &str| {
+        if name.ends_with("_v6") {
+            (Some(Ipv6), Some("fd00:77::2"))
+        } else {
+            (Some(Ipv4), Some("10.77.0.2"))
+        }
+    };
+    assert_eq!(plan.flows.len(), 8);
+    for fl in &plan.flows {
+        assert_eq!((fl.family, fl.address.as_deref()), want(&fl.name), "{fl:?}");
+    }
+    assert_eq!(plan.probes.len(), 6);
+    for q in &plan.probes {
+        assert_eq!((q.family, q.address.as_deref()), want(&q.name), "{q:?}");
+    }
+    // Load over both families: every flow moved data in the loaded phase
+    // (20 Mbit/s shared by 4 flows per direction: well over 0.5 Mbit/s each).
+    for t in &r.raw.throughput {
+        let bytes: u64 = t.samples.iter().map(|s| s.bytes).sum();
+        assert!(
+            bytes * 8 > 3 * 500_000 / 2,
+            "{} carried {bytes} bytes: {text}",
+            t.name
+        );
+    }
+    // Probes over both families: every RTT series got most of its replies
+    // (50 ms interval over 5 s: about 100 per series).
+    for name in [
+        "udp_be_v4",
+        "udp_bk_v4",
+        "icmp_v4",
+        "udp_be_v6",
+        "udp_bk_v6",
+        "icmp_v6",
+    ] {
+        let s = r
+            .raw
+            .latency
+            .iter()
+            .find(|l| l.name == name && l.kind == bloatlab_results::schema::DelayKindRecord::Rtt)
+            .unwrap_or_else(|| panic!("no {name} series: {text}"));
+        let got = s.samples.iter().filter(|p| p.delay_ns.is_some()).count();
+        assert!(got >= 70, "{name}: {got} replies: {text}");
+        // 2 x 5 ms configured; under load the queue adds, never removes.
+        let min = s.samples.iter().filter_map(|p| p.delay_ns).min().unwrap();
+        assert!(min >= 9_500_000, "{name} min RTT {min} ns");
+    }
+    // The IPv6 half really went over IPv6: half the load of a 20 Mbit/s
+    // link for 3 s is thousands of IPv6 packets at the two hosts.
+    eprintln!("rrul46: {v6_packets} IPv6 packets received by the hosts");
+    assert!(v6_packets > 2000, "only {v6_packets} IPv6 packets");
+}
+
+/// `--offload` segments IPv6 TSO super-packets too (TUN_F_TSO6,
+/// offload/split.rs): the hosts hand over up to 64 KB of IPv6 TCP at a
+/// time, the emulator cuts them into wire packets with valid checksums, and
+/// bloatlab's own engine over IPv6 gets the shaped rate.
+#[test]
+fn ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator() {
+    let _s = serial();
+    let lab = LabGuard::up("v6t", &["--offload", "--rate", "200mbit", "--delay", "2ms"]);
+    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
+    let ok = wait_until(Duration::from_secs(5), || {
+        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
+    });
+    assert!(ok, "bloatlab server -V did not start");
+    let bps = client_bps(&lab.exec(
+        "client",
+        &[BIN, "client", "-V", SERVER6, "-t", "2", "--json"],
+    ));
+    let up = up_report(&lab);
+    let io = &up["io"];
+    eprintln!("IPv6 with --offload: {:.1} Mbit/s, {io}", bps / 1e6);
+    assert!(bps >= 0.8 * 200e6, "{:.1} Mbit/s", bps / 1e6);
+    // Super-packets came in and were cut, nothing was refused.
+    assert!(io["rx_super"].as_u64().unwrap_or(0) > 100, "{io}");
+    assert_eq!(io["rx_errors"], 0, "{io}");
+    assert_eq!(nstat(&lab, "server", "TcpInCsumErrors"), 0);
+    assert!(nstat(&lab, "server", "Ip6InReceives") > 10_000);
+}

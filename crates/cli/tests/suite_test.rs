@@ -336,6 +336,42 @@ fn summary_voip_mos_and_pulses() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `rrul46` needs an address of each family, settled before any traffic:
+/// without one it exits 2 naming `--v6`; `--v6` on a single-family test and a
+/// missing HOST outside a lab are usage errors too. (No server runs here: a
+/// run that got as far as traffic would exit 1.)
+#[test]
+fn rrul46_without_an_ipv6_address_and_misplaced_v6_exit_2() {
+    let bare = |args: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args(args);
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("BLOATLAB_")) {
+            c.env_remove(k);
+        }
+        c.output().unwrap()
+    };
+    let o = bare(&["test", "rrul46", "127.0.0.1", "-l", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(e.contains("rrul46") && e.contains("--v6"), "{e}");
+    let o = bare(&["test", "rrul46", "::1", "-l", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("IPv4 address"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = bare(&["test", "rrul", "127.0.0.1", "--v6", "::1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = bare(&["test", "rrul"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("BLOATLAB_SERVER"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 #[test]
 fn unknown_test_name_exits_2_and_lists_the_tests() {
     let out = run(&["test", "rrull", "127.0.0.1"]);

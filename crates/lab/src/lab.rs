@@ -10,6 +10,8 @@
 use crate::driver::Emulator;
 use crate::driver::calibrate::Calibrated;
 use crate::driver::direction::{DirectionIo, DirectionReport};
+use crate::driver::host_track::{HostTrackReport, SharedShare};
+use crate::driver::idle_probe::{self, IdleProber, ProbePath};
 use crate::driver::path_probe::{self, PathCalibration};
 use crate::error::{LabError, Result};
 use crate::model;
@@ -57,6 +59,8 @@ pub struct Lab {
     guards: Vec<NetnsGuard>,
     /// The path overhead measured at `lab up` (calibrated delay).
     host_paths: Option<PathCalibration>,
+    /// Tracks the hosts' share after lab up (driver/idle_probe.rs).
+    tracker: Option<IdleProber>,
 }
 
 /// Per-device counters in a status report.
@@ -93,6 +97,11 @@ pub struct LabStatus {
     /// `--no-calibrate` and for the kernel backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<PathCalibration>,
+    /// The hosts' share tracked by idle probes since `lab up` (absent
+    /// without calibration, with chained links or jitter, and in files of
+    /// older emulators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_tracking: Option<HostTrackReport>,
 }
 
 impl LabStatus {
@@ -166,6 +175,7 @@ impl Lab {
             hosts: Vec::new(),
             guards: Vec::new(),
             host_paths: None,
+            tracker: None,
         };
         for ns in spec.namespaces() {
             lab.guards.push(NetnsGuard::create(&ns)?);
@@ -242,18 +252,60 @@ impl Lab {
         let (up_trace, down_trace) = (trace("up")?, trace("down")?);
         let mut up_model = model::build("up", &spec.up, seed, up_trace)?;
         let mut down_model = model::build("down", &spec.down, seed.wrapping_add(1), down_trace)?;
+        let mut share = None;
         if spec.driver.calibrate {
             let cal = self.measure_path(&up, &down)?;
-            let share = Duration::from_nanos(cal.share_ns);
-            up_model = Calibrated::wrap(up_model, share);
-            down_model = Calibrated::wrap(down_model, share);
+            let s = SharedShare::new(Duration::from_nanos(cal.share_ns));
+            up_model = Calibrated::wrap_tracked(up_model, s.clone());
+            down_model = Calibrated::wrap_tracked(down_model, s.clone());
+            share = (cal.answered > 0).then_some(s);
             self.host_paths = Some(cal);
         }
         let dirs = vec![(up, up_model), (down, down_model)];
         let em = Emulator::start(dirs, self.started, spec.driver.spin, spec.driver.realtime)
             .map_err(|e| LabError::io("start forwarding threads", e))?;
+        if let Some(s) = share {
+            self.tracker = self.start_tracking(&em, s)?;
+        }
         self.emulator = Some(em);
         Ok(())
+    }
+
+    /// Starts tracking the hosts' share with idle probes, except where a
+    /// probe's link time is not known from the reports: chained links and
+    /// jitter (docs/lab.md).
+    fn start_tracking(&self, em: &Emulator, share: SharedShare) -> Result<Option<IdleProber>> {
+        let (up, down) = (&self.spec.up, &self.spec.down);
+        if [up, down]
+            .iter()
+            .any(|d| !d.stages.is_empty() || d.jitter.is_some())
+        {
+            tracing::info!("host path tracking off: chained links or jitter");
+            return Ok(None);
+        }
+        let hosts = self.spec.hosts();
+        let client = hosts.iter().find(|h| h.side == Side::Client);
+        let server = hosts.iter().find(|h| h.side == Side::Server);
+        let (Some(client), Some(server)) = (client, server) else {
+            return Ok(None);
+        };
+        let rate = |d: &LinkSpec| {
+            d.rate
+                .as_deref()
+                .and_then(|r| bloatlab_emu::parse_rate(r).ok())
+                .map(|r| r.0)
+        };
+        let serialization =
+            idle_probe::serialization(rate(up)) + idle_probe::serialization(rate(down));
+        let socket = netns::run_in(&client.netns, path_probe::icmp_socket)?;
+        let path = ProbePath {
+            socket,
+            dst: server.addr,
+            serialization,
+        };
+        IdleProber::start(path, em.report_reader(), share)
+            .map(Some)
+            .map_err(|e| LabError::io("start the host path tracker", e))
     }
 
     /// Runs the forwarding threads with [`path_probe::PROBE_DELAY`] each
@@ -340,6 +392,7 @@ impl Lab {
             tun_ring_drops: drops,
             qdiscs: self.router_qdiscs(),
             calibration: self.host_paths.clone(),
+            host_tracking: self.tracker.as_ref().map(IdleProber::report),
         }
     }
 
@@ -408,7 +461,8 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        // Order matters: threads, then fds, then namespaces.
+        // Order matters: the prober, threads, then fds, then namespaces.
+        self.tracker = None;
         if let Some(mut e) = self.emulator.take() {
             e.stop();
         }

@@ -172,6 +172,7 @@ mod tests {
             tun_ring_drops: 3,
             qdiscs: vec![],
             calibration: None,
+            host_tracking: None,
         }
     }
 

@@ -20,10 +20,11 @@ const IFF_VNET_HDR: libc::c_short = 0x4000;
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `_IOW('T', 208, unsigned int)`.
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
-/// `TUN_F_CSUM | TUN_F_TSO4` (include/uapi/linux/if_tun.h): partial
-/// checksums and IPv4 TCP segmentation. No TSO_ECN (the kernel segments
-/// CWR-carrying packets itself), no UDP or IPv6 segmentation.
-const TUN_F_CSUM_TSO4: libc::c_uint = 0x01 | 0x02;
+/// `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6` (include/uapi/linux/if_tun.h):
+/// partial checksums and IPv4 and IPv6 TCP segmentation (offload/split.rs
+/// cuts both). No TSO_ECN (the kernel segments CWR-carrying packets
+/// itself), no UDP segmentation.
+const TUN_F_CSUM_TSO: libc::c_uint = 0x01 | 0x02 | 0x04;
 
 /// Whether a TUN exchanges offloaded packets with its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,7 @@ impl Tun {
         if offload == Offload::Tso {
             // The argument is the flag word itself, not a pointer.
             // SAFETY: plain integer ioctl on our fd.
-            let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, TUN_F_CSUM_TSO4) };
+            let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, TUN_F_CSUM_TSO) };
             if rc < 0 {
                 return Err(LabError::last_os(format!("TUNSETOFFLOAD {name}")));
             }

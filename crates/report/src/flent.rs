@@ -16,8 +16,9 @@
 //! interpolates, issue #265), a bucket without data is `null`.
 //!
 //! Series names follow flent's RRUL names where ours map onto them (`udp_ef` →
-//! `Ping (ms) UDP EF`, `icmp` → `Ping (ms) ICMP`, `tcp_up_cs5` → `TCP upload CS5`), so
-//! flent's `rrul` plots find them; computed series `TCP upload sum`, `TCP download sum`,
+//! `Ping (ms) UDP EF`, `icmp` → `Ping (ms) ICMP`, `tcp_up_cs5` → `TCP upload CS5`; for
+//! `rrul46`, `udp_be_v6` → `Ping (ms) UDP6 BE`, `tcp_up_cs5_v6` → `TCP upload CS5`, with
+//! each series' `IP_VERSION` in `SERIES_META`), so flent's `rrul` and `rrul46` plots find them; computed series `TCP upload sum`, `TCP download sum`,
 //! `TCP totals`, `TCP upload avg`, `TCP download avg` and `Ping (ms) avg` are included
 //! (flow sums by the rule of [`crate::plot::throughput`]: a gap inside a flow's span
 //! makes the sum null rather than an undercount).
@@ -27,7 +28,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
+use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, IpFamilyRecord, PhaseKindRecord};
 use bloatlab_stats::timeseries::{bucketize_flow, bucketize_latency};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -51,12 +52,26 @@ fn class(s: &str) -> String {
     s.replace('_', " ").to_uppercase()
 }
 
-/// flent's name for a latency series.
+/// A series name's IP family suffix (`udp_be_v6` → `("udp_be", Some(6))`), which
+/// `rrul46` puts on every series.
+fn split_family(name: &str) -> (&str, Option<u8>) {
+    match (name.strip_suffix("_v4"), name.strip_suffix("_v6")) {
+        (Some(base), _) => (base, Some(4)),
+        (_, Some(base)) => (base, Some(6)),
+        _ => (name, None),
+    }
+}
+
+/// flent's name for a latency series. Family-pinned series take flent's `rrul46` names:
+/// UDP over IPv4 is `UDP BE`, over IPv6 `UDP6 BE`; flent's rrul46 pings ICMP over
+/// IPv6 as `ICMP`, so our IPv4 ICMP series is `ICMP4`.
 pub fn latency_name(name: &str, kind: DelayKindRecord) -> String {
-    let what = if name.eq_ignore_ascii_case("icmp") {
-        "ICMP".to_owned()
-    } else if let Some(rest) = name.strip_prefix("udp_") {
-        format!("UDP {}", class(rest))
+    let (base, family) = split_family(name);
+    let what = if base.eq_ignore_ascii_case("icmp") {
+        if family == Some(4) { "ICMP4" } else { "ICMP" }.to_owned()
+    } else if let Some(rest) = base.strip_prefix("udp_") {
+        let udp = if family == Some(6) { "UDP6" } else { "UDP" };
+        format!("{udp} {}", class(rest))
     } else {
         name.to_owned()
     };
@@ -67,13 +82,15 @@ pub fn latency_name(name: &str, kind: DelayKindRecord) -> String {
     }
 }
 
-/// flent's name for a load flow.
+/// flent's name for a load flow. flent's `rrul46` keeps rrul's flow names (its BE and BK
+/// flows run over IPv4, CS5 and EF over IPv6), so the family suffix is dropped; the
+/// family stays in `SERIES_META` (`IP_VERSION`).
 pub fn flow_name(name: &str, direction: DirectionRecord) -> String {
     let (dir, prefix) = match direction {
         DirectionRecord::Up => ("upload", "tcp_up_"),
         DirectionRecord::Down => ("download", "tcp_down_"),
     };
-    match name.strip_prefix(prefix) {
+    match split_family(name).0.strip_prefix(prefix) {
         Some(rest) if !rest.is_empty() => format!("TCP {dir} {}", class(rest)),
         _ => format!("TCP {dir} {name}"),
     }
@@ -103,6 +120,26 @@ fn unique(results: &Map<String, Value>, name: String, original: &str) -> String 
     } else {
         name
     }
+}
+
+/// The IP version (4, 6) the plan recorded for the flow or probe series `name`.
+fn ip_version_of(run: &Run, name: &str) -> Option<u8> {
+    let plan = run.file.metadata.plan.as_ref()?;
+    let family = plan
+        .flows
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.family)
+        .or_else(|| {
+            plan.probes
+                .iter()
+                .find(|q| q.name == name)
+                .map(|q| q.family)
+        })??;
+    Some(match family {
+        IpFamilyRecord::Ipv4 => 4,
+        IpFamilyRecord::Ipv6 => 6,
+    })
 }
 
 /// The congestion control a flow's sender used, if it was read back.
@@ -183,7 +220,11 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
             .collect();
         results.insert(name.clone(), col.iter().map(|v| num(*v)).collect());
         raw.insert(name.clone(), Value::Array(raw_vals));
-        series_meta.insert(name, json!({"UNITS": "ms", "BLOATLAB_NAME": s.name}));
+        let mut meta = json!({"UNITS": "ms", "BLOATLAB_NAME": s.name});
+        if let Some(v) = ip_version_of(run, &s.name) {
+            meta["IP_VERSION"] = json!(v);
+        }
+        series_meta.insert(name, meta);
         if kind == DelayKindRecord::Rtt {
             ping_cols.push(col);
         }
@@ -226,6 +267,9 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
         }
         if let Some(r) = retransmits(run, &f.name) {
             meta["TCPI_TOTAL_RETRANS"] = json!(r);
+        }
+        if let Some(v) = ip_version_of(run, &f.name) {
+            meta["IP_VERSION"] = json!(v);
         }
         series_meta.insert(name, meta);
         let key = match dir {
@@ -288,6 +332,24 @@ pub fn document(run: &Run, file_name: &str) -> Result<Value, ReportError> {
         .as_deref()
         .and_then(|a| a.parse::<std::net::IpAddr>().ok())
         .map(|a| if a.is_ipv4() { 4 } else { 6 });
+    // A run over both families says 6, as flent's rrul46 does (its unpinned data sets
+    // use IPv6); each series has its own IP_VERSION in SERIES_META.
+    let families: std::collections::BTreeSet<_> = m
+        .plan
+        .iter()
+        .flat_map(|p| {
+            p.flows
+                .iter()
+                .map(|f| f.family)
+                .chain(p.probes.iter().map(|q| q.family))
+        })
+        .flatten()
+        .collect();
+    let ip_version = if families.len() > 1 {
+        Some(6)
+    } else {
+        ip_version
+    };
     let metadata = json!({
         "NAME": m.test,
         "TITLE": m.title.clone().unwrap_or_default(),
@@ -364,6 +426,28 @@ mod tests {
         assert_eq!(
             flow_name("bulk", DirectionRecord::Down),
             "TCP download bulk"
+        );
+    }
+
+    #[test]
+    fn rrul46_names_follow_flent_rrul46() {
+        let rtt = DelayKindRecord::Rtt;
+        assert_eq!(latency_name("udp_be_v4", rtt), "Ping (ms) UDP BE");
+        assert_eq!(latency_name("udp_bk_v4", rtt), "Ping (ms) UDP BK");
+        assert_eq!(latency_name("udp_be_v6", rtt), "Ping (ms) UDP6 BE");
+        assert_eq!(latency_name("udp_bk_v6", rtt), "Ping (ms) UDP6 BK");
+        assert_eq!(latency_name("icmp_v6", rtt), "Ping (ms) ICMP");
+        assert_eq!(latency_name("icmp_v4", rtt), "Ping (ms) ICMP4");
+        assert_eq!(
+            latency_name("udp_bk_v6", DelayKindRecord::OwdDown),
+            "One-way delay down (ms) UDP6 BK"
+        );
+        let up = DirectionRecord::Up;
+        assert_eq!(flow_name("tcp_up_be_v4", up), "TCP upload BE");
+        assert_eq!(flow_name("tcp_up_cs5_v6", up), "TCP upload CS5");
+        assert_eq!(
+            flow_name("tcp_down_ef_v6", DirectionRecord::Down),
+            "TCP download EF"
         );
     }
 

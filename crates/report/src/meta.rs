@@ -3,8 +3,8 @@
 //! never `0`.
 
 use bloatlab_results::schema::{
-    CongestionControlRecord, FlowEnd, HostRecord, HostRole, HostsRecord, KernelRecord,
-    LinkDirectionRecord, LinkRecord, PlanRecord, ProbeModeRecord, QdiscRecord,
+    CongestionControlRecord, FlowEnd, HostRecord, HostRole, HostsRecord, IpFamilyRecord,
+    KernelRecord, LinkDirectionRecord, LinkRecord, PlanRecord, ProbeModeRecord, QdiscRecord,
 };
 
 use crate::view::{direction_name, mbps, ms};
@@ -190,6 +190,7 @@ pub fn plan(p: &PlanRecord) -> String {
                 if let Some(p) = f.pulses {
                     t.push_str(&format!(" {} x {} bytes", p.count, p.bytes));
                 }
+                t.push_str(&endpoint(f.family, f.address.as_deref()));
                 t
             })
             .collect();
@@ -204,15 +205,26 @@ pub fn plan(p: &PlanRecord) -> String {
                     ProbeModeRecord::Udp => "udp",
                     ProbeModeRecord::Icmp => "icmp",
                 };
+                let at = endpoint(q.family, q.address.as_deref());
                 match q.tos {
-                    Some(t) => format!("{} {mode} tos 0x{t:02x}", q.name),
-                    None => format!("{} {mode}", q.name),
+                    Some(t) => format!("{} {mode} tos 0x{t:02x}{at}", q.name),
+                    None => format!("{} {mode}{at}", q.name),
                 }
             })
             .collect();
         s.push_str(&format!("; probes: {}", probes.join(", ")));
     }
     s
+}
+
+/// ` over IPv6 to fd00:77::2`: a flow's or probe's family and address, where recorded.
+fn endpoint(family: Option<IpFamilyRecord>, address: Option<&str>) -> String {
+    match (family, address) {
+        (Some(f), Some(a)) => format!(" over {} to {a}", f.label()),
+        (Some(f), None) => format!(" over {}", f.label()),
+        (None, Some(a)) => format!(" to {a}"),
+        (None, None) => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -118,3 +118,51 @@ fn missing_data_is_null_not_zero_or_interpolated() {
     let full = at("TCP download sum", 6.0).as_f64().unwrap();
     assert!((22.0..23.0).contains(&full), "{full}");
 }
+
+/// A real rrul46 file exports with flent's rrul46 series names (`UDP6 BE`,
+/// `TCP upload CS5`, ...), each series' IP version in SERIES_META, and the
+/// report's plan line says which family and address each series used.
+#[test]
+fn rrul46_exports_with_flent_rrul46_names_and_families() {
+    let run = rrul46();
+    let doc = gunzip(&to_gzip(&run, "rrul46.flent.gz").unwrap());
+    let results = doc["results"].as_object().unwrap();
+    let meta = &doc["metadata"]["SERIES_META"];
+    for (name, ours, version) in [
+        ("Ping (ms) UDP BE", "udp_be_v4", 4),
+        ("Ping (ms) UDP BK", "udp_bk_v4", 4),
+        ("Ping (ms) UDP6 BE", "udp_be_v6", 6),
+        ("Ping (ms) UDP6 BK", "udp_bk_v6", 6),
+        ("Ping (ms) ICMP", "icmp_v6", 6),
+        ("Ping (ms) ICMP4", "icmp_v4", 4),
+        ("TCP upload BE", "tcp_up_be_v4", 4),
+        ("TCP upload BK", "tcp_up_bk_v4", 4),
+        ("TCP upload CS5", "tcp_up_cs5_v6", 6),
+        ("TCP upload EF", "tcp_up_ef_v6", 6),
+        ("TCP download BE", "tcp_down_be_v4", 4),
+        ("TCP download EF", "tcp_down_ef_v6", 6),
+    ] {
+        let col = results
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing from {:?}", results.keys()));
+        assert!(
+            col.as_array().unwrap().iter().any(|v| v.is_number()),
+            "{name} has no data"
+        );
+        assert_eq!(meta[name]["BLOATLAB_NAME"], ours, "{name}");
+        assert_eq!(meta[name]["IP_VERSION"], version, "{name}");
+    }
+    // flent's rrul46 sets IP_VERSION 6 for the run.
+    assert_eq!(doc["metadata"]["IP_VERSION"], 6);
+    assert_eq!(doc["metadata"]["NAME"], "rrul46");
+    let plan = bloatlab_report::meta::plan(run.file.metadata.plan.as_ref().unwrap());
+    assert!(
+        plan.contains("tcp_up_cs5_v6 up tos 0xa0 bbr over IPv6 to fd00:77::2")
+            || plan.contains("tcp_up_cs5_v6 up tos 0xa0 over IPv6 to fd00:77::2"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("udp_bk_v4 udp tos 0x20 over IPv4 to 10.77.0.2"),
+        "{plan}"
+    );
+}

@@ -31,9 +31,11 @@
 //!     "plan": null | {"idle_before_ns": …, "loaded_ns": …, "idle_after_ns": …,
 //!                     "probe_interval_ns": …, "sample_interval_ns": …,
 //!                     "flows":  [{"name", "direction", "start_ns", "stop_ns", "tos",
-//!                                 "congestion_control", "pulses": null|{"bytes","count"}}],
+//!                                 "congestion_control", "pulses": null|{"bytes","count"},
+//!                                 "family": "ipv4"|"ipv6", "address"}],   (both omitted when unknown)
 //!                     "probes": [{"name", "mode": "udp"|"icmp", "start_ns", "stop_ns",
-//!                                 "interval_ns", "tos", "size_bytes", "voip"}]},
+//!                                 "interval_ns", "tos", "size_bytes", "voip",
+//!                                 "family", "address"}]},
 //!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
 //!     "lab": (omitted outside a lab) { the lab's view of the run, see crate::lab },
 //!     "extra":              { free-form }   e.g. cpu_utilisation, notes
@@ -76,8 +78,8 @@ pub mod probe;
 
 pub use meta::{
     CongestionControlRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole, HostsRecord,
-    KernelRecord, LinkDirectionRecord, LinkRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord,
-    ProbeModeRecord, PulsesRecord, QdiscRecord,
+    IpFamilyRecord, KernelRecord, LinkDirectionRecord, LinkRecord, PlanFlowRecord, PlanProbeRecord,
+    PlanRecord, ProbeModeRecord, PulsesRecord, QdiscRecord,
 };
 pub use probe::{
     ClockMethod, ClockRecord, IpdvRecord, LossDirectionRecord, LostProbeRecord, ProbeSessionRecord,

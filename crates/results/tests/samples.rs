@@ -170,6 +170,8 @@ fn sample_run() -> ResultsFile {
                 tos: None,
                 congestion_control: Some("cubic".into()),
                 pulses: None,
+                family: None,
+                address: None,
             })
             .collect(),
         probes: vec![PlanProbeRecord {
@@ -181,6 +183,8 @@ fn sample_run() -> ResultsFile {
             tos: Some(0xb8),
             size_bytes: None,
             voip: false,
+            family: None,
+            address: None,
         }],
     });
     let mut raw = Raw::from_measurements(&timeline, &[rtt, owd_up], &flows);

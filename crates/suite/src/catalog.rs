@@ -13,6 +13,9 @@ pub enum TestName {
     Rrul,
     /// 4 up + 4 down unmarked TCP flows, three unmarked UDP probes and ICMP.
     RrulBe,
+    /// RRUL over both IP families (flent's `rrul46`): BE and BK flows and UDP BE/BK
+    /// probes over IPv4, CS5 and EF flows and UDP BE/BK probes over IPv6, ICMP over both.
+    Rrul46,
     /// One TCP upload.
     TcpUpload,
     /// One TCP download.
@@ -37,9 +40,10 @@ pub enum TestName {
 
 impl TestName {
     /// Every test, in the order `--list` shows them.
-    pub const ALL: [TestName; 12] = [
+    pub const ALL: [TestName; 13] = [
         TestName::Rrul,
         TestName::RrulBe,
+        TestName::Rrul46,
         TestName::TcpUpload,
         TestName::TcpDownload,
         TestName::TcpBidirectional,
@@ -57,6 +61,7 @@ impl TestName {
         match self {
             TestName::Rrul => "rrul",
             TestName::RrulBe => "rrul_be",
+            TestName::Rrul46 => "rrul46",
             TestName::TcpUpload => "tcp_upload",
             TestName::TcpDownload => "tcp_download",
             TestName::TcpBidirectional => "tcp_bidirectional",
@@ -70,6 +75,12 @@ impl TestName {
         }
     }
 
+    /// Whether the test runs over IPv4 and IPv6 at once: it needs an address of each
+    /// family for the server (`--v6`).
+    pub fn dual_stack(self) -> bool {
+        self == TestName::Rrul46
+    }
+
     /// One line for the list of tests.
     pub fn description(self) -> &'static str {
         match self {
@@ -77,6 +88,9 @@ impl TestName {
                 "4 up + 4 down TCP flows marked CS0/CS1/CS5/EF, UDP probes EF/BK/BE and ICMP"
             }
             TestName::RrulBe => "4 up + 4 down unmarked TCP flows, 3 UDP probes and ICMP",
+            TestName::Rrul46 => {
+                "rrul over IPv4 and IPv6 at once: BE/BK flows over IPv4, CS5/EF over IPv6, probes over both"
+            }
             TestName::TcpUpload => "1 TCP upload, with UDP and ICMP probes",
             TestName::TcpDownload => "1 TCP download, with UDP and ICMP probes",
             TestName::TcpBidirectional => "1 TCP upload and 1 TCP download at once, with probes",

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Amount, Plan, ProbeMode, Runner, RunnerKind, TcpFlow};
+use crate::plan::{Amount, Family, Plan, ProbeMode, Runner, RunnerKind, TcpFlow};
 use bloatlab_stats::Direction;
 
 /// How long children get to exit after SIGINT before SIGKILL.
@@ -28,6 +28,8 @@ pub struct Target {
     pub exe: PathBuf,
     /// Server host.
     pub host: String,
+    /// The server's IPv6 address for runners pinned to IPv6 (`rrul46`); `None` = `host`.
+    pub host6: Option<String>,
     /// Server port (TCP for the flows, UDP for the probes).
     pub port: u16,
     /// The server's `--permit-key`, passed to every flow and UDP probe stream (ICMP
@@ -41,6 +43,26 @@ impl Target {
         self.permit_key
             .as_ref()
             .map(|k| format!("--permit-key={k}"))
+    }
+}
+
+impl Target {
+    /// Where a runner of `family` goes: `host6` for IPv6 when set, else `host` (a
+    /// dual-stack test resolves `host` to its IPv4 address first, [`crate::endpoints`]).
+    pub fn host_for(&self, family: Option<Family>) -> &str {
+        match (family, &self.host6) {
+            (Some(Family::V6), Some(h)) => h,
+            _ => &self.host,
+        }
+    }
+
+    /// This target with `host` set to the one for `family` (the pre-flight check of each
+    /// family).
+    pub fn for_family(&self, family: Option<Family>) -> Target {
+        Target {
+            host: self.host_for(family).to_owned(),
+            ..self.clone()
+        }
     }
 }
 
@@ -125,7 +147,7 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
             let len = runner.stop.saturating_sub(runner.start);
             let mut a = vec![
                 "ping".to_owned(),
-                target.host.clone(),
+                target.host_for(runner.family).to_owned(),
                 "-p".into(),
                 port,
                 "-i".into(),
@@ -162,7 +184,7 @@ pub const LOAD_NOTSENT_LOWAT: &str = "32K";
 fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) -> Vec<String> {
     let mut a = vec![
         "client".to_owned(),
-        target.host.clone(),
+        target.host_for(runner.family).to_owned(),
         "-p".into(),
         target.port.to_string(),
         "-i".into(),
@@ -527,6 +549,7 @@ mod tests {
         let t = Target {
             exe: "bloatlab".into(),
             host: "10.77.0.2".into(),
+            host6: None,
             port: 5001,
             permit_key: None,
         };
@@ -567,6 +590,41 @@ mod tests {
                 r.name
             );
         }
+    }
+
+    #[test]
+    fn rrul46_runners_go_to_their_family_s_address() {
+        let params = TestParams {
+            loaded: Duration::from_secs(2),
+            idle_before: Duration::from_secs(1),
+            idle_after: Duration::from_secs(1),
+            ..TestParams::default()
+        };
+        let p = plan(TestName::Rrul46, &params).unwrap();
+        let t = Target {
+            exe: "bloatlab".into(),
+            host: "10.77.0.2".into(),
+            host6: Some("fd00:77::2".into()),
+            port: 5001,
+            permit_key: None,
+        };
+        let sample = Duration::from_millis(200);
+        let host_of = |name: &str| {
+            let r = p.runners.iter().find(|r| r.name == name).unwrap();
+            runner_args(&t, r, sample)[1].clone()
+        };
+        assert_eq!(host_of("tcp_up_be_v4"), "10.77.0.2");
+        assert_eq!(host_of("tcp_down_bk_v4"), "10.77.0.2");
+        assert_eq!(host_of("tcp_up_ef_v6"), "fd00:77::2");
+        assert_eq!(host_of("tcp_down_cs5_v6"), "fd00:77::2");
+        assert_eq!(host_of("udp_bk_v4"), "10.77.0.2");
+        assert_eq!(host_of("udp_be_v6"), "fd00:77::2");
+        assert_eq!(host_of("icmp_v6"), "fd00:77::2");
+        assert_eq!(host_of("icmp_v4"), "10.77.0.2");
+        // Unpinned runners and targets without an IPv6 host use `host`.
+        assert_eq!(t.host_for(None), "10.77.0.2");
+        let v4_only = Target { host6: None, ..t };
+        assert_eq!(v4_only.host_for(Some(Family::V6)), "10.77.0.2");
     }
 
     #[test]

@@ -137,6 +137,9 @@ pub struct Header {
     pub params: ParamsRecord,
     /// Server host and port.
     pub host: String,
+    /// The server's IPv6 address of a mixed-family run (`rrul46 --v6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host6: Option<String>,
     pub port: u16,
     pub command_line: Vec<String>,
     #[serde(default)]
@@ -157,6 +160,7 @@ impl Header {
             test: cfg.test.as_str().to_owned(),
             params: ParamsRecord::from(&cfg.params),
             host: cfg.target.host.clone(),
+            host6: cfg.target.host6.clone(),
             port: cfg.target.port,
             command_line: cfg.command_line.clone(),
             title: cfg.title.clone(),
@@ -601,6 +605,7 @@ pub fn config(j: &Journal, exe: PathBuf) -> Result<RunConfig, JournalError> {
         target: Target {
             exe,
             host: h.host.clone(),
+            host6: h.host6.clone(),
             port: h.port,
             permit_key: None,
         },

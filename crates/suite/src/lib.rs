@@ -6,6 +6,7 @@
 //! types (`bloatlab_metrics::json::Document`), ping's as a results file.
 //!
 //! * [`catalog`]: test names, descriptions, DSCP markings.
+//! * [`endpoints`]: the server's IPv4 and IPv6 addresses for a dual-stack test (`rrul46`).
 //! * [`plan`]: the sans-IO plan: phases and which runner starts and stops when.
 //! * [`driver`]: spawns, watches and interrupts the runner processes.
 //! * [`flow`]: a load flow's client document, read through the engine's types.
@@ -22,6 +23,7 @@ pub mod catalog;
 pub mod collect;
 pub mod demo;
 pub mod driver;
+pub mod endpoints;
 pub mod flow;
 pub mod host;
 pub mod journal;

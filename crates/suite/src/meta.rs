@@ -6,11 +6,13 @@ use std::net::IpAddr;
 use bloatlab_results::convert::nanos;
 use bloatlab_results::schema::{
     CongestionControlRecord, DirectionRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole,
-    HostsRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord, ProbeModeRecord, PulsesRecord,
+    HostsRecord, IpFamilyRecord, PlanFlowRecord, PlanProbeRecord, PlanRecord, ProbeModeRecord,
+    PulsesRecord,
 };
 use bloatlab_stats::Direction;
 
-use crate::plan::{Amount, Plan, ProbeMode, RunnerKind, TcpFlow, TestParams};
+use crate::driver::Target;
+use crate::plan::{Amount, Family, Plan, ProbeMode, RunnerKind, TcpFlow, TestParams};
 
 /// The local host (this process) and the server at `host:port`. `node_name` is this
 /// host's name (`uname -n`), `peer_version` the version the server announced.
@@ -59,8 +61,29 @@ pub fn sender(d: Direction) -> FlowEnd {
     }
 }
 
-/// The plan as recorded in `metadata.plan`.
-pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
+/// A runner's family and server address, when known: a pinned runner's family, else
+/// that of the address it was given (a name leaves both unknown).
+fn endpoint(target: &Target, family: Option<Family>) -> (Option<IpFamilyRecord>, Option<String>) {
+    let host = target.host_for(family);
+    let ip = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+        .ok();
+    let from_ip = ip.map(|a| match a {
+        IpAddr::V4(_) => IpFamilyRecord::Ipv4,
+        IpAddr::V6(_) => IpFamilyRecord::Ipv6,
+    });
+    let pinned = family.map(|f| match f {
+        Family::V4 => IpFamilyRecord::Ipv4,
+        Family::V6 => IpFamilyRecord::Ipv6,
+    });
+    (pinned.or(from_ip), ip.map(|a| a.to_string()))
+}
+
+/// The plan as recorded in `metadata.plan`, with each runner's family and address
+/// where `target` tells them.
+pub fn plan_record(p: &TestParams, plan: &Plan, target: &Target) -> PlanRecord {
     let mut out = PlanRecord {
         idle_before_ns: nanos(p.idle_before),
         loaded_ns: nanos(p.loaded),
@@ -71,6 +94,7 @@ pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
         probes: Vec::new(),
     };
     for r in &plan.runners {
+        let (family, address) = endpoint(target, r.family);
         match &r.kind {
             RunnerKind::Tcp(f) => out.flows.push(PlanFlowRecord {
                 name: r.name.clone(),
@@ -86,6 +110,8 @@ pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
                         count,
                     }),
                 },
+                family,
+                address,
             }),
             RunnerKind::Probe(q) => out.probes.push(PlanProbeRecord {
                 name: r.name.clone(),
@@ -99,6 +125,8 @@ pub fn plan_record(p: &TestParams, plan: &Plan) -> PlanRecord {
                 tos: q.tos.map(|t| t.0),
                 size_bytes: q.size.map(|s| s as u64),
                 voip: q.voip,
+                family,
+                address,
             }),
         }
     }
@@ -148,6 +176,48 @@ mod tests {
         assert_eq!((h.remote.address, h.remote.software), (None, None));
     }
 
+    fn target(host: &str, host6: Option<&str>) -> Target {
+        Target {
+            exe: "bloatlab".into(),
+            host: host.into(),
+            host6: host6.map(str::to_owned),
+            port: 5001,
+            permit_key: None,
+        }
+    }
+
+    #[test]
+    fn rrul46_records_each_series_family_and_address() {
+        let p = TestParams::default();
+        let plan = crate::plan::plan(TestName::Rrul46, &p).unwrap();
+        let rec = plan_record(&p, &plan, &target("10.77.0.2", Some("fd00:77::2")));
+        let v6 = |f: Option<IpFamilyRecord>, a: Option<&str>| {
+            (f, a) == (Some(IpFamilyRecord::Ipv6), Some("fd00:77::2"))
+        };
+        let v4 = |f: Option<IpFamilyRecord>, a: Option<&str>| {
+            (f, a) == (Some(IpFamilyRecord::Ipv4), Some("10.77.0.2"))
+        };
+        for f in &rec.flows {
+            let ok = if f.name.ends_with("_v6") { v6 } else { v4 };
+            assert!(ok(f.family, f.address.as_deref()), "{f:?}");
+        }
+        for q in &rec.probes {
+            let ok = if q.name.ends_with("_v6") { v6 } else { v4 };
+            assert!(ok(q.family, q.address.as_deref()), "{q:?}");
+        }
+        // The family is in the file as "ipv6".
+        let json = serde_json::to_value(&rec.flows[2]).unwrap();
+        assert_eq!(json["family"], "ipv6", "{json}");
+        // A single-family test given an IPv6 address records that family too.
+        let plan = crate::plan::plan(TestName::Rrul, &p).unwrap();
+        let rec = plan_record(&p, &plan, &target("fd00:77::2", None));
+        assert!(
+            rec.probes
+                .iter()
+                .all(|q| v6(q.family, q.address.as_deref()))
+        );
+    }
+
     #[test]
     fn download_cc_used_is_the_servers() {
         let p = TestParams {
@@ -155,7 +225,13 @@ mod tests {
             ..TestParams::default()
         };
         let plan = crate::plan::plan(TestName::Rrul, &p).unwrap();
-        let rec = plan_record(&p, &plan);
+        let rec = plan_record(&p, &plan, &target("server.example", None));
+        // A name: family and address unknown, not guessed.
+        assert!(
+            rec.flows
+                .iter()
+                .all(|f| f.family.is_none() && f.address.is_none())
+        );
         assert_eq!(rec.flows.len(), 8);
         assert!(
             rec.flows

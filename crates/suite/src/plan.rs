@@ -13,7 +13,9 @@
 //! | `speedtest` | idle, `download` `[I, I+L)`, `upload` `[I+L, I+2L)`, recovery | down flows, then up flows |
 //! | `ping` | one idle phase `[0, L)` | none |
 //!
-//! Probes run over the whole timeline.
+//! Probes run over the whole timeline. `rrul46` pins each runner to a [`Family`] (half
+//! the flows and probes over IPv4, half over IPv6, as flent's `rrul46.conf`); its series
+//! names end in `_v4`/`_v6`, so they stay unique and say their family.
 
 use std::time::Duration;
 
@@ -148,11 +150,33 @@ pub enum RunnerKind {
     Probe(Probe),
 }
 
+/// The IP family a runner is pinned to (`rrul46` runs half its runners over each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// The suffix of series names of pinned runners (`tcp_up_be_v4`, `udp_bk_v6`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Family::V4 => "v4",
+            Family::V6 => "v6",
+        }
+    }
+}
+
 /// One runner: a subprocess (or a sequence of them, for pulses) between two offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runner {
     /// Series name in the results file (`tcp_up_ef`, `udp_bk`, `icmp`, ...).
     pub name: String,
+    /// The family it must use (its name then ends in `_v4`/`_v6`); `None` = whatever
+    /// the server's name resolves to.
+    pub family: Option<Family>,
     /// Offset from the run start at which it starts.
     pub start: Duration,
     /// Offset at which it should be done.
@@ -263,6 +287,16 @@ pub fn plan(test: TestName, p: &TestParams) -> Result<Plan, PlanError> {
                 b.marked_flows(dir, &RRUL_MARKS, i, load_end);
             }
         }
+        TestName::Rrul46 => {
+            // flent's rrul46: BE and BK over IPv4, CS5 and EF over IPv6.
+            for dir in [up, down] {
+                b.family = Some(Family::V4);
+                b.marked_flows(dir, &RRUL_MARKS[..2], i, load_end);
+                b.family = Some(Family::V6);
+                b.marked_flows_from(dir, &RRUL_MARKS, 2, i, load_end);
+            }
+            b.family = None;
+        }
         TestName::RrulBe => {
             for dir in [up, down] {
                 b.numbered_flows(dir, 4, i, load_end);
@@ -298,36 +332,51 @@ pub fn plan(test: TestName, p: &TestParams) -> Result<Plan, PlanError> {
         size,
         voip,
     };
-    let mut probes: Vec<(String, Probe)> = match test {
+    let icmp = Probe {
+        mode: ProbeMode::Icmp,
+        ..udp(None, None, false)
+    };
+    let mut probes: Vec<(String, Option<Family>, Probe)> = match test {
+        // flent's rrul46 probes UDP BE and BK over each family (its ICMP is IPv6 only;
+        // we ping over both, so each family has a kernel-echo baseline).
+        TestName::Rrul46 => [Family::V4, Family::V6]
+            .into_iter()
+            .flat_map(|f| {
+                let n = |base: &str| format!("{base}_{}", f.suffix());
+                [
+                    (n("udp_be"), Some(f), udp(None, None, false)),
+                    (n("udp_bk"), Some(f), udp(Some(Tos::CS1), None, false)),
+                    (n("icmp"), Some(f), icmp.clone()),
+                ]
+            })
+            .collect(),
         TestName::Rrul => vec![
-            ("udp_ef".into(), udp(Some(Tos::EF), None, false)),
-            ("udp_bk".into(), udp(Some(Tos::CS1), None, false)),
-            ("udp_be".into(), udp(None, None, false)),
+            ("udp_ef".into(), None, udp(Some(Tos::EF), None, false)),
+            ("udp_bk".into(), None, udp(Some(Tos::CS1), None, false)),
+            ("udp_be".into(), None, udp(None, None, false)),
         ],
         TestName::RrulBe => (1..=3)
-            .map(|n| (format!("udp_be{n}"), udp(None, None, false)))
+            .map(|n| (format!("udp_be{n}"), None, udp(None, None, false)))
             .collect(),
         // G.711 at 20 ms packetisation: 50 pps, 160 B of voice + 12 B RTP = 172 B of UDP
         // payload (flent's voip test uses the same size and rate).
         TestName::Voip => vec![(
             "voip".into(),
+            None,
             Probe {
                 interval: Duration::from_millis(20),
                 ..udp(Some(Tos::EF), Some(172), true)
             },
         )],
-        _ => vec![("udp_be".into(), udp(None, None, false))],
+        _ => vec![("udp_be".into(), None, udp(None, None, false))],
     };
-    probes.push((
-        "icmp".into(),
-        Probe {
-            mode: ProbeMode::Icmp,
-            ..udp(None, None, false)
-        },
-    ));
-    for (name, probe) in probes {
+    if test != TestName::Rrul46 {
+        probes.push(("icmp".into(), None, icmp));
+    }
+    for (name, family, probe) in probes {
         b.runners.push(Runner {
             name,
+            family,
             start: Duration::ZERO,
             stop: end,
             kind: RunnerKind::Probe(probe),
@@ -345,6 +394,8 @@ struct Builder<'a> {
     p: &'a TestParams,
     runners: Vec<Runner>,
     tcp_count: usize,
+    /// The family of the flows added next (its suffix ends their names).
+    family: Option<Family>,
 }
 
 impl<'a> Builder<'a> {
@@ -353,6 +404,7 @@ impl<'a> Builder<'a> {
             p,
             runners: Vec::new(),
             tcp_count: 0,
+            family: None,
         }
     }
 
@@ -398,6 +450,7 @@ impl<'a> Builder<'a> {
         self.tcp_count += 1;
         self.runners.push(Runner {
             name,
+            family: self.family,
             start,
             stop,
             kind: RunnerKind::Tcp(TcpFlow {
@@ -417,13 +470,32 @@ impl<'a> Builder<'a> {
     }
 
     fn marked_flows(&mut self, dir: Direction, marks: &[Tos], start: Duration, stop: Duration) {
-        for (k, &t) in marks.iter().enumerate() {
+        self.marked_flows_from(dir, marks, 0, start, stop);
+    }
+
+    /// The flows of `marks[first..]`; a flow's index within its direction (for
+    /// `--markings`) is its index in `marks`.
+    fn marked_flows_from(
+        &mut self,
+        dir: Direction,
+        marks: &[Tos],
+        first: usize,
+        start: Duration,
+        stop: Duration,
+    ) {
+        for (k, &t) in marks.iter().enumerate().skip(first) {
             // Name after the marking actually used, so `--markings` renames the flows.
             let m = &self.p.markings;
             let used = if m.is_empty() { t } else { m[k % m.len()] };
-            let name = format!("tcp_{}_{}", Self::dir_label(dir), mark_label(used));
+            let base = format!("tcp_{}_{}", Self::dir_label(dir), mark_label(used));
+            // The family suffix stays last: `tcp_up_be_2_v4`.
+            let with_family = |n: String| match self.family {
+                Some(f) => format!("{n}_{}", f.suffix()),
+                None => n,
+            };
+            let name = with_family(base.clone());
             let name = if self.runners.iter().any(|r| r.name == name) {
-                format!("{name}_{}", k + 1)
+                with_family(format!("{base}_{}", k + 1))
             } else {
                 name
             };
@@ -501,6 +573,84 @@ mod tests {
                 .iter()
                 .all(|(r, _)| r.start == s(0) && r.stop == s(70))
         );
+    }
+
+    #[test]
+    fn rrul46_splits_flows_and_probes_between_the_families_as_flent() {
+        let p = plan(TestName::Rrul46, &TestParams::default()).unwrap();
+        assert_eq!(
+            p.timeline,
+            plan(TestName::Rrul, &TestParams::default())
+                .unwrap()
+                .timeline
+        );
+        let tcp: Vec<_> = p
+            .tcp()
+            .map(|(r, f)| (r.name.as_str(), r.family, f.direction, f.tos))
+            .collect();
+        let (v4, v6) = (Some(Family::V4), Some(Family::V6));
+        let (up, down) = (Direction::Up, Direction::Down);
+        assert_eq!(
+            tcp,
+            [
+                ("tcp_up_be_v4", v4, up, Some(Tos::CS0)),
+                ("tcp_up_bk_v4", v4, up, Some(Tos::CS1)),
+                ("tcp_up_cs5_v6", v6, up, Some(Tos::CS5)),
+                ("tcp_up_ef_v6", v6, up, Some(Tos::EF)),
+                ("tcp_down_be_v4", v4, down, Some(Tos::CS0)),
+                ("tcp_down_bk_v4", v4, down, Some(Tos::CS1)),
+                ("tcp_down_cs5_v6", v6, down, Some(Tos::CS5)),
+                ("tcp_down_ef_v6", v6, down, Some(Tos::EF)),
+            ]
+        );
+        let probes: Vec<_> = p
+            .probes()
+            .map(|(r, q)| (r.name.as_str(), r.family, q.mode, q.tos))
+            .collect();
+        let (udp, icmp) = (ProbeMode::Udp, ProbeMode::Icmp);
+        assert_eq!(
+            probes,
+            [
+                ("udp_be_v4", v4, udp, None),
+                ("udp_bk_v4", v4, udp, Some(Tos::CS1)),
+                ("icmp_v4", v4, icmp, None),
+                ("udp_be_v6", v6, udp, None),
+                ("udp_bk_v6", v6, udp, Some(Tos::CS1)),
+                ("icmp_v6", v6, icmp, None),
+            ]
+        );
+        // Every other test leaves the family to the server's name.
+        for t in TestName::ALL.into_iter().filter(|t| *t != TestName::Rrul46) {
+            let p = plan(t, &TestParams::default()).unwrap();
+            assert!(p.runners.iter().all(|r| r.family.is_none()), "{t}");
+        }
+    }
+
+    #[test]
+    fn rrul46_names_stay_unique_and_end_in_the_family_under_markings() {
+        let params = TestParams {
+            markings: vec![Tos::EF],
+            ..short()
+        };
+        let p = plan(TestName::Rrul46, &params).unwrap();
+        let names: Vec<&str> = p.runners.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            &names[..4],
+            [
+                "tcp_up_ef_v4",
+                "tcp_up_ef_2_v4",
+                "tcp_up_ef_v6",
+                "tcp_up_ef_4_v6"
+            ]
+        );
+        let mut uniq = names.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        assert_eq!(uniq.len(), names.len(), "{names:?}");
+        for r in &p.runners {
+            let f = r.family.expect("rrul46 pins every runner");
+            assert!(r.name.ends_with(f.suffix()), "{}", r.name);
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::driver::{self, DriveEvent, DriveResult, Output, RunnerResult, Target}
 use crate::host;
 use crate::journal::{Journal, JournalWriter};
 use crate::lab::{LabContext, LabWatch};
-use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
+use crate::plan::{Family, Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -312,7 +312,15 @@ fn run_in_lab(
     progress: &mut impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
     if cfg.preflight {
-        preflight(&cfg.target)?;
+        // Once per server address: a dual-stack test checks both families.
+        let mut checked: Vec<String> = Vec::new();
+        for r in &plan.runners {
+            let t = cfg.target.for_family(r.family);
+            if !checked.contains(&t.host) {
+                preflight(&t)?;
+                checked.push(t.host);
+            }
+        }
     }
     let mut watch = match &cfg.lab {
         Some(ctx) => Some(LabWatch::start(
@@ -676,7 +684,7 @@ fn assemble(
         &cfg.params,
         per_flow_cc,
     );
-    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan));
+    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan, &cfg.target));
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
@@ -863,11 +871,13 @@ const DEFAULT_PROBE_SIZE: usize = 80;
 pub fn probe_rate(plan: &Plan) -> BitRate {
     let bps: f64 = plan
         .probes()
-        .map(|(_, q)| {
+        .map(|(r, q)| {
             let payload = q.size.unwrap_or(DEFAULT_PROBE_SIZE);
+            // IPv4 20 or IPv6 40 (RFC 8200), + UDP 8 (the ICMP header is in the size).
+            let ip = if r.family == Some(Family::V6) { 40 } else { 20 };
             let headers = match q.mode {
-                ProbeMode::Udp => 28, // IPv4 20 + UDP 8
-                ProbeMode::Icmp => 20,
+                ProbeMode::Udp => ip + 8,
+                ProbeMode::Icmp => ip,
             };
             ((payload + headers) * 8) as f64 / q.interval.as_secs_f64()
         })
@@ -929,7 +939,7 @@ pub fn pick_reference(series: &[LatencySeries]) -> Option<&str> {
     let rtt = |s: &&LatencySeries| {
         s.kind == DelayKind::RoundTrip && s.samples.iter().any(|p| p.delay().is_some())
     };
-    let pref = ["udp_be", "udp_be1", "voip"];
+    let pref = ["udp_be", "udp_be1", "voip", "udp_be_v4"];
     pref.iter()
         .find_map(|n| series.iter().filter(rtt).find(|s| s.name == *n))
         .or_else(|| {
@@ -1053,5 +1063,10 @@ mod tests {
         };
         let p = plan(TestName::Rrul, &slow).unwrap();
         assert_eq!(probe_rate(&p).0, (3 * 108 * 8 + 100 * 8) * 5);
+        // rrul46: UDP BE and BK and ICMP over each family; IPv6 headers are 20 B longer.
+        let p = plan(TestName::Rrul46, &TestParams::default()).unwrap();
+        let v4 = 2 * 108 + 100;
+        let v6 = 2 * 128 + 120;
+        assert_eq!(probe_rate(&p), BitRate((v4 + v6) * 8 * 100));
     }
 }

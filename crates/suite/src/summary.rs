@@ -9,7 +9,7 @@ use std::time::Duration;
 use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    CongestionControlRecord, DelayKindRecord, DirectionRecord, PhaseKindRecord,
+    CongestionControlRecord, DelayKindRecord, DirectionRecord, IpFamilyRecord, PhaseKindRecord,
 };
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
@@ -91,11 +91,15 @@ fn jain(v: Option<f64>) -> String {
     v.map_or("-".into(), |j| format!("{j:.3}"))
 }
 
+/// Each flow's IP family, from the plan (`rrul46` pins one per flow).
+type Families<'a> = std::collections::BTreeMap<&'a str, IpFamilyRecord>;
+
 fn throughput_table(
     out: &mut String,
     d: &Derived,
     loaded: &[&str],
     retransmits: &std::collections::BTreeMap<&str, Option<u64>>,
+    families: &Families<'_>,
 ) {
     // Only loaded phases: idle and recovery hold at most the edges of the flows (a flow
     // starts a few ms after its phase and its last interval spills over).
@@ -160,6 +164,22 @@ fn throughput_table(
         }
         if !parts.is_empty() {
             let _ = writeln!(out, "  {}", parts.join(", "));
+        }
+        // A mixed-family run (rrul46): what each family carried.
+        let mut by_family: std::collections::BTreeMap<IpFamilyRecord, [u64; 2]> =
+            std::collections::BTreeMap::new();
+        for f in &shown {
+            if let Some(fam) = families.get(f.name.as_str()) {
+                let e = by_family.entry(*fam).or_default();
+                e[usize::from(f.direction == DirectionRecord::Down)] += f.mean_bps;
+            }
+        }
+        if by_family.len() > 1 {
+            let fams: Vec<String> = by_family
+                .iter()
+                .map(|(fam, [u, d])| format!("{} up {} down {}", fam.label(), mbit(*u), mbit(*d)))
+                .collect();
+            let _ = writeln!(out, "  by family: {}", fams.join(", "));
         }
         let edges: Vec<&str> = edges
             .iter()
@@ -267,6 +287,44 @@ fn ms(d: Duration) -> String {
 }
 
 /// The whole summary, ending with a newline.
+/// `server: IPv4 10.77.0.2 (tcp_up_be_v4, ...), IPv6 fd00:77::2 (...)` for a run over
+/// both families; `None` for a single-family run.
+fn servers_line(plan: Option<&bloatlab_results::schema::PlanRecord>) -> Option<String> {
+    let plan = plan?;
+    let mut by: std::collections::BTreeMap<IpFamilyRecord, (Option<&str>, Vec<&str>)> =
+        std::collections::BTreeMap::new();
+    let runners = plan
+        .flows
+        .iter()
+        .map(|f| (f.family, f.address.as_deref(), f.name.as_str()))
+        .chain(
+            plan.probes
+                .iter()
+                .map(|q| (q.family, q.address.as_deref(), q.name.as_str())),
+        );
+    for (fam, addr, name) in runners {
+        if let Some(fam) = fam {
+            let e = by.entry(fam).or_default();
+            e.0 = e.0.or(addr);
+            e.1.push(name);
+        }
+    }
+    (by.len() > 1).then(|| {
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(fam, (addr, names))| {
+                format!(
+                    "{} {} ({})",
+                    fam.label(),
+                    addr.unwrap_or("?"),
+                    names.join(", ")
+                )
+            })
+            .collect();
+        format!("server: {}", parts.join("; "))
+    })
+}
+
 pub fn render(o: &RunOutcome) -> String {
     let mut out = String::new();
     let m = &o.file.metadata;
@@ -311,6 +369,9 @@ pub fn render(o: &RunOutcome) -> String {
             inc["reason"].as_str().unwrap_or("?"),
         );
     }
+    if let Some(servers) = servers_line(m.plan.as_ref()) {
+        let _ = writeln!(out, "{servers}");
+    }
     if let Some(d) = &o.file.derived {
         latency_table(&mut out, d);
         let loaded: Vec<&str> = o
@@ -329,7 +390,13 @@ pub fn render(o: &RunOutcome) -> String {
             .iter()
             .map(|f| (f.name.as_str(), f.tcp.sender.and_then(|t| t.retransmits)))
             .collect();
-        throughput_table(&mut out, d, &loaded, &retransmits);
+        let families: Families<'_> = m
+            .plan
+            .iter()
+            .flat_map(|p| &p.flows)
+            .filter_map(|f| Some((f.name.as_str(), f.family?)))
+            .collect();
+        throughput_table(&mut out, d, &loaded, &retransmits, &families);
     }
     if let Some(l) = load_cc_line(&m.congestion_control) {
         let _ = writeln!(out, "{l}");
@@ -404,6 +471,20 @@ pub fn render(o: &RunOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run with `file` (its derived numbers filled in by the caller) and
+    /// nothing else.
+    fn outcome(file: ResultsFile) -> RunOutcome {
+        RunOutcome {
+            file,
+            findings: vec![],
+            notes: vec![],
+            voip: vec![],
+            pulses: vec![],
+            reference: None,
+            grade: None,
+        }
+    }
     use bloatlab_results::schema::{FlowRecord, PhaseRecord, TransferRecord};
     use bloatlab_results::{Metadata, Raw, ResultsFile};
 
@@ -484,16 +565,7 @@ mod tests {
         )
         .with_derived()
         .unwrap();
-        let o = RunOutcome {
-            file,
-            findings: vec![],
-            notes: vec![],
-            voip: vec![],
-            pulses: vec![],
-            reference: None,
-            grade: None,
-        };
-        let text = render(&o);
+        let text = render(&outcome(file));
         let upload = text.split("phase upload").nth(1).unwrap();
         // One upload flow: its rate once, no sums repeating it.
         let block: Vec<&str> = upload
@@ -561,15 +633,7 @@ mod tests {
             retransmits: Some(12),
             ..Default::default()
         });
-        let o = RunOutcome {
-            file: file.with_derived().unwrap(),
-            findings: vec![],
-            notes: vec![],
-            voip: vec![],
-            pulses: vec![],
-            reference: None,
-            grade: None,
-        };
+        let o = outcome(file.with_derived().unwrap());
         let text = render(&o);
         // Two up flows: 4 + 12 Mbit/s, Jain 16^2 / (2 * 160) = 0.8; one down flow: no
         // down sum; both directions: a total.
@@ -581,6 +645,71 @@ mod tests {
         assert!(text.contains("1.00 MB   retransmits 12"), "{text}");
         assert!(
             text.contains("3.00 MB   retransmits not measured"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_mixed_family_run_shows_each_family_s_address_and_load() {
+        use bloatlab_results::schema::{PlanFlowRecord, PlanRecord};
+        let raw = Raw {
+            phases: vec![PhaseRecord {
+                kind: PhaseKindRecord::Loaded,
+                name: "loaded".into(),
+                start_ns: 0,
+                end_ns: 2 * S,
+            }],
+            latency: vec![],
+            throughput: vec![
+                flow(
+                    "tcp_up_be_v4",
+                    DirectionRecord::Up,
+                    &[(0, 2 * S, 1_000_000)],
+                ),
+                flow(
+                    "tcp_up_ef_v6",
+                    DirectionRecord::Up,
+                    &[(0, 2 * S, 3_000_000)],
+                ),
+                flow(
+                    "tcp_down_ef_v6",
+                    DirectionRecord::Down,
+                    &[(0, 2 * S, 500_000)],
+                ),
+            ],
+        };
+        let mut meta = Metadata::new("rrul46", vec![], jiff::Timestamp::UNIX_EPOCH);
+        let pf = |name: &str, dir, fam, addr: &str| PlanFlowRecord {
+            name: name.into(),
+            direction: dir,
+            start_ns: 0,
+            stop_ns: 2 * S,
+            tos: None,
+            congestion_control: None,
+            pulses: None,
+            family: Some(fam),
+            address: Some(addr.into()),
+        };
+        let (v4, v6) = (IpFamilyRecord::Ipv4, IpFamilyRecord::Ipv6);
+        meta.plan = Some(PlanRecord {
+            flows: vec![
+                pf("tcp_up_be_v4", DirectionRecord::Up, v4, "10.77.0.2"),
+                pf("tcp_up_ef_v6", DirectionRecord::Up, v6, "fd00:77::2"),
+                pf("tcp_down_ef_v6", DirectionRecord::Down, v6, "fd00:77::2"),
+            ],
+            ..PlanRecord::default()
+        });
+        let o = outcome(ResultsFile::new(meta, raw).with_derived().unwrap());
+        let text = render(&o);
+        assert!(
+            text.contains(
+                "server: IPv4 10.77.0.2 (tcp_up_be_v4); IPv6 fd00:77::2 (tcp_up_ef_v6, tcp_down_ef_v6)"
+            ),
+            "{text}"
+        );
+        // 1 MB and 3 MB up, 0.5 MB down over 2 s.
+        assert!(
+            text.contains("by family: IPv4 up 4.00 down 0.00, IPv6 up 12.00 down 2.00"),
             "{text}"
         );
     }

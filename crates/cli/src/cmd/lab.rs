@@ -922,6 +922,9 @@ fn status_text(r: &StatusReport) -> String {
         }
         None => {}
     }
+    if let Some(t) = &c.host_tracking {
+        let _ = writeln!(out, "  {}", host_tracking_line(t));
+    }
     for (dir, q) in &c.qdiscs {
         let _ = writeln!(
             out,
@@ -966,6 +969,28 @@ fn link_counters_text(l: &bloatlab_emu::Counters) -> String {
         ms(s.p50_ns),
         ms(s.p99_ns),
         ms(s.max_ns),
+    )
+}
+
+/// The hosts' share as idle probes track it after lab up, for `lab status`.
+fn host_tracking_line(t: &bloatlab_lab::driver::host_track::HostTrackReport) -> String {
+    let us = |ns: u64| ns as f64 / 1e3;
+    let measured = match t.probes {
+        0 => "no idle probe yet".to_string(),
+        _ => format!("host overhead median {:.1} us", us(t.measured_ns)),
+    };
+    let unremoved = match t.unremoved_ns {
+        0 => String::new(),
+        n => format!("; not removed {:.1} us each way", us(n)),
+    };
+    format!(
+        "host path tracked since lab up: {} idle probes ({} discarded for traffic), {measured}; \
+         {:.1} us taken out of each direction (lab up: {:.1} us; {} changes){unremoved}",
+        t.probes,
+        t.discarded,
+        us(t.share_ns),
+        us(t.initial_ns),
+        t.updates,
     )
 }
 

@@ -20,13 +20,18 @@ use crate::exit;
 /// Arguments of `bloatlab test`.
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
-    /// Test to run (`--list` shows them): rrul, rrul_be, tcp_upload, tcp_download,
+    /// Test to run (`--list` shows them): rrul, rrul_be, rrul46, tcp_upload, tcp_download,
     /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip.
     #[arg(required_unless_present_any = ["list", "recover"])]
     pub name: Option<String>,
-    /// Host running `bloatlab server`.
-    #[arg(required_unless_present_any = ["list", "recover"])]
+    /// Host running `bloatlab server`. Inside a lab (`lab exec`) it defaults to
+    /// $BLOATLAB_SERVER.
     pub host: Option<String>,
+    /// rrul46: the server's IPv6 address (or a name with one) for the IPv6 half. Default:
+    /// HOST's own IPv6 address, else in a lab the one `lab exec` pairs with HOST
+    /// ($BLOATLAB_SERVER6).
+    #[arg(long = "v6", value_name = "HOST6")]
+    pub v6: Option<String>,
     /// Loaded length in seconds (each loaded phase; for `ping`, the whole run).
     #[arg(short = 'l', long = "length", default_value = "60", value_parser = opts::positive_seconds)]
     pub length: Duration,
@@ -157,9 +162,17 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     let test: TestName = name
         .parse()
         .map_err(|e: bloatlab_suite::UnknownTest| exit::usage(e.to_string()))?;
-    let host = args.host.clone().unwrap_or_default();
+    let host = match &args.host {
+        Some(h) => h.clone(),
+        None => std::env::var("BLOATLAB_SERVER").map_err(|_| {
+            exit::usage(
+                "HOST is required (the host running `bloatlab server`); inside a lab,                  `lab exec` sets BLOATLAB_SERVER, which is the default",
+            )
+        })?,
+    };
     let params = args.params();
     bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
+    let (host, host6) = endpoints(test, host, args.v6.as_deref())?;
     // Check the output path before any traffic: an unwritable directory must not
     // cost a whole run (issue 11).
     let path = args.output.clone().unwrap_or_else(|| default_output(test));
@@ -174,6 +187,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         target: Target {
             exe,
             host,
+            host6,
             port: args.port,
             permit_key: args.permit_key.clone(),
         },
@@ -328,6 +342,27 @@ fn recover(jpath: &Path, output: Option<&Path>, json: bool) -> anyhow::Result<()
         println!("recovered from {} (removed)", jpath.display());
     }
     Ok(())
+}
+
+/// The server's address per family: a dual-stack test (`rrul46`) settles an IPv4 and
+/// an IPv6 address before any traffic (crates/suite/src/endpoints.rs); other tests take
+/// HOST as given and refuse `--v6`.
+fn endpoints(
+    test: TestName,
+    host: String,
+    v6: Option<&str>,
+) -> anyhow::Result<(String, Option<String>)> {
+    if !test.dual_stack() {
+        return match v6 {
+            Some(_) => Err(exit::usage(format!(
+                "--v6 is for tests over both IP families (rrul46); {test} runs over HOST's                  family only (give HOST as an IPv6 address to run it over IPv6)"
+            ))),
+            None => Ok((host, None)),
+        };
+    }
+    let d = bloatlab_suite::endpoints::dual_stack(test.as_str(), &host, v6)
+        .map_err(|e| exit::usage(e.to_string()))?;
+    Ok((d.v4.to_string(), Some(d.v6.to_string())))
 }
 
 /// Fails with a usage error (exit 2) unless a file can be created next to
@@ -523,6 +558,20 @@ mod tests {
     }
 
     #[test]
+    fn v6_is_refused_outside_dual_stack_tests_and_resolved_for_rrul46() {
+        let e = endpoints(TestName::Rrul, "10.0.0.2".into(), Some("fd00::2")).unwrap_err();
+        assert!(e.to_string().contains("--v6"), "{e}");
+        assert_eq!(
+            endpoints(TestName::Rrul, "10.0.0.2".into(), None).unwrap(),
+            ("10.0.0.2".into(), None)
+        );
+        assert_eq!(
+            endpoints(TestName::Rrul46, "10.0.0.2".into(), Some("[fd00::2]")).unwrap(),
+            ("10.0.0.2".into(), Some("fd00::2".into()))
+        );
+    }
+
+    #[test]
     fn bad_values_name_the_option() {
         assert!(
             parse(&["rrul", "h", "-l", "0"])
@@ -540,6 +589,13 @@ mod tests {
                 .contains("--flows")
         );
         assert!(parse(&["--list"]).is_ok());
+        assert_eq!(
+            parse(&["rrul46", "10.0.0.2", "--v6", "fd00::2"])
+                .unwrap()
+                .v6
+                .as_deref(),
+            Some("fd00::2")
+        );
         let e = parse(&["rrul", "h", "--ecn", "maybe"]).unwrap_err();
         assert!(e.contains("--ecn") && e.contains("maybe"), "{e}");
         assert_eq!(

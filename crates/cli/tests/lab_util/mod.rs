@@ -169,7 +169,8 @@ pub fn fping_rtts(
         .lines()
         .find(|l| l.starts_with(target))
         .unwrap_or_else(|| panic!("no fping output: {text}"));
-    line.split(':')
+    // " : " (an IPv6 target has colons of its own).
+    line.split(" : ")
         .nth(1)
         .unwrap_or("")
         .split_whitespace()
@@ -210,4 +211,15 @@ pub fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
     sum["bits_per_second"]
         .as_f64()
         .unwrap_or_else(|| panic!("no goodput in {v}"))
+}
+
+/// The rate (bit/s) of the first stream of a successful `bloatlab client
+/// ... --json` run.
+pub fn client_bps(o: &Output) -> f64 {
+    assert!(o.status.success(), "client: {}{}", stdout(o), stderr(o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("client JSON: {e}: {}", stdout(o)));
+    v["streams"][0]["summary"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no rate in {v}"))
 }

@@ -4,7 +4,8 @@
 //!
 //! Two parts of the overhead are measured:
 //!
-//! * **Host path** (at `lab up`, [`crate::driver::path_probe`]): the time
+//! * **Host path** (at `lab up`, [`crate::driver::path_probe`], then tracked
+//!   by idle probes while the lab runs, [`crate::driver::host_track`]): the time
 //!   from writing a packet into a host's TUN until its answer is read back:
 //!   the host's receive and send paths plus the forwarding thread's wake-up
 //!   on input. A ping's round trip crosses each side's host path once, so
@@ -22,6 +23,7 @@
 //! Sans-IO: [`DelayTrim`] takes `now`; [`Calibrated`] wraps a link model and
 //! calls it on every release. Unit-tested with a virtual clock below.
 
+use crate::driver::host_track::SharedShare;
 use crate::model::LinkModel;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -90,6 +92,12 @@ impl DelayTrim {
         self.applied
     }
 
+    /// The hosts' share changed (tracked while the lab runs); applied at
+    /// the next update.
+    pub fn set_host_share(&mut self, share: Duration) {
+        self.host_share = share;
+    }
+
     /// A packet was released `lateness` after the model's time for it.
     pub fn released(&mut self, lateness: Duration) {
         self.window[self.next] = lateness;
@@ -148,6 +156,8 @@ impl DelayTrim {
 pub struct Calibrated {
     inner: Box<dyn LinkModel>,
     trim: DelayTrim,
+    /// The hosts' share as the daemon tracks it (driver/host_track.rs).
+    share: SharedShare,
 }
 
 impl std::fmt::Debug for Calibrated {
@@ -162,13 +172,19 @@ impl Calibrated {
     /// Wraps `inner` (whose current delay is the configured one) and applies
     /// the trimmed delay at once. A model without a settable delay is
     /// returned unwrapped.
-    pub fn wrap(mut inner: Box<dyn LinkModel>, host_share: Duration) -> Box<dyn LinkModel> {
+    pub fn wrap(inner: Box<dyn LinkModel>, host_share: Duration) -> Box<dyn LinkModel> {
+        Calibrated::wrap_tracked(inner, SharedShare::new(host_share))
+    }
+
+    /// As [`Calibrated::wrap`], with the hosts' share read from `share`
+    /// at every update, so the daemon's tracking reaches the model.
+    pub fn wrap_tracked(mut inner: Box<dyn LinkModel>, share: SharedShare) -> Box<dyn LinkModel> {
         let Some(configured) = inner.delay() else {
             return inner;
         };
-        let trim = DelayTrim::new(configured, host_share);
+        let trim = DelayTrim::new(configured, share.get());
         inner.set_delay(trim.applied());
-        Box::new(Calibrated { inner, trim })
+        Box::new(Calibrated { inner, trim, share })
     }
 }
 
@@ -182,6 +198,7 @@ impl LinkModel for Calibrated {
         if let Some(due) = due {
             self.trim.released(now.saturating_sub(due));
         }
+        self.trim.set_host_share(self.share.get());
         if let Some(d) = self.trim.tick(now) {
             self.inner.set_delay(d);
         }

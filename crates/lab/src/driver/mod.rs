@@ -5,6 +5,8 @@
 pub mod calibrate;
 pub mod direction;
 pub mod histogram;
+pub mod host_track;
+pub mod idle_probe;
 pub mod path_probe;
 pub mod priority;
 pub mod timing;
@@ -122,6 +124,22 @@ impl Emulator {
                 (n.clone(), r)
             })
             .collect()
+    }
+
+    /// A reader of the threads' latest reports that outlives this borrow
+    /// (the idle prober's, driver/idle_probe.rs).
+    pub fn report_reader(&self) -> idle_probe::Reports {
+        let shared: Vec<(String, Arc<Mutex<DirectionReport>>)> = self
+            .threads
+            .iter()
+            .map(|(n, _, s, _)| (n.clone(), s.clone()))
+            .collect();
+        Box::new(move || {
+            shared
+                .iter()
+                .map(|(n, s)| (n.clone(), s.lock().map(|g| g.clone()).unwrap_or_default()))
+                .collect()
+        })
     }
 
     /// True when every thread still runs.

@@ -137,6 +137,17 @@ pub fn icmp_socket() -> Result<OwnedFd> {
 /// Sends [`PROBES`] echo requests to `dst` one at a time and returns the
 /// round trips of those answered.
 pub fn echo_rtts(fd: &OwnedFd, dst: Ipv4Addr) -> Vec<Duration> {
+    let mut out = Vec::new();
+    for seq in 0..PROBES {
+        out.extend(echo_rtt(fd, dst, seq, REPLY_TIMEOUT));
+        std::thread::sleep(GAP);
+    }
+    out
+}
+
+/// One echo request to `dst`, timed from before `send` to after `recv`;
+/// `None` when no reply came within `timeout`.
+pub fn echo_rtt(fd: &OwnedFd, dst: Ipv4Addr, seq: u16, timeout: Duration) -> Option<Duration> {
     let to = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 0,
@@ -145,39 +156,43 @@ pub fn echo_rtts(fd: &OwnedFd, dst: Ipv4Addr) -> Vec<Duration> {
         },
         sin_zero: [0; 8],
     };
-    let mut out = Vec::new();
     let mut buf = [0u8; 1500];
-    for seq in 0..PROBES {
-        let req = echo_request(seq);
-        let t0 = Instant::now();
-        // SAFETY: valid fd, buffer and address.
-        let sent = unsafe {
-            libc::sendto(
-                fd.as_raw_fd(),
-                req.as_ptr().cast(),
-                req.len(),
-                0,
-                (&to as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        };
-        if sent < 0 {
-            continue;
-        }
-        while t0.elapsed() < REPLY_TIMEOUT {
-            // SAFETY: valid fd and buffer.
-            let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                break;
-            }
-            if is_reply(&buf[..n as usize], seq) {
-                out.push(t0.elapsed());
-                break;
-            }
-        }
-        std::thread::sleep(GAP);
+    let req = echo_request(seq);
+    let t0 = Instant::now();
+    // SAFETY: valid fd, buffer and address.
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            req.as_ptr().cast(),
+            req.len(),
+            0,
+            (&to as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if sent < 0 {
+        return None;
     }
-    out
+    // Each recv times out after REPLY_TIMEOUT (SO_RCVTIMEO); a stale reply
+    // to an earlier request is skipped.
+    while t0.elapsed() < timeout {
+        // SAFETY: valid fd and buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) {
+                continue;
+            }
+            return None;
+        }
+        if is_reply(&buf[..n as usize], seq) {
+            return Some(t0.elapsed());
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -29,6 +29,12 @@ pub fn pseudo_v4(ip: &[u8], proto: u8, l4_len: usize) -> u64 {
     add(0, &ip[12..20]) + u64::from(proto) + l4_len as u64
 }
 
+/// The IPv6 pseudo-header of RFC 8200 §8.1: addresses, upper-layer
+/// length and next header, as a running sum.
+pub fn pseudo_v6(ip: &[u8], proto: u8, l4_len: usize) -> u64 {
+    add(0, &ip[8..40]) + u64::from(proto) + l4_len as u64
+}
+
 /// Recomputes the IPv4 header checksum in place (the emulator's own
 /// header checksum, which skips the checksum field).
 pub fn fix_ipv4_header(ip: &mut [u8], ihl: usize) {

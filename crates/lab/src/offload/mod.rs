@@ -26,8 +26,9 @@ pub use split::split;
 /// Size of the legacy `struct virtio_net_hdr`.
 pub const VNET_HDR_LEN: usize = 10;
 /// Largest frame a TUN read can return with offloads: a 64 KB IPv4
-/// super-packet plus the header.
-pub const MAX_FRAME: usize = VNET_HDR_LEN + 65_535;
+/// super-packet (an IPv6 one: 64 KB of payload after its 40-byte header)
+/// plus the header.
+pub const MAX_FRAME: usize = VNET_HDR_LEN + 40 + 65_535;
 
 /// `flags`: the checksum at `csum_start + csum_offset` still has to be
 /// completed over `[csum_start, end)`.
@@ -35,6 +36,7 @@ pub const F_NEEDS_CSUM: u8 = 1;
 /// `gso_type` values.
 pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
+pub const GSO_TCPV6: u8 = 4;
 /// Flag bit of `gso_type`: the super-packet carries CWR (TSO_ECN).
 pub const GSO_ECN: u8 = 0x80;
 
@@ -101,6 +103,8 @@ pub enum OffloadError {
     ZeroSegmentSize,
     #[error("GSO super-packet is not IPv4/TCP")]
     NotTcpV4,
+    #[error("GSO super-packet is not IPv6/TCP without extension headers")]
+    NotTcpV6,
 }
 
 #[cfg(test)]

@@ -1,13 +1,17 @@
 //! From one TUN read to wire packets: a TSO super-packet is cut into
 //! MSS-sized segments the way Linux's software GSO would cut it
-//! (net/ipv4/tcp_offload.c `tcp_gso_segment`, `inet_gso_segment`): headers
-//! copied, sequence numbers advanced by the MSS, IPv4 IDs incremented,
-//! CWR kept on the first segment only, FIN and PSH on the last only, and
-//! every checksum complete, so the emulated link only ever holds
-//! wire-valid packets.
+//! (net/ipv4/tcp_offload.c `tcp_gso_segment`, `inet_gso_segment`,
+//! net/ipv6/ip6_offload.c `ipv6_gso_segment`): headers copied, sequence
+//! numbers advanced by the MSS, IPv4 IDs incremented (IPv6 has none; its
+//! payload length is set per segment), CWR kept on the first segment only,
+//! FIN and PSH on the last only, and every checksum complete, so the
+//! emulated link only ever holds wire-valid packets. IPv6 super-packets
+//! with extension headers are refused (Linux TCP sends none).
 
 use super::csum;
-use super::{F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, OffloadError, VNET_HDR_LEN, VnetHeader};
+use super::{
+    F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6, OffloadError, VNET_HDR_LEN, VnetHeader,
+};
 
 const TCP_FIN: u8 = 0x01;
 const TCP_PSH: u8 = 0x08;
@@ -27,7 +31,8 @@ pub fn split(frame: &[u8], emit: &mut impl FnMut(Vec<u8>)) -> Result<usize, Offl
             emit(p);
             Ok(1)
         }
-        GSO_TCPV4 => segment_tcp_v4(pkt, h.gso_size, emit),
+        GSO_TCPV4 => segment_tcp(pkt, Ip::V4, h.gso_size, emit),
+        GSO_TCPV6 => segment_tcp(pkt, Ip::V6, h.gso_size, emit),
         other => Err(OffloadError::UnsupportedGso(other)),
     }
 }
@@ -55,8 +60,57 @@ fn complete_checksum(p: &mut [u8], h: VnetHeader) -> Result<(), OffloadError> {
     Ok(())
 }
 
-fn segment_tcp_v4(
+/// The IP version of a super-packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ip {
+    V4,
+    V6,
+}
+
+impl Ip {
+    /// The IP header length, after checking the packet is TCP directly
+    /// over this version.
+    fn header_len(self, pkt: &[u8]) -> Result<usize, OffloadError> {
+        match self {
+            Ip::V4 if pkt.len() >= 20 && pkt[0] >> 4 == 4 && pkt[9] == 6 => {
+                Ok(usize::from(pkt[0] & 0x0f) * 4)
+            }
+            Ip::V4 => Err(OffloadError::NotTcpV4),
+            // Next header TCP: no extension headers (RFC 8200 §4).
+            Ip::V6 if pkt.len() >= 40 && pkt[0] >> 4 == 6 && pkt[6] == 6 => Ok(40),
+            Ip::V6 => Err(OffloadError::NotTcpV6),
+        }
+    }
+
+    /// Sets the length fields (and IPv4's ID and header checksum) of
+    /// segment `i` of a super-packet whose first ID was `id0`.
+    fn fix_header(self, s: &mut [u8], ihl: usize, i: usize, id0: u16) {
+        match self {
+            Ip::V4 => {
+                let total = s.len() as u16;
+                s[2..4].copy_from_slice(&total.to_be_bytes());
+                s[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+                csum::fix_ipv4_header(s, ihl);
+            }
+            Ip::V6 => {
+                let payload = (s.len() - 40) as u16;
+                s[4..6].copy_from_slice(&payload.to_be_bytes());
+            }
+        }
+    }
+
+    /// The TCP pseudo-header sum of a segment.
+    fn pseudo(self, s: &[u8], ihl: usize) -> u64 {
+        match self {
+            Ip::V4 => csum::pseudo_v4(s, 6, s.len() - ihl),
+            Ip::V6 => csum::pseudo_v6(s, 6, s.len() - ihl),
+        }
+    }
+}
+
+fn segment_tcp(
     pkt: &[u8],
+    ip: Ip,
     mss: u16,
     emit: &mut impl FnMut(Vec<u8>),
 ) -> Result<usize, OffloadError> {
@@ -68,10 +122,7 @@ fn segment_tcp_v4(
         what: "TSO super-packet",
         len: pkt.len(),
     };
-    if pkt.len() < 20 || pkt[0] >> 4 != 4 || pkt[9] != 6 {
-        return Err(OffloadError::NotTcpV4);
-    }
-    let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    let ihl = ip.header_len(pkt)?;
     let doff = usize::from(*pkt.get(ihl + 12).ok_or(truncated)? >> 4) * 4;
     let hl = ihl + doff;
     if ihl < 20 || doff < 20 || pkt.len() < hl {
@@ -79,6 +130,7 @@ fn segment_tcp_v4(
     }
     let (headers, data) = pkt.split_at(hl);
     let seq0 = u32::from_be_bytes([pkt[ihl + 4], pkt[ihl + 5], pkt[ihl + 6], pkt[ihl + 7]]);
+    // IPv4's identification (unused for IPv6).
     let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
     let flags = pkt[ihl + 13];
     let chunks = data.len().div_ceil(mss).max(1);
@@ -90,10 +142,7 @@ fn segment_tcp_v4(
         let mut s = Vec::with_capacity(hl + chunk.len());
         s.extend_from_slice(headers);
         s.extend_from_slice(chunk);
-        let total = s.len() as u16;
-        s[2..4].copy_from_slice(&total.to_be_bytes());
-        s[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-        csum::fix_ipv4_header(&mut s, ihl);
+        ip.fix_header(&mut s, ihl, i, id0);
         let seq = seq0.wrapping_add((i * mss) as u32);
         s[ihl + 4..ihl + 8].copy_from_slice(&seq.to_be_bytes());
         let mut f = flags;
@@ -105,7 +154,7 @@ fn segment_tcp_v4(
         }
         s[ihl + 13] = f;
         s[ihl + 16..ihl + 18].fill(0);
-        let sum = csum::add(csum::pseudo_v4(&s, 6, s.len() - ihl), &s[ihl..]);
+        let sum = csum::add(ip.pseudo(&s, ihl), &s[ihl..]);
         s[ihl + 16..ihl + 18].copy_from_slice(&(!csum::fold(sum)).to_be_bytes());
         emit(s);
     }
@@ -226,8 +275,46 @@ mod tests {
         assert_eq!(&out[0][26..28], &[0xff, 0xff]);
     }
 
-    /// IPv6 is not segmented by the emulator (the TUNs offer TSO4 only, so
-    /// the kernel cuts IPv6 TCP itself), but checksum offload applies: a
+    /// An IPv6 TSO super-packet (the TUNs offer TSO6) becomes the segments
+    /// Linux's GSO would send: payload length per segment, sequence numbers
+    /// by the MSS, CWR first, PSH/FIN last, TCP checksums over the IPv6
+    /// pseudo-header (RFC 8200 §8.1), flow label and hop limit kept.
+    #[test]
+    fn an_ipv6_tso_packet_becomes_the_segments_linux_would_send() {
+        let data = testpkt::payload(1428 * 2 + 7, 1);
+        let mut p = testpkt::tcp6(9000, ACK | PSH | FIN | CWR, &data);
+        let partial = csum::fold(csum::pseudo_v6(&p, 6, p.len() - 40));
+        p[56..58].copy_from_slice(&partial.to_be_bytes());
+        let h = VnetHeader {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV6,
+            hdr_len: 72,
+            gso_size: 1428,
+            csum_start: 40,
+            csum_offset: 16,
+        };
+        let segs = split_all(&frame(h, &p)).unwrap();
+        let expect = [
+            testpkt::tcp6(9000, ACK | CWR, &data[..1428]),
+            testpkt::tcp6(10428, ACK, &data[1428..2856]),
+            testpkt::tcp6(11856, ACK | PSH | FIN, &data[2856..]),
+        ];
+        assert_eq!(segs, expect);
+        assert!(segs.iter().all(|s| testpkt::checksums_ok6(s)));
+        assert_eq!(&segs[2][4..6], &(32u16 + 7).to_be_bytes(), "payload length");
+        // Extension headers (next header 0, hop-by-hop) are refused, as is
+        // an IPv4 packet labelled TCPV6.
+        let mut ext = p.clone();
+        ext[6] = 0;
+        assert_eq!(split_all(&frame(h, &ext)), Err(OffloadError::NotTcpV6));
+        let v4 = tso(1, ACK, &data);
+        assert_eq!(split_all(&frame(h, &v4)), Err(OffloadError::NotTcpV6));
+        for cut in [0, 39, 40, 59, 71] {
+            assert!(split_all(&frame(h, &p[..cut])).is_err(), "cut {cut}");
+        }
+    }
+
+    /// Checksum offload applies to IPv6 packets that are not segmented: a
     /// partial checksum is completed, and a UDP checksum of zero becomes
     /// all ones (RFC 8200 §8.1).
     #[test]

@@ -74,3 +74,11 @@ pub fn assert_self_contained(html: &str) {
         assert!(!m.contains(bad), "HTML markup contains {bad:?}");
     }
 }
+
+/// A real `bloatlab test rrul46` run (lab, 20 Mbit/s, 2 x 5 ms, `-l 1 --idle 0.5
+/// --probe-interval 0.2`), written by the suite: series over IPv4 and IPv6.
+pub fn rrul46() -> Run {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/rrul46.json");
+    let file = bloatlab_report::results::load(&path).expect("rrul46.json loads");
+    Run::new("rrul46", file).expect("rrul46.json is consistent")
+}

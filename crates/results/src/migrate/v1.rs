@@ -292,8 +292,10 @@ impl PlanV1 {
                     stop_ns: r.stop_ns,
                     tos,
                     congestion_control: cc,
-                    // v1 did not record it.
+                    // v1 did not record these.
                     pulses: None,
+                    family: None,
+                    address: None,
                 }),
                 RunnerKindV1::Probe {
                     mode,
@@ -309,6 +311,8 @@ impl PlanV1 {
                     tos,
                     size_bytes: size,
                     voip: false,
+                    family: None,
+                    address: None,
                 }),
             }
         }

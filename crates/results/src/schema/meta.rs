@@ -202,6 +202,34 @@ pub struct PlanFlowRecord {
     /// Sequential transfers instead of one: `{bytes, count}`.
     #[serde(default)]
     pub pulses: Option<PulsesRecord>,
+    /// IP family the flow used, when known (a mixed test such as `rrul46` fixes one per
+    /// flow; otherwise known when the server was given as an address). Omitted when
+    /// unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<IpFamilyRecord>,
+    /// The server address the flow went to, when known. Omitted when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// The IP family of a flow or probe stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IpFamilyRecord {
+    /// IPv4.
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+impl IpFamilyRecord {
+    /// `IPv4` / `IPv6`, as people write them.
+    pub fn label(self) -> &'static str {
+        match self {
+            IpFamilyRecord::Ipv4 => "IPv4",
+            IpFamilyRecord::Ipv6 => "IPv6",
+        }
+    }
 }
 
 /// Sequential transfers of a pulse flow.
@@ -235,6 +263,12 @@ pub struct PlanProbeRecord {
     /// Assessed as a VoIP stream (E-model).
     #[serde(default)]
     pub voip: bool,
+    /// IP family, when known (as for flows). Omitted when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<IpFamilyRecord>,
+    /// The server address probed, when known. Omitted when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 /// Which end of a flow sends its data.

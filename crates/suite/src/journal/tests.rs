@@ -22,6 +22,7 @@ fn cfg() -> RunConfig {
         target: Target {
             exe: "bloatlab".into(),
             host: "127.0.0.1".into(),
+            host6: None,
             port: 5999,
             permit_key: Some("not journaled".into()),
         },
