@@ -39,8 +39,7 @@ pub struct DemoArgs {
 
 /// Runs `bloatlab demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    let stop = bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .context("cannot install the SIGINT/SIGTERM handlers")?;
+    let stop = crate::cmd::stop_on_interrupt()?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(anyhow::Error::new(exit::Exit {

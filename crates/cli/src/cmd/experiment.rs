@@ -216,8 +216,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
             message: "bloatlab experiment run builds network labs and needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
         }));
     }
-    let stop = bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .context("cannot install the SIGINT/SIGTERM handlers")?;
+    let stop = crate::cmd::stop_on_interrupt()?;
     let cfg = RunnerConfig {
         exe: std::env::current_exe().context("cannot find the bloatlab executable")?,
         out: out.clone(),

@@ -11,3 +11,10 @@ pub mod report;
 pub mod server;
 pub mod test;
 pub mod tune;
+
+/// From now on SIGINT and SIGTERM raise the returned token instead of ending the process, so
+/// the command can stop its children, keep what was measured and clean up.
+pub fn stop_on_interrupt() -> anyhow::Result<bloatlab_os::StopToken> {
+    bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))
+}

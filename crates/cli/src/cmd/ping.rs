@@ -134,12 +134,6 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("cannot resolve `{host}`: no addresses"))
 }
 
-/// SIGINT/SIGTERM raise the returned token: stop and keep what was measured.
-fn install_stop_handler() -> anyhow::Result<bloatlab_os::StopToken> {
-    bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .context("cannot install the SIGINT/SIGTERM handlers")
-}
-
 fn map_probe_error(e: ProbeError) -> anyhow::Error {
     let code = match &e {
         ProbeError::Privilege { .. } => Some(exit::PRIVILEGE),
@@ -215,7 +209,7 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
             fmt_interval(cfg.interval)
         );
     }
-    let stop = install_stop_handler()?;
+    let stop = crate::cmd::stop_on_interrupt()?;
     let start_wall = sys::now();
     let print_lines = args.per_probe && !args.json;
     let key = args.permit_key.as_deref().map(str::as_bytes);

@@ -111,12 +111,6 @@ fn marking(s: &str) -> Result<Tos, String> {
     bloatlab_suite::parse_marking(s).map_err(|e| e.to_string())
 }
 
-/// SIGINT/SIGTERM raise the returned token: stop and keep what was measured.
-fn install_stop_handler() -> anyhow::Result<bloatlab_os::StopToken> {
-    bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .context("cannot install the SIGINT/SIGTERM handlers")
-}
-
 impl TestArgs {
     pub(crate) fn params(&self) -> TestParams {
         TestParams {
@@ -197,7 +191,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         lab: bloatlab_suite::lab::LabContext::from_env(),
         ecn: args.ecn,
     };
-    let stop = install_stop_handler()?;
+    let stop = crate::cmd::stop_on_interrupt()?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let outcome =
         bloatlab_suite::run_journaled(&cfg, stop.flag(), Some(&mut journal), |now, total| {

@@ -209,8 +209,7 @@ pub fn run(a: TuneArgs) -> anyhow::Result<()> {
             message: "bloatlab tune --lab changes the lab's emulator and needs root".into(),
         }));
     }
-    let stop = bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .context("cannot install the SIGINT/SIGTERM handlers")?;
+    let stop = crate::cmd::stop_on_interrupt()?;
     let tty = std::io::stderr().is_terminal();
     let mut progress = |ev: Event<'_>| {
         let line = match ev {
