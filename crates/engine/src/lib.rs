@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod flow_table;
 pub mod console;
 pub mod limits;
 pub mod loglimit;

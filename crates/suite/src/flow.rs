@@ -217,6 +217,8 @@ mod tests {
             summary: IntervalRecord::from_tcp_send(&s.total(Span::from_zero(ms(400)))),
             server_side: None,
             sender_congestion_control: Some("cubic".into()),
+            peer_sender_tcp_info: None,
+            ecn_negotiated: None,
         });
         doc
     }
