@@ -411,18 +411,27 @@ fn assemble(
                             if code == 0 || reported_on_stop(drove.interrupted, code) =>
                         {
                             add_client(&mut samples, &c, o, run_start);
-                            if flow.direction == Direction::Up
-                                && let Some(n) = c.retransmits
-                            {
+                            // The flow's sender: the client for uploads, the bloatlab
+                            // server for downloads (its record, fetched by the client's
+                            // flow query; not measured from an iperf 2 server).
+                            let sender = match flow.direction {
+                                Direction::Up => &c.sender_tcp,
+                                Direction::Down => &c.peer_sender_tcp,
+                            };
+                            if let Some(n) = sender.retransmits {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
                             add_flow_tcp(&mut flow_tcp, &c, flow.direction);
                             // CE marks: an upload's sender counts those echoed back, a
-                            // download's receiving client those that arrived.
+                            // download's receiving client those that arrived (Linux
+                            // 6.18+), else the server's sender those echoed back to it.
                             let ce = match flow.direction {
                                 Direction::Up => c.sender_tcp.delivered_ce,
-                                Direction::Down => c.receiver_tcp.received_ce,
+                                Direction::Down => c
+                                    .receiver_tcp
+                                    .received_ce
+                                    .or(c.peer_sender_tcp.delivered_ce),
                             };
                             if let Some(n) = ce {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
@@ -727,34 +736,38 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
 }
 
 /// Adds one client run's TCP_INFO to its flow's record (a pulse flow has several runs):
-/// the client is an upload's sender and a download's receiver; the server's side is not
-/// relayed, so it stays `null` (not measured).
+/// the client is an upload's sender and a download's receiver; a download's sender is
+/// the bloatlab server, whose record the client fetched (flow query). An end that was
+/// not measured (an upload's receiver, an iperf 2 server) stays `null`.
 fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
     let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
     };
     let ns = |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
-    match direction {
-        Direction::Up => {
-            let t = &c.sender_tcp;
-            let s = rec.sender.get_or_insert_default();
-            s.retransmits = sum(s.retransmits, t.retransmits);
-            s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
-            s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
-            s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
-        }
+    let sender = match direction {
+        Direction::Up => Some(&c.sender_tcp),
         Direction::Down => {
-            let t = &c.receiver_tcp;
-            let r = rec.receiver.get_or_insert_default();
-            r.received_ce = sum(r.received_ce, t.received_ce);
-            r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
-            r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+            Some(&c.peer_sender_tcp).filter(|t| **t != crate::flow::SenderTcpInfo::default())
         }
+    };
+    if let Some(t) = sender {
+        let s = rec.sender.get_or_insert_default();
+        s.retransmits = sum(s.retransmits, t.retransmits);
+        s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
+        s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
+        s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
+    }
+    if direction == Direction::Down {
+        let t = &c.receiver_tcp;
+        let r = rec.receiver.get_or_insert_default();
+        r.received_ce = sum(r.received_ce, t.received_ce);
+        r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
+        r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
     }
 }
 
