@@ -30,6 +30,9 @@ pub struct Target {
     pub host: String,
     /// Server port (TCP for the flows, UDP for the probes).
     pub port: u16,
+    /// `--ecn mix`: the SO_MARK (client `--fwmark`) of flows that ask for ECN; a policy
+    /// rule routes marked sockets through a route with `features ecn` ([`crate::ecn`]).
+    pub ecn_fwmark: Option<u32>,
 }
 
 /// One finished subprocess.
@@ -153,6 +156,9 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
     }
     if let Some(cc) = &flow.cc {
         a.extend(["-Z".into(), cc.clone()]);
+    }
+    if let Some(mark) = target.ecn_fwmark.filter(|_| flow.ecn) {
+        a.extend(["--fwmark".into(), mark.to_string()]);
     }
     a
 }
@@ -391,10 +397,11 @@ mod tests {
             ..TestParams::default()
         };
         let p = plan(TestName::Rrul, &params).unwrap();
-        let t = Target {
+        let mut t = Target {
             exe: "bloatlab".into(),
             host: "10.77.0.2".into(),
             port: 5001,
+            ecn_fwmark: None,
         };
         let by = |name: &str| p.runners.iter().find(|r| r.name == name).unwrap();
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
@@ -418,6 +425,28 @@ mod tests {
             .unwrap();
         let a = runner_args(&t, r, Duration::from_millis(200));
         assert!(a.join(" ").contains("-n 1048576"), "{a:?}");
+        // --ecn mix: the first flow of each pair per direction carries the mark.
+        let mix = plan(
+            TestName::Rrul,
+            &TestParams {
+                ecn_mix: true,
+                ..params
+            },
+        )
+        .unwrap();
+        t.ecn_fwmark = Some(4242);
+        let marked: Vec<&str> = mix
+            .runners
+            .iter()
+            .filter(|r| runner_args(&t, r, Duration::from_millis(200)).contains(&"4242".into()))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            marked,
+            ["tcp_up_be", "tcp_up_cs5", "tcp_down_be", "tcp_down_cs5"],
+            "{:?}",
+            mix.runners.iter().map(|r| &r.name).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowRecord, FlowTcpRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord, FlowTcpRecord,
     LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
@@ -26,6 +26,7 @@ use crate::collect::{self, ClientRun};
 use crate::driver::{self, DriveResult, Output, Target};
 use crate::host;
 use crate::lab::{LabContext, LabWatch};
+use crate::ecn::EcnMode;
 use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
 
 /// What to run.
@@ -46,8 +47,8 @@ pub struct RunConfig {
     /// The lab this run goes through (`lab exec` sets the environment), if any: its
     /// emulator's counters are recorded and checked.
     pub lab: Option<LabContext>,
-    /// TCP ECN for the run's connections (`--ecn on|off`); needs a lab. `None` = as set.
-    pub ecn: Option<bool>,
+    /// TCP ECN for the run's connections (`--ecn on|off|mix`); needs a lab. `None` = as set.
+    pub ecn: Option<EcnMode>,
 }
 
 /// Why a run could not produce results.
@@ -100,6 +101,9 @@ pub enum RunError {
     /// The lab could not be read or changed.
     #[error("lab: {0}")]
     Lab(#[from] bloatlab_lab::LabError),
+    /// `--ecn mix` could not route the ECN flows.
+    #[error(transparent)]
+    EcnRoute(#[from] crate::ecn::EcnRouteError),
 }
 
 /// A VoIP stream assessed over one phase and direction.
@@ -237,16 +241,40 @@ pub fn run(
     stop: &AtomicBool,
     mut progress: impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
-    let plan = plan(cfg.test, &cfg.params)?;
+    let mix = cfg.ecn == Some(EcnMode::Mix);
+    let params = TestParams {
+        ecn_mix: mix,
+        ..cfg.params.clone()
+    };
+    let plan = plan(cfg.test, &params)?;
     if cfg.ecn.is_some() && cfg.lab.is_none() {
         return Err(RunError::EcnNeedsLab);
     }
     // ECN is set before the pre-flight check, so its connections negotiate what the run's do.
     let ecn_was = match (&cfg.lab, cfg.ecn) {
-        (Some(ctx), Some(on)) => Some(ctx.set_ecn(on)?),
+        (Some(ctx), Some(m)) => Some(ctx.set_ecn(m.host_asks())?),
         _ => None,
     };
-    let result = run_in_lab(cfg, &plan, stop, &mut progress);
+    // --ecn mix: the flows that ask for ECN get a mark routed with `features ecn`; the
+    // rule and route go when `route` is dropped, before tcp_ecn is restored.
+    let route = if mix {
+        crate::ecn::server_ip(&cfg.target.host, cfg.target.port)
+            .and_then(crate::ecn::EcnRoute::add)
+            .map(Some)
+            .map_err(RunError::from)
+    } else {
+        Ok(None)
+    };
+    let result = match route {
+        Ok(route) => {
+            let mut run_cfg = cfg.clone();
+            run_cfg.target.ecn_fwmark = route.as_ref().map(|r| r.mark);
+            let r = run_in_lab(&run_cfg, &plan, stop, &mut progress);
+            drop(route);
+            r
+        }
+        Err(e) => Err(e),
+    };
     if let (Some(ctx), Some(was)) = (&cfg.lab, ecn_was)
         && let Err(e) = ctx.set_ecn(was)
     {
@@ -405,6 +433,14 @@ fn assemble(
                 let mut samples = Vec::new();
                 // The client's own TCP_INFO: an upload's sender, a download's receiver.
                 let mut flow_tcp = FlowTcpRecord::default();
+                let mut ecn = FlowEcnRecord {
+                    requested: cfg.ecn.map(|m| match m {
+                        EcnMode::On => true,
+                        EcnMode::Off => false,
+                        EcnMode::Mix => flow.ecn,
+                    }),
+                    ..FlowEcnRecord::default()
+                };
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
@@ -436,6 +472,7 @@ fn assemble(
                             if let Some(n) = ce {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
+                            add_flow_ecn(&mut ecn, &c, flow.direction);
                             // The congestion control of the flow's sender, read back from
                             // its socket (a download's sender is the server, which says in
                             // its hello; unknown when it is not bloatlab).
@@ -480,6 +517,7 @@ fn assemble(
                     direction: dir_record(flow.direction),
                     samples,
                     tcp: flow_tcp,
+                    ecn: (ecn != FlowEcnRecord::default()).then_some(ecn),
                 });
             }
             RunnerKind::Probe(p) => {
@@ -768,6 +806,25 @@ fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
         r.received_ce = sum(r.received_ce, t.received_ce);
         r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
         r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+    }
+}
+
+/// Adds one client run's ECN view to its flow's record: negotiated only if every
+/// connection negotiated it; CE marks from the sender (an upload's client, a download's
+/// bloatlab server), else from the receiving client.
+fn add_flow_ecn(rec: &mut FlowEcnRecord, c: &ClientRun, direction: Direction) {
+    if let Some(n) = c.ecn_negotiated {
+        rec.negotiated = Some(rec.negotiated.unwrap_or(true) && n);
+    }
+    let ce = match direction {
+        Direction::Up => c.sender_tcp.delivered_ce,
+        Direction::Down => c
+            .peer_sender_tcp
+            .delivered_ce
+            .or(c.receiver_tcp.received_ce),
+    };
+    if let Some(n) = ce {
+        rec.ce_marks = Some(rec.ce_marks.unwrap_or(0) + n);
     }
 }
 
