@@ -64,6 +64,11 @@ fn download_retransmits_come_from_the_bloatlab_server() {
     );
     let f = bloatlab_results::load(&file).unwrap();
     let _ = std::fs::remove_file(&file);
+    // The server named itself (its hello): the remote software is known, not empty.
+    assert_eq!(
+        f.metadata.hosts.remote.software.as_deref(),
+        Some(concat!("bloatlab ", env!("CARGO_PKG_VERSION")))
+    );
     let downs: Vec<_> = f
         .raw
         .throughput

@@ -76,6 +76,8 @@ pub struct ClientRun {
     pub sender_congestion_control: Option<String>,
     /// The server's version if it announced one.
     pub peer_version: Option<String>,
+    /// The server program and version when it is bloatlab (`bloatlab 0.1.0`).
+    pub peer_software: Option<String>,
     /// Wall-clock start, µs since the UNIX epoch.
     pub start_unix_us: Option<u64>,
 }
@@ -103,6 +105,7 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
     let mut run = ClientRun {
         congestion_control: doc.test.congestion_control.clone(),
         peer_version: doc.test.peer_version.clone(),
+        peer_software: doc.test.peer_software.clone(),
         start_unix_us: doc.test.start_unix_us,
         ..ClientRun::default()
     };

@@ -419,6 +419,7 @@ fn assemble(
     let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
     let mut per_flow_cc = Vec::new();
     let mut peer_version = None;
+    let mut peer_software = None;
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -488,6 +489,9 @@ fn assemble(
                             }
                             if peer_version.is_none() {
                                 peer_version = c.peer_version.clone();
+                            }
+                            if peer_software.is_none() {
+                                peer_software = c.peer_software.clone();
                             }
                             if flow.direction == Direction::Up
                                 && let Some(rtt) = c.sender_tcp.rtt_mean
@@ -565,6 +569,7 @@ fn assemble(
         host::node_name(),
         &cfg.target.host,
         cfg.target.port,
+        peer_software.as_deref(),
         peer_version.as_deref(),
     );
     meta.kernel = host::kernel();

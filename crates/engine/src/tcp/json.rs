@@ -50,6 +50,17 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
     }) {
         doc.test.peer_version = Some(v);
     }
+    // A bloatlab server names itself in its hello (downloads) or its report (uploads).
+    doc.test.peer_software = c
+        .peer_senders
+        .values()
+        .map(|h| h.server_version.clone())
+        .chain(c.peer_reports.values().filter_map(|text| {
+            ServerSideReport::from_json(text.as_bytes())
+                .ok()
+                .map(|r| r.server_version)
+        }))
+        .find(|v| !v.is_empty());
     for (&id, info) in &c.connections {
         let local = Some(info.local.to_string());
         let remote = Some(info.peer.to_string());

@@ -188,6 +188,10 @@ pub struct TestInfo {
     /// The peer's version, when it announced one (`2.1.8`, `bloatlab 0.1.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_version: Option<String>,
+    /// The peer program and version when it is bloatlab (`bloatlab 0.1.0`, from its
+    /// hello or its report); absent for an iperf 2 peer or when it said nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_software: Option<String>,
 }
 
 /// One stream in one direction.
