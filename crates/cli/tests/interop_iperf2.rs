@@ -726,7 +726,11 @@ fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
         "{}",
         client.transcript()
     );
-    assert!(!client.err().contains("TCP_INFO"), "{}", client.transcript());
+    assert!(
+        !client.err().contains("TCP_INFO"),
+        "{}",
+        client.transcript()
+    );
 }
 
 #[test]

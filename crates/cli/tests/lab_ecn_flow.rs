@@ -133,8 +133,22 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
     let o = lab.exec(
         "client",
         &[
-            BIN, "test", "rrul_be", SERVER, "-l", "4", "--idle-before", "1", "--idle-after",
-            "1", "--cc", "cubic", "--ecn", "mix", "-o", &path,
+            BIN,
+            "test",
+            "rrul_be",
+            SERVER,
+            "-l",
+            "4",
+            "--idle-before",
+            "1",
+            "--idle-after",
+            "1",
+            "--cc",
+            "cubic",
+            "--ecn",
+            "mix",
+            "-o",
+            &path,
         ],
     );
     let summary = stdout(&o);
@@ -151,12 +165,18 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
         let wants = fl.name.ends_with("_1") || fl.name.ends_with("_3");
         assert_eq!(e.requested, Some(wants), "{}\n{summary}", fl.name);
         assert_eq!(e.negotiated, Some(wants), "{}\n{summary}", fl.name);
-        let ce = e.ce_marks.unwrap_or_else(|| panic!("{}: CE not measured", fl.name));
+        let ce = e
+            .ce_marks
+            .unwrap_or_else(|| panic!("{}: CE not measured", fl.name));
         if wants {
             asked += 1;
             assert!(ce > 0, "{}: an ECN flow met no CE mark\n{summary}", fl.name);
         } else {
-            assert_eq!(ce, 0, "{}: a non-ECN flow was CE-marked\n{summary}", fl.name);
+            assert_eq!(
+                ce, 0,
+                "{}: a non-ECN flow was CE-marked\n{summary}",
+                fl.name
+            );
         }
     }
     assert_eq!(asked, 4, "{summary}");

@@ -88,10 +88,17 @@ fn download_retransmits_come_from_the_bloatlab_server() {
         total += r;
         // The server's RTT through a 20 ms path.
         let min = s.min_rtt_ns.expect("min RTT");
-        assert!(min >= 19_000_000 && min < 200_000_000, "{}: {min} ns", d.name);
+        assert!(
+            (19_000_000..200_000_000).contains(&min),
+            "{}: {min} ns",
+            d.name
+        );
         assert!(s.max_rtt_ns.expect("RTT at the end") >= min);
     }
-    assert!(total > 0, "a 30-packet FIFO at 20 Mbit/s dropped nothing?\n{summary}");
+    assert!(
+        total > 0,
+        "a 30-packet FIFO at 20 Mbit/s dropped nothing?\n{summary}"
+    );
     // The emulator agrees that the download's queue dropped packets.
     let lab_view = f.metadata.lab.as_ref().expect("lab view");
     let drops: u64 = lab_view

@@ -153,7 +153,10 @@ impl FlowTable {
         };
         // Room in the source, then in the table: evict the oldest.
         let per_source = self.limits.per_source;
-        if self.sources.get(&source).is_some_and(|s| s.live >= per_source)
+        if self
+            .sources
+            .get(&source)
+            .is_some_and(|s| s.live >= per_source)
             && let Some(old) = self.oldest_of(source)
         {
             self.remove(old);

@@ -7,8 +7,8 @@
 
 pub mod clock;
 pub mod config;
-pub mod flow_table;
 pub mod console;
+pub mod flow_table;
 pub mod limits;
 pub mod loglimit;
 pub mod sock;

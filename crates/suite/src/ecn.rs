@@ -148,7 +148,14 @@ impl EcnRoute {
         g.route_added = true;
         let mark = g.mark.to_string();
         ip(&[
-            "rule", "add", "fwmark", &mark, "table", &g.table, "priority", &g.priority,
+            "rule",
+            "add",
+            "fwmark",
+            &mark,
+            "table",
+            &g.table,
+            "priority",
+            &g.priority,
         ])?;
         g.rule_added = true;
         Ok(g)
@@ -160,7 +167,14 @@ impl Drop for EcnRoute {
         let mark = self.mark.to_string();
         if self.rule_added
             && let Err(e) = ip(&[
-                "rule", "del", "fwmark", &mark, "table", &self.table, "priority", &self.priority,
+                "rule",
+                "del",
+                "fwmark",
+                &mark,
+                "table",
+                &self.table,
+                "priority",
+                &self.priority,
             ])
         {
             tracing::warn!("{e}");

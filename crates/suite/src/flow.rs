@@ -203,8 +203,8 @@ mod tests {
     use super::*;
     use bloatlab_metrics::interval::Span;
     use bloatlab_metrics::json::{
-        PeerSenderTcpInfoRecord, Protocol, RecvTcpInfoRecord, Role, ServerSideReport,
-        StreamRecord, TestInfo,
+        PeerSenderTcpInfoRecord, Protocol, RecvTcpInfoRecord, Role, ServerSideReport, StreamRecord,
+        TestInfo,
     };
     use bloatlab_metrics::tcp_recv::TcpRecvStats;
     use bloatlab_metrics::tcp_send::{TcpInfoSample, TcpSendStats};

@@ -155,7 +155,13 @@ mod tests {
         assert_eq!(h.remote.address, None);
         assert_eq!(h.remote.software.as_deref(), Some("unknown"), "never empty");
         // A bloatlab server's own name wins over the protocol version.
-        let h = hosts(None, "10.77.0.2", 5001, Some("bloatlab 0.1.0"), Some("2.1.8"));
+        let h = hosts(
+            None,
+            "10.77.0.2",
+            5001,
+            Some("bloatlab 0.1.0"),
+            Some("2.1.8"),
+        );
         assert_eq!(h.remote.software.as_deref(), Some("bloatlab 0.1.0"));
     }
 

@@ -404,7 +404,7 @@ impl<'a> Builder<'a> {
             (!self.p.cc.is_empty()).then(|| self.p.cc[self.tcp_count % self.p.cc.len()].clone());
         self.tcp_count += 1;
         // Deterministic halves: flows 1, 3, ... of each direction ask for ECN.
-        let ecn = self.p.ecn_mix && index % 2 == 0;
+        let ecn = self.p.ecn_mix && index.is_multiple_of(2);
         self.runners.push(Runner {
             name,
             start,

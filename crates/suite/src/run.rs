@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord, FlowTcpRecord,
-    LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord,
+    FlowTcpRecord, LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -24,9 +24,9 @@ use serde_json::json;
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
 use crate::driver::{self, DriveResult, Output, Target};
+use crate::ecn::EcnMode;
 use crate::host;
 use crate::lab::{LabContext, LabWatch};
-use crate::ecn::EcnMode;
 use crate::plan::{Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
 
 /// What to run.

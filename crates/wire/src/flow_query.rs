@@ -347,9 +347,7 @@ impl FlowReplyRepr {
             retransmits: get_u32(b, reply_field::RETRANS),
             rtt: us(reply_field::RTT),
             rttvar: us(reply_field::RTTVAR),
-            min_rtt: f
-                .has(ReplyFlags::MIN_RTT)
-                .then(|| us(reply_field::MIN_RTT)),
+            min_rtt: f.has(ReplyFlags::MIN_RTT).then(|| us(reply_field::MIN_RTT)),
             cwnd_segments: get_u32(b, reply_field::CWND),
             mss: Bytes(u64::from(get_u32(b, reply_field::MSS))),
             delivered_ce: f

@@ -61,9 +61,6 @@ pub use blab_block::{
     BLAB_BLOCK_LEN, BLOATLAB_EXT_VERSION_BLOCK, BLOATLAB_EXT_VERSION_FLOW_ID, BlabBlockFlags,
     BlabBlockRepr, LEN_WITH_BLAB_BLOCK, LEN_WITH_FLOW_ID,
 };
-pub use flow_query::{
-    FlowQuery, FlowQueryRepr, FlowReply, FlowReplyRepr, FlowStatus, ReplyFlags, SenderSummary,
-};
 pub use bloatlab::{
     BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, BlabExt, MAX_REPORT_PAYLOAD, REPORT_MAGIC,
     ReportFrame, ReportFrameRepr, report_frame_bytes_needed,
@@ -74,6 +71,9 @@ pub use client_hdr::{
 };
 pub use error::WireError;
 pub use flags::{HeaderFlags, UpperFlags};
+pub use flow_query::{
+    FlowQuery, FlowQueryRepr, FlowReply, FlowReplyRepr, FlowStatus, ReplyFlags, SenderSummary,
+};
 pub use tcp_header::{TcpTestHeader, TcpTestHeaderRepr, header_len_from_flags};
 pub use time::{SplitDouble, WallTime};
 pub use udp::{IsochPayloadRepr, UdpDatagram, UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr};

@@ -843,7 +843,10 @@ fn flow_query_golden_bytes() {
     );
     assert!(matches!(
         FlowQueryRepr::parse(&FlowQuery::new_unchecked(&kb[..20])),
-        Err(WireError::Truncated { needed: 26, got: 20 })
+        Err(WireError::Truncated {
+            needed: 26,
+            got: 20
+        })
     ));
     // An iperf 2 header is not a query, from its first byte.
     assert!(matches!(
@@ -899,7 +902,10 @@ fn flow_reply_golden_bytes() {
          0000002a 00013a74 000004b0 00013880 0000000a 000005a8 00000003 00000000",
     );
     assert_eq!(b.to_vec(), expected);
-    assert_eq!(FlowReplyRepr::parse(&FlowReply::new_unchecked(&b[..])), Ok(r));
+    assert_eq!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&b[..])),
+        Ok(r)
+    );
     assert_truncation(&b, REPLY_LEN, |x| {
         FlowReplyRepr::parse(&FlowReply::new_unchecked(x)).map(|_| ())
     });

@@ -122,8 +122,7 @@ fn stream(
     let start_wall = wall_now();
     // A flow the server sends on gets an id: a bloatlab server keeps its
     // sender's final TCP_INFO under it for our flow query (docs/wire.md).
-    let flow_id =
-        (cfg.direction != Direction::Forward).then(super::flow_query::new_flow_id);
+    let flow_id = (cfg.direction != Direction::Forward).then(super::flow_query::new_flow_id);
     let hdr = client_header(cfg, start_wall, flow_id)?;
     // Bounded unsent data on our sending socket (docs/engine.md, clean ends).
     if let Some(n) = cfg
@@ -330,11 +329,14 @@ fn query_peer_sender(
     };
     match super::flow_query::query(addr, local, fid, cfg.permit_key.as_deref()) {
         Ok(summary) => {
-            let _ = sink.send(Event::PeerSenderInfo { stream: id, summary });
+            let _ = sink.send(Event::PeerSenderInfo {
+                stream: id,
+                summary,
+            });
         }
-        Err(e) => eprintln!(
-            "bloatlab client: [{id:3}] the server's sender TCP_INFO is not measured: {e}"
-        ),
+        Err(e) => {
+            eprintln!("bloatlab client: [{id:3}] the server's sender TCP_INFO is not measured: {e}")
+        }
     }
 }
 

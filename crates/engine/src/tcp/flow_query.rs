@@ -130,11 +130,7 @@ pub fn answer(
     Ok(status)
 }
 
-fn wait_for(
-    table: &SharedFlowTable,
-    id: u64,
-    peer: IpAddr,
-) -> (FlowStatus, Option<SenderSummary>) {
+fn wait_for(table: &SharedFlowTable, id: u64, peer: IpAddr) -> (FlowStatus, Option<SenderSummary>) {
     let until = Instant::now() + RUNNING_WAIT;
     loop {
         match lock(table).take(Instant::now(), id, peer) {
@@ -245,9 +241,8 @@ mod tests {
 
     #[test]
     fn a_query_gets_the_recorded_summary_once_and_keys_are_checked() {
-        let table: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(
-            FlowTableLimits::default(),
-        )));
+        let table: SharedFlowTable =
+            Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
         let lo: IpAddr = [127, 0, 0, 1].into();
         let s = SenderSummary {
             retransmits: 5,

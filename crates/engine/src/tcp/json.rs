@@ -12,8 +12,8 @@
 use super::Role;
 use super::report::Collected;
 use bloatlab_metrics::json::{
-    Direction, Document, IntervalRecord, PeerSenderTcpInfoRecord, Protocol, Role as JsonRole, ServerSideReport,
-    StreamRecord, SumRecord, TestInfo,
+    Direction, Document, IntervalRecord, PeerSenderTcpInfoRecord, Protocol, Role as JsonRole,
+    ServerSideReport, StreamRecord, SumRecord, TestInfo,
 };
 
 /// A bloatlab server's sender summary (flow query) as its JSON record.

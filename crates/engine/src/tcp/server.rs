@@ -35,8 +35,8 @@ use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Extra time past the requested duration before a receiver gives up.
@@ -249,7 +249,17 @@ fn connection(
         .flow_id
         .filter(|_| req.bloatlab && req.direction != Direction::Forward)
         .and_then(|fid| FlowGuard::start(flows, fid, peer.ip(), &s));
-    if let Err(e) = test(cfg, groups, &mut s, peer, id, &req, accepted_wall, log, &mut flow) {
+    if let Err(e) = test(
+        cfg,
+        groups,
+        &mut s,
+        peer,
+        id,
+        &req,
+        accepted_wall,
+        log,
+        &mut flow,
+    ) {
         log.eprint(|| format!("bloatlab server: connection from {peer}: {e}"));
     }
     if cfg.one_off {

@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 mod records;
 pub use crate::histogram::{BucketRecord, HistogramRecord};
 pub use records::{
-    IntervalRecord, LatencyRecord, PeerSenderTcpInfoRecord, RecvTcpInfoRecord, TcpInfoRecord, TcpRecvRecord, TcpSendRecord,
-    UdpRecvRecord, UdpSendRecord, reads_bin_range, reads_dist,
+    IntervalRecord, LatencyRecord, PeerSenderTcpInfoRecord, RecvTcpInfoRecord, TcpInfoRecord,
+    TcpRecvRecord, TcpSendRecord, UdpRecvRecord, UdpSendRecord, reads_bin_range, reads_dist,
 };
 
 /// The schema version this crate writes and reads.
