@@ -116,7 +116,11 @@ fn ping_loopback_json_has_exact_one_way_delays() {
     assert_eq!(doc["format"], "bloatlab-results");
     assert_eq!(doc["metadata"]["test"], "ping");
     let probe = &doc["metadata"]["probe"];
+    // One clock on both ends: the one-way delays are timestamp differences, nothing estimated.
     assert_eq!(probe["clock"]["shared"], true);
+    assert_eq!(probe["clock"]["method"], "shared");
+    assert_eq!(probe["clock"]["offset_ns"], 0);
+    assert_eq!(probe["clock"]["samples_used"], 0);
     assert_eq!(probe["summary"]["sent"], 50);
     assert_eq!(probe["summary"]["received"], 50);
     assert_eq!(probe["summary"]["lost_up"], 0);
@@ -154,7 +158,9 @@ fn ping_loopback_json_has_exact_one_way_delays() {
             ns(&down[i]["delay_ns"]),
         );
         assert!(rt > 0 && rt < 1_000_000_000, "rtt {rt} ns");
-        assert!(u >= 0 && d >= 0);
+        // Strictly positive: a datagram takes time to cross loopback, so a zero or negative
+        // one-way delay would mean a clamped or offset-corrected value, not a measured one.
+        assert!(u > 0 && d > 0, "probe {i}: up {u} ns, down {d} ns");
         // On one clock up + down = RTT minus the responder's turnaround (microseconds).
         assert!(u + d <= rt, "up {u} + down {d} > rtt {rt}");
         // (the turnaround is not bounded here: a loaded CI host can deschedule the responder)

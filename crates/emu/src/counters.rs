@@ -4,6 +4,7 @@
 //! `enqueued = dropped.total() + dequeued + backlog + in_transit`, in packets and in bytes.
 
 use crate::spec::Limit;
+use bloatlab_stats::histogram::{self, LogHistogram};
 use bloatlab_units::Bytes;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -147,153 +148,73 @@ impl Counters {
     }
 }
 
-/// Sub-buckets per power of two: values are kept to within 1/64 (1.6 %) of their true value.
-const SUB_BITS: u32 = 6;
-const SUB: u64 = 1 << SUB_BITS;
-/// Values at or above 2^41 ns (about 37 minutes) land in the last bucket.
-const MAX_EXP: u32 = 41;
-const BUCKETS: usize = ((MAX_EXP - SUB_BITS + 1) as usize) * SUB as usize + SUB as usize;
+/// Values up to 2^41 ns (about 37 minutes) are recorded without allocating.
+const PREALLOCATED_NS: u64 = 1 << 41;
 
-/// A log-linear histogram of durations (HDR-style: exact below 128 ns, then 64 sub-buckets per
-/// power of two). Recording is O(1) and allocation-free; the bucket array is allocated once.
-#[derive(Clone)]
-pub struct SojournHistogram {
-    buckets: Vec<u64>,
-    count: u64,
-    sum_ns: u128,
-    min_ns: u64,
-    max_ns: u64,
-}
+/// A histogram of durations: bloatlab's one streaming histogram
+/// ([`bloatlab_stats::histogram`]: exact below 64 ns, then 32 sub-buckets per power of two;
+/// nearest-rank percentiles within 1.6 %, exact minimum, maximum and mean). Recording is O(1)
+/// and, below 37 minutes, allocation-free.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SojournHistogram(LogHistogram);
 
 impl Default for SojournHistogram {
     fn default() -> Self {
-        SojournHistogram {
-            buckets: vec![0; BUCKETS],
-            count: 0,
-            sum_ns: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-        }
+        SojournHistogram(LogHistogram::preallocated(PREALLOCATED_NS))
     }
 }
 
-fn bucket_of(ns: u64) -> usize {
-    let v = ns.min((1u64 << MAX_EXP) - 1);
-    if v < 2 * SUB {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros(); // v in [2^e, 2^(e+1)), e >= SUB_BITS + 1
-    let shift = e - SUB_BITS;
-    (shift as usize) * SUB as usize + (v >> shift) as usize
-}
-
-/// The lowest value and the width of bucket `i`.
-fn bucket_range(i: usize) -> (u64, u64) {
-    let i = i as u64;
-    if i < 2 * SUB {
-        return (i, 1);
-    }
-    let shift = i / SUB - 1;
-    let m = i - shift * SUB;
-    (m << shift, 1 << shift)
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl SojournHistogram {
     /// Records one sample.
     pub fn record(&mut self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.buckets[bucket_of(ns)] += 1;
-        self.count += 1;
-        self.sum_ns += u128::from(ns);
-        self.min_ns = self.min_ns.min(ns);
-        self.max_ns = self.max_ns.max(ns);
+        self.0.record(nanos(d));
     }
 
     /// Number of samples.
     pub fn count(&self) -> u64 {
-        self.count
+        self.0.count()
     }
 
     /// Smallest sample.
     pub fn min(&self) -> Option<Duration> {
-        (self.count > 0).then(|| Duration::from_nanos(self.min_ns))
+        self.0.min().map(Duration::from_nanos)
     }
 
     /// Largest sample.
     pub fn max(&self) -> Option<Duration> {
-        (self.count > 0).then(|| Duration::from_nanos(self.max_ns))
+        self.0.max().map(Duration::from_nanos)
     }
 
     /// Arithmetic mean (exact, not bucketed).
     pub fn mean(&self) -> Option<Duration> {
-        (self.count > 0)
-            .then(|| Duration::from_nanos((self.sum_ns / u128::from(self.count)) as u64))
+        self.0.mean().map(Duration::from_nanos)
     }
 
-    /// The nearest-rank `q`-quantile (`q` in 0..=1): the smallest sample such that at least
-    /// `ceil(q·n)` samples are at or below it, reported as the middle of its bucket (within 1.6 %),
-    /// clamped to the exact min and max.
+    /// The nearest-rank `q`-quantile (`q` in 0..=1), as docs/statistics.md §1b defines it.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
-        if self.count == 0 {
-            return None;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
-        if rank >= self.count {
-            return self.max();
-        }
-        if rank == 1 {
-            return self.min();
-        }
-        let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                let (low, width) = bucket_range(i);
-                let mid = low + (width - 1) / 2;
-                return Some(Duration::from_nanos(mid.clamp(self.min_ns, self.max_ns)));
-            }
-        }
-        self.max()
+        self.0.quantile(q).map(Duration::from_nanos)
     }
 
     /// Adds another histogram's samples.
     pub fn merge(&mut self, o: &SojournHistogram) {
-        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
-            *a += b;
-        }
-        self.count += o.count;
-        self.sum_ns += o.sum_ns;
-        self.min_ns = self.min_ns.min(o.min_ns);
-        self.max_ns = self.max_ns.max(o.max_ns);
+        self.0.merge(&o.0);
     }
 
-    /// The samples recorded after the snapshot `earlier` of this histogram: bucket counts
-    /// subtracted. The exact minimum and maximum of those samples are not known; they are
-    /// taken as the edges of the lowest and highest non-empty buckets, within the whole
-    /// histogram's exact minimum and maximum (so within 1.6 %, and exact when the extreme
-    /// sample is the newest).
+    /// The samples recorded after the snapshot `earlier` of this histogram (see
+    /// [`LogHistogram::since`]: extremes within one bucket, exact when the extreme is newest).
     pub fn since(&self, earlier: &SojournHistogram) -> SojournHistogram {
-        let mut out = SojournHistogram::default();
-        for (i, (a, b)) in self.buckets.iter().zip(&earlier.buckets).enumerate() {
-            let n = a.saturating_sub(*b);
-            if n == 0 {
-                continue;
-            }
-            out.buckets[i] = n;
-            out.count += n;
-            let (low, width) = bucket_range(i);
-            out.min_ns = out.min_ns.min(low.max(self.min_ns));
-            out.max_ns = out.max_ns.max((low + width - 1).min(self.max_ns));
-        }
-        out.sum_ns = self.sum_ns.saturating_sub(earlier.sum_ns);
-        out
+        SojournHistogram(self.0.since(&earlier.0))
     }
 
     /// The summary that is serialized.
     pub fn summary(&self) -> SojournSummary {
-        let ns = |d: Option<Duration>| d.map(|d| d.as_nanos() as u64);
+        let ns = |d: Option<Duration>| d.map(nanos);
         SojournSummary {
-            count: self.count,
+            count: self.count(),
             min_ns: ns(self.min()),
             mean_ns: ns(self.mean()),
             p50_ns: ns(self.quantile(0.5)),
@@ -332,8 +253,9 @@ impl std::fmt::Debug for SojournHistogram {
     }
 }
 
-/// The serialized form: the summary plus the non-empty buckets as `[index, count]` pairs
-/// and the exact sum, so a reader can rebuild the histogram (and subtract two snapshots).
+/// The serialized form: the summary plus the non-empty buckets as `[index, count]` pairs of
+/// the named bucketing `scheme` and the exact sum, so a reader can rebuild the histogram (and
+/// subtract two snapshots).
 #[derive(Serialize, Deserialize)]
 struct SojournWire {
     #[serde(flatten)]
@@ -342,6 +264,10 @@ struct SojournWire {
     /// summed sojourn fit; more saturates).
     #[serde(default)]
     sum_ns: u64,
+    /// Absent in files written before the histograms were unified: refused, since their
+    /// bucket indices mean something else.
+    #[serde(default)]
+    scheme: String,
     #[serde(default)]
     buckets: Vec<(u32, u64)>,
 }
@@ -350,13 +276,12 @@ impl Serialize for SojournHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         SojournWire {
             summary: self.summary(),
-            sum_ns: u64::try_from(self.sum_ns).unwrap_or(u64::MAX),
+            sum_ns: u64::try_from(self.0.sum()).unwrap_or(u64::MAX),
+            scheme: histogram::SCHEME.to_string(),
             buckets: self
-                .buckets
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(i, n)| (i as u32, *n))
+                .0
+                .buckets()
+                .map(|b| (b.index as u32, b.count))
                 .collect(),
         }
         .serialize(s)
@@ -364,49 +289,35 @@ impl Serialize for SojournHistogram {
 }
 
 impl<'de> Deserialize<'de> for SojournHistogram {
-    /// Reads what [`Serialize`] wrote; bucket indices out of range are an error, counts that
-    /// disagree with `count` are taken from the buckets.
+    /// Reads what [`Serialize`] wrote; an unknown scheme, bucket indices out of range or
+    /// extremes outside the buckets are an error.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
         let w = SojournWire::deserialize(d)?;
-        let mut h = SojournHistogram::default();
-        for (i, n) in w.buckets {
-            let slot = h.buckets.get_mut(i as usize).ok_or_else(|| {
-                serde::de::Error::custom(format!("sojourn bucket {i} out of range"))
-            })?;
-            *slot += n;
-            h.count += n;
+        if w.scheme != histogram::SCHEME && !(w.buckets.is_empty() && w.summary.count == 0) {
+            return Err(D::Error::custom(format!(
+                "sojourn histogram scheme {:?} is not {:?} (written by another bloatlab version; \
+                 restart the lab)",
+                w.scheme,
+                histogram::SCHEME
+            )));
         }
-        if h.count > 0 {
-            h.min_ns = w.summary.min_ns.unwrap_or(0);
-            h.max_ns = w.summary.max_ns.unwrap_or(u64::MAX);
+        let extremes = w.summary.min_ns.zip(w.summary.max_ns);
+        let buckets = w.buckets.into_iter().map(|(i, n)| (u64::from(i), n));
+        let mut h = LogHistogram::from_parts(buckets, extremes, u128::from(w.sum_ns))
+            .map_err(|e| D::Error::custom(format!("sojourn histogram: {e}")))?;
+        if h.count() > 0 {
+            let mut full = LogHistogram::preallocated(PREALLOCATED_NS);
+            full.merge(&h);
+            h = full;
         }
-        h.sum_ns = u128::from(w.sum_ns);
-        Ok(h)
+        Ok(SojournHistogram(h))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_are_contiguous_and_cover_values() {
-        let mut last = 0;
-        for v in (0..100_000u64).chain([1 << 20, (1 << 30) + 12345, u64::MAX / 2]) {
-            let i = bucket_of(v);
-            assert!(i < BUCKETS);
-            let (low, width) = bucket_range(i);
-            let vv = v.min((1 << MAX_EXP) - 1);
-            assert!(
-                low <= vv && vv < low + width,
-                "v={v} i={i} low={low} width={width}"
-            );
-            assert!(i >= last || v > 100_000);
-            last = i;
-            // Relative width at most 1/64.
-            assert!(width == 1 || (width as f64) / (low as f64) <= 1.0 / 64.0 + 1e-12);
-        }
-    }
 
     #[test]
     fn quantiles_match_known_answers() {
@@ -468,7 +379,10 @@ mod tests {
         let p50 = d.quantile(0.5).unwrap().as_nanos() as f64 / 1e3;
         assert!((p50 - 500.0).abs() / 500.0 <= 1.0 / 64.0, "p50 {p50} us");
         let max = d.max().unwrap().as_nanos() as f64 / 1e3;
-        assert!((max - 1000.0).abs() / 1000.0 <= 1.0 / 64.0, "max {max} us");
+        assert!(
+            (1000.0..=1000.0 * (1.0 + 1.0 / 32.0)).contains(&max),
+            "max {max} us"
+        );
         assert_eq!(d.min(), Some(Duration::from_micros(10)));
         assert_eq!(d.mean(), Some(Duration::from_nanos(505_000)));
         assert_eq!(h.since(&h).count(), 0);

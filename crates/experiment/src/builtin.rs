@@ -1,5 +1,5 @@
-//! The field reports (../shared/reference/seed-reports.md) as built-in experiments. Each is
-//! an ordinary experiment file (`src/builtin/*.toml`, `experiment run NAME`) whose `[expect]`
+//! The field reports (each quoted in its experiment file; `docs/experiments.md`) as built-in
+//! experiments. Each is an ordinary experiment file (`src/builtin/*.toml`, `experiment run NAME`) whose `[expect]`
 //! states the report's qualitative result as `criterion` and carries the report's numbers;
 //! [`check`] measures that criterion on the summary rows and prints the report's numbers beside
 //! ours.

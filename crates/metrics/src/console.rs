@@ -5,7 +5,7 @@
 //! are constants; iperf 2 prints each kind of header once, before the first
 //! line of that kind ([`HeaderOnce`] does that bookkeeping). The format
 //! strings are iperf 2.1.8's `src/Locale.c` ones; the golden tests compare
-//! against `../shared/reference/iperf2/captures/`.
+//! against iperf 2.1.8's console captures in `tests/data/iperf2-captures/`.
 
 use crate::cfmt::{self, ByteFormat};
 use crate::interval::Span;

@@ -1,7 +1,7 @@
 //! iperf 2's derived metrics: NetPwr, inP (Little's law) and PPS.
 //!
-//! Reference: `../shared/reference/iperf2/README.md` section 4(a)-(b),
-//! iperf 2.1.8 `src/ReportOutputs.c:156-200`.
+//! Reference: iperf 2.1.8 `src/ReportOutputs.c:156-200`; written out in
+//! `docs/metrics.md`.
 
 use bloatlab_units::Bytes;
 use std::time::Duration;

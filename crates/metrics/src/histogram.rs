@@ -1,69 +1,44 @@
-//! A log-linear latency histogram (the *distribution* behind the
-//! avg/min/max/stdev columns), for JSON output and percentiles.
+//! A latency histogram (the *distribution* behind the avg/min/max/stdev columns), for JSON
+//! output and percentiles: bloatlab's one streaming histogram
+//! ([`bloatlab_stats::histogram`], scheme `log2-32-ns`) plus what signed delays need.
 //!
 //! # Bucketing
-//! Values are nanoseconds. Values below 64 ns each get their own bucket
-//! (exact). Above that, every power-of-two octave `[2^e, 2^(e+1))` is split
-//! into 32 equal sub-buckets, so a bucket is at most 1/32 (3.1 %) of its
-//! lower bound wide. The whole `u64` range fits in 1920 buckets; storage
-//! grows only up to the largest bucket used (about 930 buckets = 7.4 KiB for
-//! delays up to 10 s).
+//! Values are nanoseconds. Values below 64 ns each get their own bucket (exact). Above that,
+//! every power-of-two octave is split into 32 equal sub-buckets, so a bucket is at most 1/32
+//! (3.1 %) of its lower bound wide.
 //!
 //! Negative delays (clock skew between hosts) are counted in
-//! [`LatencyHistogram::negative_count`] and placed in the 0 ns bucket, so they
-//! rank lowest.
+//! [`LatencyHistogram::negative_count`] and placed in the 0 ns bucket, so they rank lowest;
+//! the exact signed minimum and maximum are kept beside the buckets.
 //!
 //! # Percentiles
-//! [`LatencyHistogram::percentile`] uses the nearest-rank definition
-//! (rank = ceil(p/100 · N), at least 1) and returns the midpoint of the
-//! bucket holding that rank, clamped to the exact observed min/max. Exact
-//! below 64 ns; within half a bucket (≤ 1.6 %) above.
+//! [`LatencyHistogram::percentile`] is the nearest-rank definition of
+//! docs/statistics.md §1b (rank = ceil(p/100 · N), at least 1): the exact extreme at the first
+//! and last rank, otherwise the midpoint of the bucket holding the rank, clamped to the
+//! observed range. Exact below 64 ns; within half a bucket (≤ 1.6 %) above.
 
 use crate::transit::Transit;
+use bloatlab_stats::histogram::{LogHistogram, bucket_bounds, bucket_index};
 use serde::{Deserialize, Serialize};
 
-const EXACT: u64 = 64;
-const SUB_BITS: u32 = 5;
-const SUB: u64 = 1 << SUB_BITS;
 /// Number of buckets needed for the whole u64 range.
-pub const MAX_BUCKETS: usize = 64 + (63 - 6 + 1) * 32;
-
-/// Bucket index of a value in nanoseconds.
-fn index_of(v: u64) -> usize {
-    if v < EXACT {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros(); // >= 6
-    let sub = (v >> (e - SUB_BITS)) & (SUB - 1);
-    (EXACT + u64::from(e - 6) * SUB + sub) as usize
-}
-
-/// Inclusive `(lower, upper)` bounds in nanoseconds of a bucket index.
-fn bounds_of(i: usize) -> Option<(u64, u64)> {
-    if i >= MAX_BUCKETS {
-        return None;
-    }
-    let i = i as u64;
-    if i < EXACT {
-        return Some((i, i));
-    }
-    let k = i - EXACT;
-    let e = (k / SUB) as u32 + 6;
-    let sub = k % SUB;
-    let shift = e - SUB_BITS;
-    let low = (SUB + sub) << shift;
-    let width = 1u64 << shift;
-    Some((low, low + (width - 1)))
-}
+pub const MAX_BUCKETS: usize = bloatlab_stats::histogram::MAX_BUCKETS;
 
 /// A latency distribution. See the module docs for the bucketing.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
-    counts: Vec<u64>,
-    total: u64,
+    /// The buckets; negative delays are recorded as 0 ns.
+    core: LogHistogram,
     negative: u64,
     min_ns: i64,
     max_ns: i64,
+}
+
+/// Two histograms are equal when they serialize alike (the exact sum is not serialized).
+impl PartialEq for LatencyHistogram {
+    fn eq(&self, other: &LatencyHistogram) -> bool {
+        self.to_record() == other.to_record()
+    }
 }
 
 impl LatencyHistogram {
@@ -75,7 +50,7 @@ impl LatencyHistogram {
     /// Record one delay.
     pub fn record(&mut self, t: Transit) {
         let ns = t.as_nanos();
-        if self.total == 0 {
+        if self.core.count() == 0 {
             self.min_ns = ns;
             self.max_ns = ns;
         } else {
@@ -85,39 +60,28 @@ impl LatencyHistogram {
         if ns < 0 {
             self.negative += 1;
         }
-        let idx = index_of(u64::try_from(ns).unwrap_or(0));
-        if self.counts.len() <= idx {
-            self.counts.resize(idx + 1, 0);
-        }
-        self.counts[idx] += 1;
-        self.total += 1;
+        self.core.record(u64::try_from(ns).unwrap_or(0));
     }
 
     /// Add every sample of `other`.
     pub fn merge(&mut self, other: &LatencyHistogram) {
-        if other.total == 0 {
+        if other.count() == 0 {
             return;
         }
-        if self.total == 0 {
+        if self.count() == 0 {
             self.min_ns = other.min_ns;
             self.max_ns = other.max_ns;
         } else {
             self.min_ns = self.min_ns.min(other.min_ns);
             self.max_ns = self.max_ns.max(other.max_ns);
         }
-        if self.counts.len() < other.counts.len() {
-            self.counts.resize(other.counts.len(), 0);
-        }
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += *b;
-        }
-        self.total += other.total;
+        self.core.merge(&other.core);
         self.negative += other.negative;
     }
 
     /// Number of samples.
     pub fn count(&self) -> u64 {
-        self.total
+        self.core.count()
     }
 
     /// Number of negative samples (clamped to 0 ns in the buckets).
@@ -127,52 +91,41 @@ impl LatencyHistogram {
 
     /// Exact smallest sample.
     pub fn min(&self) -> Option<Transit> {
-        (self.total > 0).then_some(Transit::from_nanos(self.min_ns))
+        (self.count() > 0).then_some(Transit::from_nanos(self.min_ns))
     }
 
     /// Exact largest sample.
     pub fn max(&self) -> Option<Transit> {
-        (self.total > 0).then_some(Transit::from_nanos(self.max_ns))
+        (self.count() > 0).then_some(Transit::from_nanos(self.max_ns))
     }
 
     /// The nearest-rank percentile `p` (0..=100). `None` when empty or `p` is not finite.
+    /// A negative extreme reads as its exact signed value; other ranks as bucket midpoints.
     pub fn percentile(&self, p: f64) -> Option<Transit> {
-        if self.total == 0 || !p.is_finite() {
+        if !p.is_finite() {
             return None;
         }
-        let p = p.clamp(0.0, 100.0);
-        let rank = ((p / 100.0) * self.total as f64).ceil() as u64;
-        let rank = rank.clamp(1, self.total);
-        let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                let (lo, hi) = bounds_of(i)?;
-                let mid = lo + (hi - lo) / 2;
-                let mid = i64::try_from(mid).unwrap_or(i64::MAX);
-                let lower_clamp = self.min_ns.max(0);
-                return Some(Transit::from_nanos(
-                    mid.clamp(lower_clamp.min(self.max_ns), self.max_ns.max(lower_clamp)),
-                ));
-            }
+        let q = p.clamp(0.0, 100.0) / 100.0;
+        let rank = ((q * self.count() as f64).ceil() as u64).clamp(1, self.count().max(1));
+        if rank == 1 {
+            return self.min().map(|m| Transit::from_nanos(m.as_nanos().max(0)));
         }
-        None
+        let ns = self.core.quantile(q)?;
+        Some(Transit::from_nanos(i64::try_from(ns).unwrap_or(i64::MAX)))
     }
 
     /// Non-empty buckets as `(lower_ns, upper_ns, count)`, inclusive bounds, ascending.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c > 0)
-            .filter_map(|(i, &c)| bounds_of(i).map(|(lo, hi)| (lo, hi, c)))
+        self.core
+            .buckets()
+            .map(|b| (b.lower_ns, b.upper_ns, b.count))
     }
 
     /// The serializable form (see [`HistogramRecord`]).
     pub fn to_record(&self) -> HistogramRecord {
         HistogramRecord {
             scheme: HISTOGRAM_SCHEME.to_string(),
-            count: self.total,
+            count: self.count(),
             negative_count: self.negative,
             min_ns: self.min().map(|t| t.as_nanos()),
             max_ns: self.max().map(|t| t.as_nanos()),
@@ -192,11 +145,11 @@ impl LatencyHistogram {
         if r.scheme != HISTOGRAM_SCHEME {
             return Err(HistogramError::UnknownScheme(r.scheme.clone()));
         }
-        let mut h = LatencyHistogram::new();
         let mut last: Option<usize> = None;
+        let mut parts = Vec::with_capacity(r.buckets.len());
         for (pos, b) in r.buckets.iter().enumerate() {
-            let idx = index_of(b.lower_ns);
-            if bounds_of(idx) != Some((b.lower_ns, b.upper_ns)) {
+            let idx = bucket_index(b.lower_ns);
+            if bucket_bounds(idx) != Some((b.lower_ns, b.upper_ns)) {
                 return Err(HistogramError::BadBucket {
                     position: pos,
                     lower_ns: b.lower_ns,
@@ -207,37 +160,43 @@ impl LatencyHistogram {
                 return Err(HistogramError::Unordered { position: pos });
             }
             last = Some(idx);
-            if h.counts.len() <= idx {
-                h.counts.resize(idx + 1, 0);
-            }
-            h.counts[idx] = b.count;
-            h.total = h
-                .total
-                .checked_add(b.count)
-                .ok_or(HistogramError::CountOverflow)?;
+            parts.push((idx as u64, b.count));
         }
-        if h.total != r.count {
+        let total = parts
+            .iter()
+            .try_fold(0u64, |t, (_, c)| t.checked_add(*c))
+            .ok_or(HistogramError::CountOverflow)?;
+        if total != r.count || r.negative_count > total {
+            let declared = if total != r.count {
+                r.count
+            } else {
+                r.negative_count
+            };
             return Err(HistogramError::CountMismatch {
-                declared: r.count,
-                buckets: h.total,
+                declared,
+                buckets: total,
             });
         }
-        if r.negative_count > h.total {
-            return Err(HistogramError::CountMismatch {
-                declared: r.negative_count,
-                buckets: h.total,
-            });
-        }
-        h.negative = r.negative_count;
-        match (h.total, r.min_ns, r.max_ns) {
-            (0, _, _) => {}
-            (_, Some(min), Some(max)) if min <= max => {
-                h.min_ns = min;
-                h.max_ns = max;
-            }
+        let (min_ns, max_ns) = match (total, r.min_ns, r.max_ns) {
+            (0, _, _) => (0, 0),
+            (_, Some(min), Some(max)) if min <= max => (min, max),
             _ => return Err(HistogramError::BadMinMax),
-        }
-        Ok(h)
+        };
+        // The buckets hold negative delays at 0 ns.
+        let clamp = |v: i64| u64::try_from(v).unwrap_or(0);
+        let core = LogHistogram::from_parts(parts, Some((clamp(min_ns), clamp(max_ns))), 0)
+            .map_err(|e| match e {
+                bloatlab_stats::histogram::HistogramError::CountOverflow => {
+                    HistogramError::CountOverflow
+                }
+                _ => HistogramError::BadMinMax,
+            })?;
+        Ok(LatencyHistogram {
+            core,
+            negative: r.negative_count,
+            min_ns,
+            max_ns,
+        })
     }
 }
 
@@ -331,22 +290,22 @@ mod tests {
         // Consecutive buckets are adjacent and each value maps into its bucket.
         let mut prev_hi: Option<u64> = None;
         for i in 0..MAX_BUCKETS {
-            let (lo, hi) = bounds_of(i).unwrap();
+            let (lo, hi) = bucket_bounds(i).unwrap();
             if let Some(p) = prev_hi {
                 assert_eq!(lo, p + 1, "gap before bucket {i}");
             }
-            assert_eq!(index_of(lo), i);
-            assert_eq!(index_of(hi), i);
+            assert_eq!(bucket_index(lo), i);
+            assert_eq!(bucket_index(hi), i);
             prev_hi = Some(hi);
         }
         assert_eq!(prev_hi, Some(u64::MAX));
-        assert_eq!(bounds_of(MAX_BUCKETS), None);
+        assert_eq!(bucket_bounds(MAX_BUCKETS), None);
     }
 
     #[test]
     fn bucket_width_is_at_most_one_32nd() {
         for i in 64..MAX_BUCKETS {
-            let (lo, hi) = bounds_of(i).unwrap();
+            let (lo, hi) = bucket_bounds(i).unwrap();
             assert!((hi - lo + 1) as f64 <= lo as f64 / 32.0 + 1e-9);
         }
     }

@@ -48,8 +48,8 @@
 //! );
 //! ```
 //!
-//! Formulas and formats: `../shared/reference/iperf2/README.md` sections 2
-//! and 4; the user-facing contract is in `docs/metrics.md`.
+//! Formulas and formats (as iperf 2.1.8's `src/ReportOutputs.c` and `src/Locale.c` compute
+//! and print them) and the user-facing contract: `docs/metrics.md`.
 
 pub mod ack_fin;
 pub mod cfmt;

@@ -1,5 +1,5 @@
-//! Formula tests against the figures of `../shared/reference/seed-reports.md`
-//! (sections 1-2) and the README's capture checks.
+//! Formula tests against the figures of field reports 1-2 (quoted in each test;
+//! `docs/experiments.md` lists the reports) and iperf 2's own capture checks.
 //!
 //! Where a report gives every input exactly (2018 NetPwr intervals: whole
 //! 128 KiB writes over exactly 1 s), the printed value is asserted exactly.

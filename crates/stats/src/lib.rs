@@ -6,6 +6,7 @@
 //!
 //! * [`analysis`]: one series over a whole timeline: per-phase table, induced latency, grade, RPM.
 //! * [`quantile`](mod@quantile): the one percentile definition (Hyndman–Fan type 7, numpy's default).
+//! * [`histogram`]: the one streaming (log-linear) histogram, for distributions not kept sample by sample.
 //! * [`phase`]: idle / loaded / recovery time ranges; summaries are per phase, so idle
 //!   time can never leak into a loaded summary.
 //! * [`latency`]: probe series and the min/p10/median/mean/p90/p99/max/count/loss table.
@@ -20,6 +21,7 @@ pub mod analysis;
 pub mod conditions;
 pub mod emodel;
 pub mod grade;
+pub mod histogram;
 pub mod latency;
 pub mod phase;
 pub mod quantile;
@@ -29,6 +31,7 @@ pub mod timeseries;
 
 pub use analysis::{PhaseAnalysis, analyze_series};
 pub use grade::{Grade, InducedLatency, bloat_grade};
+pub use histogram::LogHistogram;
 pub use latency::{
     DelayKind, DelayStats, LatencySeries, LatencySummary, ProbeOutcome, ProbeSample,
 };

@@ -1,138 +1,78 @@
-//! A log-linear histogram of durations (32 sub-buckets per power of two,
-//! so a reported percentile is within about 3 % of the true sample), cheap
-//! enough to record every packet's release lateness.
+//! The release-lateness histogram: bloatlab's one streaming histogram
+//! ([`bloatlab_stats::histogram`]: 32 sub-buckets per power of two, nearest-rank percentiles
+//! within 1.6 %, exact maximum and mean), cheap enough to record every packet's lateness.
 
+use bloatlab_stats::histogram::{self, LogHistogram};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-const SUB_BITS: u32 = 5;
-const SUB: usize = 1 << SUB_BITS;
-const BUCKETS: usize = (64 - SUB_BITS as usize) * SUB + SUB;
+/// Values up to 2^36 ns (about 69 s of lateness) are recorded without allocating.
+const PREALLOCATED_NS: u64 = 1 << 36;
 
 /// Histogram of nanosecond values.
-#[derive(Debug, Clone)]
-pub struct Histogram {
-    counts: Vec<u64>,
-    total: u64,
-    max: u64,
-    sum: u128,
-}
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Histogram(LogHistogram);
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram {
-            counts: vec![0; BUCKETS],
-            total: 0,
-            max: 0,
-            sum: 0,
-        }
+        Histogram(LogHistogram::preallocated(PREALLOCATED_NS))
     }
-}
-
-fn index(v: u64) -> usize {
-    if v < 2 * SUB as u64 {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros(); // >= SUB_BITS + 1
-    let shift = e - SUB_BITS;
-    let m = (v >> shift) as usize; // in [SUB, 2*SUB)
-    (shift as usize + 1) * SUB + (m - SUB)
-}
-
-/// Highest value that falls into bucket `i`.
-fn upper(i: usize) -> u64 {
-    if i < 2 * SUB {
-        return i as u64;
-    }
-    let shift = (i / SUB - 1) as u32;
-    let m = (i % SUB + SUB) as u128;
-    u64::try_from(((m + 1) << shift) - 1).unwrap_or(u64::MAX)
 }
 
 impl Histogram {
     /// Records one value.
     pub fn record(&mut self, d: Duration) {
-        let v = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.counts[index(v)] += 1;
-        self.total += 1;
-        self.max = self.max.max(v);
-        self.sum += u128::from(v);
+        self.0
+            .record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Number of values recorded.
     pub fn count(&self) -> u64 {
-        self.total
+        self.0.count()
     }
 
-    /// The value at quantile `q` (0..=1): the upper bound of the bucket that
-    /// holds the `ceil(q * n)`-th smallest sample (never above the maximum).
+    /// The nearest-rank value at quantile `q` (0..=1), docs/statistics.md §1b; zero when empty.
     pub fn quantile(&self, q: f64) -> Duration {
-        if self.total == 0 {
-            return Duration::ZERO;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * self.total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Duration::from_nanos(upper(i).min(self.max));
-            }
-        }
-        Duration::from_nanos(self.max)
+        Duration::from_nanos(self.0.quantile(q).unwrap_or(0))
     }
 
     /// Adds another histogram's samples.
     pub fn merge(&mut self, o: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
-            *a += b;
-        }
-        self.total += o.total;
-        self.max = self.max.max(o.max);
-        self.sum += o.sum;
+        self.0.merge(&o.0);
     }
 
-    /// The values recorded after the snapshot `earlier` of this histogram
-    /// (bucket counts subtracted). Their maximum is the upper edge of the
-    /// highest non-empty bucket, within the whole histogram's exact maximum.
+    /// The values recorded after the snapshot `earlier` of this histogram (see
+    /// [`LogHistogram::since`]).
     pub fn since(&self, earlier: &Histogram) -> Histogram {
-        let mut out = Histogram::default();
-        for (i, (a, b)) in self.counts.iter().zip(&earlier.counts).enumerate() {
-            let n = a.saturating_sub(*b);
-            if n > 0 {
-                out.counts[i] = n;
-                out.total += n;
-                out.max = out.max.max(upper(i).min(self.max));
-            }
-        }
-        out.sum = self.sum.saturating_sub(earlier.sum);
-        out
+        Histogram(self.0.since(&earlier.0))
     }
 
     /// Summary for reports, in microseconds.
     pub fn summary(&self) -> Summary {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         Summary {
-            count: self.total,
-            mean_us: if self.total == 0 {
-                0.0
-            } else {
-                self.sum as f64 / self.total as f64 / 1e3
-            },
+            count: self.count(),
+            mean_us: self.0.mean().map_or(0.0, |ns| ns as f64 / 1e3),
             p50_us: us(self.quantile(0.5)),
             p90_us: us(self.quantile(0.9)),
             p99_us: us(self.quantile(0.99)),
             p999_us: us(self.quantile(0.999)),
-            max_us: self.max as f64 / 1e3,
+            max_us: self.0.max().map_or(0.0, |ns| ns as f64 / 1e3),
         }
     }
 }
 
-/// The serialized form of a [`Histogram`]: its non-empty buckets as
-/// `[index, count]` pairs, the exact maximum and sum (ns), so that a reader
-/// can rebuild it and subtract two snapshots.
+/// The serialized form of a [`Histogram`]: its non-empty buckets as `[index, count]` pairs of
+/// the named bucketing `scheme`, the exact extremes and sum (ns), so that a reader can rebuild
+/// it and subtract two snapshots.
 #[derive(Serialize, Deserialize)]
 struct HistogramWire {
+    /// Absent in state written before the histograms were unified: refused (other indices).
+    #[serde(default)]
+    scheme: String,
     buckets: Vec<(u32, u64)>,
+    #[serde(default)]
+    min_ns: Option<u64>,
     max_ns: u64,
     sum_ns: u128,
 }
@@ -140,15 +80,15 @@ struct HistogramWire {
 impl Serialize for Histogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         HistogramWire {
+            scheme: histogram::SCHEME.to_string(),
             buckets: self
-                .counts
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(i, n)| (i as u32, *n))
+                .0
+                .buckets()
+                .map(|b| (b.index as u32, b.count))
                 .collect(),
-            max_ns: self.max,
-            sum_ns: self.sum,
+            min_ns: self.0.min(),
+            max_ns: self.0.max().unwrap_or(0),
+            sum_ns: self.0.sum(),
         }
         .serialize(s)
     }
@@ -156,18 +96,23 @@ impl Serialize for Histogram {
 
 impl<'de> Deserialize<'de> for Histogram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
         let w = HistogramWire::deserialize(d)?;
-        let mut h = Histogram::default();
-        for (i, n) in w.buckets {
-            let slot = h.counts.get_mut(i as usize).ok_or_else(|| {
-                serde::de::Error::custom(format!("histogram bucket {i} out of range"))
-            })?;
-            *slot += n;
-            h.total += n;
+        if w.scheme != histogram::SCHEME && !w.buckets.is_empty() {
+            return Err(D::Error::custom(format!(
+                "lateness histogram scheme {:?} is not {:?} (written by another bloatlab \
+                 version; restart the lab)",
+                w.scheme,
+                histogram::SCHEME
+            )));
         }
-        h.max = w.max_ns;
-        h.sum = w.sum_ns;
-        Ok(h)
+        let extremes = w.min_ns.map(|min| (min, w.max_ns));
+        let buckets = w.buckets.into_iter().map(|(i, n)| (u64::from(i), n));
+        let h = LogHistogram::from_parts(buckets, extremes, w.sum_ns)
+            .map_err(|e| D::Error::custom(format!("lateness histogram: {e}")))?;
+        let mut full = Histogram::default();
+        full.0.merge(&h);
+        Ok(full)
     }
 }
 
@@ -188,18 +133,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buckets_are_contiguous_and_monotonic() {
-        let mut last = 0;
-        for v in (0..100_000u64).chain([u64::MAX / 3, u64::MAX]) {
-            let i = index(v);
-            assert!(i >= last || v > 100_000, "v={v}");
-            assert!(upper(i) >= v, "v={v} i={i} upper={}", upper(i));
-            if i > 0 {
-                assert!(upper(i - 1) < v, "v={v}");
-            }
-            last = i;
-        }
-        assert!(index(u64::MAX) < BUCKETS);
+    fn old_state_without_a_scheme_is_refused() {
+        let old = serde_json::json!({"buckets": [[40, 1]], "max_ns": 40, "sum_ns": 40});
+        let e = serde_json::from_value::<Histogram>(old)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("restart the lab"), "{e}");
     }
 
     #[test]
@@ -212,7 +151,7 @@ mod tests {
         let within = |got: Duration, want_us: f64| {
             let g = got.as_secs_f64() * 1e6;
             assert!(
-                g >= want_us && g <= want_us * 1.035,
+                (g - want_us).abs() <= want_us / 64.0,
                 "got {g} want {want_us}"
             );
         };
@@ -243,10 +182,10 @@ mod tests {
         }
         let d = h.since(&before).summary();
         assert_eq!(d.count, 100);
-        assert!(d.p99_us >= 99.0 && d.p99_us <= 99.0 * 1.035, "{d:?}");
+        assert!((d.p99_us - 99.0).abs() <= 99.0 / 64.0, "{d:?}");
         assert!(d.max_us >= 100.0 && d.max_us <= 103.5, "{d:?}");
         assert!((d.mean_us - 50.5).abs() < 1e-9, "{d:?}");
-        let bad = serde_json::json!({"buckets": [[100_000, 1]], "max_ns": 1, "sum_ns": 1});
+        let bad = serde_json::json!({"scheme": "log2-32-ns", "buckets": [[100_000, 1]], "max_ns": 1, "sum_ns": 1});
         assert!(serde_json::from_value::<Histogram>(bad).is_err());
     }
 }
