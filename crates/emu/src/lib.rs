@@ -36,6 +36,8 @@
 //! User-facing spellings follow tc(8) (`20mbit`, `40ms`, `0.5%`, `64kb`, `1000p`); see [`spec`].
 //! The driver that moves real packets through a `Link` lives in `bloatlab-lab`.
 
+#![forbid(unsafe_code)]
+
 pub mod chain;
 pub mod config;
 pub mod counters;

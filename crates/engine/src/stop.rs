@@ -1,30 +1,34 @@
 //! Process-wide stop request (SIGINT/SIGTERM on a client).
 //!
-//! The binary installs a signal handler that only calls [`request`] (an
-//! atomic store, async-signal-safe). Data loops poll [`requested`] between
+//! The binary makes SIGINT/SIGTERM raise it ([`on_signals`]; the handler only stores to
+//! atomics, through `bloatlab-os`). Data loops poll [`requested`] between
 //! writes/reads; every blocking socket call in them has a timeout of at most
 //! 250 ms, so a stop is noticed within that time. A stopped client then ends
 //! the test as if the amount were reached: it shuts the connection down,
 //! collects the peer's report and prints its final report.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use bloatlab_os::StopToken;
+use std::sync::LazyLock;
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
+static STOP: LazyLock<StopToken> = LazyLock::new(StopToken::new);
 
-/// Asks every running test in this process to stop; `signal` is the signal
-/// number that caused it (0 if none). Async-signal-safe.
-pub fn request(signal: i32) {
-    SIGNAL.store(signal, Ordering::Relaxed);
-    STOP.store(true, Ordering::Release);
+/// Makes `signals` (e.g. [`bloatlab_os::stop::INTERRUPT`]) ask every running test in this
+/// process to stop.
+pub fn on_signals(signals: &[i32]) -> std::io::Result<()> {
+    STOP.watch_signals(signals)
+}
+
+/// Asks every running test in this process to stop.
+pub fn request() {
+    STOP.stop();
 }
 
 /// Whether a stop was requested.
 pub fn requested() -> bool {
-    STOP.load(Ordering::Acquire)
+    STOP.is_stopped()
 }
 
-/// The signal number passed to [`request`], if a stop was requested.
+/// The signal that asked for the stop, if a signal did.
 pub fn signal() -> Option<i32> {
-    requested().then(|| SIGNAL.load(Ordering::Relaxed))
+    STOP.signal()
 }

@@ -1,28 +1,20 @@
 //! SIGINT/SIGTERM/SIGHUP as a flag the emulator's main loop polls, so every
-//! exit path runs the teardown guards.
+//! exit path runs the teardown guards (handlers through `bloatlab-os`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use bloatlab_os::StopToken;
+use std::sync::LazyLock;
 
-static STOP: AtomicBool = AtomicBool::new(false);
+static STOP: LazyLock<StopToken> = LazyLock::new(StopToken::new);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Installs the handlers (idempotent).
+/// Installs the handlers (idempotent in effect: a second call registers a second handler
+/// that raises the same flag).
 pub fn install() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: zeroed sigaction is valid; the handler only stores an atomic.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+    if let Err(e) = STOP.watch_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]) {
+        tracing::warn!("cannot install the stop signal handlers: {e}");
     }
 }
 
 /// True once a termination signal arrived.
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst)
+    STOP.is_stopped()
 }

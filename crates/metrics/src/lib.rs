@@ -51,6 +51,8 @@
 //! Formulas and formats (as iperf 2.1.8's `src/ReportOutputs.c` and `src/Locale.c` compute
 //! and print them) and the user-facing contract: `docs/metrics.md`.
 
+#![forbid(unsafe_code)]
+
 pub mod ack_fin;
 pub mod cfmt;
 pub mod console;

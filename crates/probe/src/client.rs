@@ -362,7 +362,7 @@ pub fn run_keyed(
 
     let outcome = std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
-            sys::minimise_timer_slack();
+            bloatlab_os::thread::minimise_timer_slack();
             let mut buf = vec![0u8; cfg.size];
             let mut errors = 0u64;
             loop {
@@ -388,7 +388,10 @@ pub fn run_keyed(
                     }
                 }
                 match next {
-                    Some(deadline) => sys::sleep_until(deadline),
+                    Some(deadline) => bloatlab_os::sleep::sleep_until(
+                        bloatlab_os::clock::ClockId::Realtime,
+                        deadline,
+                    ),
                     None => break,
                 }
             }

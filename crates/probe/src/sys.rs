@@ -1,4 +1,4 @@
-//! Syscalls: the stamping clock, absolute sleeps, timer slack, kernel receive timestamps.
+//! Syscalls: the stamping clock (from `bloatlab-os`), the clock domain, kernel receive timestamps.
 //!
 //! Everything here is a thin wrapper; the only state is the kernel's.
 
@@ -16,43 +16,7 @@ fn to_duration(ts: libc::timespec) -> Duration {
 }
 
 /// CLOCK_REALTIME now, since the Unix epoch: the stamping clock of every probe.
-pub fn now() -> Duration {
-    // SAFETY: clock_gettime writes one timespec into the pointer we pass.
-    let mut ts: libc::timespec = unsafe { zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    to_duration(ts)
-}
-
-/// Sleeps until CLOCK_REALTIME reaches `deadline` (clock_nanosleep, TIMER_ABSTIME), so
-/// the wake-up error does not accumulate from one probe to the next.
-pub fn sleep_until(deadline: Duration) {
-    let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(deadline.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: deadline.subsec_nanos().into(),
-    };
-    loop {
-        // SAFETY: plain syscall with a valid timespec; no remaining-time pointer needed
-        // with TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_REALTIME,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != libc::EINTR {
-            return;
-        }
-    }
-}
-
-/// Sets this thread's timer slack to 1 ns (PR_SET_TIMERSLACK): the default 50 µs slack
-/// would be added to every probe deadline.
-pub fn minimise_timer_slack() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-}
+pub use bloatlab_os::clock::realtime_now as now;
 
 /// An id of this kernel's CLOCK_REALTIME: a hash of the boot id, which every network
 /// namespace of one boot shares. Two ends with the same id stamp on the same clock.
@@ -181,14 +145,6 @@ mod tests {
         let a = clock_domain();
         assert_ne!(a, 0, "/proc/sys/kernel/random/boot_id should be readable");
         assert_eq!(a, clock_domain());
-    }
-
-    #[test]
-    fn sleep_until_does_not_return_early() {
-        minimise_timer_slack();
-        let deadline = now() + Duration::from_millis(20);
-        sleep_until(deadline);
-        assert!(now() >= deadline);
     }
 
     #[test]

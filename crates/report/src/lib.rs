@@ -18,6 +18,8 @@
 //!
 //! Plot and layout conventions are documented in `docs/report.md`.
 
+#![forbid(unsafe_code)]
+
 pub mod flent;
 pub mod fonts;
 pub mod html;

@@ -12,6 +12,8 @@
 //! Conversions to and from `bloatlab-stats` types live in [`convert`]; the `derived`
 //! section is computed by [`Derived::compute`].
 
+#![forbid(unsafe_code)]
+
 pub mod convert;
 pub mod derived;
 pub mod lab;

@@ -17,6 +17,8 @@
 //! * [`timeseries`]: bucketing with explicit gaps and time-weighted means, for plots.
 //! * [`emodel`]: ITU-T G.107 E-model R factor and MOS for the VoIP test.
 
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod conditions;
 pub mod emodel;

@@ -6,6 +6,8 @@
 //! but both produce these types, so no crate passes a bare `u64` whose unit
 //! lives only in a comment.
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;

@@ -38,6 +38,8 @@
 //! Bounceback (`--bounceback`) messages are not parsed here;
 //! [`header_len_from_flags`] rejects them explicitly.
 
+#![forbid(unsafe_code)]
+
 pub mod ack;
 pub mod ack_fin;
 pub mod blab_block;

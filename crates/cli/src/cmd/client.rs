@@ -183,19 +183,11 @@ impl ClientArgs {
     }
 }
 
-/// SIGINT/SIGTERM: ask the engine to stop; it ends the test early, shuts
-/// the connection down and prints the final report with what was measured.
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only atomic stores: async-signal-safe.
-    bloatlab_engine::stop::request(sig);
-}
-
-fn install_stop_handler() {
-    // SAFETY: the handler only stores to atomics.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+/// SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
+/// down and prints the final report with what was measured.
+fn install_stop_handler() -> anyhow::Result<()> {
+    bloatlab_engine::stop::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))
 }
 
 /// After a stop by signal the run exits with 128 + the signal number (130
@@ -219,7 +211,7 @@ fn interrupted() -> anyhow::Result<()> {
 
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
     let cfg = args.to_config()?;
-    install_stop_handler();
+    install_stop_handler()?;
     let result = run_protocol(&cfg);
     interrupted()?;
     result

@@ -3,7 +3,6 @@
 //! path (crates/suite/src/demo.rs). Needs root.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -38,20 +37,10 @@ pub struct DemoArgs {
     pub lab: Option<String>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
-}
-
 /// Runs `bloatlab demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    let stop = bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .context("cannot install the SIGINT/SIGTERM handlers")?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(anyhow::Error::new(exit::Exit {
@@ -82,7 +71,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         out_dir,
     };
     let mut say = |s: &str| eprintln!("demo: {s}");
-    let outcome = match run_demo(&cfg, &STOP, &mut say) {
+    let outcome = match run_demo(&cfg, stop.flag(), &mut say) {
         Ok(o) => o,
         Err(DemoError::Interrupted) => {
             return Err(anyhow::anyhow!("interrupted; the lab was taken down"));

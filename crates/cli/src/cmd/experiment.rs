@@ -7,7 +7,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -70,13 +69,6 @@ struct MergeArgs {
     /// Where the merged summary.csv, summary.json and report.html go.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
     out: PathBuf,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
 }
 
 pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
@@ -214,11 +206,8 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
             message: "bloatlab experiment run builds network labs and needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),
         }));
     }
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    let stop = bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .context("cannot install the SIGINT/SIGTERM handlers")?;
     let cfg = RunnerConfig {
         exe: std::env::current_exe().context("cannot find the bloatlab executable")?,
         out: out.clone(),
@@ -259,7 +248,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let result = runner::run(&exp, &cfg, &STOP, &mut progress);
+    let result = runner::run(&exp, &cfg, stop.flag(), &mut progress);
     if tty {
         eprintln!();
     }

@@ -6,7 +6,6 @@
 //! also runs on its port.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -135,20 +134,10 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("cannot resolve `{host}`: no addresses"))
 }
 
-/// Set by SIGINT/SIGTERM: stop sending and print what was measured.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn install_stop_handler() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+/// SIGINT/SIGTERM raise the returned token: stop and keep what was measured.
+fn install_stop_handler() -> anyhow::Result<bloatlab_os::StopToken> {
+    bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .context("cannot install the SIGINT/SIGTERM handlers")
 }
 
 fn map_probe_error(e: ProbeError) -> anyhow::Error {
@@ -225,11 +214,11 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
             fmt_interval(cfg.interval)
         );
     }
-    install_stop_handler();
+    let stop = install_stop_handler()?;
     let start_wall = sys::now();
     let print_lines = args.per_probe && !args.json;
     let key = args.permit_key.as_deref().map(str::as_bytes);
-    let report = client::run_keyed(&cfg, key, &STOP, |line| {
+    let report = client::run_keyed(&cfg, key, stop.flag(), |line| {
         if print_lines {
             println!("{}", format_line(line));
         }
@@ -241,7 +230,7 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
             host: args.host.as_deref(),
             icmp: args.icmp,
             start: start_wall,
-            interrupted: STOP.load(Ordering::Relaxed),
+            interrupted: stop.is_stopped(),
         };
         let file = results::results_file(&session, &cfg, &report, &summary)?;
         let bytes = bloatlab_results::to_vec(&file).context("serialising the results")?;

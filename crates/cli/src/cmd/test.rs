@@ -7,7 +7,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -95,20 +94,10 @@ fn marking(s: &str) -> Result<Tos, String> {
     bloatlab_suite::parse_marking(s).map_err(|e| e.to_string())
 }
 
-/// Set by SIGINT/SIGTERM: stop the runners and save what was measured.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn install_stop_handler() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+/// SIGINT/SIGTERM raise the returned token: stop and keep what was measured.
+fn install_stop_handler() -> anyhow::Result<bloatlab_os::StopToken> {
+    bloatlab_os::StopToken::on_signals(&bloatlab_os::stop::INTERRUPT)
+        .context("cannot install the SIGINT/SIGTERM handlers")
 }
 
 impl TestArgs {
@@ -177,9 +166,9 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         lab: bloatlab_suite::lab::LabContext::from_env(),
         ecn: args.ecn,
     };
-    install_stop_handler();
+    let stop = install_stop_handler()?;
     let show_progress = !args.json && std::io::stderr().is_terminal();
-    let outcome = bloatlab_suite::run(&cfg, &STOP, |now, total| {
+    let outcome = bloatlab_suite::run(&cfg, stop.flag(), |now, total| {
         if show_progress {
             eprint!("\r{} ", progress_line(&test.to_string(), now, total));
             let _ = std::io::stderr().flush();

@@ -13,7 +13,7 @@
 use super::io::{is_disconnect, is_transient};
 use super::stats::Ticker;
 use super::{Event, Sink};
-use crate::clock::{self, wall_now};
+use crate::clock::wall_now;
 use crate::config::Amount;
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
@@ -166,7 +166,7 @@ pub fn run_with_end(
     // A stalled receiver must not keep a timed test running forever.
     stream.set_write_timeout(Some(Duration::from_millis(250)))?;
     if plan.near_congestion.is_some() || plan.rate.is_some() {
-        clock::tighten_timer_slack();
+        bloatlab_os::thread::minimise_timer_slack();
     }
     let mut paced_bytes = Bytes(0);
     let mut pace_origin = t0;
@@ -225,7 +225,7 @@ pub fn run_with_end(
             if let Some(d) = plan.deadline {
                 wake = wake.min(d);
             }
-            clock::sleep_precise(wake.saturating_duration_since(now));
+            bloatlab_os::sleep::sleep_for(wake.saturating_duration_since(now));
             if plan.watch_peer_close && peer_closed(stream) {
                 break SendEnd::Disconnected;
             }
@@ -325,7 +325,7 @@ pub fn run_with_end(
             let rtt = sample_into(stream, &mut acc);
             let pause_us = (w * rtt.as_micros() as f64).ceil();
             if pause_us > 0.0 {
-                clock::sleep_precise(Duration::from_micros(pause_us as u64));
+                bloatlab_os::sleep::sleep_for(Duration::from_micros(pause_us as u64));
             }
         } else if plan.tcpinfo {
             let now = Instant::now();

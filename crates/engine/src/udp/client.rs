@@ -15,7 +15,7 @@
 //! `--full-duplex` streams do steps 1 and 3 (one FIN, no AckFIN) while a
 //! second thread receives on the same socket.
 
-use super::clock::{self, Mono, realtime_now};
+use super::clock::{Mono, realtime_now};
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
@@ -376,7 +376,7 @@ fn send_phase(
     gate: &StartGate,
     sink: &Sender<Event>,
 ) -> (StreamTx, SendOutcome) {
-    clock::tighten_timer_slack();
+    bloatlab_os::thread::minimise_timer_slack();
     let plan = send_plan(cfg);
     // Stagger -P streams by a few ms: a 2.1.8 server hands its listening
     // socket to the first flow with connect() and opens a new one, and a

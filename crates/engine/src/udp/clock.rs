@@ -11,7 +11,7 @@
 //! * [`sleep_until`] sleeps with `clock_nanosleep(TIMER_ABSTIME)` to a little
 //!   before the deadline and spins the rest: relative sleeps accumulate
 //!   wake-up error, absolute ones do not, and the default 50 µs timer slack
-//!   is lowered to 1 ns per thread ([`tighten_timer_slack`]).
+//!   is lowered to 1 ns per thread (`bloatlab_os::thread::minimise_timer_slack`).
 
 use std::time::Duration;
 
@@ -21,26 +21,8 @@ use std::time::Duration;
 /// without burning a core.
 pub const SPIN_WINDOW: Duration = Duration::from_micros(60);
 
-fn clock_now(id: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; both clock ids exist on Linux.
-    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
-}
-
 /// CLOCK_REALTIME as time since the Unix epoch (the wire clock).
-pub fn realtime_now() -> Duration {
-    clock_now(libc::CLOCK_REALTIME)
-}
+pub use bloatlab_os::clock::realtime_now;
 
 /// CLOCK_MONOTONIC measured from an origin taken at construction.
 #[derive(Debug, Clone, Copy)]
@@ -52,13 +34,13 @@ impl Mono {
     /// A clock whose zero is now.
     pub fn start() -> Mono {
         Mono {
-            origin: clock_now(libc::CLOCK_MONOTONIC),
+            origin: bloatlab_os::clock::monotonic_now(),
         }
     }
 
     /// Time since the origin.
     pub fn now(&self) -> Duration {
-        clock_now(libc::CLOCK_MONOTONIC).saturating_sub(self.origin)
+        bloatlab_os::clock::monotonic_now().saturating_sub(self.origin)
     }
 
     /// Sleeps until `deadline` (relative to the origin): an absolute
@@ -66,36 +48,11 @@ impl Mono {
     pub fn sleep_until(&self, deadline: Duration) {
         let abs = self.origin + deadline;
         if let Some(coarse) = abs.checked_sub(SPIN_WINDOW) {
-            let ts = libc::timespec {
-                tv_sec: libc::time_t::try_from(coarse.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: coarse.subsec_nanos() as libc::c_long,
-            };
-            // EINTR just ends the coarse sleep early; the spin covers it.
-            // SAFETY: `ts` is a valid timespec and the remainder pointer may be
-            // null for TIMER_ABSTIME sleeps.
-            unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &ts,
-                    std::ptr::null_mut(),
-                );
-            }
+            bloatlab_os::sleep::sleep_until(bloatlab_os::clock::ClockId::Monotonic, coarse);
         }
         while self.now() < deadline {
             std::hint::spin_loop();
         }
-    }
-}
-
-/// Lowers this thread's timer slack to 1 ns (`PR_SET_TIMERSLACK`) so
-/// `clock_nanosleep` wakes when asked instead of up to 50 µs later.
-/// Best effort: failure only costs precision.
-pub fn tighten_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long argument and touches
-    // only the calling thread's scheduling attributes.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 }
 
@@ -110,7 +67,7 @@ mod tests {
 
     #[test]
     fn sleep_until_never_wakes_early_and_is_close() {
-        tighten_timer_slack();
+        bloatlab_os::thread::minimise_timer_slack();
         let m = Mono::start();
         for i in 1..=20u64 {
             let deadline = Duration::from_micros(500 * i);

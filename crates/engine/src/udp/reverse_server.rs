@@ -11,7 +11,7 @@
 //! used for the sending half of `--full-duplex`).
 
 use super::UdpError;
-use super::clock::{self, Mono, realtime_now};
+use super::clock::{Mono, realtime_now};
 use super::datagram::{Template, reverse_header_repr, stamp};
 use super::json;
 use super::mmsg::SendBatch;
@@ -78,7 +78,7 @@ pub(crate) fn spawn_sender(
     std::thread::Builder::new()
         .name(format!("udp-reverse-{}", start.id))
         .spawn(move || {
-            clock::tighten_timer_slack();
+            bloatlab_os::thread::minimise_timer_slack();
             let batch = SendBatch::new(plan.batch_slots(), &tmpl.bytes).with_dest(start.peer);
             let mono = Mono::start();
             let t0 = mono.now();

@@ -22,29 +22,14 @@ impl Clock {
     }
 }
 
-/// Sets this thread's timer slack to 1 ns (the default 50 us slack adds
-/// ~50 us to every wake-up).
-pub fn tight_timer_slack() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-}
+pub use bloatlab_os::thread::{
+    minimise_timer_slack as tight_timer_slack, set_normal_priority as normal_priority,
+};
 
 /// Switches this thread to SCHED_FIFO (priority 10). Cuts p99 lateness on
 /// a contended host from ms to ~0.2 ms. Returns false when refused.
 pub fn realtime() -> bool {
-    let p = libc::sched_param { sched_priority: 10 };
-    // SAFETY: valid sched_param; 0 = calling thread.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
-}
-
-/// Switches this thread back to normal scheduling (SCHED_OTHER). Returns
-/// false when refused.
-pub fn normal_priority() -> bool {
-    let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: valid sched_param; 0 = calling thread.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) == 0 }
+    bloatlab_os::thread::set_realtime(10)
 }
 
 /// How a [`sleep`] ended.
