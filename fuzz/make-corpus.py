@@ -87,6 +87,14 @@ SEEDS = {
     "wire_udp_datagram": [W06_UDP, W07_UDP, W07_FIN, W12_REQ],
     "wire_ack_fin": [W07_ACK_FIN],
     "wire_report_frame": [blxr(b'{"a":1}'), blxr(b"")],
+    # crates/wire/tests/golden.rs: flow_reply_golden_bytes, flow_query_golden_bytes.
+    "wire_flow_reply": [
+        bytes.fromhex("00424c52000000010123456789abcdef000000000000000f0000000100000002"
+                      "0000002a00013a74000004b0000138800000000a000005a80000000300000000"),
+        bytes.fromhex("00424c52000000010000000000000009000000010000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
+        bytes.fromhex("00424c51000000010123456789abcdef0000"),
+        bytes.fromhex("00424c51000000010000000000000007000861626364313233340"[:-1]),
+    ],
     "results_load": [read("crates/results/tests/data/v1.json")],
     "metrics_server_report": [b'{"intervals":[],"summary":null}', W07_ACK_FIN],
     "metrics_document": [DOC],

@@ -671,6 +671,46 @@ fn reverse_congestion_control_reaches_the_server_sender() {
     assert!(out.contains(&format!("server sends with cc={cc}")), "{out}");
 }
 
+#[test]
+fn reverse_flow_gets_the_server_senders_tcp_info_by_flow_query() {
+    let srv = Server::start(&[]);
+    let keyed = Server::start(&["--permit-key=abcd1234"]);
+    let cases: [(&Server, &[&str]); 4] = [
+        (&srv, &["-R"]),
+        // The clean-phase end: an RST at -t leaves no room in band.
+        (&srv, &["-R", "--abort-at-end"]),
+        (&srv, &["--full-duplex"]),
+        (&keyed, &["-R", "--permit-key=abcd1234"]),
+    ];
+    for (server, mode) in cases {
+        let mut args = vec!["-t", "1", "-P", "2", "--json"];
+        args.extend_from_slice(mode);
+        let o = client(server.port, &args);
+        let v = json(&o);
+        let err = text(&o).1;
+        assert!(!err.contains("not measured"), "{mode:?}: {err}");
+        for id in [1, 2] {
+            let recv = stream(&v, id, "receive");
+            let p = &recv["peer_sender_tcp_info"];
+            // Measured: present, with the server's RTT and retransmit count.
+            assert!(p["retransmits"].is_u64(), "{mode:?}: {recv}");
+            assert!(p["rtt_us"].as_u64().unwrap() > 0, "{mode:?}: {p}");
+            assert!(p["cwnd_bytes"].as_u64().unwrap() > 0, "{mode:?}: {p}");
+            let received = recv["summary"]["bytes"].as_u64().unwrap();
+            let acked = p["bytes_acked"].as_u64().unwrap();
+            // Sampled when the server's sender stopped: at most what was in
+            // flight then is missing, and at most our receive buffer more was
+            // acked (data our kernel took but we did not read before the RST).
+            assert!(
+                acked <= received + (16 << 20) && acked >= received / 2,
+                "{mode:?}: acked {acked}, received {received}"
+            );
+            // Loopback never negotiates ECN here (tcp_ecn defaults to 2: only on request).
+            assert_eq!(recv["ecn_negotiated"], p["ecn_negotiated"], "{mode:?}");
+        }
+    }
+}
+
 /// A server that is not bloatlab (like iperf 2.1.8): reads the test header
 /// per its LEN field, then sends the iperf pattern for a while and closes.
 fn plain_reverse_server() -> (u16, std::thread::JoinHandle<()>) {
@@ -710,6 +750,9 @@ fn reverse_congestion_control_warns_when_the_server_cannot_be_asked() {
     let recv = stream(&v, 1, "receive");
     assert!(recv["summary"]["bytes"].as_u64().unwrap() > 100_000, "{v}");
     assert!(recv.get("sender_congestion_control").is_none(), "{v}");
+    // Not bloatlab: never queried, the server's TCP_INFO stays not measured.
+    assert!(recv.get("peer_sender_tcp_info").is_none(), "{v}");
+    assert!(!err.contains("TCP_INFO"), "{err}");
 }
 
 #[test]

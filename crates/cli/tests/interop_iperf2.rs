@@ -694,9 +694,11 @@ fn our_tcp_client_to_iperf_server_reverse() {
 
 #[test]
 fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
-    // -R/--full-duplex headers carry bloatlab's 24-byte sender block (104 bytes in all,
-    // docs/wire.md): iperf 2.1.8 must run the test exactly as before, and since it
-    // cannot be asked for -Z, our client says so and records no sender cc.
+    // -R/--full-duplex headers carry bloatlab's 24-byte sender block and an 8-byte
+    // flow id (112 bytes in all, docs/wire.md): iperf 2.1.8 must run the test exactly
+    // as before, and since it cannot be asked for -Z, our client says so and records
+    // no sender cc. It sent no hello, so it never gets a flow query, and the server's
+    // sender TCP_INFO stays not measured.
     for mode in ["-R", "--full-duplex"] {
         let (server, doc) = our_tcp_client_vs_iperf(
             &["-e"],
@@ -711,6 +713,7 @@ fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
             .find(|s| s["direction"] == "receive")
             .unwrap();
         assert!(recv.get("sender_congestion_control").is_none(), "{doc}");
+        assert!(recv.get("peer_sender_tcp_info").is_none(), "{doc}");
     }
     require_iperf2();
     let port = free_port();
@@ -720,6 +723,11 @@ fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
         client
             .err()
             .contains("warning: -Z cubic applies to this end only"),
+        "{}",
+        client.transcript()
+    );
+    assert!(
+        !client.err().contains("TCP_INFO"),
         "{}",
         client.transcript()
     );

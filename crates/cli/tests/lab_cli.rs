@@ -20,6 +20,13 @@ fn up_exec_status_list_down_round_trip() {
 
     let list = stdout(&bl(&["lab", "list"]));
     assert!(list.contains(&lab.name), "{list}");
+    // --json is the lab crate's typed record.
+    let o = bl(&["lab", "list", "--json"]);
+    let typed: bloatlab_lab::status::LabList = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("lab list --json is not a LabList: {e}: {}", stdout(&o)));
+    let entry = typed.labs.iter().find(|e| e.name == lab.name).unwrap();
+    assert!(entry.emulator_alive && entry.pid > 0, "{entry:?}");
+    assert_eq!(entry.hosts.len(), 4, "{entry:?}");
 
     // Packets cross the emulator: client and client2 reach server and peer.
     for (host, target) in [

@@ -99,3 +99,102 @@ fn fwmark_gives_one_flow_ecn_through_fq_codel() {
         assert_eq!(plain, 0, "{dir:?}: a flow without ECN cannot be CE-marked");
     }
 }
+
+/// `bloatlab test --ecn mix` through the lab's FQ-CoDel (ECN marking on): the first flow
+/// of each pair per direction asks for ECN through a marked route, the other does not.
+/// The ECN flows negotiate ECN and meet CE marks (uploads: the client's
+/// `tcpi_delivered_ce`; downloads: the bloatlab server's, by flow query); the others
+/// negotiate nothing and meet no mark, and FQ-CoDel drops their packets instead. The
+/// host's tcp_ecn, the rule and the route are as before after the run.
+#[test]
+fn test_ecn_mix_gives_half_the_flows_ecn() {
+    use bloatlab_results::schema::DirectionRecord;
+    let lab = LabGuard::up(
+        "ecnmix",
+        &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
+    );
+    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || {
+            lab.exec(
+                "client",
+                &[BIN, "ping", SERVER, "-p", "5001", "-t", "0.2", "--json"],
+            )
+            .status
+            .success()
+        }),
+        "the server in lab {} never answered",
+        lab.name
+    );
+    let ecn_before = stdout(&lab.exec("client", &["cat", "/proc/sys/net/ipv4/tcp_ecn"]));
+    let rules_before = ip(&lab, &["rule", "show"]);
+    let file = std::env::temp_dir().join(format!("bl-ecnmix-{}.json", lab.name));
+    let path = file.to_string_lossy().into_owned();
+    let o = lab.exec(
+        "client",
+        &[
+            BIN,
+            "test",
+            "rrul_be",
+            SERVER,
+            "-l",
+            "4",
+            "--idle-before",
+            "1",
+            "--idle-after",
+            "1",
+            "--cc",
+            "cubic",
+            "--ecn",
+            "mix",
+            "-o",
+            &path,
+        ],
+    );
+    let summary = stdout(&o);
+    assert!(o.status.success(), "{summary}\n{}", stderr(&o));
+    assert!(summary.contains("ECN per flow"), "{summary}");
+    let f = bloatlab_results::load(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let mut asked = 0;
+    for fl in &f.raw.throughput {
+        let e = fl
+            .ecn
+            .unwrap_or_else(|| panic!("{}: no ECN record\n{summary}", fl.name));
+        // Flows 1 and 3 of each direction ask.
+        let wants = fl.name.ends_with("_1") || fl.name.ends_with("_3");
+        assert_eq!(e.requested, Some(wants), "{}\n{summary}", fl.name);
+        assert_eq!(e.negotiated, Some(wants), "{}\n{summary}", fl.name);
+        let ce = e
+            .ce_marks
+            .unwrap_or_else(|| panic!("{}: CE not measured", fl.name));
+        if wants {
+            asked += 1;
+            assert!(ce > 0, "{}: an ECN flow met no CE mark\n{summary}", fl.name);
+        } else {
+            assert_eq!(
+                ce, 0,
+                "{}: a non-ECN flow was CE-marked\n{summary}",
+                fl.name
+            );
+        }
+    }
+    assert_eq!(asked, 4, "{summary}");
+    // FQ-CoDel drops the packets of the flows that cannot be marked, in both directions.
+    let lab_view = f.metadata.lab.as_ref().expect("lab view");
+    for dir in [DirectionRecord::Up, DirectionRecord::Down] {
+        let d = lab_view
+            .directions
+            .iter()
+            .find(|d| d.direction == dir)
+            .unwrap();
+        assert!(d.drops.aqm > 0, "{dir:?}: no AQM drops: {d:?}");
+        assert!(d.ce_marked > 0, "{dir:?}: no CE marks: {d:?}");
+    }
+    // Everything the run changed is back.
+    assert_eq!(
+        stdout(&lab.exec("client", &["cat", "/proc/sys/net/ipv4/tcp_ecn"])),
+        ecn_before
+    );
+    assert_eq!(ip(&lab, &["rule", "show"]), rules_before);
+}

@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod config;
 pub mod console;
+pub mod flow_table;
 pub mod limits;
 pub mod loglimit;
 pub mod sock;

@@ -49,6 +49,48 @@ pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
     })
 }
 
+/// `tcpi_options` bits (linux/tcp.h).
+const TCPI_OPT_ECN: u8 = 8;
+const TCPI_OPT_ECN_SEEN: u8 = 16;
+
+/// Whether ECN was negotiated on this connection (`TCPI_OPT_ECN`; RFC 3168
+/// section 6.1.1: both SYNs agreed). Read on either end.
+pub fn ecn_negotiated(sock: &impl AsRawFd) -> std::io::Result<bool> {
+    let (info, _) = raw(sock)?;
+    Ok(info.tcpi_options & TCPI_OPT_ECN != 0)
+}
+
+/// A sending socket's final `TCP_INFO`, for the flow query
+/// (`bloatlab_wire::flow_query`). Fields the kernel did not write are
+/// "not measured" (`None`), never 0.
+pub fn sender_summary(sock: &impl AsRawFd) -> std::io::Result<bloatlab_wire::SenderSummary> {
+    let base = sample(sock)?;
+    let (info, len) = raw(sock)?;
+    let has = |end: usize| end <= len;
+    Ok(bloatlab_wire::SenderSummary {
+        bytes_acked: bloatlab_units::Bytes(
+            if has(offset_of!(libc::tcp_info, tcpi_bytes_acked) + 8) {
+                info.tcpi_bytes_acked
+            } else {
+                0
+            },
+        ),
+        retransmits: base.total_retrans,
+        rtt: base.rtt,
+        rttvar: base.rttvar,
+        // The kernel reports ~0U until it has an RTT sample.
+        min_rtt: (has(offset_of!(libc::tcp_info, tcpi_min_rtt) + 4)
+            && info.tcpi_min_rtt != u32::MAX
+            && info.tcpi_min_rtt > 0)
+            .then(|| Duration::from_micros(u64::from(info.tcpi_min_rtt))),
+        cwnd_segments: base.snd_cwnd,
+        mss: bloatlab_units::Bytes(u64::from(base.snd_mss)),
+        delivered_ce: base.delivered_ce,
+        ecn_negotiated: info.tcpi_options & TCPI_OPT_ECN != 0,
+        ecn_seen: info.tcpi_options & TCPI_OPT_ECN_SEEN != 0,
+    })
+}
+
 /// The receiving side's `TCP_INFO` (cumulative counters), for a receive record.
 pub fn sample_receiver(
     sock: &impl AsRawFd,

@@ -373,6 +373,7 @@ mod tests {
             latency: vec![],
             throughput: vec![FlowRecord {
                 name: "tcp_up_1".into(),
+                ecn: None,
                 direction: DirectionRecord::Up,
                 samples: vec![TransferRecord {
                     start_ns: 0,

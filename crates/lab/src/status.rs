@@ -35,6 +35,68 @@ pub struct StatusReport {
     pub counters: Option<LabStatus>,
 }
 
+/// `lab list --json`: every lab with a state file, and namespaces with the lab prefix
+/// that no lab owns (leftovers `lab down NAME` removes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabList {
+    pub labs: Vec<LabListEntry>,
+    pub orphan_namespaces: Vec<String>,
+}
+
+/// One lab in [`LabList`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabListEntry {
+    pub name: String,
+    pub backend: Backend,
+    pub phase: Phase,
+    /// PID of the emulator process (0 before it started).
+    pub pid: u32,
+    /// The recorded emulator process is alive.
+    pub emulator_alive: bool,
+    /// Host names.
+    pub hosts: Vec<String>,
+}
+
+impl LabListEntry {
+    /// The entry of a lab's state.
+    pub fn of(st: &LabState) -> LabListEntry {
+        LabListEntry {
+            name: st.name.clone(),
+            backend: st.spec.backend,
+            phase: st.phase,
+            pid: st.pid,
+            emulator_alive: st.emulator_alive(),
+            hosts: st.hosts.iter().map(|h| h.name.clone()).collect(),
+        }
+    }
+}
+
+/// Reads every lab in `dir` (unreadable state files are logged and skipped) and the
+/// namespaces in `netns` (the names under /run/netns) that carry the lab prefix but
+/// belong to no lab.
+pub fn list(dir: &StateDir, netns: Vec<String>) -> LabList {
+    let mut labs = Vec::new();
+    let mut owned: Vec<String> = Vec::new();
+    for name in dir.list() {
+        match dir.read(&name) {
+            Ok(Some(st)) => {
+                owned.extend(st.namespaces.iter().cloned());
+                labs.push(LabListEntry::of(&st));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    let orphan_namespaces = netns
+        .into_iter()
+        .filter(|ns| ns.starts_with(names::PREFIX) && !owned.contains(ns))
+        .collect();
+    LabList {
+        labs,
+        orphan_namespaces,
+    }
+}
+
 /// Reads lab `name`'s state and counters. Fails when the name is invalid,
 /// there is no such lab or its state file is unreadable; unreadable
 /// counters are `None`.

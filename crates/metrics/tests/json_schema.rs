@@ -77,6 +77,8 @@ fn sample_document() -> Document {
         summary: IntervalRecord::from_tcp_send(&total),
         server_side: Some(server_side),
         sender_congestion_control: None,
+        peer_sender_tcp_info: None,
+        ecn_negotiated: None,
     });
     doc.sum = Some(SumRecord {
         direction: Direction::Send,

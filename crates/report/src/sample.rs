@@ -159,6 +159,8 @@ pub fn rrul_like(queue: Queue) -> ResultsFile {
         address: Some("10.77.0.2".into()),
         port: Some(5001),
         role: Some(HostRole::Server),
+        // A bloatlab server names itself in its hello or report.
+        software: Some(format!("bloatlab {}", env!("CARGO_PKG_VERSION"))),
         ..HostRecord::default()
     };
     meta.kernel = KernelRecord {

@@ -130,6 +130,7 @@ pub fn run_summary(v: &RunView) -> String {
                     f.megabytes.clone(),
                     f.congestion_control.clone(),
                     f.retransmits.clone(),
+                    f.ecn.clone(),
                     f.ce_marks.clone(),
                 ]
             })
@@ -140,6 +141,7 @@ pub fn run_summary(v: &RunView) -> String {
                 "MB",
                 "congestion control",
                 "retransmits",
+                "ECN",
                 "CE marks",
             ],
             &rows,

@@ -139,8 +139,28 @@ pub struct FlowSummaryRow {
     pub congestion_control: String,
     /// The sender's retransmits, or "not measured" (TCP_INFO not sampled).
     pub retransmits: String,
-    /// Segments the sender saw delivered with a CE mark, or "not measured".
+    /// ECN of the flow: whether it asked and what it negotiated, or "not measured".
+    pub ecn: String,
+    /// CE marks the flow met (its ECN record, else the sender's `delivered_ce`, else
+    /// the receiver's `received_ce`), or "not measured".
     pub ce_marks: String,
+}
+
+/// "asked, negotiated", "not asked, not negotiated", ... for a flow's ECN record.
+fn ecn_text(e: Option<bloatlab_results::schema::FlowEcnRecord>) -> String {
+    let Some(e) = e else {
+        return crate::meta::NOT_MEASURED.to_owned();
+    };
+    let asked = e.requested.map(|a| if a { "asked" } else { "not asked" });
+    let negotiated = match e.negotiated {
+        Some(true) => "negotiated",
+        Some(false) => "not negotiated",
+        None => "negotiation not measured",
+    };
+    match asked {
+        Some(a) => format!("{a}, {negotiated}"),
+        None => negotiated.to_owned(),
+    }
 }
 
 /// Throughput over one phase.
@@ -207,8 +227,12 @@ fn flow_rows(run: &Run) -> Vec<FlowSummaryRow> {
                 retransmits: sender
                     .and_then(|t| t.retransmits)
                     .map_or_else(not_measured, |r| r.to_string()),
-                ce_marks: sender
-                    .and_then(|t| t.delivered_ce)
+                ecn: ecn_text(rec.ecn),
+                ce_marks: rec
+                    .ecn
+                    .and_then(|e| e.ce_marks)
+                    .or(sender.and_then(|t| t.delivered_ce))
+                    .or(rec.tcp.receiver.and_then(|t| t.received_ce))
                     .map_or_else(not_measured, |r| r.to_string()),
             }
         })

@@ -69,7 +69,8 @@ fn not_measured_is_said_and_report_4_columns_come_in_order() {
     // 4 x 625 kB.
     assert!(up.contains("<td class=\"n\">2.50</td>"), "{up}");
     let down = row("tcp_down_be");
-    assert_eq!(down.matches("not measured").count(), 3, "{down}");
+    // Congestion control, retransmits, ECN and CE marks.
+    assert_eq!(down.matches("not measured").count(), 4, "{down}");
     // Metadata records as text.
     assert!(page.contains("remote 10.0.0.2 port 5001, server"), "hosts");
     // (minijinja escapes "/" as &#x2f;)
@@ -94,6 +95,39 @@ fn not_measured_is_said_and_report_4_columns_come_in_order() {
         .find(|l| l.starts_with("tcp_down_be (down)"))
         .unwrap();
     assert!(down_line.contains("not measured"), "{text}");
+}
+
+#[test]
+fn ecn_and_ce_marks_are_shown_per_flow() {
+    use bloatlab_results::schema::FlowEcnRecord;
+    let mut run = v2();
+    let flows = &mut run.file.raw.throughput;
+    flows[0].ecn = Some(FlowEcnRecord {
+        requested: Some(true),
+        negotiated: Some(true),
+        ce_marks: Some(412),
+    });
+    flows[1].ecn = Some(FlowEcnRecord {
+        requested: Some(false),
+        negotiated: Some(false),
+        ce_marks: Some(0),
+    });
+    let (a, b) = (flows[0].name.clone(), flows[1].name.clone());
+    let page = html::render(std::slice::from_ref(&run)).unwrap();
+    let row = |flow: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("<tr><td>{flow}</td>")))
+            .unwrap_or_else(|| panic!("no {flow} row"))
+            .to_owned()
+    };
+    let ra = row(&a);
+    assert!(ra.contains("<td>asked, negotiated</td>"), "{ra}");
+    assert!(ra.contains("<td class=\"n\">412</td>"), "{ra}");
+    let rb = row(&b);
+    assert!(rb.contains("<td>not asked, not negotiated</td>"), "{rb}");
+    assert!(rb.contains("<td class=\"n\">0</td>"), "{rb}");
+    let text = bloatlab_report::table::run_summary(&bloatlab_report::view::RunView::new(&run));
+    assert!(text.contains("asked, negotiated"), "{text}");
 }
 
 #[test]

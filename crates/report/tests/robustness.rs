@@ -54,6 +54,7 @@ fn samples_centuries_after_the_start_do_not_panic() {
         }],
         throughput: vec![FlowRecord {
             name: "f".into(),
+            ecn: None,
             direction: DirectionRecord::Up,
             tcp: Default::default(),
             samples: vec![

@@ -161,6 +161,7 @@ impl From<&FlowSeries> for FlowRecord {
     fn from(f: &FlowSeries) -> Self {
         FlowRecord {
             name: f.name.clone(),
+            ecn: None,
             direction: f.direction.into(),
             samples: f
                 .samples

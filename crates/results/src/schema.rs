@@ -313,6 +313,28 @@ pub struct FlowRecord {
     /// TCP_INFO of the flow's two ends; `null` where it was not sampled.
     #[serde(default)]
     pub tcp: FlowTcpRecord,
+    /// ECN of this flow: asked for, negotiated, CE marks. Omitted when nothing of it
+    /// was known (files written before it existed serialize unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<FlowEcnRecord>,
+}
+
+/// ECN of one flow (RFC 3168): whether it asked, what its connection negotiated, and the
+/// CE marks it met. Each field is `null` when not known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FlowEcnRecord {
+    /// The flow asked for ECN: `test --ecn on` (every flow), `off` (none), `mix` (the
+    /// flows given the ECN route). `null` without `--ecn` (the host's setting decided).
+    #[serde(default)]
+    pub requested: Option<bool>,
+    /// ECN was negotiated on every connection of the flow (`TCP_INFO` options, read by
+    /// the client).
+    #[serde(default)]
+    pub negotiated: Option<bool>,
+    /// Segments that met a CE mark: the sender's `tcpi_delivered_ce` (an upload's
+    /// client, a download's bloatlab server), else the receiver's `tcpi_received_ce`.
+    #[serde(default)]
+    pub ce_marks: Option<u64>,
 }
 
 /// TCP_INFO of both ends of a flow.

@@ -80,6 +80,7 @@ fn raw() -> impl Strategy<Value = Raw> {
                     .enumerate()
                     .map(|(i, samples)| FlowRecord {
                         name: format!("f{i}"),
+                        ecn: None,
                         direction: if i % 2 == 0 {
                             DirectionRecord::Up
                         } else {

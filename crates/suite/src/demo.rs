@@ -537,6 +537,7 @@ mod tests {
             }],
             throughput: vec![FlowRecord {
                 name: "tcp_up_be".into(),
+                ecn: None,
                 direction: bloatlab_results::schema::DirectionRecord::Up,
                 tcp: Default::default(),
                 samples: vec![TransferRecord {

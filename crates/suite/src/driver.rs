@@ -35,6 +35,9 @@ pub struct Target {
     /// The server's `--permit-key`, passed to every flow and UDP probe stream (ICMP
     /// echo has no key: it does not reach the server's responder).
     pub permit_key: Option<String>,
+    /// `--ecn mix`: the SO_MARK (client `--fwmark`) of flows that ask for ECN; a policy
+    /// rule routes marked sockets through a route with `features ecn` ([`crate::ecn`]).
+    pub ecn_fwmark: Option<u32>,
 }
 
 impl Target {
@@ -217,6 +220,9 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
         a.extend(["-Z".into(), cc.clone()]);
     }
     a.extend(target.key_arg());
+    if let Some(mark) = target.ecn_fwmark.filter(|_| flow.ecn) {
+        a.extend(["--fwmark".into(), mark.to_string()]);
+    }
     a
 }
 
@@ -546,12 +552,13 @@ mod tests {
             ..TestParams::default()
         };
         let p = plan(TestName::Rrul, &params).unwrap();
-        let t = Target {
+        let mut t = Target {
             exe: "bloatlab".into(),
             host: "10.77.0.2".into(),
             host6: None,
             port: 5001,
             permit_key: None,
+            ecn_fwmark: None,
         };
         let by = |name: &str| p.runners.iter().find(|r| r.name == name).unwrap();
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
@@ -575,6 +582,28 @@ mod tests {
             .unwrap();
         let a = runner_args(&t, r, Duration::from_millis(200));
         assert!(a.join(" ").contains("-n 1048576"), "{a:?}");
+        // --ecn mix: the first flow of each pair per direction carries the mark.
+        let mix = plan(
+            TestName::Rrul,
+            &TestParams {
+                ecn_mix: true,
+                ..params
+            },
+        )
+        .unwrap();
+        t.ecn_fwmark = Some(4242);
+        let marked: Vec<&str> = mix
+            .runners
+            .iter()
+            .filter(|r| runner_args(&t, r, Duration::from_millis(200)).contains(&"4242".into()))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            marked,
+            ["tcp_up_be", "tcp_up_cs5", "tcp_down_be", "tcp_down_cs5"],
+            "{:?}",
+            mix.runners.iter().map(|r| &r.name).collect::<Vec<_>>()
+        );
         // A keyed server: every flow and UDP probe stream sends the key, ICMP cannot.
         let keyed = Target {
             permit_key: Some("abcd1234".into()),
@@ -607,6 +636,7 @@ mod tests {
             host6: Some("fd00:77::2".into()),
             port: 5001,
             permit_key: None,
+            ecn_fwmark: None,
         };
         let sample = Duration::from_millis(200);
         let host_of = |name: &str| {

@@ -59,6 +59,15 @@ pub struct ClientRun {
     pub sender_tcp: SenderTcpInfo,
     /// `TCP_INFO` of this end's receiving streams (downloads), summed.
     pub receiver_tcp: ReceiverTcpInfo,
+    /// A download's sender: the bloatlab server's sending sockets' final `TCP_INFO`,
+    /// fetched by the client's flow query (docs/wire.md), summed over streams. All
+    /// `None` on uploads and when the server is not bloatlab (not measured). Its RTT
+    /// fields: `rtt_min` is the kernel's `tcpi_min_rtt`, `rtt_max` the smoothed RTT
+    /// when the sender stopped (no interval samples exist), `rtt_mean` is `None`.
+    pub peer_sender_tcp: SenderTcpInfo,
+    /// ECN negotiated on the flow's connections (`TCP_INFO` options on the client):
+    /// `Some(true)` only if every stream negotiated it.
+    pub ecn_negotiated: Option<bool>,
     /// Congestion control of this end's socket.
     pub congestion_control: Option<String>,
     /// Congestion control of the flow's sender, read back from its socket: this end's
@@ -67,6 +76,8 @@ pub struct ClientRun {
     pub sender_congestion_control: Option<String>,
     /// The server's version if it announced one.
     pub peer_version: Option<String>,
+    /// The server program and version when it is bloatlab (`bloatlab 0.1.0`).
+    pub peer_software: Option<String>,
     /// Wall-clock start, µs since the UNIX epoch.
     pub start_unix_us: Option<u64>,
 }
@@ -94,6 +105,7 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
     let mut run = ClientRun {
         congestion_control: doc.test.congestion_control.clone(),
         peer_version: doc.test.peer_version.clone(),
+        peer_software: doc.test.peer_software.clone(),
         start_unix_us: doc.test.start_unix_us,
         ..ClientRun::default()
     };
@@ -114,7 +126,13 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
         if run.sender_congestion_control.is_none() {
             run.sender_congestion_control = s.sender_congestion_control.clone();
         }
+        if let Some(e) = s.ecn_negotiated {
+            run.ecn_negotiated = Some(run.ecn_negotiated.unwrap_or(true) && e);
+        }
         if s.direction != JsonDirection::Send {
+            if let Some(p) = &s.peer_sender_tcp_info {
+                add_peer_sender(&mut run.peer_sender_tcp, p);
+            }
             let info = s
                 .summary
                 .tcp_recv
@@ -157,6 +175,21 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
     Ok(run)
 }
 
+/// Adds one stream's server-side sender record (flow query) to a download's sum.
+fn add_peer_sender(t: &mut SenderTcpInfo, p: &bloatlab_metrics::json::PeerSenderTcpInfoRecord) {
+    t.retransmits = Some(t.retransmits.unwrap_or(0) + p.retransmits);
+    if let Some(ce) = p.delivered_ce {
+        t.delivered_ce = Some(t.delivered_ce.unwrap_or(0) + ce);
+    }
+    if let Some(m) = p.min_rtt_us.map(Duration::from_micros) {
+        t.rtt_min = Some(t.rtt_min.map_or(m, |x| x.min(m)));
+    }
+    if p.rtt_us > 0 {
+        let r = Duration::from_micros(p.rtt_us);
+        t.rtt_max = Some(t.rtt_max.map_or(r, |x| x.max(r)));
+    }
+}
+
 /// The client's wall-clock start as a timestamp.
 pub fn client_start(run: &ClientRun) -> Option<jiff::Timestamp> {
     let us = i64::try_from(run.start_unix_us?).ok()?;
@@ -170,7 +203,8 @@ mod tests {
     use super::*;
     use bloatlab_metrics::interval::Span;
     use bloatlab_metrics::json::{
-        Protocol, RecvTcpInfoRecord, Role, ServerSideReport, StreamRecord, TestInfo,
+        PeerSenderTcpInfoRecord, Protocol, RecvTcpInfoRecord, Role, ServerSideReport, StreamRecord,
+        TestInfo,
     };
     use bloatlab_metrics::tcp_recv::TcpRecvStats;
     use bloatlab_metrics::tcp_send::{TcpInfoSample, TcpSendStats};
@@ -217,6 +251,8 @@ mod tests {
             summary: IntervalRecord::from_tcp_send(&s.total(Span::from_zero(ms(400)))),
             server_side: None,
             sender_congestion_control: Some("cubic".into()),
+            peer_sender_tcp_info: None,
+            ecn_negotiated: None,
         });
         doc
     }
@@ -304,11 +340,45 @@ mod tests {
             1,
             "the summary stands in for missing intervals"
         );
+        // No flow query answer: the server's side stays not measured.
+        assert_eq!(r.peer_sender_tcp, SenderTcpInfo::default());
         assert!(parse_client(b"not json").is_err());
         let newer =
             doc.to_json_pretty()
                 .replacen("\"schema_version\": 1", "\"schema_version\": 2", 1);
         let e = parse_client(newer.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("schema_version 2"), "{e}");
+    }
+
+    #[test]
+    fn download_sender_tcp_info_comes_from_the_servers_record_summed_over_streams() {
+        let mut doc = upload(true);
+        doc.streams[0].direction = JsonDirection::Receive;
+        doc.streams[0].ecn_negotiated = Some(true);
+        let rec = |retransmits, rtt_us, min_rtt_us| PeerSenderTcpInfoRecord {
+            retransmits,
+            rtt_us,
+            rttvar_us: 500,
+            min_rtt_us: Some(min_rtt_us),
+            cwnd_bytes: 14480,
+            bytes_acked: 1000,
+            delivered_ce: Some(4),
+            ecn_negotiated: true,
+            ecn_seen: true,
+        };
+        doc.streams[0].peer_sender_tcp_info = Some(rec(7, 90_000, 41_000));
+        let mut second = doc.streams[0].clone();
+        second.id = 2;
+        second.peer_sender_tcp_info = Some(rec(5, 120_000, 40_000));
+        second.ecn_negotiated = Some(false);
+        doc.streams.push(second);
+        let r = parse(&doc);
+        assert_eq!(r.peer_sender_tcp.retransmits, Some(12));
+        assert_eq!(r.peer_sender_tcp.delivered_ce, Some(8));
+        assert_eq!(r.peer_sender_tcp.rtt_min, Some(ms(40)));
+        assert_eq!(r.peer_sender_tcp.rtt_max, Some(ms(120)));
+        assert_eq!(r.peer_sender_tcp.rtt_mean, None);
+        assert_eq!(r.retransmits, None, "the client did not send");
+        assert_eq!(r.ecn_negotiated, Some(false), "one stream without ECN");
     }
 }

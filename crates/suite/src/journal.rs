@@ -89,6 +89,9 @@ pub struct ParamsRecord {
     pub sample_interval_ns: u64,
     pub pulses: u32,
     pub pulse_size_bytes: u64,
+    /// `--ecn mix` (which flows asked for ECN).
+    #[serde(default)]
+    pub ecn_mix: bool,
 }
 
 impl From<&TestParams> for ParamsRecord {
@@ -104,6 +107,7 @@ impl From<&TestParams> for ParamsRecord {
             sample_interval_ns: nanos(p.sample_interval),
             pulses: p.pulses,
             pulse_size_bytes: p.pulse_size.0,
+            ecn_mix: p.ecn_mix,
         }
     }
 }
@@ -121,6 +125,7 @@ impl From<&ParamsRecord> for TestParams {
             sample_interval: Duration::from_nanos(p.sample_interval_ns),
             pulses: p.pulses,
             pulse_size: bloatlab_units::Bytes(p.pulse_size_bytes),
+            ecn_mix: p.ecn_mix,
         }
     }
 }
@@ -607,6 +612,7 @@ pub fn config(j: &Journal, exe: PathBuf) -> Result<RunConfig, JournalError> {
             host: h.host.clone(),
             host6: h.host6.clone(),
             port: h.port,
+            ecn_fwmark: None,
             permit_key: None,
         },
         command_line: h.command_line.clone(),

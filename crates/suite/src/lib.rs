@@ -15,6 +15,7 @@
 //! * [`summary`]: the terminal summary.
 //! * [`journal`]: what a run has learnt so far, on disk, and recovering a run from it.
 //! * [`host`]: CPU utilisation, kernel and sysctls of this host.
+//! * [`ecn`]: `--ecn on|off|mix`: the host's tcp_ecn and the marked ECN route.
 //! * [`lab`]: the lab's view of a run inside a lab (emulator counters, link spec, ECN).
 //! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
 //! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
@@ -23,6 +24,7 @@ pub mod catalog;
 pub mod collect;
 pub mod demo;
 pub mod driver;
+pub mod ecn;
 pub mod endpoints;
 pub mod flow;
 pub mod host;

@@ -15,19 +15,26 @@ use crate::driver::Target;
 use crate::plan::{Amount, Family, Plan, ProbeMode, RunnerKind, TcpFlow, TestParams};
 
 /// The local host (this process) and the server at `host:port`. `node_name` is this
-/// host's name (`uname -n`), `peer_version` the version the server announced.
+/// host's name (`uname -n`), `peer_software` what a bloatlab server called itself (its
+/// hello or report), `peer_version` the iperf version the server announced. The remote
+/// software is never empty: "unknown" when the server said neither.
 pub fn hosts(
     node_name: Option<String>,
     host: &str,
     port: u16,
+    peer_software: Option<&str>,
     peer_version: Option<&str>,
 ) -> HostsRecord {
     let mut remote = HostRecord {
         port: Some(port),
         role: Some(HostRole::Server),
-        // iperf 2's header carries a version, not a program name: a bloatlab server
-        // announces the iperf version it speaks.
-        software: peer_version.map(|v| format!("iperf protocol {v}")),
+        // iperf 2's header carries a version, not a program name: an iperf 2 server is
+        // known only by the iperf version it speaks.
+        software: Some(match (peer_software, peer_version) {
+            (Some(s), _) if !s.is_empty() => s.to_owned(),
+            (_, Some(v)) => format!("iperf protocol {v}"),
+            _ => "unknown".to_owned(),
+        }),
         ..HostRecord::default()
     };
     if host.parse::<IpAddr>().is_ok() {
@@ -166,14 +173,24 @@ mod tests {
 
     #[test]
     fn remote_name_or_address() {
-        let h = hosts(Some("box".into()), "10.77.0.2", 5001, Some("2.1.8"));
+        let h = hosts(Some("box".into()), "10.77.0.2", 5001, None, Some("2.1.8"));
         assert_eq!(h.remote.address.as_deref(), Some("10.77.0.2"));
         assert_eq!(h.remote.name, None);
         assert_eq!(h.remote.software.as_deref(), Some("iperf protocol 2.1.8"));
         assert_eq!(h.local.name.as_deref(), Some("box"));
-        let h = hosts(None, "server.example", 5001, None);
+        let h = hosts(None, "server.example", 5001, None, None);
         assert_eq!(h.remote.name.as_deref(), Some("server.example"));
-        assert_eq!((h.remote.address, h.remote.software), (None, None));
+        assert_eq!(h.remote.address, None);
+        assert_eq!(h.remote.software.as_deref(), Some("unknown"), "never empty");
+        // A bloatlab server's own name wins over the protocol version.
+        let h = hosts(
+            None,
+            "10.77.0.2",
+            5001,
+            Some("bloatlab 0.1.0"),
+            Some("2.1.8"),
+        );
+        assert_eq!(h.remote.software.as_deref(), Some("bloatlab 0.1.0"));
     }
 
     fn target(host: &str, host6: Option<&str>) -> Target {
@@ -183,6 +200,7 @@ mod tests {
             host6: host6.map(str::to_owned),
             port: 5001,
             permit_key: None,
+            ecn_fwmark: None,
         }
     }
 

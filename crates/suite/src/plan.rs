@@ -48,6 +48,9 @@ pub struct TestParams {
     pub pulses: u32,
     /// `one_vs_pulses`: bytes per pulse.
     pub pulse_size: Bytes,
+    /// `--ecn mix`: the first flow of each pair within a direction asks for ECN
+    /// ([`TcpFlow::ecn`]), the second does not.
+    pub ecn_mix: bool,
 }
 
 impl Default for TestParams {
@@ -65,6 +68,7 @@ impl Default for TestParams {
             sample_interval: Duration::from_millis(200),
             pulses: 40,
             pulse_size: Bytes(1 << 20),
+            ecn_mix: false,
         }
     }
 }
@@ -115,6 +119,9 @@ pub struct TcpFlow {
     pub cc: Option<String>,
     /// How much to send.
     pub amount: Amount,
+    /// The flow asks for ECN on its own (`--ecn mix`: its socket gets the run's fwmark,
+    /// whose route has `features ecn`). `false` = the host's `tcp_ecn` decides.
+    pub ecn: bool,
 }
 
 /// UDP (bloatlab responder) or ICMP echo.
@@ -448,6 +455,8 @@ impl<'a> Builder<'a> {
         let cc =
             (!self.p.cc.is_empty()).then(|| self.p.cc[self.tcp_count % self.p.cc.len()].clone());
         self.tcp_count += 1;
+        // Deterministic halves: flows 1, 3, ... of each direction ask for ECN.
+        let ecn = self.p.ecn_mix && index.is_multiple_of(2);
         self.runners.push(Runner {
             name,
             family: self.family,
@@ -458,6 +467,7 @@ impl<'a> Builder<'a> {
                 tos,
                 cc,
                 amount,
+                ecn,
             }),
         });
     }

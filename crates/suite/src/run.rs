@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowRecord, FlowTcpRecord,
-    LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord,
+    FlowTcpRecord, LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::catalog::TestName;
 use crate::collect::{self, ClientRun};
 use crate::driver::{self, DriveEvent, DriveResult, Output, RunnerResult, Target};
+use crate::ecn::EcnMode;
 use crate::host;
 use crate::journal::{Journal, JournalWriter};
 use crate::lab::{LabContext, LabWatch};
@@ -47,8 +48,8 @@ pub struct RunConfig {
     /// The lab this run goes through (`lab exec` sets the environment), if any: its
     /// emulator's counters are recorded and checked.
     pub lab: Option<LabContext>,
-    /// TCP ECN for the run's connections (`--ecn on|off`); needs a lab. `None` = as set.
-    pub ecn: Option<bool>,
+    /// TCP ECN for the run's connections (`--ecn on|off|mix`); needs a lab. `None` = as set.
+    pub ecn: Option<EcnMode>,
 }
 
 /// Why a run could not produce results.
@@ -121,6 +122,9 @@ pub enum RunError {
     /// A journal could not be read.
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalError),
+    /// `--ecn mix` could not route the ECN flows.
+    #[error(transparent)]
+    EcnRoute(#[from] crate::ecn::EcnRouteError),
 }
 
 /// A VoIP stream assessed over one phase and direction.
@@ -281,16 +285,40 @@ pub fn run_journaled(
     journal: Option<&mut JournalWriter>,
     mut progress: impl FnMut(Duration, Duration),
 ) -> Result<RunOutcome, RunError> {
-    let plan = plan(cfg.test, &cfg.params)?;
+    let mix = cfg.ecn == Some(EcnMode::Mix);
+    let params = TestParams {
+        ecn_mix: mix,
+        ..cfg.params.clone()
+    };
+    let plan = plan(cfg.test, &params)?;
     if cfg.ecn.is_some() && cfg.lab.is_none() {
         return Err(RunError::EcnNeedsLab);
     }
     // ECN is set before the pre-flight check, so its connections negotiate what the run's do.
     let ecn_was = match (&cfg.lab, cfg.ecn) {
-        (Some(ctx), Some(on)) => Some(ctx.set_ecn(on)?),
+        (Some(ctx), Some(m)) => Some(ctx.set_ecn(m.host_asks())?),
         _ => None,
     };
-    let result = run_in_lab(cfg, &plan, stop, journal, &mut progress);
+    // --ecn mix: the flows that ask for ECN get a mark routed with `features ecn`; the
+    // rule and route go when `route` is dropped, before tcp_ecn is restored.
+    let route = if mix {
+        crate::ecn::server_ip(&cfg.target.host, cfg.target.port)
+            .and_then(crate::ecn::EcnRoute::add)
+            .map(Some)
+            .map_err(RunError::from)
+    } else {
+        Ok(None)
+    };
+    let result = match route {
+        Ok(route) => {
+            let mut run_cfg = cfg.clone();
+            run_cfg.target.ecn_fwmark = route.as_ref().map(|r| r.mark);
+            let r = run_in_lab(&run_cfg, &plan, stop, journal, &mut progress);
+            drop(route);
+            r
+        }
+        Err(e) => Err(e),
+    };
     if let (Some(ctx), Some(was)) = (&cfg.lab, ecn_was)
         && let Err(e) = ctx.set_ecn(was)
     {
@@ -548,6 +576,7 @@ fn assemble(
     let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
     let mut per_flow_cc = Vec::new();
     let mut peer_version = None;
+    let mut peer_software = None;
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
@@ -562,28 +591,46 @@ fn assemble(
                 let mut samples = Vec::new();
                 // The client's own TCP_INFO: an upload's sender, a download's receiver.
                 let mut flow_tcp = FlowTcpRecord::default();
+                let mut ecn = FlowEcnRecord {
+                    requested: cfg.ecn.map(|m| match m {
+                        EcnMode::On => true,
+                        EcnMode::Off => false,
+                        EcnMode::Mix => flow.ecn,
+                    }),
+                    ..FlowEcnRecord::default()
+                };
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
                         (Some(code), Ok(c))
                             if code == 0 || reported_on_stop(drove.interrupted, code) =>
                         {
                             add_client(&mut samples, &c, o, run_start);
-                            if flow.direction == Direction::Up
-                                && let Some(n) = c.retransmits
-                            {
+                            // The flow's sender: the client for uploads, the bloatlab
+                            // server for downloads (its record, fetched by the client's
+                            // flow query; not measured from an iperf 2 server).
+                            let sender = match flow.direction {
+                                Direction::Up => &c.sender_tcp,
+                                Direction::Down => &c.peer_sender_tcp,
+                            };
+                            if let Some(n) = sender.retransmits {
                                 retransmits = Some(retransmits.unwrap_or(0) + n);
                                 retrans_windows.push((r.runner.start, r.runner.stop, n));
                             }
                             add_flow_tcp(&mut flow_tcp, &c, flow.direction);
                             // CE marks: an upload's sender counts those echoed back, a
-                            // download's receiving client those that arrived.
+                            // download's receiving client those that arrived (Linux
+                            // 6.18+), else the server's sender those echoed back to it.
                             let ce = match flow.direction {
                                 Direction::Up => c.sender_tcp.delivered_ce,
-                                Direction::Down => c.receiver_tcp.received_ce,
+                                Direction::Down => c
+                                    .receiver_tcp
+                                    .received_ce
+                                    .or(c.peer_sender_tcp.delivered_ce),
                             };
                             if let Some(n) = ce {
                                 ce_windows.push((r.runner.start, r.runner.stop, n));
                             }
+                            add_flow_ecn(&mut ecn, &c, flow.direction);
                             // The congestion control of the flow's sender, read back from
                             // its socket (a download's sender is the server, which says in
                             // its hello; unknown when it is not bloatlab).
@@ -599,6 +646,9 @@ fn assemble(
                             }
                             if peer_version.is_none() {
                                 peer_version = c.peer_version.clone();
+                            }
+                            if peer_software.is_none() {
+                                peer_software = c.peer_software.clone();
                             }
                             if flow.direction == Direction::Up
                                 && let Some(rtt) = c.sender_tcp.rtt_mean
@@ -628,6 +678,7 @@ fn assemble(
                     direction: dir_record(flow.direction),
                     samples,
                     tcp: flow_tcp,
+                    ecn: (ecn != FlowEcnRecord::default()).then_some(ecn),
                 });
             }
             RunnerKind::Probe(p) => {
@@ -675,6 +726,7 @@ fn assemble(
         host::node_name(),
         &cfg.target.host,
         cfg.target.port,
+        peer_software.as_deref(),
         peer_version.as_deref(),
     );
     meta.kernel = host::kernel();
@@ -886,34 +938,57 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
 }
 
 /// Adds one client run's TCP_INFO to its flow's record (a pulse flow has several runs):
-/// the client is an upload's sender and a download's receiver; the server's side is not
-/// relayed, so it stays `null` (not measured).
+/// the client is an upload's sender and a download's receiver; a download's sender is
+/// the bloatlab server, whose record the client fetched (flow query). An end that was
+/// not measured (an upload's receiver, an iperf 2 server) stays `null`.
 fn add_flow_tcp(rec: &mut FlowTcpRecord, c: &ClientRun, direction: Direction) {
     let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
     };
     let ns = |d: Option<Duration>| d.map(bloatlab_results::convert::nanos);
-    match direction {
-        Direction::Up => {
-            let t = &c.sender_tcp;
-            let s = rec.sender.get_or_insert_default();
-            s.retransmits = sum(s.retransmits, t.retransmits);
-            s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
-            s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
-            s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
-        }
+    let sender = match direction {
+        Direction::Up => Some(&c.sender_tcp),
         Direction::Down => {
-            let t = &c.receiver_tcp;
-            let r = rec.receiver.get_or_insert_default();
-            r.received_ce = sum(r.received_ce, t.received_ce);
-            r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
-            r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+            Some(&c.peer_sender_tcp).filter(|t| **t != crate::flow::SenderTcpInfo::default())
         }
+    };
+    if let Some(t) = sender {
+        let s = rec.sender.get_or_insert_default();
+        s.retransmits = sum(s.retransmits, t.retransmits);
+        s.delivered_ce = sum(s.delivered_ce, t.delivered_ce);
+        s.min_rtt_ns = match (s.min_rtt_ns, ns(t.rtt_min)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        s.max_rtt_ns = s.max_rtt_ns.max(ns(t.rtt_max));
+        s.mean_rtt_ns = s.mean_rtt_ns.or(ns(t.rtt_mean));
+    }
+    if direction == Direction::Down {
+        let t = &c.receiver_tcp;
+        let r = rec.receiver.get_or_insert_default();
+        r.received_ce = sum(r.received_ce, t.received_ce);
+        r.out_of_order_packets = sum(r.out_of_order_packets, t.out_of_order_packets);
+        r.rcv_rtt_ns = r.rcv_rtt_ns.or(ns(t.rcv_rtt));
+    }
+}
+
+/// Adds one client run's ECN view to its flow's record: negotiated only if every
+/// connection negotiated it; CE marks from the sender (an upload's client, a download's
+/// bloatlab server), else from the receiving client.
+fn add_flow_ecn(rec: &mut FlowEcnRecord, c: &ClientRun, direction: Direction) {
+    if let Some(n) = c.ecn_negotiated {
+        rec.negotiated = Some(rec.negotiated.unwrap_or(true) && n);
+    }
+    let ce = match direction {
+        Direction::Up => c.sender_tcp.delivered_ce,
+        Direction::Down => c
+            .peer_sender_tcp
+            .delivered_ce
+            .or(c.receiver_tcp.received_ce),
+    };
+    if let Some(n) = ce {
+        rec.ce_marks = Some(rec.ce_marks.unwrap_or(0) + n);
     }
 }
 

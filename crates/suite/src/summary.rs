@@ -94,6 +94,36 @@ fn jain(v: Option<f64>) -> String {
 /// Each flow's IP family, from the plan (`rrul46` pins one per flow).
 type Families<'a> = std::collections::BTreeMap<&'a str, IpFamilyRecord>;
 
+/// ECN per flow, when the run set it (`--ecn`) or some flow negotiated it: whether each
+/// flow asked, what it negotiated, and the CE marks it met.
+fn ecn_table(out: &mut String, flows: &[bloatlab_results::schema::FlowRecord]) {
+    let shown = |f: &&bloatlab_results::schema::FlowRecord| {
+        f.ecn
+            .is_some_and(|e| e.requested.is_some() || e.negotiated == Some(true))
+    };
+    if !flows.iter().any(|f| shown(&f)) {
+        return;
+    }
+    let yes_no = |v: Option<bool>| match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "not measured",
+    };
+    let _ = writeln!(out, "ECN per flow");
+    for f in flows {
+        let e = f.ecn.unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:<16}asked {:<4} negotiated {:<4} CE marks {}",
+            f.name,
+            yes_no(e.requested),
+            yes_no(e.negotiated),
+            e.ce_marks
+                .map_or_else(|| "not measured".to_owned(), |n| n.to_string())
+        );
+    }
+}
+
 fn throughput_table(
     out: &mut String,
     d: &Derived,
@@ -398,6 +428,7 @@ pub fn render(o: &RunOutcome) -> String {
             .collect();
         throughput_table(&mut out, d, &loaded, &retransmits, &families);
     }
+    ecn_table(&mut out, &o.file.raw.throughput);
     if let Some(l) = load_cc_line(&m.congestion_control) {
         let _ = writeln!(out, "{l}");
     }
@@ -493,6 +524,7 @@ mod tests {
     fn flow(name: &str, direction: DirectionRecord, spans: &[(u64, u64, u64)]) -> FlowRecord {
         FlowRecord {
             name: name.into(),
+            ecn: None,
             direction,
             tcp: Default::default(),
             samples: spans
@@ -504,6 +536,40 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn ecn_table_shows_each_flow_and_stays_away_without_ecn() {
+        use bloatlab_results::schema::FlowEcnRecord;
+        let mut a = flow("tcp_up_be", DirectionRecord::Up, &[]);
+        a.ecn = Some(FlowEcnRecord {
+            requested: Some(true),
+            negotiated: Some(true),
+            ce_marks: Some(412),
+        });
+        let mut b = flow("tcp_up_bk", DirectionRecord::Up, &[]);
+        b.ecn = Some(FlowEcnRecord {
+            requested: Some(false),
+            negotiated: Some(false),
+            ce_marks: Some(0),
+        });
+        let c = flow("tcp_down_be", DirectionRecord::Down, &[]);
+        let mut out = String::new();
+        ecn_table(&mut out, &[a.clone(), b.clone(), c.clone()]);
+        assert_eq!(
+            out,
+            "ECN per flow\n  tcp_up_be       asked yes  negotiated yes  CE marks 412\n  \
+             tcp_up_bk       asked no   negotiated no   CE marks 0\n  \
+             tcp_down_be     asked not measured negotiated not measured CE marks not measured\n"
+        );
+        // A run without --ecn where nothing negotiated ECN prints nothing.
+        b.ecn = Some(FlowEcnRecord {
+            requested: None,
+            ..b.ecn.unwrap()
+        });
+        let mut out = String::new();
+        ecn_table(&mut out, &[b, c]);
+        assert_eq!(out, "");
     }
 
     #[test]

@@ -17,10 +17,22 @@
 //! TRIPTIME/EPOCH/FQRATE flag) and this block. Older bloatlab servers see an
 //! 80-byte layout plus bytes they do not read. The block is only sent with
 //! extension version [`BLOATLAB_EXT_VERSION_BLOCK`] in `client_hdrext.length`.
+//!
+//! Extension version 3 ([`BLOATLAB_EXT_VERSION_FLOW_ID`]) appends an 8-byte
+//! flow id to the block (offset 104, header LEN 112):
+//!
+//! ```text
+//! 104 u64      flow id: a random nonzero number naming this flow; the server
+//!              keeps its sender's final TCP_INFO under it, for a later
+//!              query (crate::flow_query)
+//! ```
+//!
+//! Version-2 servers read the 24-byte block and ignore the id (they parse
+//! by offset and length, not by the version).
 
 use crate::WireError;
 use crate::error::need;
-use crate::field::{Field, get_u32, set_u32};
+use crate::field::{Field, get_u32, get_u64, set_u32};
 use crate::flags::HeaderFlags;
 use crate::tcp_header::LEN_WITH_START;
 
@@ -32,6 +44,12 @@ pub const BLAB_BLOCK_LEN: usize = 24;
 pub const BLAB_BLOCK_OFFSET: usize = LEN_WITH_START;
 /// Header length with the block (without a permit key).
 pub const LEN_WITH_BLAB_BLOCK: usize = BLAB_BLOCK_OFFSET + BLAB_BLOCK_LEN;
+/// The extension version whose block carries a flow id at offset 104.
+pub const BLOATLAB_EXT_VERSION_FLOW_ID: u8 = 3;
+/// The flow id's bytes in the TCP test header.
+pub const FLOW_ID_FIELD: Field = LEN_WITH_BLAB_BLOCK..LEN_WITH_BLAB_BLOCK + 8;
+/// Header length with the block and a flow id (without a permit key).
+pub const LEN_WITH_FLOW_ID: usize = LEN_WITH_BLAB_BLOCK + 8;
 /// Longest congestion control name (the kernel's TCP_CA_NAME_MAX).
 pub const CC_NAME_MAX: usize = 16;
 
@@ -71,6 +89,9 @@ pub struct BlabBlockRepr {
     pub notsent_lowat: Option<u32>,
     /// Congestion control for the server's sending socket.
     pub congestion: Option<String>,
+    /// Extension version 3: the flow's id (8 bytes after the block; 0 on
+    /// the wire = none). A server keeps its sender's final TCP_INFO under it.
+    pub flow_id: Option<u64>,
 }
 
 impl BlabBlockRepr {
@@ -92,10 +113,11 @@ impl BlabBlockRepr {
             flags: BlabBlockFlags(get_u32(b, field::FLAGS)),
             notsent_lowat: (lowat > 0).then_some(lowat),
             congestion: (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned()),
+            flow_id: None,
         })
     }
 
-    /// The 24 block bytes. A name longer than [`CC_NAME_MAX`] is an error
+    /// The 24 block bytes (without the flow id). A name longer than [`CC_NAME_MAX`] is an error
     /// (the kernel would refuse it anyway).
     pub fn to_bytes(&self) -> Result<[u8; BLAB_BLOCK_LEN], WireError> {
         let mut b = [0u8; BLAB_BLOCK_LEN];
@@ -119,7 +141,8 @@ impl BlabBlockRepr {
     }
 
     /// Appends the block to an 80-byte header (core + start-time block, no
-    /// permit key) and sets its LEN field to 104. Any other length is refused.
+    /// permit key) and sets its LEN field to 104, or 112 with a flow id
+    /// after the block. Any other length is refused.
     pub fn append_to(&self, header: &mut Vec<u8>) -> Result<(), WireError> {
         if header.len() != BLAB_BLOCK_OFFSET {
             return Err(WireError::BadLength {
@@ -128,7 +151,10 @@ impl BlabBlockRepr {
             });
         }
         header.extend_from_slice(&self.to_bytes()?);
-        let flags = HeaderFlags(get_u32(header, 0..4)).with_len(LEN_WITH_BLAB_BLOCK);
+        if let Some(id) = self.flow_id.filter(|&id| id != 0) {
+            header.extend_from_slice(&id.to_be_bytes());
+        }
+        let flags = HeaderFlags(get_u32(header, 0..4)).with_len(header.len());
         set_u32(header, 0..4, flags.bits());
         Ok(())
     }
@@ -145,9 +171,14 @@ impl BlabBlockRepr {
         if len < LEN_WITH_BLAB_BLOCK {
             return None;
         }
-        header
+        let block = header
             .get(BLAB_BLOCK_OFFSET..LEN_WITH_BLAB_BLOCK)
-            .map(BlabBlockRepr::parse)
+            .map(BlabBlockRepr::parse)?;
+        // A flow id follows when the LEN field leaves room for it.
+        let flow_id = (len >= LEN_WITH_FLOW_ID)
+            .then(|| get_u64(header, FLOW_ID_FIELD))
+            .filter(|&id| id != 0);
+        Some(block.map(|b| BlabBlockRepr { flow_id, ..b }))
     }
 }
 
@@ -161,6 +192,7 @@ mod tests {
             flags: BlabBlockFlags::HELLO,
             notsent_lowat: Some(16384),
             congestion: Some("cubic".into()),
+            flow_id: None,
         };
         let b = r.to_bytes().unwrap();
         assert_eq!(BlabBlockRepr::parse(&b).unwrap(), r);
@@ -181,5 +213,40 @@ mod tests {
         };
         assert!(long.to_bytes().is_err());
         assert!(r.append_to(&mut vec![0u8; 60]).is_err());
+    }
+
+    #[test]
+    fn flow_id_follows_the_block() {
+        let r = BlabBlockRepr {
+            flags: BlabBlockFlags::HELLO,
+            flow_id: Some(0x0102_0304_0506_0708),
+            ..BlabBlockRepr::default()
+        };
+        let mut h = vec![0u8; BLAB_BLOCK_OFFSET];
+        h[..4].copy_from_slice(&0x4401_00a0u32.to_be_bytes());
+        r.append_to(&mut h).unwrap();
+        assert_eq!(h.len(), LEN_WITH_FLOW_ID);
+        assert_eq!(HeaderFlags(get_u32(&h, 0..4)).len_field(), Some(112));
+        assert_eq!(&h[104..112], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(BlabBlockRepr::from_header(&h), Some(Ok(r.clone())));
+        // A version-2 header (LEN 104) has no id even if bytes follow.
+        let mut v2 = h.clone();
+        set_u32(
+            &mut v2,
+            0..4,
+            HeaderFlags(get_u32(&h, 0..4)).with_len(104).bits(),
+        );
+        assert_eq!(
+            BlabBlockRepr::from_header(&v2).unwrap().unwrap().flow_id,
+            None
+        );
+        // A zero id is no id.
+        let zero = BlabBlockRepr {
+            flow_id: Some(0),
+            ..r
+        };
+        let mut h0 = vec![0u8; BLAB_BLOCK_OFFSET];
+        zero.append_to(&mut h0).unwrap();
+        assert_eq!(h0.len(), LEN_WITH_BLAB_BLOCK);
     }
 }

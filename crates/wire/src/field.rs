@@ -24,6 +24,23 @@ pub(crate) fn get_u32(b: &[u8], f: Field) -> u32 {
 }
 
 #[inline]
+pub(crate) fn get_u64(b: &[u8], f: Field) -> u64 {
+    match b.get(f) {
+        Some(s) if s.len() == 8 => s.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+        _ => 0,
+    }
+}
+
+#[inline]
+pub(crate) fn set_u64(b: &mut [u8], f: Field, v: u64) {
+    if let Some(dst) = b.get_mut(f)
+        && dst.len() == 8
+    {
+        dst.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[inline]
 pub(crate) fn get_i32(b: &[u8], f: Field) -> i32 {
     get_u32(b, f) as i32
 }

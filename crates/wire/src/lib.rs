@@ -32,6 +32,7 @@
 //! | [`udp`] | UDP datagram prefix + repeated header (5.9) | 16 + 60/92/144 |
 //! | [`ack_fin`] | UDP AckFIN (`server_hdr`) (5.9) | 128 |
 //! | [`bloatlab`] | our extension marker and report frame | 12 + payload |
+//! | [`flow_query`] | bloatlab's query for a finished flow's sender `TCP_INFO`, and its reply | 18 (+key), 64 |
 //! | [`permit_key`] | `--permit-key` appended to the TCP test header (5.11) | 2 + 4..128 |
 //!
 //! Bounceback (`--bounceback`) messages are not parsed here;
@@ -48,6 +49,7 @@ pub mod client_hdr;
 mod error;
 pub mod field;
 mod flags;
+pub mod flow_query;
 pub mod permit_key;
 pub mod tcp_header;
 mod time;
@@ -58,7 +60,8 @@ mod view;
 pub use ack::{AckTimes, ClientHdrAck, ClientHdrAckRepr};
 pub use ack_fin::{AckFin, ServerFlags, ServerReportExt, ServerReportRepr};
 pub use blab_block::{
-    BLAB_BLOCK_LEN, BLOATLAB_EXT_VERSION_BLOCK, BlabBlockFlags, BlabBlockRepr, LEN_WITH_BLAB_BLOCK,
+    BLAB_BLOCK_LEN, BLOATLAB_EXT_VERSION_BLOCK, BLOATLAB_EXT_VERSION_FLOW_ID, BlabBlockFlags,
+    BlabBlockRepr, LEN_WITH_BLAB_BLOCK, LEN_WITH_FLOW_ID,
 };
 pub use bloatlab::{
     BLOATLAB_EXT_MAGIC, BLOATLAB_EXT_VERSION, BlabExt, MAX_REPORT_PAYLOAD, REPORT_MAGIC,
@@ -70,6 +73,9 @@ pub use client_hdr::{
 };
 pub use error::WireError;
 pub use flags::{HeaderFlags, UpperFlags};
+pub use flow_query::{
+    FlowQuery, FlowQueryRepr, FlowReply, FlowReplyRepr, FlowStatus, ReplyFlags, SenderSummary,
+};
 pub use tcp_header::{TcpTestHeader, TcpTestHeaderRepr, header_len_from_flags};
 pub use time::{SplitDouble, WallTime};
 pub use udp::{IsochPayloadRepr, UdpDatagram, UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr};

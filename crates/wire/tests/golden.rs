@@ -744,6 +744,7 @@ fn bloatlab_block_golden_bytes() {
         flags: BlabBlockFlags::HELLO,
         notsent_lowat: Some(16384),
         congestion: Some("cubic".into()),
+        flow_id: None,
     };
     block.append_to(&mut out).unwrap();
     let mut expected = words(W03_TCP_HEADER);
@@ -769,6 +770,188 @@ fn bloatlab_block_golden_bytes() {
     assert!(matches!(
         BlabBlockRepr::from_header(&bad),
         Some(Err(WireError::BadValue { .. }))
+    ));
+}
+
+#[test]
+fn bloatlab_flow_id_golden_bytes() {
+    // Extension version 3: the same header with an 8-byte flow id after the block.
+    let mut r = parse_tcp(&words(W03_TCP_HEADER)).unwrap();
+    let ext = BlabExt {
+        version: BLOATLAB_EXT_VERSION_FLOW_ID,
+        report_interval: None,
+    };
+    r.core = r.core.with_bloatlab_ext(ext.to_length());
+    let mut out = emit_tcp(&r);
+    let block = BlabBlockRepr {
+        flags: BlabBlockFlags::HELLO,
+        notsent_lowat: None,
+        congestion: None,
+        flow_id: Some(0x0123_4567_89ab_cdef),
+    };
+    block.append_to(&mut out).unwrap();
+    let mut expected = words(W03_TCP_HEADER);
+    // LEN field: 112 bytes (0x70 << 1 = 0xe0).
+    expected[..4].copy_from_slice(&[0x44, 0x01, 0x00, 0xe0]);
+    expected[24..32].copy_from_slice(b"BLAB\x00\x00\x00\x03");
+    expected.extend(words(
+        "00000001 00000000 00000000 00000000 00000000 00000000 01234567 89abcdef",
+    ));
+    assert_eq!(out, expected);
+    assert_eq!(out.len(), LEN_WITH_FLOW_ID);
+    assert_eq!(tcp_header::bytes_needed(&out[..4]), Ok(108));
+    assert_eq!(BlabBlockRepr::from_header(&out), Some(Ok(block)));
+    // With a permit key the key follows the id (LEN = 114) and the id stays.
+    permit_key::append(&mut out, b"abcd1234").unwrap();
+    assert_eq!(&out[..4], &[0x54, 0x01, 0x00, 0xe4]);
+    assert_eq!(
+        BlabBlockRepr::from_header(&out).unwrap().unwrap().flow_id,
+        Some(0x0123_4567_89ab_cdef)
+    );
+}
+
+#[test]
+fn flow_query_golden_bytes() {
+    use bloatlab_wire::flow_query::*;
+    let q = FlowQueryRepr {
+        flow_id: 0x0123_4567_89ab_cdef,
+        key: None,
+    };
+    let b = q.to_vec().unwrap();
+    assert_eq!(b, hex_bytes("00424c51 00000001 0123456789abcdef 0000"));
+    assert_eq!(
+        FlowQueryRepr::parse(&FlowQuery::new_unchecked(&b[..])),
+        Ok(q)
+    );
+    for n in 0..QUERY_LEN {
+        assert_eq!(query_bytes_needed(&b[..n]), Ok(QUERY_LEN - n), "{n}");
+    }
+    assert_eq!(query_bytes_needed(&b), Ok(0));
+    let keyed = FlowQueryRepr {
+        flow_id: 7,
+        key: Some(b"abcd1234"),
+    };
+    let kb = keyed.to_vec().unwrap();
+    assert_eq!(
+        kb,
+        hex_bytes("00424c51 00000001 0000000000000007 0008 6162636431323334")
+    );
+    assert_eq!(query_bytes_needed(&kb[..18]), Ok(8));
+    assert_eq!(
+        FlowQueryRepr::parse(&FlowQuery::new_unchecked(&kb[..])),
+        Ok(keyed)
+    );
+    assert!(matches!(
+        FlowQueryRepr::parse(&FlowQuery::new_unchecked(&kb[..20])),
+        Err(WireError::Truncated {
+            needed: 26,
+            got: 20
+        })
+    ));
+    // An iperf 2 header is not a query, from its first byte.
+    assert!(matches!(
+        query_bytes_needed(&words(W01_TCP_HEADER)[..1]),
+        Err(WireError::BadMagic { .. })
+    ));
+    // Bad key lengths and versions are refused before anything else is read.
+    let mut bad = b.clone();
+    bad[17] = 3;
+    assert!(matches!(
+        query_bytes_needed(&bad),
+        Err(WireError::BadLength { .. })
+    ));
+    bad = b.clone();
+    bad[7] = 2;
+    assert!(matches!(
+        query_bytes_needed(&bad[..8]),
+        Err(WireError::Unsupported { .. })
+    ));
+    assert!(
+        FlowQueryRepr {
+            flow_id: 1,
+            key: Some(b"abc")
+        }
+        .to_vec()
+        .is_err()
+    );
+}
+
+#[test]
+fn flow_reply_golden_bytes() {
+    use bloatlab_wire::flow_query::*;
+    let s = SenderSummary {
+        bytes_acked: Bytes(0x1_0000_0002),
+        retransmits: 42,
+        rtt: Duration::from_micros(80_500),
+        rttvar: Duration::from_micros(1_200),
+        min_rtt: Some(Duration::from_micros(80_000)),
+        cwnd_segments: 10,
+        mss: Bytes(1448),
+        delivered_ce: Some(3),
+        ecn_negotiated: true,
+        ecn_seen: true,
+    };
+    let r = FlowReplyRepr {
+        flow_id: 0x0123_4567_89ab_cdef,
+        status: FlowStatus::Found,
+        summary: Some(s),
+    };
+    let b = r.to_bytes();
+    let expected = hex_bytes(
+        "00424c52 00000001 0123456789abcdef 00000000 0000000f 0000000100000002
+         0000002a 00013a74 000004b0 00013880 0000000a 000005a8 00000003 00000000",
+    );
+    assert_eq!(b.to_vec(), expected);
+    assert_eq!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&b[..])),
+        Ok(r)
+    );
+    assert_truncation(&b, REPLY_LEN, |x| {
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(x)).map(|_| ())
+    });
+    // Not measured stays not measured: no flags, no min RTT, no CE count.
+    let bare = FlowReplyRepr {
+        summary: Some(SenderSummary {
+            min_rtt: None,
+            delivered_ce: None,
+            ecn_negotiated: false,
+            ecn_seen: false,
+            ..s
+        }),
+        ..r
+    };
+    let bb = bare.to_bytes();
+    assert_eq!(&bb[20..24], &[0, 0, 0, 0]);
+    assert_eq!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&bb[..])),
+        Ok(bare)
+    );
+    // Unknown: no summary, all fields zero.
+    let unknown = FlowReplyRepr {
+        flow_id: 9,
+        status: FlowStatus::Unknown,
+        summary: Some(s),
+    };
+    let ub = unknown.to_bytes();
+    assert!(ub[20..].iter().all(|&x| x == 0));
+    assert_eq!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&ub[..])),
+        Ok(FlowReplyRepr {
+            summary: None,
+            ..unknown
+        })
+    );
+    let mut bad = b;
+    bad[19] = 9;
+    assert!(matches!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&bad[..])),
+        Err(WireError::BadValue { .. })
+    ));
+    bad = b;
+    bad[3] = b'Q';
+    assert!(matches!(
+        FlowReplyRepr::parse(&FlowReply::new_unchecked(&bad[..])),
+        Err(WireError::BadMagic { .. })
     ));
 }
 

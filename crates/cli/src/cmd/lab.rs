@@ -1127,54 +1127,24 @@ fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
 }
 
 fn list(dir: &StateDir, a: ListArgs) -> anyhow::Result<()> {
-    let mut labs = Vec::new();
-    let mut owned: Vec<String> = Vec::new();
-    for name in dir.list() {
-        match dir.read(&name) {
-            Ok(Some(st)) => {
-                owned.extend(st.namespaces.iter().cloned());
-                labs.push(serde_json::json!({
-                    "name": st.name,
-                    "backend": st.spec.backend,
-                    "phase": st.phase,
-                    "pid": st.pid,
-                    "emulator_alive": st.emulator_alive(),
-                    "hosts": st.hosts.iter().map(|h| &h.name).collect::<Vec<_>>(),
-                }));
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("{e}"),
-        }
-    }
-    let orphans: Vec<String> = netns::list()
-        .into_iter()
-        .filter(|ns| ns.starts_with(names::PREFIX) && !owned.contains(ns))
-        .collect();
+    let list = bloatlab_lab::status::list(dir, netns::list());
     if a.json {
-        let v = serde_json::json!({ "labs": labs, "orphan_namespaces": orphans });
-        print_json(&v)?;
+        print_json(&serde_json::to_value(&list)?)?;
         return Ok(());
     }
-    if labs.is_empty() {
+    if list.labs.is_empty() {
         println!("no labs");
     }
-    for l in &labs {
-        let alive = l["emulator_alive"].as_bool() == Some(true);
+    for l in &list.labs {
         println!(
             "{:<16} {:<9} {:<8} {}",
-            l["name"].as_str().unwrap_or("?"),
-            l["backend"].as_str().unwrap_or("?"),
-            if alive { "running" } else { "DEAD" },
-            l["hosts"]
-                .as_array()
-                .map(|h| h
-                    .iter()
-                    .filter_map(|x| x.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","))
-                .unwrap_or_default()
+            l.name,
+            serde_json::to_value(l.backend)?.as_str().unwrap_or("?"),
+            if l.emulator_alive { "running" } else { "DEAD" },
+            l.hosts.join(",")
         );
     }
+    let orphans = &list.orphan_namespaces;
     if !orphans.is_empty() {
         println!(
             "leftover namespaces without a lab (remove with `bloatlab lab down NAME`): {}",

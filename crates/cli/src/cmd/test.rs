@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+use bloatlab_suite::ecn::EcnMode;
 use bloatlab_suite::journal::{self, JournalWriter};
 use bloatlab_suite::{RunConfig, RunError, RunOutcome, Target, TestName, TestParams, Tos};
 
@@ -83,11 +84,13 @@ pub struct TestArgs {
     /// one_vs_pulses: size of each upload (1M = 1 MiB).
     #[arg(long = "pulse-size", default_value = "1M", value_parser = opts::nonzero_bytes)]
     pub pulse_size: bloatlab_engine::config::Bytes,
-    /// TCP ECN for the run's connections: `on` or `off`. Needs a lab: the test sets
+    /// TCP ECN for the run's connections: `on`, `off` or `mix`. Needs a lab: the test sets
     /// net.ipv4.tcp_ecn of its lab host for the run (the client opens every connection,
-    /// so this decides what each flow negotiates) and restores it afterwards.
-    #[arg(long = "ecn", value_parser = on_off)]
-    pub ecn: Option<bool>,
+    /// so this decides what each flow negotiates) and restores it afterwards. `mix`: the
+    /// first flow of each pair per direction asks for ECN (a marked route with
+    /// `features ecn`), the other does not.
+    #[arg(long = "ecn", value_parser = ecn_mode)]
+    pub ecn: Option<EcnMode>,
     /// A title stored in the results file.
     #[arg(long = "title")]
     pub title: Option<String>,
@@ -99,12 +102,8 @@ pub struct TestArgs {
     pub no_preflight: bool,
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("{s:?} is neither on nor off")),
-    }
+fn ecn_mode(s: &str) -> Result<EcnMode, String> {
+    EcnMode::parse(s).ok_or_else(|| format!("{s:?} is not on, off or mix"))
 }
 
 fn marking(s: &str) -> Result<Tos, String> {
@@ -124,6 +123,7 @@ impl TestArgs {
             sample_interval: self.sample_interval,
             pulses: self.pulses,
             pulse_size: bloatlab_units::Bytes(self.pulse_size.0),
+            ecn_mix: self.ecn == Some(EcnMode::Mix),
         }
     }
 }
@@ -184,6 +184,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             host6,
             port: args.port,
             permit_key: args.permit_key.clone(),
+            ecn_fwmark: None,
         },
         command_line: redact_key(std::env::args()),
         title: args.title.clone(),
@@ -594,7 +595,10 @@ mod tests {
         assert!(e.contains("--ecn") && e.contains("maybe"), "{e}");
         assert_eq!(
             parse(&["rrul", "h", "--ecn", "on"]).unwrap().ecn,
-            Some(true)
+            Some(EcnMode::On)
         );
+        let mix = parse(&["rrul", "h", "--ecn", "mix"]).unwrap();
+        assert_eq!(mix.ecn, Some(EcnMode::Mix));
+        assert!(mix.params().ecn_mix);
     }
 }

@@ -120,7 +120,10 @@ fn stream(
     let mut s = c.stream;
     let initial = tcpinfo::sample(&s).ok();
     let start_wall = wall_now();
-    let hdr = client_header(cfg, start_wall)?;
+    // A flow the server sends on gets an id: a bloatlab server keeps its
+    // sender's final TCP_INFO under it for our flow query (docs/wire.md).
+    let flow_id = (cfg.direction != Direction::Forward).then(super::flow_query::new_flow_id);
+    let hdr = client_header(cfg, start_wall, flow_id)?;
     // Bounded unsent data on our sending socket (docs/engine.md, clean ends).
     if let Some(n) = cfg
         .notsent_lowat
@@ -155,6 +158,11 @@ fn stream(
     if id == 1 {
         warn_unconfirmed_congestion(cfg, hello.as_ref());
     }
+    // Only a server that said it keeps the flow's record is asked; an
+    // iperf 2 or older bloatlab server is never sent a query.
+    let query = flow_id
+        .filter(|_| hello.as_ref().is_some_and(|h| h.flow_recorded))
+        .map(|fid| (fid, s.local_addr().map(|a| a.ip())));
     let _ = sink.send(Event::Connected {
         stream: id,
         info: ConnInfo {
@@ -164,6 +172,7 @@ fn stream(
             congestion: c.congestion,
             initial,
             connect_time: Some(c.connect_time),
+            ecn: tcpinfo::ecn_negotiated(&s).ok(),
         },
     });
     if let Some(hello) = hello {
@@ -278,6 +287,7 @@ fn stream(
                 let _ = s.shutdown(Shutdown::Write);
             }
             duplex::recv_final(sink, &plan, &mut ticker, &mut acc, end);
+            query_peer_sender(cfg, addr, query, id, sink);
             recv_verdict(received, end, plan.idle_timeout)?;
         }
         Direction::FullDuplex => {
@@ -293,14 +303,41 @@ fn stream(
                 |_| Ok(send_plan),
             )?;
             let end = t0.elapsed();
-            send_verdict(sent, end)?;
-            recv_verdict(received, end, idle)?;
             if cfg.abort_at_end {
                 sock::abort(s);
             }
+            query_peer_sender(cfg, addr, query, id, sink);
+            send_verdict(sent, end)?;
+            recv_verdict(received, end, idle)?;
         }
     }
     Ok(())
+}
+
+/// bloatlab extension: after a flow the server sent, ask it for its
+/// sender's final TCP_INFO (flow query, docs/wire.md) and report it. A
+/// failure leaves it "not measured" and says why on stderr.
+fn query_peer_sender(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    query: Option<(u64, std::io::Result<std::net::IpAddr>)>,
+    id: u32,
+    sink: &Sink,
+) {
+    let Some((fid, Ok(local))) = query else {
+        return;
+    };
+    match super::flow_query::query(addr, local, fid, cfg.permit_key.as_deref()) {
+        Ok(summary) => {
+            let _ = sink.send(Event::PeerSenderInfo {
+                stream: id,
+                summary,
+            });
+        }
+        Err(e) => {
+            eprintln!("bloatlab client: [{id:3}] the server's sender TCP_INFO is not measured: {e}")
+        }
+    }
 }
 
 /// `-Z` on a test where the server sends: say so when the server did not

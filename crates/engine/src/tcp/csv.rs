@@ -52,6 +52,7 @@ mod tests {
             congestion: None,
             initial: None,
             connect_time: None,
+            ecn: None,
         };
         let span = Span::new(Duration::ZERO, Duration::from_secs(1));
         let r = row(&c, Role::Server, false, 1, span, Bytes(1_716_518_972));

@@ -7,7 +7,9 @@ use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use bloatlab_metrics::json::SenderHello;
 use bloatlab_units::{BitRate, Bytes};
-use bloatlab_wire::blab_block::{BLOATLAB_EXT_VERSION_BLOCK, BlabBlockFlags, BlabBlockRepr};
+use bloatlab_wire::blab_block::{
+    BLOATLAB_EXT_VERSION_BLOCK, BLOATLAB_EXT_VERSION_FLOW_ID, BlabBlockFlags, BlabBlockRepr,
+};
 use bloatlab_wire::bloatlab::{BLOATLAB_EXT_VERSION, BlabExt, ReportFrame, ReportFrameRepr};
 use bloatlab_wire::client_hdr::{Amount as WireAmount, ClientHeaderRepr, Rate, StartFqRepr};
 use bloatlab_wire::permit_key::{self, KeyCheck};
@@ -70,31 +72,38 @@ fn to_wire_amount(a: Amount) -> WireAmount {
 }
 
 /// What a client asks of a bloatlab server's sender: on reverse and
-/// full-duplex tests, our `-Z`, `--notsent-lowat` and a hello frame telling
-/// what its socket really uses. `None` on forward tests (the server does not
+/// full-duplex tests, our `-Z`, `--notsent-lowat`, a hello frame telling
+/// what its socket really uses, and (with `flow_id`) to keep its final
+/// `TCP_INFO` for a flow query. `None` on forward tests (the server does not
 /// send), which keeps their header at 60/80 bytes.
-pub fn sender_block(cfg: &ClientConfig) -> Option<BlabBlockRepr> {
+pub fn sender_block(cfg: &ClientConfig, flow_id: Option<u64>) -> Option<BlabBlockRepr> {
     (cfg.direction != Direction::Forward).then(|| BlabBlockRepr {
         flags: BlabBlockFlags::HELLO,
         notsent_lowat: cfg
             .notsent_lowat
             .map(|b| u32::try_from(b.0).unwrap_or(u32::MAX)),
         congestion: cfg.socket.congestion.clone(),
+        flow_id,
     })
 }
 
 /// Builds the client's test header bytes: 60, or 80 with trip-times, or
 /// 104 with bloatlab's extension block ([`sender_block`]; docs/wire.md),
-/// plus `2 + key length` with `--permit-key` (the key goes after the block).
-pub fn client_header(cfg: &ClientConfig, start_wall: Duration) -> Result<Vec<u8>, WireError> {
-    let block = sender_block(cfg);
+/// 112 when the block carries `flow_id`, plus `2 + key length` with
+/// `--permit-key` (the key goes after the block).
+pub fn client_header(
+    cfg: &ClientConfig,
+    start_wall: Duration,
+    flow_id: Option<u64>,
+) -> Result<Vec<u8>, WireError> {
+    let block = sender_block(cfg, flow_id);
     // BLAB extension: also ask a bloatlab server for server-side intervals
     // at our -i (docs/wire.md); iperf 2 ignores the field.
     let ext = BlabExt {
-        version: if block.is_some() {
-            BLOATLAB_EXT_VERSION_BLOCK
-        } else {
-            BLOATLAB_EXT_VERSION as u8
+        version: match &block {
+            Some(b) if b.flow_id.is_some() => BLOATLAB_EXT_VERSION_FLOW_ID,
+            Some(_) => BLOATLAB_EXT_VERSION_BLOCK,
+            None => BLOATLAB_EXT_VERSION as u8,
         },
         report_interval: cfg.interval,
     };
@@ -189,8 +198,24 @@ pub fn read_header(
     stream: &mut TcpStream,
     deadline: Instant,
 ) -> Result<(Vec<u8>, TcpTestHeaderRepr), HandshakeError> {
+    let first = read_first(stream, deadline)?;
+    read_header_rest(stream, first, deadline)
+}
+
+/// Reads the first 4 bytes of a connection (a header's flags, or a flow
+/// query's magic) before `deadline`.
+pub fn read_first(stream: &mut TcpStream, deadline: Instant) -> Result<Vec<u8>, HandshakeError> {
     let mut buf = vec![0u8; 4];
     read_exact_by(stream, &mut buf, deadline)?;
+    Ok(buf)
+}
+
+/// [`read_header`] after its first 4 bytes (`buf`) were read.
+pub fn read_header_rest(
+    stream: &mut TcpStream,
+    mut buf: Vec<u8>,
+    deadline: Instant,
+) -> Result<(Vec<u8>, TcpTestHeaderRepr), HandshakeError> {
     loop {
         let more = bloatlab_wire::tcp_header::bytes_needed(&buf)?;
         if more == 0 {
@@ -395,7 +420,7 @@ mod tests {
         cfg.direction = Direction::Reverse;
         cfg.parallel = 4;
         cfg.amount = Amount::Time(Duration::from_secs(3));
-        let raw = client_header(&cfg, Duration::from_secs(1_800_000_000)).unwrap();
+        let raw = client_header(&cfg, Duration::from_secs(1_800_000_000), None).unwrap();
         // 80 bytes as in README 5.6 (flags 0x440100a0) plus bloatlab's
         // 24-byte extension block: LEN = 104.
         assert_eq!(raw.len(), 104);
@@ -418,24 +443,33 @@ mod tests {
         cfg.direction = Direction::Reverse;
         cfg.socket.congestion = Some("cubic".into());
         cfg.notsent_lowat = Some(Bytes(16384));
-        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         assert_eq!(raw.len(), 104);
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
         let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.sender.congestion.as_deref(), Some("cubic"));
         assert_eq!(req.sender.notsent_lowat, Some(16384));
+        assert_eq!(req.sender.flow_id, None);
+        // With a flow id: extension version 3, LEN 112, the id reaches the server.
+        let raw = client_header(&cfg, Duration::ZERO, Some(0xfeed)).unwrap();
+        assert_eq!(raw.len(), 112);
+        assert_eq!(raw[31], BLOATLAB_EXT_VERSION_FLOW_ID);
+        let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
+        let req = request_of(raw.len(), &repr, Some(&raw));
+        assert_eq!(req.sender.flow_id, Some(0xfeed));
+        assert_eq!(req.sender.congestion.as_deref(), Some("cubic"));
         // No trip-times: the zero start block gives no start time.
         assert_eq!(req.start, None);
         // Forward tests keep iperf 2's 60-byte header: the server does not send.
         cfg.direction = Direction::Forward;
-        assert_eq!(client_header(&cfg, Duration::ZERO).unwrap().len(), 60);
+        assert_eq!(client_header(&cfg, Duration::ZERO, None).unwrap().len(), 60);
     }
 
     #[test]
     fn client_interval_is_requested_from_a_bloatlab_server() {
         let mut cfg = ClientConfig::new("h");
         cfg.interval = Some(Duration::from_millis(500));
-        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[24..32], b"BLAB\x00\x01\xf4\x01");
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
@@ -448,7 +482,7 @@ mod tests {
         let mut cfg = ClientConfig::new("h");
         cfg.rate = Some(BitRate(50_000_000));
         let req_of = |cfg: &ClientConfig| {
-            let raw = client_header(cfg, Duration::ZERO).unwrap();
+            let raw = client_header(cfg, Duration::ZERO, None).unwrap();
             let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
             request_of(raw.len(), &repr, Some(&raw))
         };
@@ -467,7 +501,7 @@ mod tests {
         let mut cfg = ClientConfig::new("h");
         cfg.parallel = u32::MAX;
         cfg.buffer_len = Some(Bytes(0x7fff_ffff));
-        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
         let req = request_of(raw.len(), &repr, Some(&raw));
         assert_eq!(req.parallel, MAX_PARALLEL);
@@ -478,7 +512,7 @@ mod tests {
     fn permit_key_is_sent_and_checked() {
         let mut cfg = ClientConfig::new("h");
         cfg.permit_key = Some("abcd1234".into());
-        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         assert_eq!(raw.len(), 70);
         // KEYCHECK, LEN = 62 (the key value's offset), as iperf 2.1.8 sends it.
         assert_eq!(&raw[0..4], &[0x50, 0x01, 0x00, 0x7c]);
@@ -489,20 +523,20 @@ mod tests {
             check_permit_key(&raw, None).is_err(),
             "iperf 2 refuses an unexpected key"
         );
-        let plain = client_header(&ClientConfig::new("h"), Duration::ZERO).unwrap();
+        let plain = client_header(&ClientConfig::new("h"), Duration::ZERO, None).unwrap();
         assert!(check_permit_key(&plain, Some("abcd1234")).is_err());
         assert_eq!(check_permit_key(&plain, None), Ok(()));
         // The header with its key parses into the same request.
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
         assert_eq!(request_of(raw.len(), &repr, Some(&raw)).header_len, 70);
         cfg.permit_key = Some("abc".into());
-        assert!(client_header(&cfg, Duration::ZERO).is_err());
+        assert!(client_header(&cfg, Duration::ZERO, None).is_err());
     }
 
     #[test]
     fn plain_forward_header_is_60_bytes_and_wants_an_ack() {
         let cfg = ClientConfig::new("h");
-        let raw = client_header(&cfg, Duration::ZERO).unwrap();
+        let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         assert_eq!(raw.len(), 60);
         assert_eq!(&raw[0..4], &[0x40, 0x01, 0x00, 0x78]);
         let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();

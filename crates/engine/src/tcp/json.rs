@@ -12,9 +12,24 @@
 use super::Role;
 use super::report::Collected;
 use bloatlab_metrics::json::{
-    Direction, Document, IntervalRecord, Protocol, Role as JsonRole, ServerSideReport,
-    StreamRecord, SumRecord, TestInfo,
+    Direction, Document, IntervalRecord, PeerSenderTcpInfoRecord, Protocol, Role as JsonRole,
+    ServerSideReport, StreamRecord, SumRecord, TestInfo,
 };
+
+/// A bloatlab server's sender summary (flow query) as its JSON record.
+pub fn peer_sender_record(s: &bloatlab_wire::SenderSummary) -> PeerSenderTcpInfoRecord {
+    PeerSenderTcpInfoRecord {
+        retransmits: u64::from(s.retransmits),
+        rtt_us: s.rtt.as_micros() as u64,
+        rttvar_us: s.rttvar.as_micros() as u64,
+        min_rtt_us: s.min_rtt.map(|d| d.as_micros() as u64),
+        cwnd_bytes: u64::from(s.cwnd_segments).saturating_mul(s.mss.0),
+        bytes_acked: s.bytes_acked.0,
+        delivered_ce: s.delivered_ce.map(u64::from),
+        ecn_negotiated: s.ecn_negotiated,
+        ecn_seen: s.ecn_seen,
+    }
+}
 
 /// Builds the document.
 pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
@@ -35,6 +50,17 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
     }) {
         doc.test.peer_version = Some(v);
     }
+    // A bloatlab server names itself in its hello (downloads) or its report (uploads).
+    doc.test.peer_software = c
+        .peer_senders
+        .values()
+        .map(|h| h.server_version.clone())
+        .chain(c.peer_reports.values().filter_map(|text| {
+            ServerSideReport::from_json(text.as_bytes())
+                .ok()
+                .map(|r| r.server_version)
+        }))
+        .find(|v| !v.is_empty());
     for (&id, info) in &c.connections {
         let local = Some(info.local.to_string());
         let remote = Some(info.peer.to_string());
@@ -58,6 +84,8 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                 summary: IntervalRecord::from_tcp_send(total),
                 server_side,
                 sender_congestion_control: info.congestion.clone(),
+                peer_sender_tcp_info: None,
+                ecn_negotiated: info.ecn,
             });
         }
         if let Some(total) = c.recv_totals.get(&id) {
@@ -86,6 +114,8 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
                         .and_then(|h| h.congestion_control.clone()),
                     JsonRole::Server => None,
                 },
+                peer_sender_tcp_info: c.peer_sender_info.get(&id).map(peer_sender_record),
+                ecn_negotiated: info.ecn,
             });
         }
     }

@@ -13,6 +13,7 @@ mod bounds_tests;
 pub mod client;
 pub mod csv;
 pub mod duplex;
+pub mod flow_query;
 pub mod group;
 pub mod handshake;
 pub mod io;
@@ -50,6 +51,8 @@ pub struct ConnInfo {
     pub initial: Option<crate::tcpinfo::TcpInfoSample>,
     /// `connect()` time (client only).
     pub connect_time: Option<std::time::Duration>,
+    /// ECN negotiated on the connection (`TCP_INFO` options; `None`: unknown).
+    pub ecn: Option<bool>,
 }
 
 /// What data loops and stream threads tell the reporter.
@@ -90,6 +93,11 @@ pub enum Event {
     PeerSender {
         stream: u32,
         hello: bloatlab_metrics::json::SenderHello,
+    },
+    /// A bloatlab server's sending socket's final TCP_INFO (flow query).
+    PeerSenderInfo {
+        stream: u32,
+        summary: bloatlab_wire::SenderSummary,
     },
     /// The receiving socket's TCP_INFO at the end of a stream.
     RecvTcpInfo {

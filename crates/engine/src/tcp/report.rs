@@ -50,6 +50,8 @@ pub struct Collected {
     pub recv_tcp_info: BTreeMap<u32, bloatlab_metrics::json::RecvTcpInfoRecord>,
     /// What a bloatlab server's sender uses, per stream (its hello).
     pub peer_senders: BTreeMap<u32, bloatlab_metrics::json::SenderHello>,
+    /// A bloatlab server's sender's final TCP_INFO, per stream (flow query).
+    pub peer_sender_info: BTreeMap<u32, bloatlab_wire::SenderSummary>,
     pub failures: Vec<(u32, String)>,
 }
 
@@ -245,6 +247,19 @@ impl Reporter {
                     self.print(&format!("[{stream:3}] server sends with cc={cc}"));
                 }
                 self.out.peer_senders.insert(stream, hello);
+            }
+            Event::PeerSenderInfo { stream, summary } => {
+                if self.s.format == OutputFormat::Console && self.s.enhanced {
+                    self.print(&format!(
+                        "[{stream:3}] server sender: {} retransmits, RTT {} us, CE {}",
+                        summary.retransmits,
+                        summary.rtt.as_micros(),
+                        summary
+                            .delivered_ce
+                            .map_or("not measured".to_owned(), |c| c.to_string())
+                    ));
+                }
+                self.out.peer_sender_info.insert(stream, summary);
             }
             Event::Failed { stream, error } => {
                 eprintln!("[{stream:3}] {error}");

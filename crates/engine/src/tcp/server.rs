@@ -13,8 +13,9 @@
 //! * each of these gets one stderr line, rate-limited ([`SharedLogLimit`]).
 
 use super::duplex;
+use super::flow_query::{self, FlowGuard, SharedFlowTable};
 use super::group::Groups;
-use super::handshake::{self, TestRequest, read_header, request_of, send_ack};
+use super::handshake::{self, TestRequest, read_first, read_header_rest, request_of, send_ack};
 use super::io::is_transient;
 use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, ReportSettings};
@@ -22,6 +23,7 @@ use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::clock::wall_now;
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
+use crate::flow_table::{FlowTable, FlowTableLimits};
 use crate::limits::{Admission, Ask, ServerLimits};
 use crate::loglimit::SharedLogLimit;
 use crate::sock::{self, SockError};
@@ -33,8 +35,8 @@ use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Extra time past the requested duration before a receiver gives up.
@@ -101,6 +103,8 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     let groups = Arc::new(Groups::default());
     let log = Arc::new(SharedLogLimit::default());
     let admission = Admission::new(cfg.max_connections, cfg.max_per_source);
+    // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
+    let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
     let mut workers = Vec::new();
     loop {
@@ -124,11 +128,12 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 let one = Arc::clone(&one);
                 let groups = Arc::clone(&groups);
                 let clog = Arc::clone(&log);
+                let flows = Arc::clone(&flows);
                 let spawned = std::thread::Builder::new()
                     .name(format!("tcp-conn-{id}"))
                     .spawn(move || {
                         let _slot = slot;
-                        connection(&cfg, &groups, s, peer, id, &one, &clog);
+                        connection(&cfg, &groups, &flows, s, peer, id, &one, &clog);
                     });
                 match spawned {
                     Ok(h) => workers.push(h),
@@ -165,9 +170,12 @@ fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
     }
 }
 
+// One argument per thing a connection needs; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn connection(
     cfg: &ServerConfig,
     groups: &Groups,
+    flows: &SharedFlowTable,
     mut s: TcpStream,
     peer: SocketAddr,
     id: u32,
@@ -180,7 +188,26 @@ fn connection(
         return;
     }
     let deadline = Instant::now() + cfg.header_timeout;
-    let (raw, hdr) = match read_header(&mut s, deadline) {
+    let first = match read_first(&mut s, deadline) {
+        Ok(x) => x,
+        Err(e) => {
+            log.eprint(|| format!("bloatlab server: dropping connection from {peer}: {e}"));
+            return;
+        }
+    };
+    // A bloatlab client's flow query (docs/wire.md): answer it and close.
+    if first[..] == bloatlab_wire::flow_query::QUERY_MAGIC.to_be_bytes() {
+        let key = cfg.permit_key.as_deref();
+        match flow_query::answer(&mut s, first, peer.ip(), flows, key, deadline) {
+            Ok(bloatlab_wire::FlowStatus::Refused) => log.eprint(|| {
+                format!("bloatlab server: [drop] flow query from {peer} (permit key fail)")
+            }),
+            Ok(_) => {}
+            Err(e) => log.eprint(|| format!("bloatlab server: flow query from {peer}: {e}")),
+        }
+        return;
+    }
+    let (raw, hdr) = match read_header_rest(&mut s, first, deadline) {
         Ok(x) => x,
         Err(e) => {
             log.eprint(|| format!("bloatlab server: dropping connection from {peer}: {e}"));
@@ -215,7 +242,24 @@ fn connection(
             .expected
             .compare_exchange(0, req.parallel, Ordering::SeqCst, Ordering::SeqCst);
     }
-    if let Err(e) = test(cfg, groups, &mut s, peer, id, &req, accepted_wall, log) {
+    // A bloatlab client names a flow the server sends on: keep its sender's
+    // final TCP_INFO for the client's query (every exit path; FlowGuard).
+    let mut flow = req
+        .sender
+        .flow_id
+        .filter(|_| req.bloatlab && req.direction != Direction::Forward)
+        .and_then(|fid| FlowGuard::start(flows, fid, peer.ip(), &s));
+    if let Err(e) = test(
+        cfg,
+        groups,
+        &mut s,
+        peer,
+        id,
+        &req,
+        accepted_wall,
+        log,
+        &mut flow,
+    ) {
         log.eprint(|| format!("bloatlab server: connection from {peer}: {e}"));
     }
     if cfg.one_off {
@@ -237,6 +281,7 @@ fn test(
     req: &TestRequest,
     accepted_wall: Duration,
     log: &SharedLogLimit,
+    flow: &mut Option<FlowGuard>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     // No phase may block longer than the idle timeout (a peer with a
     // zero window cannot hold the ack write forever).
@@ -253,7 +298,7 @@ fn test(
         };
     }
     if req.direction != Direction::Forward {
-        prepare_sender(s, peer, req)?;
+        prepare_sender(s, peer, req, flow.is_some())?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
     let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
@@ -286,10 +331,11 @@ fn test(
             congestion: sock::congestion_in_effect(&socket2::SockRef::from(&*s)),
             initial: tcpinfo::sample(&*s).ok(),
             connect_time: None,
+            ecn: tcpinfo::ecn_negotiated(&*s).ok(),
         },
     });
     let t0 = Instant::now();
-    let result = run_directions(cfg, s, id, req, t0, &sink);
+    let result = run_directions(cfg, s, id, req, t0, &sink, flow);
     drop(sink);
     member.finish();
     let (sent, received) = result?;
@@ -319,6 +365,7 @@ fn run_directions(
     req: &TestRequest,
     t0: Instant,
     sink: &Sink,
+    flow: &mut Option<FlowGuard>,
 ) -> Result<Ends, Box<dyn std::error::Error>> {
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
@@ -391,6 +438,10 @@ fn run_directions(
         Direction::Reverse => {
             let sent = own_header(s)?;
             let (mut acc, mut ticker, why) = send::run_with_end(s, &send_plan(sent), t0, sink)?;
+            // The sender is done: its TCP_INFO now, before the drain.
+            if let Some(f) = flow.as_mut() {
+                f.finish();
+            }
             let _ = s.shutdown(Shutdown::Write);
             let end = t0.elapsed();
             drain(s);
@@ -423,6 +474,7 @@ fn prepare_sender(
     s: &mut TcpStream,
     peer: SocketAddr,
     req: &TestRequest,
+    flow_recorded: bool,
 ) -> Result<(), handshake::HandshakeError> {
     let want = &req.sender;
     if let Some(cc) = &want.congestion
@@ -436,10 +488,11 @@ fn prepare_sender(
         eprintln!("bloatlab server: {peer}: {e}");
     }
     if want.flags.contains(BlabBlockFlags::HELLO) {
-        let hello = SenderHello::new(
+        let mut hello = SenderHello::new(
             sock::congestion_in_effect(&socket2::SockRef::from(&*s)),
             sock::notsent_lowat(&*s).map(u64::from),
         );
+        hello.flow_recorded = flow_recorded;
         handshake::send_hello(s, &hello)?;
     }
     Ok(())

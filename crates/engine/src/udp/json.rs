@@ -42,6 +42,8 @@ fn recv_record(id: u32, r: &StreamResult, total: &UdpRecvSnapshot) -> StreamReco
         summary: IntervalRecord::from_udp_recv(total, true),
         server_side: None,
         sender_congestion_control: None,
+        peer_sender_tcp_info: None,
+        ecn_negotiated: None,
     }
 }
 
@@ -61,6 +63,8 @@ fn send_record(id: u32, r: &StreamResult, total: &UdpSendSnapshot) -> StreamReco
         summary: IntervalRecord::from_udp_send(total),
         server_side: None,
         sender_congestion_control: None,
+        peer_sender_tcp_info: None,
+        ecn_negotiated: None,
     }
 }
 

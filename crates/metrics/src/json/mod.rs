@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 mod records;
 pub use crate::histogram::{BucketRecord, HistogramRecord};
 pub use records::{
-    IntervalRecord, LatencyRecord, RecvTcpInfoRecord, TcpInfoRecord, TcpRecvRecord, TcpSendRecord,
-    UdpRecvRecord, UdpSendRecord, reads_bin_range, reads_dist,
+    IntervalRecord, LatencyRecord, PeerSenderTcpInfoRecord, RecvTcpInfoRecord, TcpInfoRecord,
+    TcpRecvRecord, TcpSendRecord, UdpRecvRecord, UdpSendRecord, reads_bin_range, reads_dist,
 };
 
 /// The schema version this crate writes and reads.
@@ -188,6 +188,10 @@ pub struct TestInfo {
     /// The peer's version, when it announced one (`2.1.8`, `bloatlab 0.1.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_version: Option<String>,
+    /// The peer program and version when it is bloatlab (`bloatlab 0.1.0`, from its
+    /// hello or its report); absent for an iperf 2 peer or when it said nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_software: Option<String>,
 }
 
 /// One stream in one direction.
@@ -217,6 +221,15 @@ pub struct StreamRecord {
     /// [`SenderHello`]. Absent when unknown (e.g. an iperf 2 server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_congestion_control: Option<String>,
+    /// On a client's `receive` record: the bloatlab server's sending socket's
+    /// final `TCP_INFO` (retransmits, RTT, CE marks), from the flow query.
+    /// Absent when not measured (an iperf 2 or older bloatlab server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_sender_tcp_info: Option<PeerSenderTcpInfoRecord>,
+    /// Whether ECN was negotiated on this stream's connection (`TCP_INFO`
+    /// `tcpi_options`, read on this end; TCP only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_negotiated: Option<bool>,
 }
 
 /// The `[SUM]` of parallel streams.
@@ -325,6 +338,11 @@ pub struct SenderHello {
     /// (absent when not set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notsent_lowat_bytes: Option<u64>,
+    /// The server keeps this flow's final sender `TCP_INFO` under the flow id
+    /// the client sent, for a flow query (docs/wire.md). Absent = false (an
+    /// older server, which must not be queried).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flow_recorded: bool,
 }
 
 impl SenderHello {
@@ -335,6 +353,7 @@ impl SenderHello {
             server_version: format!("bloatlab {}", env!("CARGO_PKG_VERSION")),
             congestion_control,
             notsent_lowat_bytes,
+            flow_recorded: false,
         }
     }
 

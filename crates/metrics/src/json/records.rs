@@ -112,6 +112,33 @@ pub struct RecvTcpInfoRecord {
     pub received_ce: Option<u64>,
 }
 
+/// The final `TCP_INFO` of a flow's sending socket on the *peer* (a bloatlab
+/// server's sender on a reverse or full-duplex test), fetched with the flow
+/// query (docs/wire.md). Absent fields were not measured.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PeerSenderTcpInfoRecord {
+    /// `tcpi_total_retrans`: retransmitted segments over the whole flow.
+    pub retransmits: u64,
+    /// Smoothed RTT at the end, microseconds.
+    pub rtt_us: u64,
+    /// RTT variance at the end, microseconds.
+    pub rttvar_us: u64,
+    /// `tcpi_min_rtt`, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rtt_us: Option<u64>,
+    /// Congestion window at the end, bytes (cwnd x MSS).
+    pub cwnd_bytes: u64,
+    /// `tcpi_bytes_acked`.
+    pub bytes_acked: u64,
+    /// `tcpi_delivered_ce`: segments delivered with an ECN CE mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_ce: Option<u64>,
+    /// ECN was negotiated on the connection (`TCPI_OPT_ECN`).
+    pub ecn_negotiated: bool,
+    /// The sender saw ECN echoes (`TCPI_OPT_ECN_SEEN`).
+    pub ecn_seen: bool,
+}
+
 /// UDP sender data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UdpSendRecord {

@@ -24,6 +24,7 @@ fn cfg() -> RunConfig {
             host: "127.0.0.1".into(),
             host6: None,
             port: 5999,
+            ecn_fwmark: None,
             permit_key: Some("not journaled".into()),
         },
         command_line: vec!["bloatlab".into(), "test".into()],
