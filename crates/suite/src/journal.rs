@@ -233,7 +233,7 @@ pub struct SpawnRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Entry {
-    Start(Header),
+    Start(Box<Header>),
     Spawn(SpawnRecord),
     Progress { elapsed_ns: u64, phase: String },
     Output(OutputRecord),
@@ -314,7 +314,7 @@ impl JournalWriter {
 
     /// The start entry.
     pub fn start(&mut self, h: Header) {
-        self.append(&Entry::Start(h), true);
+        self.append(&Entry::Start(Box::new(h)), true);
     }
 
     /// A runner subprocess is about to start, writing to `spool`.
@@ -494,7 +494,7 @@ pub fn parse(bytes: &[u8]) -> Result<Journal, JournalError> {
     }
     let mut it = entries.into_iter();
     let header = match it.next() {
-        Some(Entry::Start(h)) => h,
+        Some(Entry::Start(h)) => *h,
         Some(_) => return Err(bad(1, "the first entry is not the start entry")),
         None if truncated_tail => return Err(bad(1, "the start entry is cut short")),
         None => return Err(JournalError::Empty),
