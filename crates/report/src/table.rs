@@ -142,7 +142,7 @@ pub fn run_summary(v: &RunView) -> String {
                 "congestion control",
                 "retransmits",
                 "ECN",
-                "CE marks",
+                "CE-echoed segments",
             ],
             &rows,
         ));

@@ -114,7 +114,7 @@ fn ecn_table(out: &mut String, flows: &[bloatlab_results::schema::FlowRecord]) {
         let e = f.ecn.unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:<16}asked {:<4} negotiated {:<4} CE marks {}",
+            "  {:<16}asked {:<4} negotiated {:<4} CE-echoed segments {}",
             f.name,
             yes_no(e.requested),
             yes_no(e.negotiated),
@@ -558,9 +558,9 @@ mod tests {
         ecn_table(&mut out, &[a.clone(), b.clone(), c.clone()]);
         assert_eq!(
             out,
-            "ECN per flow\n  tcp_up_be       asked yes  negotiated yes  CE marks 412\n  \
-             tcp_up_bk       asked no   negotiated no   CE marks 0\n  \
-             tcp_down_be     asked not measured negotiated not measured CE marks not measured\n"
+            "ECN per flow\n  tcp_up_be       asked yes  negotiated yes  CE-echoed segments 412\n  \
+             tcp_up_bk       asked no   negotiated no   CE-echoed segments 0\n  \
+             tcp_down_be     asked not measured negotiated not measured CE-echoed segments not measured\n"
         );
         // A run without --ecn where nothing negotiated ECN prints nothing.
         b.ecn = Some(FlowEcnRecord {
