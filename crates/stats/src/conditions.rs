@@ -115,7 +115,9 @@ impl fmt::Display for QueueEvidence {
                 loaded * 100.0
             ),
             QueueEvidence::Retransmits(n) => write!(f, "{n} TCP retransmits"),
-            QueueEvidence::EcnMarks(n) => write!(f, "{n} CE-echoed segments (TCP_INFO delivered_ce)"),
+            QueueEvidence::EcnMarks(n) => {
+                write!(f, "{n} CE-echoed segments (TCP_INFO delivered_ce)")
+            }
             QueueEvidence::FlowRttRise(d) => write!(f, "the load flows' own RTT rose {}", Ms(*d)),
             QueueEvidence::BottleneckDrops(n) => {
                 write!(
@@ -123,7 +125,9 @@ impl fmt::Display for QueueEvidence {
                     "the bottleneck dropped {n} packets during the load (queue full or AQM)"
                 )
             }
-            QueueEvidence::BottleneckMarks(n) => write!(f, "the bottleneck marked {n} packets CE during the load"),
+            QueueEvidence::BottleneckMarks(n) => {
+                write!(f, "the bottleneck marked {n} packets CE during the load")
+            }
             QueueEvidence::Saturated(u) => {
                 write!(f, "the load used {:.0} % of the link's capacity", u * 100.0)
             }
