@@ -74,7 +74,8 @@ pub struct FlowThroughput {
     pub direction: Direction,
     /// Bytes moved within the phase.
     pub bytes: Bytes,
-    /// Time within the phase covered by samples.
+    /// Time within the phase covered by samples, plus the time before the flow's first
+    /// sample and after its last (the flow was not running: zero bytes, known).
     pub covered: Duration,
     /// `bytes / covered`; zero if nothing was covered.
     pub mean: BitRate,
@@ -98,6 +99,20 @@ impl FlowSeries {
             let (b, c) = prorated(s, phase.start, phase.end);
             bytes = bytes.saturating_add(b);
             covered = covered.saturating_add(c);
+        }
+        // Before the flow's first sample and after its last one the flow was not running
+        // (not started yet, or ended): that time carries zero bytes and is known, not
+        // missing. Only holes between samples are missing data. Without this, the
+        // recovery phase after a load would report the rate of the last sample's sliver.
+        let valid = || self.samples.iter().filter(|s| s.end > s.start);
+        let first = valid().map(|s| s.start).min();
+        let last = valid().map(|s| s.end).max();
+        if let (Some(first), Some(last)) = (first, last) {
+            let overlap =
+                |a: Duration, b: Duration| b.min(phase.end).saturating_sub(a.max(phase.start));
+            covered = covered
+                .saturating_add(overlap(phase.start, first))
+                .saturating_add(overlap(last, phase.end));
         }
         // Overlapping samples (a producer bug) must not claim more than the phase.
         let covered = covered.min(phase.duration());
@@ -305,6 +320,33 @@ mod tests {
         // (1+3)^2 / (2*(1+9)) = 0.8
         assert!((sum.fairness_up.unwrap() - 0.8).abs() < 1e-12);
         assert_eq!(sum.fairness_down, Ok(1.0));
+    }
+
+    #[test]
+    fn before_its_first_and_after_its_last_sample_a_flow_carries_nothing() {
+        // A flow running seconds 2..4 at 1 MB/s, phases idle 0..2, loaded 2..4, recovery 4..10.
+        let f = flow("f", Direction::Up, &[(2, 1_000_000), (3, 1_000_000)]);
+        let idle = f.throughput(&Phase::new(PhaseKind::Idle, s(0), s(2)));
+        assert_eq!(
+            (idle.bytes, idle.mean, idle.coverage),
+            (Bytes(0), BitRate(0), 1.0)
+        );
+        let loaded = f.throughput(&Phase::new(PhaseKind::Loaded, s(2), s(4)));
+        assert_eq!(loaded.mean, BitRate(8_000_000));
+        // The recovery phase starts half a second before the last sample ends: 0.5 MB
+        // over 6 s, not the last sample's rate over its sliver.
+        let rec = f.throughput(&Phase::new(
+            PhaseKind::Recovery,
+            Duration::from_millis(3500),
+            s(10),
+        ));
+        assert_eq!(rec.bytes, Bytes(500_000));
+        assert_eq!(rec.covered, Duration::from_millis(6500));
+        assert!(
+            (rec.mean.0 as f64 - 4e6 / 6.5).abs() < 1.0,
+            "{:?}",
+            rec.mean
+        );
     }
 
     #[test]
