@@ -4,6 +4,8 @@
 //! [`cmd`]), calls into the library crates, and maps their typed errors to
 //! messages and exit codes (see [`exit`]).
 
+#![forbid(unsafe_code)]
+
 mod cmd;
 mod exit;
 mod iperf_compat;

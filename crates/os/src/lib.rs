@@ -6,6 +6,7 @@
 //! Linux only, like the rest of bloatlab.
 
 pub mod clock;
+pub mod process;
 pub mod sleep;
 pub mod stop;
 pub mod thread;

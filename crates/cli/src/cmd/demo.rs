@@ -40,8 +40,7 @@ pub struct DemoArgs {
 /// Runs `bloatlab demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stop = crate::cmd::stop_on_interrupt()?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !bloatlab_os::process::is_root() {
         return Err(anyhow::Error::new(exit::Exit {
             code: exit::PRIVILEGE,
             message:

@@ -209,8 +209,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let out = a.out.clone().unwrap_or_default();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !bloatlab_os::process::is_root() {
         return Err(anyhow::Error::new(Exit {
             code: exit::PRIVILEGE,
             message: "bloatlab experiment run builds network labs and needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)".into(),

@@ -525,28 +525,8 @@ fn spawn_daemon(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log));
-    // SAFETY: setsid and close_range are async-signal-safe syscalls. setsid
-    // detaches the daemon from our terminal and process group, so Ctrl-C here
-    // does not reach it. close_range marks every inherited fd above stderr
-    // close-on-exec: the daemon outlives its caller and must not hold the
-    // caller's files open (`flock L bloatlab lab up` would hold L until
-    // `lab down`; a `$(bloatlab lab up)` reading a pipe we inherited would
-    // never see EOF). std's own exec-error pipe is already close-on-exec.
-    unsafe {
-        child.pre_exec(|| {
-            libc::setsid();
-            if libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            ) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // Its own session, none of our fds: see bloatlab_os::process::detach_on_exec.
+    bloatlab_os::process::detach_on_exec(&mut child);
     let mut child = child.spawn()?;
     let out = child
         .stdout
@@ -583,11 +563,7 @@ fn daemon(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         let _ = writeln!(ready, "{v}");
         let _ = ready.flush();
         // Nobody reads our stdout any more: point it at /dev/null.
-        if let Ok(null) = std::fs::File::open("/dev/null") {
-            use std::os::fd::AsRawFd;
-            // SAFETY: both fds are valid.
-            unsafe { libc::dup2(null.as_raw_fd(), 1) };
-        }
+        let _ = bloatlab_os::process::stdout_to_dev_null();
     };
     run_lab(dir, st, Some(Box::new(report))).map_err(lab_err)
 }
@@ -702,27 +678,7 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
 /// Gives the command a /sys of its own namespace, as `ip netns exec` does,
 /// so tools reading /sys/class/net see the lab's interfaces. Best effort.
 fn remount_sys() {
-    // SAFETY: single-threaded process; plain syscalls with valid strings.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return;
-        }
-        libc::mount(
-            c"none".as_ptr(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_SLAVE | libc::MS_REC,
-            std::ptr::null(),
-        );
-        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
-        libc::mount(
-            c"sysfs".as_ptr(),
-            c"/sys".as_ptr(),
-            c"sysfs".as_ptr(),
-            0,
-            std::ptr::null(),
-        );
-    }
+    bloatlab_os::process::private_sysfs();
 }
 
 fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
@@ -1048,16 +1004,15 @@ fn down(dir: &StateDir, name: &str) -> anyhow::Result<()> {
         && st.emulator_alive()
     {
         let pid = st.pid as libc::pid_t;
-        // SAFETY: signalling a PID verified by its start time.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        // A PID verified by its start time.
+        let _ = bloatlab_os::process::signal(st.pid, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         while st.emulator_alive() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         if st.emulator_alive() {
             tracing::warn!("emulator pid {pid} ignored SIGTERM; killing it");
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = bloatlab_os::process::signal(st.pid, libc::SIGKILL);
             while st.emulator_alive() {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -1111,8 +1066,8 @@ fn warn_about_stragglers(namespaces: &[String]) {
 fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
     let pids = dir.exec_processes(name);
     for &pid in &pids {
-        // SAFETY: signalling a PID verified by its start time.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        // A PID verified by its start time.
+        let _ = bloatlab_os::process::signal(pid, libc::SIGTERM);
     }
     let deadline = Instant::now() + Duration::from_secs(2);
     while !dir.exec_processes(name).is_empty() && Instant::now() < deadline {
@@ -1120,8 +1075,7 @@ fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
     }
     for pid in dir.exec_processes(name) {
         tracing::warn!("lab exec process {pid} ignored SIGTERM; killing it");
-        // SAFETY: as above.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        let _ = bloatlab_os::process::signal(pid, libc::SIGKILL);
     }
     pids.len()
 }

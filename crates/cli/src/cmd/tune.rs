@@ -202,8 +202,7 @@ pub fn run(a: TuneArgs) -> anyhow::Result<()> {
             )));
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    if matches!(cfg.place, Place::Lab(_)) && unsafe { libc::geteuid() } != 0 {
+    if matches!(cfg.place, Place::Lab(_)) && !bloatlab_os::process::is_root() {
         return Err(anyhow::Error::new(Exit {
             code: exit::PRIVILEGE,
             message: "bloatlab tune --lab changes the lab's emulator and needs root".into(),

@@ -1,0 +1,141 @@
+//! Processes: privilege, signals by PID, detaching a daemon, and a namespace's own /sys.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends `sig` to `pid`. Only for PIDs this program started and still identifies (callers
+/// check the process's start time first, so a recycled PID is never signalled).
+pub fn signal(pid: u32, sig: i32) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+    if pid <= 0 {
+        // kill(0 or negative) would signal a whole process group.
+        return Err(io::Error::other("not a single process"));
+    }
+    // SAFETY: kill takes plain integers; pid > 0 names one process.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Makes `cmd`'s child a daemon once it execs: its own session (so a Ctrl-C at the caller's
+/// terminal does not reach it) and every inherited fd above stderr closed on exec (a daemon
+/// that outlives its caller must not hold the caller's files open: `flock L bloatlab lab up`
+/// would hold L until `lab down`; a `$(...)` reading an inherited pipe would never see EOF).
+pub fn detach_on_exec(cmd: &mut Command) {
+    // SAFETY: setsid and close_range are async-signal-safe syscalls, allowed between fork
+    // and exec; the closure touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            if libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Points this process's stdout at /dev/null (a daemon whose reader has gone).
+pub fn stdout_to_dev_null() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let null = std::fs::File::options().write(true).open("/dev/null")?;
+    // SAFETY: both fds are valid for the duration of the call.
+    if unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Gives this (single-threaded) process a /sys of its current network namespace, as
+/// `ip netns exec` does, so tools reading /sys/class/net see that namespace's interfaces:
+/// a private mount namespace, then sysfs remounted. Best effort: false when refused.
+pub fn private_sysfs() -> bool {
+    // SAFETY: plain syscalls with valid NUL-terminated strings and null optional pointers.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return false;
+        }
+        libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_SLAVE | libc::MS_REC,
+            std::ptr::null(),
+        );
+        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
+        libc::mount(
+            c"sysfs".as_ptr(),
+            c"/sys".as_ptr(),
+            c"sysfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_reach_only_the_named_child() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        signal(child.id(), 0).unwrap(); // signal 0: exists
+        signal(child.id(), libc::SIGTERM).unwrap();
+        let st = child.wait().unwrap();
+        assert!(!st.success());
+        assert!(
+            signal(0, libc::SIGTERM).is_err(),
+            "0 would be the process group"
+        );
+    }
+
+    #[test]
+    fn a_detached_child_has_its_own_session_and_none_of_our_fds() {
+        use std::os::fd::AsRawFd;
+        let held = std::fs::File::open("/proc/self/status").unwrap();
+        // dup() leaves FD_CLOEXEC off, like an fd inherited from a caller's shell.
+        // SAFETY: dup of a valid fd; closed below.
+        let fd = unsafe { libc::dup(held.as_raw_fd()) };
+        assert!(fd > 2);
+        let probe = || {
+            let mut cmd = Command::new("sh");
+            let script =
+                format!("ps -o sid= -p $$; test -e /proc/$$/fd/{fd} && echo open || echo closed");
+            cmd.args(["-c", &script]);
+            cmd
+        };
+        let plain = probe().output().unwrap();
+        let plain = String::from_utf8_lossy(&plain.stdout).to_string();
+        assert!(
+            plain.contains("open"),
+            "control: a plain child inherits it: {plain}"
+        );
+        let our_sid: u32 = plain.lines().next().unwrap().trim().parse().unwrap();
+        let mut cmd = probe();
+        detach_on_exec(&mut cmd);
+        let out = cmd.output().unwrap();
+        // SAFETY: fd is ours and still open.
+        unsafe { libc::close(fd) };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let sid: u32 = lines.next().unwrap().trim().parse().unwrap();
+        assert_ne!(sid, our_sid, "a session of its own");
+        assert_eq!(lines.next(), Some("closed"), "{text}");
+    }
+}
