@@ -419,6 +419,13 @@ impl Lab {
     /// Runs until `stop()` returns true or a forwarding thread dies,
     /// writing `NAME.status.json` twice a second. Warns (once per
     /// increase) when TUN rings drop packets.
+    /// Writes the counters file (`lab status` reads it). Called once before the lab reports
+    /// ready, so a caller that goes on at once (`lab up && bloatlab tune ...`) finds it.
+    pub fn publish_status(&mut self, dir: &StateDir) {
+        let st = self.status();
+        write_status(dir, &self.spec.name, &st);
+    }
+
     pub fn run(&mut self, dir: &StateDir, stop: impl Fn() -> bool) -> Result<()> {
         let mut last_drops = 0;
         let mut next = Instant::now();
@@ -439,18 +446,15 @@ impl Lab {
                     );
                     last_drops = st.tun_ring_drops;
                 }
-                if let Ok(v) = serde_json::to_vec_pretty(&st) {
-                    let _ = crate::state::write_atomic(&dir.status(&self.spec.name), &v);
-                }
+                write_status(dir, &self.spec.name, &st);
                 next = Instant::now() + Duration::from_millis(500);
             }
             // Rate changes: the status file shows the new rates before the
             // caller hears back, so `lab status` right after `lab set` agrees.
             let answers = crate::ratectl::apply(dir, &self.spec.name, self.emulator.as_ref());
             if !answers.is_empty() {
-                if let Ok(v) = serde_json::to_vec_pretty(&self.status()) {
-                    let _ = crate::state::write_atomic(&dir.status(&self.spec.name), &v);
-                }
+                let st = self.status();
+                write_status(dir, &self.spec.name, &st);
                 crate::ratectl::reply(dir, &self.spec.name, &answers);
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -535,5 +539,11 @@ pub fn check_privilege(what: &'static str) -> Result<()> {
         Ok(())
     } else {
         Err(LabError::Privilege { what })
+    }
+}
+
+fn write_status(dir: &StateDir, name: &str, st: &LabStatus) {
+    if let Ok(v) = serde_json::to_vec_pretty(st) {
+        let _ = crate::state::write_atomic(&dir.status(name), &v);
     }
 }

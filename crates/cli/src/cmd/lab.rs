@@ -594,6 +594,7 @@ fn run_lab(dir: &StateDir, mut st: LabState, ready: Option<Ready>) -> Result<(),
             return Err(e);
         }
     };
+    lab.publish_status(dir);
     match ready {
         Some(r) => r(serde_json::json!({"ok": true})),
         None => {
