@@ -72,7 +72,7 @@ pub struct TestArgs {
     /// Flows per direction for tcp_nup, tcp_ndown and speedtest.
     #[arg(long = "flows", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub flows: u32,
-    /// Time between latency probes of each probe stream (e.g. 10ms = 100 Hz, 200ms as flent).
+    /// Seconds between latency probes of each probe stream (e.g. 0.01 = 100 Hz, 0.2 as flent).
     #[arg(long = "probe-interval", default_value = "0.01", value_parser = opts::positive_seconds)]
     pub probe_interval: Duration,
     /// Throughput sampling interval of the flows, seconds.
