@@ -184,9 +184,15 @@ impl<'a> FlowQueryRepr<'a> {
         query_bytes_needed(b)?;
         v.check_len()?;
         let n = v.key_len();
+        let key = (n > 0).then(|| &b[query_field::KEY..query_field::KEY + n]);
+        // A key iperf 2 would refuse (a NUL inside) is refused here too, so what parses
+        // also emits (fuzz: wire_flow_reply found a NUL key that parsed but did not emit).
+        if let Some(k) = key {
+            permit_key::validate(k)?;
+        }
         Ok(FlowQueryRepr {
             flow_id: v.flow_id(),
-            key: (n > 0).then(|| &b[query_field::KEY..query_field::KEY + n]),
+            key,
         })
     }
 

@@ -841,6 +841,10 @@ fn flow_query_golden_bytes() {
         FlowQueryRepr::parse(&FlowQuery::new_unchecked(&kb[..])),
         Ok(keyed)
     );
+    // A key with a NUL inside (found by the wire_flow_reply fuzz target): iperf 2 would
+    // refuse it, and it would not emit, so it does not parse either.
+    let nul_key = hex_bytes("00424c51 00000001 0000000000000007 0008 0000000000323334");
+    assert!(FlowQueryRepr::parse(&FlowQuery::new_unchecked(&nul_key[..])).is_err());
     assert!(matches!(
         FlowQueryRepr::parse(&FlowQuery::new_unchecked(&kb[..20])),
         Err(WireError::Truncated {
