@@ -74,10 +74,11 @@ pub struct FlowThroughput {
     pub direction: Direction,
     /// Bytes moved within the phase.
     pub bytes: Bytes,
-    /// Time within the phase covered by samples, plus the time before the flow's first
-    /// sample and after its last (the flow was not running: zero bytes, known).
+    /// Time within the phase covered by samples.
     pub covered: Duration,
-    /// `bytes / covered`; zero if nothing was covered.
+    /// `bytes / (covered + the phase time before the flow's first sample and after its
+    /// last)`: the flow was not running then, which is zero, not missing. Zero if nothing
+    /// was covered.
     pub mean: BitRate,
     /// `covered / phase length`, in `[0, 1]`.
     pub coverage: f64,
@@ -100,22 +101,25 @@ impl FlowSeries {
             bytes = bytes.saturating_add(b);
             covered = covered.saturating_add(c);
         }
+        // Overlapping samples (a producer bug) must not claim more than the phase.
+        let covered = covered.min(phase.duration());
         // Before the flow's first sample and after its last one the flow was not running
         // (not started yet, or ended): that time carries zero bytes and is known, not
-        // missing. Only holes between samples are missing data. Without this, the
-        // recovery phase after a load would report the rate of the last sample's sliver.
+        // missing, so it counts in the mean (not in `coverage`). Only holes between samples
+        // are missing data. Without this, the recovery phase after a load would report the
+        // rate of the last sample's sliver.
         let valid = || self.samples.iter().filter(|s| s.end > s.start);
         let first = valid().map(|s| s.start).min();
         let last = valid().map(|s| s.end).max();
+        let mut known = covered;
         if let (Some(first), Some(last)) = (first, last) {
             let overlap =
                 |a: Duration, b: Duration| b.min(phase.end).saturating_sub(a.max(phase.start));
-            covered = covered
+            known = known
                 .saturating_add(overlap(phase.start, first))
-                .saturating_add(overlap(last, phase.end));
+                .saturating_add(overlap(last, phase.end))
+                .min(phase.duration());
         }
-        // Overlapping samples (a producer bug) must not claim more than the phase.
-        let covered = covered.min(phase.duration());
         let coverage = if phase.duration().is_zero() {
             0.0
         } else {
@@ -126,7 +130,7 @@ impl FlowSeries {
             direction: self.direction,
             bytes,
             covered,
-            mean: BitRate::from_transfer(bytes, covered),
+            mean: BitRate::from_transfer(bytes, known),
             coverage,
         }
     }
@@ -329,7 +333,7 @@ mod tests {
         let idle = f.throughput(&Phase::new(PhaseKind::Idle, s(0), s(2)));
         assert_eq!(
             (idle.bytes, idle.mean, idle.coverage),
-            (Bytes(0), BitRate(0), 1.0)
+            (Bytes(0), BitRate(0), 0.0)
         );
         let loaded = f.throughput(&Phase::new(PhaseKind::Loaded, s(2), s(4)));
         assert_eq!(loaded.mean, BitRate(8_000_000));
@@ -341,7 +345,8 @@ mod tests {
             s(10),
         ));
         assert_eq!(rec.bytes, Bytes(500_000));
-        assert_eq!(rec.covered, Duration::from_millis(6500));
+        assert_eq!(rec.covered, Duration::from_millis(500));
+        assert!((rec.coverage - 0.5 / 6.5).abs() < 1e-12);
         assert!(
             (rec.mean.0 as f64 - 4e6 / 6.5).abs() < 1.0,
             "{:?}",
