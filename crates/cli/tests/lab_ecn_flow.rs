@@ -113,19 +113,7 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
         "ecnmix",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
     );
-    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
-    assert!(
-        wait_until(std::time::Duration::from_secs(10), || {
-            lab.exec(
-                "client",
-                &[BIN, "ping", SERVER, "-p", "5001", "-t", "0.2", "--json"],
-            )
-            .status
-            .success()
-        }),
-        "the server in lab {} never answered",
-        lab.name
-    );
+    let _server = serve_and_wait(&lab, SERVER);
     let ecn_before = stdout(&lab.exec("client", &["cat", "/proc/sys/net/ipv4/tcp_ecn"]));
     let rules_before = ip(&lab, &["rule", "show"]);
     let file = std::env::temp_dir().join(format!("bl-ecnmix-{}.json", lab.name));

@@ -10,7 +10,6 @@ mod lab_util;
 
 use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
 use lab_util::*;
-use std::time::Duration;
 
 const SERVER: &str = "10.77.0.2";
 
@@ -22,19 +21,7 @@ fn recovery_phase_has_no_load_through_a_deep_fifo() {
             "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fifo", "--limit", "4000p",
         ],
     );
-    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            lab.exec(
-                "client",
-                &[BIN, "ping", SERVER, "-p", "5001", "-t", "0.2", "--json"],
-            )
-            .status
-            .success()
-        }),
-        "the server in lab {} never answered",
-        lab.name
-    );
+    let _server = serve_and_wait(&lab, SERVER);
     let file = std::env::temp_dir().join(format!("bl-clean-{}.json", lab.name));
     let path = file.to_string_lossy().into_owned();
     let o = lab.exec(

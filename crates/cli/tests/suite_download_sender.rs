@@ -9,7 +9,6 @@ mod lab_util;
 
 use bloatlab_results::schema::DirectionRecord;
 use lab_util::*;
-use std::time::Duration;
 
 const SERVER: &str = "10.77.0.2";
 
@@ -21,19 +20,7 @@ fn download_retransmits_come_from_the_bloatlab_server() {
             "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fifo", "--limit", "30p",
         ],
     );
-    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            lab.exec(
-                "client",
-                &[BIN, "ping", SERVER, "-p", "5001", "-t", "0.2", "--json"],
-            )
-            .status
-            .success()
-        }),
-        "the server in lab {} never answered",
-        lab.name
-    );
+    let _server = serve_and_wait(&lab, SERVER);
     let file = std::env::temp_dir().join(format!("bl-dlrx-{}.json", lab.name));
     let path = file.to_string_lossy().into_owned();
     let o = lab.exec(

@@ -223,3 +223,22 @@ pub fn client_bps(o: &Output) -> f64 {
         .as_f64()
         .unwrap_or_else(|| panic!("no rate in {v}"))
 }
+
+/// Starts `bloatlab server -p 5001` on the lab's `server` host and waits (10 s at most) until
+/// the `client` host's probes to `server_ip` get answers; the returned guard ends it.
+pub fn serve_and_wait(lab: &LabGuard, server_ip: &str) -> Bg {
+    let server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            lab.exec(
+                "client",
+                &[BIN, "ping", server_ip, "-p", "5001", "-t", "0.2", "--json"],
+            )
+            .status
+            .success()
+        }),
+        "the server in lab {} never answered",
+        lab.name
+    );
+    server
+}
