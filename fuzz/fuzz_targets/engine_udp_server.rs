@@ -1,10 +1,13 @@
 //! The UDP server core fed arbitrary datagrams from a handful of sources at
 //! arbitrary times: it must never panic, never grow past its flow limit,
-//! and every AckFIN it answers with must parse as one.
+//! and everything it sends must be what it claims: an AckFIN our parser
+//! reads, or a return-routability cookie reply (udp/cookie.rs) to the
+//! datagram's own source.
 #![no_main]
 
 use bloatlab_engine::config::{Protocol, ServerConfig};
 use bloatlab_engine::udp::server::{Datagram, ServerCore};
+use bloatlab_engine::udp::cookie;
 use bloatlab_engine::udp::server_report::parse_ack_fin;
 use libfuzzer_sys::fuzz_target;
 use std::net::SocketAddr;
@@ -33,7 +36,9 @@ fuzz_target!(|data: &[u8]| {
             rx: now,
         };
         if let Some(out) = core.on_datagram(&d) {
-            assert!(parse_ack_fin(&out.bytes).is_ok());
+            assert_eq!(out.to, d.from);
+            let is_cookie = cookie::from_reply(&out.bytes).is_some();
+            assert!(is_cookie || parse_ack_fin(&out.bytes).is_ok());
         }
         core.on_timer(now);
         let _ = core.take_events();
