@@ -18,10 +18,21 @@
 //!
 //! **Counters.** Each stage keeps its own [`Counters`]. [`Chain::counters`] sums them into one
 //! set for the whole direction; conservation holds for the sum because a packet leaving
-//! stage `i` is enqueued into stage `i + 1` in the same call.
+//! stage `i` is enqueued into stage `i + 1` in the same call. The direction's `sojourn` is not
+//! a merge of the stages' samples: each packet carries the time it waited in queues so far, and
+//! the chain records the total once per packet that leaves the last stage.
+//!
+//! **Shapers.** A stage is store-and-forward by default: a packet reaches the next stage when
+//! its last bit is sent. A home router's shaper (HTB, TBF or CAKE in front of an Ethernet port)
+//! is not: it sends a packet at wire speed as soon as its token bucket allows, and the *next*
+//! packet waits out the slot. The stage key `shaper` ([`LinkConfig::shaper`]) models that. It
+//! matters when the next stage is nearly as slow: with report 4's ATM uplink (a 1500-byte
+//! packet is 1749 bytes on the wire: 19.0 ms at a 737 kbit/s shaper, 16.2 ms at the 864 kbit/s
+//! line), a store-and-forward router hands the modem a full packet and, 1.7 ms later, a ping,
+//! which then waits 14.5 ms in the modem's FIFO; a real shaper's modem is idle by then.
 
 use crate::config::LinkConfig;
-use crate::counters::Counters;
+use crate::counters::{Counters, SojournHistogram};
 use crate::link::Link;
 use crate::spec::{Problem, SpecError};
 use crate::trace::TraceFn;
@@ -105,6 +116,8 @@ pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageErro
 /// One direction made of stages in series.
 pub struct Chain {
     stages: Vec<(String, Link)>,
+    /// Per packet that left the last stage: its sojourns in every stage's queue, summed.
+    sojourn: SojournHistogram,
 }
 
 impl fmt::Debug for Chain {
@@ -142,7 +155,10 @@ impl Chain {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Chain { stages })
+        Ok(Chain {
+            stages,
+            sojourn: SojournHistogram::default(),
+        })
     }
 
     /// A chain of one stage (named `link`): behaves exactly as `Link::new(cfg, seed)`.
@@ -169,7 +185,9 @@ impl Chain {
     /// Like [`Chain::dequeue`], with the packet's virtual delivery time.
     pub fn dequeue_timed(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
         self.hand_over(now);
-        self.stages.last_mut()?.1.dequeue_timed(now)
+        let d = self.stages.last_mut()?.1.dequeue_waited(now)?;
+        self.sojourn.record(d.waited);
+        Some((d.at, d.data))
     }
 
     /// The earliest time any stage has something to do; `None` when the chain is empty.
@@ -242,9 +260,10 @@ impl Chain {
     }
 
     /// The whole direction's counters: input of the first stage, output of the last, drops,
-    /// marks, backlog and packets in transit summed over the stages. `sojourn` merges every
-    /// stage's samples (one sample per packet per stage it queued in), so it describes the
-    /// queues, not a packet's total time in the chain.
+    /// marks, backlog and packets in transit summed over the stages. `sojourn` is per packet
+    /// that left the chain: the sum of its sojourns in every stage's queue (entry to exit,
+    /// without serialization and propagation), so a one-stage chain's is its link's. Each
+    /// stage's own queue sojourn is in [`Chain::stages`].
     pub fn counters(&self) -> Counters {
         let mut total = Counters::default();
         let (Some((_, first)), Some((_, last))) = (self.stages.first(), self.stages.last()) else {
@@ -261,8 +280,8 @@ impl Chain {
             total.ce_marked = total.ce_marked.plus(c.ce_marked);
             total.backlog = total.backlog.plus(c.backlog);
             total.in_transit = total.in_transit.plus(c.in_transit);
-            total.sojourn.merge(&c.sojourn);
         }
+        total.sojourn = self.sojourn.clone();
         total
     }
 
@@ -273,8 +292,8 @@ impl Chain {
         for i in 0..self.stages.len().saturating_sub(1) {
             let (head, tail) = self.stages.split_at_mut(i + 1);
             let (from, to) = (&mut head[i].1, &mut tail[0].1);
-            while let Some((at, p)) = from.dequeue_timed(now) {
-                to.enqueue(at, p);
+            while let Some(d) = from.dequeue_waited(now) {
+                to.enqueue_waited(d.at, d.data, d.waited);
             }
         }
     }
@@ -359,6 +378,81 @@ mod tests {
             .map(|(n, l)| (n.to_string(), l.counters().dequeued.packets))
             .collect();
         assert_eq!(stages, [("1".to_string(), 3), ("2".to_string(), 3)]);
+    }
+
+    /// Drains `c` in virtual time; delivery times of the packets in order.
+    fn drain(c: &mut Chain) -> Vec<Duration> {
+        let mut out = Vec::new();
+        while let Some(t) = c.next_event() {
+            while let Some((at, _)) = c.dequeue_timed(t) {
+                out.push(at);
+            }
+        }
+        out
+    }
+
+    /// Report 4's uplink: a full packet, then a ping, into a 737 kbit/s router in front of
+    /// the 864 kbit/s modem, both ATM + 44. Store-and-forward, the ping reaches the modem
+    /// 1.7 ms after the full packet and waits for it there; from a shaper it arrives a whole
+    /// slot later, when the modem is idle.
+    #[test]
+    fn a_shaper_stage_sends_at_slot_start_so_a_ping_does_not_queue_behind_at_the_modem() {
+        let t = |rate: u64, wire: u64| {
+            bloatlab_units::BitRate(rate * 1000)
+                .transmit_time(bloatlab_units::Bytes(wire))
+                .unwrap()
+        };
+        // 1500 + 44 -> 33 cells = 1749 B; a 100-byte ping + 44 -> 3 cells = 159 B.
+        let (full_r, ping_r) = (t(737, 1749), t(737, 159));
+        let (full_m, ping_m) = (t(864, 1749), t(864, 159));
+        let run = |shaper: &str| {
+            let a = parse_stage(
+                &format!("rate=737kbit qdisc=fq_codel overhead=44 framing=atm {shaper}"),
+                1,
+            )
+            .unwrap();
+            let b = parse_stage("rate=864kbit qdisc=fifo overhead=44 framing=atm", 2).unwrap();
+            let mut c = Chain::new(&[a, b], 1).unwrap();
+            c.enqueue(Duration::ZERO, ipv4(1500));
+            c.enqueue(Duration::ZERO, ipv4(100));
+            let out = drain(&mut c);
+            let modem = c.stages().nth(1).unwrap().1.counters().sojourn.max();
+            (out, modem)
+        };
+        let (out, modem) = run("");
+        assert_eq!(out, [full_r + full_m, full_r + full_m + ping_m]);
+        assert_eq!(modem, Some(full_m - ping_r));
+        let (out, modem) = run("shaper");
+        // The router releases each packet when its slot starts: the full one at 0, the ping
+        // after the full one's slot; the modem is idle again by then (16.2 < 19.0 ms).
+        assert_eq!(out, [full_m, full_r + ping_m]);
+        assert_eq!(modem, Some(Duration::ZERO));
+        assert!(full_m < full_r);
+    }
+
+    /// The direction's sojourn is one sample per packet, its queueing summed over the stages,
+    /// not the stages' samples pooled.
+    #[test]
+    fn chain_sojourn_is_per_packet_summed_over_the_stages() {
+        let a = parse_stage("rate=12mbit qdisc=fifo", 1).unwrap();
+        let b = parse_stage("rate=6mbit qdisc=fifo", 2).unwrap();
+        let mut c = Chain::new(&[a, b], 1).unwrap();
+        for _ in 0..3 {
+            c.enqueue(Duration::ZERO, ipv4(1500));
+        }
+        assert_eq!(drain(&mut c).len(), 3);
+        // Stage 1 (1 ms a packet) starts them at 0, 1, 2 ms: waits 0, 1, 2. They reach stage 2
+        // at 1, 2, 3 ms, which (2 ms a packet) starts them at 1, 3, 5: waits 0, 1, 2.
+        let stage_max: Vec<_> = c
+            .stages()
+            .map(|(_, l)| (l.counters().sojourn.count(), l.counters().sojourn.max()))
+            .collect();
+        assert_eq!(stage_max, [(3, Some(ms(2))), (3, Some(ms(2)))]);
+        // Per packet: 0, 2 and 4 ms.
+        let s = c.counters().sojourn;
+        assert_eq!(s.count(), 3);
+        assert_eq!((s.min(), s.max()), (Some(ms(0)), Some(ms(4))));
+        assert_eq!(s.mean(), Some(ms(2)));
     }
 
     /// A late wake-up does not change when packets reach the next stage.

@@ -174,6 +174,14 @@ pub struct LinkConfig {
     pub loss: LossModel,
     /// The queue discipline in front of the serializer.
     pub qdisc: QdiscConfig,
+    /// Release each packet when its transmission slot *starts* instead of when it ends: a
+    /// software token-bucket shaper (HTB, TBF, CAKE's shaper) in front of a faster wire, as a
+    /// home router in front of its modem. The next packet still waits until the slot ends, so
+    /// the rate is the same; what changes is that a packet reaches the next stage of a
+    /// [`crate::Chain`] before its own slot has elapsed, so a small packet does not arrive on
+    /// the heels of a large one there. Default false: a store-and-forward link, where a packet
+    /// is delivered once its last bit is sent. Key `shaper`.
+    pub shaper: bool,
 }
 
 impl Default for LinkConfig {
@@ -187,6 +195,7 @@ impl Default for LinkConfig {
             allow_reorder: false,
             loss: LossModel::None,
             qdisc: QdiscConfig::default(),
+            shaper: false,
         }
     }
 }
@@ -257,19 +266,9 @@ impl LinkConfig {
             "delay" => self.delay = parse_time(need(value)?).map_err(named)?,
             "jitter" => self.jitter = parse_time(need(value)?).map_err(named)?,
             "distribution" => self.jitter_distribution = need(value)?.parse().map_err(named)?,
-            "reorder" => {
-                self.allow_reorder = match need(value)? {
-                    "on" | "yes" | "true" | "1" => true,
-                    "off" | "no" | "false" | "0" => false,
-                    v => {
-                        return Err(SpecError::new(
-                            key,
-                            v,
-                            Problem::UnknownName("on, off".into()),
-                        ));
-                    }
-                }
-            }
+            "reorder" => self.allow_reorder = on_off(key, need(value)?)?,
+            // A bare `shaper` (a stage word) turns it on.
+            "shaper" => self.shaper = value.map_or(Ok(true), |v| on_off(key, v))?,
             "loss" => self.loss = need(value)?.parse().map_err(named)?,
             "limit" => self
                 .qdisc
@@ -299,6 +298,19 @@ impl LinkConfig {
             _ => self.qdisc.set(key, value)?,
         }
         Ok(())
+    }
+}
+
+/// `on`/`off` (and their usual synonyms) for the boolean key `key`.
+fn on_off(key: &str, value: &str) -> Result<bool, SpecError> {
+    match value {
+        "on" | "yes" | "true" | "1" => Ok(true),
+        "off" | "no" | "false" | "0" => Ok(false),
+        v => Err(SpecError::new(
+            key,
+            v,
+            Problem::UnknownName("on, off".into()),
+        )),
     }
 }
 

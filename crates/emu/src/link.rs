@@ -37,6 +37,8 @@ use std::time::Duration;
 pub struct Link {
     rate: Option<BitRate>,
     overhead: Overhead,
+    /// Release packets at the start of their slot ([`LinkConfig::shaper`]).
+    shaper: bool,
     delay: Duration,
     jitter: Duration,
     distribution: JitterDistribution,
@@ -84,6 +86,7 @@ impl Link {
         Ok(Link {
             rate: cfg.rate,
             overhead: cfg.overhead,
+            shaper: cfg.shaper,
             delay: cfg.delay,
             jitter: cfg.jitter,
             distribution: cfg.jitter_distribution,
@@ -107,6 +110,12 @@ impl Link {
     /// Offers an IPv4/IPv6 packet (no link-layer header) at `now`. What happens to it is counted:
     /// lost, dropped by the qdisc, or queued for delivery.
     pub fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
+        self.enqueue_waited(now, packet, Duration::ZERO);
+    }
+
+    /// [`Link::enqueue`] for a packet that already `waited` in the queues of earlier stages
+    /// of a [`crate::Chain`]; [`Link::dequeue_waited`] returns it with this stage's added.
+    pub(crate) fn enqueue_waited(&mut self, now: Duration, packet: Vec<u8>, waited: Duration) {
         let now = self.tick(now);
         self.advance(now);
         let len = packet.len() as u64;
@@ -119,6 +128,7 @@ impl Link {
             data: packet,
             enqueued_at: now,
             meta,
+            waited,
         };
         let mut sink = LinkSink {
             counters: &mut self.counters,
@@ -142,13 +152,19 @@ impl Link {
     /// a [`crate::Chain`] hands the packet to its next stage at that time, not at the caller's
     /// (possibly later) wake-up time.
     pub fn dequeue_timed(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
+        self.dequeue_waited(now).map(|d| (d.at, d.data))
+    }
+
+    /// Like [`Link::dequeue_timed`], with the packet's queueing so far: what it brought to
+    /// [`Link::enqueue_waited`] plus its sojourn in this link's qdisc.
+    pub(crate) fn dequeue_waited(&mut self, now: Duration) -> Option<Delivered> {
         let now = self.tick(now);
         self.advance(now);
-        let (at, data) = self.line.pop_due(now)?;
-        let len = data.len() as u64;
+        let d = self.line.pop_due(now)?;
+        let len = d.data.len() as u64;
         self.counters.in_transit.sub(len);
         self.counters.dequeued.add(len);
-        Some((at, data))
+        Some(d)
     }
 
     /// The earliest time at which [`Link::dequeue`] may return a packet: the next delivery, or,
@@ -267,8 +283,16 @@ impl Link {
                 .and_then(|r| r.transmit_time(Bytes(wire)))
                 .unwrap_or(Duration::ZERO);
             self.link_free = start + serialization;
-            let release = self.link_free + self.sample_delay();
-            self.line.push(release, pkt.data);
+            // A store-and-forward link delivers a packet after its last bit; a token-bucket
+            // shaper sends it at wire speed when its slot starts and makes the next packet
+            // wait out the slot instead (the same rate, another departure time).
+            let sent = if self.shaper { start } else { self.link_free };
+            let release = sent + self.sample_delay();
+            self.line.push(Delivered {
+                at: release,
+                waited: pkt.waited + sojourn,
+                data: pkt.data,
+            });
             self.counters.in_transit.add(len);
         }
         let b = self.qdisc.backlog();
@@ -298,25 +322,32 @@ impl Link {
     }
 }
 
+/// A packet leaving a link: its delivery time, its queueing so far (every stage's sojourn
+/// in a [`crate::Chain`]) and its bytes.
+pub(crate) struct Delivered {
+    pub(crate) at: Duration,
+    pub(crate) waited: Duration,
+    pub(crate) data: Vec<u8>,
+}
+
 /// Packets between the serializer and the output, ordered by delivery time.
 enum DelayLine {
-    /// Delivery times made monotonic (`release = max(release, last release)`); the second field
-    /// is the last release time.
-    InOrder(VecDeque<(Duration, Vec<u8>)>, Duration),
+    /// Delivery times made monotonic (`at = max(at, last at)`); the second field is the last
+    /// delivery time.
+    InOrder(VecDeque<Delivered>, Duration),
     /// netem-style: jitter may reorder. The second field is a sequence number breaking ties in
     /// arrival order.
     Reorder(BinaryHeap<Reverse<Pending>>, u64),
 }
 
 struct Pending {
-    release: Duration,
     seq: u64,
-    data: Vec<u8>,
+    packet: Delivered,
 }
 
 impl PartialEq for Pending {
     fn eq(&self, o: &Self) -> bool {
-        (self.release, self.seq) == (o.release, o.seq)
+        (self.packet.at, self.seq) == (o.packet.at, o.seq)
     }
 }
 impl Eq for Pending {}
@@ -327,43 +358,39 @@ impl PartialOrd for Pending {
 }
 impl Ord for Pending {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.release, self.seq).cmp(&(o.release, o.seq))
+        (self.packet.at, self.seq).cmp(&(o.packet.at, o.seq))
     }
 }
 
 impl DelayLine {
-    fn push(&mut self, release: Duration, data: Vec<u8>) {
+    fn push(&mut self, mut packet: Delivered) {
         match self {
             DelayLine::InOrder(q, last) => {
-                let r = release.max(*last);
-                *last = r;
-                q.push_back((r, data));
+                packet.at = packet.at.max(*last);
+                *last = packet.at;
+                q.push_back(packet);
             }
             DelayLine::Reorder(h, seq) => {
                 *seq += 1;
-                h.push(Reverse(Pending {
-                    release,
-                    seq: *seq,
-                    data,
-                }));
+                h.push(Reverse(Pending { seq: *seq, packet }));
             }
         }
     }
 
     fn next_release(&self) -> Option<Duration> {
         match self {
-            DelayLine::InOrder(q, _) => q.front().map(|(t, _)| *t),
-            DelayLine::Reorder(h, _) => h.peek().map(|Reverse(p)| p.release),
+            DelayLine::InOrder(q, _) => q.front().map(|p| p.at),
+            DelayLine::Reorder(h, _) => h.peek().map(|Reverse(p)| p.packet.at),
         }
     }
 
-    fn pop_due(&mut self, now: Duration) -> Option<(Duration, Vec<u8>)> {
+    fn pop_due(&mut self, now: Duration) -> Option<Delivered> {
         if self.next_release()? > now {
             return None;
         }
         match self {
             DelayLine::InOrder(q, _) => q.pop_front(),
-            DelayLine::Reorder(h, _) => h.pop().map(|Reverse(p)| (p.release, p.data)),
+            DelayLine::Reorder(h, _) => h.pop().map(|Reverse(p)| p.packet),
         }
     }
 }

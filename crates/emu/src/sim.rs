@@ -117,7 +117,9 @@ pub struct SimResult {
     /// Forward-link packets lost by the loss model after warm-up.
     pub loss_drops: u64,
     /// Per stage, when the forward direction is a chain of more than one stage
-    /// ([`run_chain`]); the fields above then sum (drops, marks) or merge (sojourn) the stages.
+    /// ([`run_chain`]); the fields above then sum the stages' drops and marks, and their
+    /// `sojourn_*` are per packet that crossed the chain: its sojourns in every stage's queue
+    /// summed ([`Chain::counters`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageResult>,
 }
@@ -559,12 +561,17 @@ fn run_with(cfg: &SimConfig, mut fwd: Chain) -> Result<SimResult, SpecError> {
             }
         }
     }
+    // The chain's per-packet sojourn (summed over stages) when warm-up ended.
+    let mut chain_sojourn_at_warmup: Option<SojournHistogram> = None;
     let mut probe_next = cfg.probe_interval.map(|_| Duration::ZERO);
     let mut probe_delays = SojournHistogram::default();
 
     let mut now = Duration::ZERO;
     let mut out = Vec::new();
     loop {
+        if now >= warmup && chain_sojourn_at_warmup.is_none() {
+            chain_sojourn_at_warmup = Some(fwd.counters().sojourn);
+        }
         // Deliveries to the receiver side.
         while let Some(p) = fwd.dequeue(now) {
             receive(
@@ -706,9 +713,15 @@ fn run_with(cfg: &SimConfig, mut fwd: Chain) -> Result<SimResult, SpecError> {
         .iter()
         .map(|s| s.lock().map(|s| s.clone()).unwrap_or_default())
         .collect();
-    let mut st = Steady::default();
+    let mut st = Steady {
+        sojourn: match (per_stage.as_slice(), &chain_sojourn_at_warmup) {
+            ([one], _) => one.sojourn.clone(),
+            (_, Some(w)) => fwd.counters().sojourn.since(w),
+            (_, None) => SojournHistogram::default(),
+        },
+        ..Steady::default()
+    };
     for s in &per_stage {
-        st.sojourn.merge(&s.sojourn);
         st.overflow += s.overflow;
         st.aqm += s.aqm;
         st.marks += s.marks;

@@ -28,6 +28,10 @@ pub struct QueuedPacket {
     pub enqueued_at: Duration,
     /// Flow identity, hashed once at the link's input.
     pub meta: FlowMeta,
+    /// Time the packet already spent in the queues of earlier stages of a [`crate::Chain`]
+    /// (zero at a chain's entry and for a single link), so the chain can report a packet's
+    /// queueing from entry to exit.
+    pub waited: Duration,
 }
 
 impl QueuedPacket {
@@ -349,6 +353,7 @@ pub(crate) mod tests_support {
             meta: FlowMeta::of(&data, 42),
             data,
             enqueued_at: t,
+            waited: Duration::ZERO,
         }
     }
 }
