@@ -107,6 +107,22 @@ fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
     assert_eq!(drops(modem, "overflow"), 0, "modem dropped: {modem}");
     assert!(drops(router, "aqm") > 0, "the AQM never acted: {router}");
     assert!(sojourn_p50_ms(modem) < 1.0, "queue at the modem: {modem}");
+    // The direction's sojourn: one sample per packet that crossed the chain (as many as
+    // the last stage, `path`, sent once the load is over), its queueing summed over the
+    // stages, so never below the router's alone.
+    let st = lab.status();
+    let total = &st["counters"]["directions"][0][1]["link"];
+    let count = |c: &serde_json::Value| c["sojourn"]["count"].as_u64().unwrap_or(0);
+    assert_eq!(count(total), count(&stages[2].1), "{total}");
+    assert!(
+        sojourn_p50_ms(total) >= 0.98 * sojourn_p50_ms(router),
+        "{total} vs {router}"
+    );
+    let text = stdout(&bl(&["lab", "status", &lab.name]));
+    assert!(
+        text.contains("chain (sojourn per packet, all stages): link: enqueued"),
+        "{text}"
+    );
     // The shaper sets the pace: 9 Mbit/s, less headers.
     assert!(
         (0.85 * 9e6..=9e6).contains(&g),

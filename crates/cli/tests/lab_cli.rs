@@ -167,6 +167,58 @@ fn trace_files_hold_every_packet_with_its_sojourn() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// With stages, `--trace` writes one file per stage and direction
+/// (`PREFIX.DIR.STAGE.csv`); each holds the packets that crossed that stage.
+#[test]
+fn trace_files_of_a_chain_hold_every_stage() {
+    let dir = std::env::temp_dir().join(unique("trace"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("t");
+    let lab = LabGuard::up(
+        "trc",
+        &[
+            "--stage",
+            "name=router rate=10mbit qdisc=fq_codel shaper",
+            "--stage",
+            "name=modem rate=20mbit qdisc=fifo",
+            "--delay",
+            "5ms",
+            "--trace",
+            prefix.to_str().unwrap(),
+        ],
+    );
+    let o = lab.exec(
+        "client",
+        &["fping", "-c", "5", "-p", "20", "-q", "10.77.0.2"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bl(&["lab", "down", &lab.name]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !dir.join("t.up.csv").exists(),
+        "a chain has no direction-wide trace"
+    );
+    for d in ["up", "down"] {
+        for stage in ["router", "modem", "path"] {
+            let path = dir.join(format!("t.{d}.{stage}.csv"));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(
+                text.lines().next(),
+                Some("time_ns,flow,size_bytes,sojourn_ns,verdict"),
+                "{}",
+                path.display()
+            );
+            let sent = text
+                .lines()
+                .map(|l| l.split(',').collect::<Vec<_>>())
+                .filter(|f| f.len() == 5 && f[2] == "84" && f[4] == "sent")
+                .count();
+            assert_eq!(sent, 5, "{d}.{stage}: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn invalid_link_specs_exit_2_naming_field_and_value() {
     for (args, field, value) in [

@@ -241,17 +241,27 @@ impl Lab {
             offload: spec.driver.offload,
         };
         let seed = spec.driver.seed;
-        let mut trace = |dir: &str| -> Result<Option<bloatlab_emu::TraceFn>> {
-            let Some(prefix) = &spec.driver.trace else {
-                return Ok(None);
-            };
-            let (callback, writer) = trace_file::open(prefix, dir)?;
-            self.traces.push(writer);
-            Ok(Some(callback))
-        };
-        let (up_trace, down_trace) = (trace("up")?, trace("down")?);
-        let mut up_model = model::build("up", &spec.up, seed, up_trace)?;
-        let mut down_model = model::build("down", &spec.down, seed.wrapping_add(1), down_trace)?;
+        // `--trace`: one file per queue (model::build names them).
+        let traces = &mut self.traces;
+        let mut open = spec.driver.trace.as_deref().map(|prefix| {
+            move |file: &str| -> Result<bloatlab_emu::TraceFn> {
+                let (callback, writer) = trace_file::open(prefix, file)?;
+                traces.push(writer);
+                Ok(callback)
+            }
+        });
+        let mut up_model = model::build(
+            "up",
+            &spec.up,
+            seed,
+            open.as_mut().map(|f| f as model::TraceOpener<'_>),
+        )?;
+        let mut down_model = model::build(
+            "down",
+            &spec.down,
+            seed.wrapping_add(1),
+            open.as_mut().map(|f| f as model::TraceOpener<'_>),
+        )?;
         let mut share = None;
         if spec.driver.calibrate {
             let cal = self.measure_path(&up, &down)?;

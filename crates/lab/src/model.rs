@@ -155,7 +155,7 @@ fn flag_error(dir: &str, e: SpecError) -> LabError {
 /// qdisc kind's defaults are set before its parameters override them.
 /// Parameters are `key=value` or a bare flag; besides the qdisc's own
 /// (`target`, `ecn`, ...) the link keys `overhead`, `mpu`, `framing`,
-/// `distribution` and `reorder` are accepted.
+/// `distribution`, `reorder` and `shaper` are accepted.
 pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
     let mut cfg = LinkConfig::default();
     let err = |e| flag_error(dir, e);
@@ -242,13 +242,17 @@ pub fn parse_direction(s: &LinkSpec) -> Result<Direction> {
     })
 }
 
-/// Builds the emulator for one direction.
-/// `trace` receives the link's per-packet events.
+/// Opens the per-packet trace of one queue, given the name of its file part: `up` for a
+/// single link, `up.router` for stage `router` of a chain (`trace_file::path_for`).
+pub type TraceOpener<'a> = &'a mut dyn FnMut(&str) -> Result<bloatlab_emu::TraceFn>;
+
+/// Builds the emulator for one direction. With `trace`, every queue of the direction gets its
+/// own trace: the link's, or each stage's of a chain.
 pub fn build(
     dir: &str,
     s: &LinkSpec,
     seed: u64,
-    trace: Option<bloatlab_emu::TraceFn>,
+    trace: Option<TraceOpener<'_>>,
 ) -> Result<Box<dyn LinkModel>> {
     if let Some(stages) = crate::stages::stage_configs(dir, s)? {
         return crate::stages::build_chain(dir, &stages, seed, trace);
@@ -256,7 +260,7 @@ pub fn build(
     let cfg = link_config(dir, s)?;
     tracing::info!("{dir}: {cfg}");
     let mut link = bloatlab_emu::Link::new(&cfg, seed).map_err(|e| flag_error(dir, e))?;
-    link.set_trace(trace);
+    link.set_trace(trace.map(|open| open(dir)).transpose()?);
     Ok(Box::new(link))
 }
 

@@ -121,7 +121,7 @@ pub fn build_chain(
     dir: &str,
     stages: &[StageConfig],
     seed: u64,
-    trace: Option<bloatlab_emu::TraceFn>,
+    trace: Option<crate::model::TraceOpener<'_>>,
 ) -> Result<Box<dyn LinkModel>> {
     let mut chain = Chain::new(stages, seed).map_err(|e| {
         let text = stages
@@ -133,9 +133,13 @@ pub fn build_chain(
     for s in stages {
         tracing::info!("{dir}: stage {}: {}", s.name, s.link);
     }
-    // One trace file per direction: it follows the first stage, where a
-    // shaper's AQM sits in the usual chain (router in front of a modem).
-    chain.set_trace(0, trace);
+    // One trace per stage (`PREFIX.DIR.STAGE.csv`): each queue's drops,
+    // marks and sojourns stay apart, as in `lab status`.
+    if let Some(open) = trace {
+        for (i, s) in stages.iter().enumerate() {
+            chain.set_trace(i, Some(open(&format!("{dir}.{}", s.name))?));
+        }
+    }
     Ok(Box::new(chain))
 }
 
@@ -242,6 +246,58 @@ mod tests {
         assert_eq!(t, Duration::from_millis(20) - Duration::from_micros(70));
         let r = m.calibration().unwrap();
         assert_eq!((r.configured_ns, r.host_path_ns), (15_000_000, 70_000));
+    }
+
+    /// `--trace` with stages: every stage gets a trace of its own, named
+    /// `DIR.STAGE`, holding that stage's events only.
+    #[test]
+    fn every_stage_is_traced_under_its_own_name() {
+        use std::sync::{Arc, Mutex};
+        let mut s = spec(&[
+            "name=router rate=100mbit qdisc=fq_codel",
+            "name=modem rate=1mbit qdisc=fifo limit=2p",
+        ]);
+        s.delay = Some("5ms".into());
+        let st = stage_configs("up", &s).unwrap().unwrap();
+        // (file part, events seen) per trace opened.
+        let seen: Arc<Mutex<Vec<(String, Vec<bloatlab_emu::Verdict>)>>> = Arc::default();
+        let log = seen.clone();
+        let mut open = move |file: &str| -> Result<bloatlab_emu::TraceFn> {
+            let mut v = log.lock().unwrap();
+            let i = v.len();
+            v.push((file.to_string(), Vec::new()));
+            let log = log.clone();
+            Ok(Box::new(move |ev: &bloatlab_emu::TraceEvent| {
+                log.lock().unwrap()[i].1.push(ev.verdict);
+            }))
+        };
+        let mut m = build_chain("up", &st, 1, Some(&mut open)).unwrap();
+        let mut p = vec![0u8; 1500];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        p[9] = 17;
+        for _ in 0..5 {
+            m.enqueue(Duration::ZERO, p.clone());
+        }
+        let mut out = 0;
+        while let Some(t) = m.next_event() {
+            while m.dequeue(t).is_some() {
+                out += 1;
+            }
+        }
+        let seen = seen.lock().unwrap();
+        let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["up.router", "up.modem", "up.path"]);
+        // The router passes all five on within 0.6 ms; the modem sends one,
+        // queues two (its limit) and drops two; the path sends the three.
+        let count = |i: usize, verdict: bloatlab_emu::Verdict| {
+            seen[i].1.iter().filter(|v| **v == verdict).count()
+        };
+        let sent = bloatlab_emu::Verdict::Sent;
+        let dropped = bloatlab_emu::Verdict::Dropped(bloatlab_emu::DropReason::Overflow);
+        assert_eq!((count(0, sent), count(1, sent), count(2, sent)), (5, 3, 3));
+        assert_eq!((count(0, dropped), count(1, dropped)), (0, 2));
+        assert_eq!(out, 3);
     }
 
     #[test]

@@ -839,6 +839,13 @@ fn status_text(r: &StatusReport) -> String {
         }
         if d.link.stages.is_empty() {
             let _ = writeln!(out, "       {}", link_counters_text(&d.link.total));
+        } else {
+            // The whole chain: a packet's queueing summed over the stages it crossed.
+            let _ = writeln!(
+                out,
+                "       chain (sojourn per packet, all stages): {}",
+                link_counters_text(&d.link.total)
+            );
         }
         for st in &d.link.stages {
             let rate = st.rate_bit_s.map_or("unlimited".to_string(), |r| {
