@@ -409,7 +409,8 @@ impl Slot {
 
 /// Runs `plan` against `target`. Returns when every runner has finished, when `stop` is
 /// raised (then children are interrupted and what they printed is kept), or at the plan's
-/// end plus `grace` (stragglers are killed). `on_event` is called about every 50 ms with
+/// end plus `grace` (stragglers are interrupted the same way, and killed if they are still
+/// running [`STOP_GRACE`] later). `on_event` is called about every 50 ms with
 /// the elapsed time (progress display, CPU sampling), and with each runner output as soon
 /// as it exists (the journal). With `spool`, runners write to files in that directory
 /// instead of pipes and get SIGTERM, not SIGKILL, if this process dies ([`Spool`]).
@@ -491,12 +492,12 @@ pub fn drive(
             break;
         }
         if now >= deadline {
-            tracing::warn!("runners still going {grace:?} after the planned end; killing them");
-            for s in slots.iter_mut() {
-                if let Some(p) = s.running.as_mut() {
-                    p.signal(libc::SIGKILL);
-                }
-            }
+            // Interrupted below like a stopped run, so they print what they measured: a
+            // prober still waiting for late replies (it waits up to 3 x the largest RTT,
+            // seconds behind a bloated FIFO) would lose its whole series to SIGKILL.
+            tracing::warn!(
+                "runners still going {grace:?} after the planned end; interrupting them"
+            );
             break;
         }
         on_event(DriveEvent::Tick(now));
@@ -541,6 +542,53 @@ mod tests {
     use super::*;
     use crate::catalog::TestName;
     use crate::plan::{TestParams, plan};
+
+    /// A runner still going at the plan's end + grace is interrupted, not killed, so what it
+    /// prints on SIGINT (a prober's JSON) is kept.
+    #[test]
+    fn stragglers_are_interrupted_and_their_output_kept() {
+        let dir = std::env::temp_dir().join(format!("bl-drive-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("straggler.sh");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\ntrap 'echo measured; exit 0' INT\nwhile :; do sleep 0.05; done\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let params = TestParams {
+            loaded: Duration::from_millis(300),
+            idle_before: Duration::ZERO,
+            idle_after: Duration::ZERO,
+            ..TestParams::default()
+        };
+        let mut p = plan(TestName::Ping, &params).unwrap();
+        p.runners.truncate(1);
+        let t = Target {
+            exe: exe.clone(),
+            host: "10.77.0.2".into(),
+            host6: None,
+            port: 5001,
+            permit_key: None,
+            ecn_fwmark: None,
+        };
+        let stop = AtomicBool::new(false);
+        let r = drive(
+            &t,
+            &p,
+            Duration::from_millis(200),
+            Duration::from_millis(200),
+            &stop,
+            None,
+            |_| {},
+        )
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = &r.runners[0].outputs[0];
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "measured\n");
+        assert_eq!(out.status, Some(0));
+    }
 
     #[test]
     fn command_lines() {
