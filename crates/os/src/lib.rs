@@ -1,5 +1,5 @@
 //! bloatlab's OS glue, in one place: the clocks, the one precise sleep, thread timing
-//! attributes (timer slack, SCHED_FIFO) a stop token raised by signals, and owned children
+//! attributes (timer slack, SCHED_FIFO), a stop token raised by signals, and owned children
 //! ([`child`]: killed on drop, or run to completion and stopped with a grace period).
 //!
 //! Every crate that needs one of these calls it here rather than owning a copy; this crate
