@@ -11,6 +11,7 @@ pub mod console;
 pub mod flow_table;
 pub mod limits;
 pub mod loglimit;
+pub mod pacer;
 pub mod sock;
 pub mod stop;
 pub mod suffix;

@@ -12,9 +12,9 @@
 use super::clock::{Mono, realtime_now};
 use super::datagram::stamp;
 use super::mmsg::SendBatch;
-use super::pacer::{Pace, Pacer};
 use super::report::Event;
 use crate::config::Amount;
+use crate::pacer::{Pace, Pacer};
 use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::udp_send::{UdpSendSnapshot, UdpSendStats};
 use bloatlab_units::{BitRate, Bytes};
