@@ -13,7 +13,6 @@ pub mod limits;
 pub mod loglimit;
 pub mod pacer;
 pub mod sock;
-pub mod stop;
 pub mod suffix;
 pub mod sum;
 pub mod tcp;

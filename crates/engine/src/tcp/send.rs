@@ -18,6 +18,7 @@ use crate::config::Amount;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
+use bloatlab_os::StopToken;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};
@@ -59,6 +60,8 @@ pub struct SendPlan {
     /// End pacing sleeps as soon as the peer closes or resets (a reverse
     /// sender, whose peer never sends after its header).
     pub watch_peer_close: bool,
+    /// End early when raised ([`SendEnd::Stopped`]).
+    pub stop: StopToken,
 }
 
 /// Largest buffer a sender allocates: longer `-l` writes are issued from
@@ -209,7 +212,7 @@ pub fn run_with_end(
         if emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink) && plan.tcpinfo {
             last_sample = Some(now);
         }
-        if crate::stop::requested() {
+        if plan.stop.is_stopped() {
             break SendEnd::Stopped;
         }
         let since = now.saturating_duration_since(t0);
@@ -282,7 +285,7 @@ pub fn run_with_end(
                     let now = Instant::now();
                     // Interval lines keep coming while the peer reads nothing.
                     emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink);
-                    if crate::stop::requested() {
+                    if plan.stop.is_stopped() {
                         break 'test SendEnd::Stopped;
                     }
                     // A full send buffer draining over a slow, bloated link

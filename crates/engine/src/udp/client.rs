@@ -33,7 +33,6 @@ use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -396,7 +395,7 @@ fn send_phase(
         last_sent: None,
         len: plan.len,
     };
-    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, &AtomicBool::new(false));
+    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, cfg.stop.flag());
     (tx, out)
 }
 

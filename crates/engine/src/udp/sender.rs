@@ -167,13 +167,10 @@ fn send_loop(
             interval_start = b;
             next_report = Some(b + c.every());
         }
-        // SIGINT/SIGTERM (crate::stop): end as if the amount were reached,
-        // so the FIN exchange still collects the server's report.
-        if end.is_some_and(|e| now >= e)
-            || budget == Some(0)
-            || crate::stop::requested()
-            || cancel.load(Ordering::Relaxed)
-        {
+        // A stop (the client's ClientConfig::stop, a server's cancel): end
+        // as if the amount were reached, so the FIN exchange still collects
+        // the server's report.
+        if end.is_some_and(|e| now >= e) || budget == Some(0) || cancel.load(Ordering::Relaxed) {
             return interval_start;
         }
         match pacer.poll(now) {
