@@ -213,3 +213,63 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     assert_eq!(rows(&out).len(), 2);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Report 4 `--quick` end to end in real labs: the lowest shaper rate and SQM off at least.
+/// With the router a token-bucket `shaper`, the modem's FIFO stays empty at 6089/737 kbit/s
+/// (virtual time: exactly 0) and the ping stays near base; with SQM off the modem's FIFO holds
+/// the queue. The verdict is REPRODUCED.
+#[test]
+fn builtin_quick_report4_reproduces_the_sqm_sweep() {
+    let d = scratch("r4");
+    let out = d.join("out");
+    let o = bl(&[
+        "experiment",
+        "run",
+        "report4-sqm-sweep",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert!(
+        text.contains("RRUL latency under load") && text.contains("2051.3"),
+        "the report's numbers beside ours: {text}"
+    );
+    assert!(text.contains("criterion: loaded median RTT"), "{text}");
+    let verdict = text
+        .lines()
+        .find(|l| l.starts_with("REPRODUCED") || l.starts_with("NOT "))
+        .unwrap_or_else(|| panic!("no verdict in {text}"));
+    assert!(verdict.starts_with("REPRODUCED: induced median"), "{text}");
+    let rows = rows(&out);
+    let run_of = |label: &str| {
+        rows.iter()
+            .find(|r| r["shaper"] == label)
+            .and_then(|r| r["run"].as_str())
+            .unwrap_or_else(|| panic!("no {label} run in {rows:?}"))
+            .to_string()
+    };
+    // Per stage sojourn (ns) of the up direction from the run's `lab status --json`.
+    let up_stage_sojourn = |run: &str, stage: &str, field: &str| -> u64 {
+        let b = std::fs::read(out.join("runs").join(format!("{run}.lab.json"))).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        let up = &v["counters"]["directions"][0];
+        assert_eq!(up[0], "up", "{v}");
+        let st = up[1]["link"]["stages"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == stage))
+            .unwrap_or_else(|| panic!("no stage {stage} in {v}"));
+        st["link"]["sojourn"][field].as_u64().unwrap_or(0)
+    };
+    let shaped = run_of("6089kbit/737kbit");
+    assert_eq!(up_stage_sojourn(&shaped, "modem", "max_ns"), 0);
+    assert!(up_stage_sojourn(&shaped, "router", "count") > 0);
+    // SQM off: the modem queues; past 100 ms (seven 1749-byte ATM packets at 864 kbit/s).
+    let off = run_of("SQM off");
+    assert!(
+        up_stage_sojourn(&off, "modem", "p99_ns") > 100_000_000,
+        "SQM off: the modem's FIFO did not fill"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
