@@ -260,7 +260,8 @@ mod tests {
         s.delay = Some("5ms".into());
         let st = stage_configs("up", &s).unwrap().unwrap();
         // (file part, events seen) per trace opened.
-        let seen: Arc<Mutex<Vec<(String, Vec<bloatlab_emu::Verdict>)>>> = Arc::default();
+        type Seen = Vec<(String, Vec<bloatlab_emu::Verdict>)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
         let log = seen.clone();
         let mut open = move |file: &str| -> Result<bloatlab_emu::TraceFn> {
             let mut v = log.lock().unwrap();
