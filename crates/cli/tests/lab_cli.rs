@@ -119,22 +119,16 @@ fn up_exec_status_list_down_round_trip() {
     assert!(stderr(&o).contains("no lab named"), "{}", stderr(&o));
 }
 
-#[test]
-fn trace_files_hold_every_packet_with_its_sojourn() {
+/// Brings up a lab with `link_args` and `--trace DIR/t`, sends five fping
+/// echo requests through it, takes it down (which completes the files) and
+/// returns DIR.
+fn trace_five_pings(tag: &str, link_args: &[&str]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(unique("trace"));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = dir.join("t");
-    let lab = LabGuard::up(
-        "tr",
-        &[
-            "--rate",
-            "10mbit",
-            "--delay",
-            "5ms",
-            "--trace",
-            prefix.to_str().unwrap(),
-        ],
-    );
+    let mut args = link_args.to_vec();
+    args.extend(["--trace", prefix.to_str().unwrap()]);
+    let lab = LabGuard::up(tag, &args);
     let o = lab.exec(
         "client",
         &["fping", "-c", "5", "-p", "20", "-q", "10.77.0.2"],
@@ -142,23 +136,33 @@ fn trace_files_hold_every_packet_with_its_sojourn() {
     assert!(o.status.success(), "{}", stderr(&o));
     let o = bl(&["lab", "down", &lab.name]);
     assert!(o.status.success(), "{}", stderr(&o));
+    dir
+}
+
+/// The `sent` lines of the 84-byte echo packets in trace file `path` (its
+/// header checked): plus nothing else on an idle lab but what the kernel
+/// may send, e.g. router solicitations, which are not IPv4.
+fn echo_sent_lines(path: &std::path::Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("time_ns,flow,size_bytes,sojourn_ns,verdict"),
+        "{}",
+        path.display()
+    );
+    lines
+        .map(|l| l.split(',').map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| f.len() == 5 && f[4] == "sent" && f[2] == "84")
+        .collect()
+}
+
+#[test]
+fn trace_files_hold_every_packet_with_its_sojourn() {
+    let dir = trace_five_pings("tr", &["--rate", "10mbit", "--delay", "5ms"]);
     for dir_name in ["up", "down"] {
-        let path = dir.join(format!("t.{dir_name}.csv"));
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut lines = text.lines();
-        assert_eq!(
-            lines.next(),
-            Some("time_ns,flow,size_bytes,sojourn_ns,verdict"),
-            "{}",
-            path.display()
-        );
-        // Five 84-byte echo packets (plus nothing else on an idle lab but
-        // what the kernel may send, e.g. router solicitations: not IPv4).
-        let sent: Vec<Vec<&str>> = lines
-            .map(|l| l.split(',').collect::<Vec<_>>())
-            .filter(|f| f[4] == "sent" && f[2] == "84")
-            .collect();
-        assert_eq!(sent.len(), 5, "{dir_name}: {text}");
+        let sent = echo_sent_lines(&dir.join(format!("t.{dir_name}.csv")));
+        assert_eq!(sent.len(), 5, "{dir_name}: {sent:?}");
         for f in &sent {
             let sojourn: u64 = f[3].parse().unwrap();
             assert!(sojourn < 5_000_000, "{dir_name}: sojourn {sojourn} ns");
@@ -171,10 +175,7 @@ fn trace_files_hold_every_packet_with_its_sojourn() {
 /// (`PREFIX.DIR.STAGE.csv`); each holds the packets that crossed that stage.
 #[test]
 fn trace_files_of_a_chain_hold_every_stage() {
-    let dir = std::env::temp_dir().join(unique("trace"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("t");
-    let lab = LabGuard::up(
+    let dir = trace_five_pings(
         "trc",
         &[
             "--stage",
@@ -183,37 +184,16 @@ fn trace_files_of_a_chain_hold_every_stage() {
             "name=modem rate=20mbit qdisc=fifo",
             "--delay",
             "5ms",
-            "--trace",
-            prefix.to_str().unwrap(),
         ],
     );
-    let o = lab.exec(
-        "client",
-        &["fping", "-c", "5", "-p", "20", "-q", "10.77.0.2"],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = bl(&["lab", "down", &lab.name]);
-    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         !dir.join("t.up.csv").exists(),
         "a chain has no direction-wide trace"
     );
     for d in ["up", "down"] {
         for stage in ["router", "modem", "path"] {
-            let path = dir.join(format!("t.{d}.{stage}.csv"));
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            assert_eq!(
-                text.lines().next(),
-                Some("time_ns,flow,size_bytes,sojourn_ns,verdict"),
-                "{}",
-                path.display()
-            );
-            let sent = text
-                .lines()
-                .map(|l| l.split(',').collect::<Vec<_>>())
-                .filter(|f| f.len() == 5 && f[2] == "84" && f[4] == "sent")
-                .count();
-            assert_eq!(sent, 5, "{d}.{stage}: {text}");
+            let sent = echo_sent_lines(&dir.join(format!("t.{d}.{stage}.csv")));
+            assert_eq!(sent.len(), 5, "{d}.{stage}: {sent:?}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
