@@ -125,7 +125,7 @@ fn stream(
     addr: SocketAddr,
     id: u32,
     sink: &Sink,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     let c = sock::connect_tcp(addr, &cfg.socket, cfg.connect_timeout)?;
     let mut s = c.stream;
     let initial = tcpinfo::sample(&s).ok();
@@ -270,7 +270,7 @@ fn stream(
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
             if let Some(why) = impossible {
-                return Err(format!("the server's report is impossible ({why}); not used").into());
+                return Err(super::stream_error::StreamError::ImpossibleReport(why));
             }
             send_verdict(sent, end)?;
             if closed == Drained::Reset {

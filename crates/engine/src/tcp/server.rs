@@ -286,7 +286,7 @@ fn test(
     accepted_wall: Duration,
     log: &SharedLogLimit,
     flow: &mut Option<FlowGuard>,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     // No phase may block longer than the idle timeout (a peer with a
     // zero window cannot hold the ack write forever).
     s.set_write_timeout(Some(cfg.idle_timeout.max(Duration::from_millis(1))))?;
@@ -371,7 +371,7 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
-) -> Result<Ends, Box<dyn std::error::Error>> {
+) -> Result<Ends, super::stream_error::StreamError> {
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
     // Every test ends: -t plus slop, and -n tests at --max-duration.
