@@ -103,7 +103,7 @@ fn a_silent_peer_after_a_valid_header_is_dropped_after_the_idle_timeout() {
         let mut cfg = client_cfg(addr, 1.0);
         cfg.amount = amount;
         let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(&client_header(&cfg, crate::clock::wall_now(), None).unwrap())
+        s.write_all(&client_header(&cfg, bloatlab_os::clock::realtime_now(), None).unwrap())
             .unwrap();
         let took = closed_within(&mut s, Duration::from_secs(5))
             .unwrap_or_else(|| panic!("{amount:?}: silent connection kept"));
@@ -154,7 +154,7 @@ fn a_paced_reverse_sender_stops_when_its_client_leaves() {
     cfg.rate = Some(BitRate(1000));
     cfg.buffer_len = Some(Bytes(1000));
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(&client_header(&cfg, crate::clock::wall_now(), None).unwrap())
+    s.write_all(&client_header(&cfg, bloatlab_os::clock::realtime_now(), None).unwrap())
         .unwrap();
     let mut b = [0u8; 1000];
     s.read_exact(&mut b).unwrap(); // the first write; the next is 8 s away

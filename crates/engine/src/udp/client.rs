@@ -15,7 +15,7 @@
 //! `--full-duplex` streams do steps 1 and 3 (one FIN, no AckFIN) while a
 //! second thread receives on the same socket.
 
-use super::clock::{Mono, realtime_now};
+use super::clock::Mono;
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
@@ -28,6 +28,7 @@ use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFor
 use crate::pacer::Pacer;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_metrics::udp_send::UdpSendStats;
+use bloatlab_os::clock::realtime_now;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};

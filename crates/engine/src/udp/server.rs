@@ -20,7 +20,6 @@
 //! network input. A flow silent for its idle timeout without a FIN is
 //! finalized and reported (no AckFIN: nobody is waiting for one).
 
-use super::clock::realtime_now;
 use super::conn::ConnInfo;
 use super::cookie::{CookieJar, ECHO_MIN_LEN};
 use super::datagram::{HeaderInfo, parse_first, parse_incoming};
@@ -37,6 +36,7 @@ use crate::limits::{Ask, ServerLimits};
 use crate::loglimit::{Gate, LogLimit};
 use crate::sum::{JOIN_WINDOW, JoinTable};
 use bloatlab_metrics::json::{IntervalRecord, ServerSideReport, TestInfo};
+use bloatlab_os::clock::realtime_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::Rate;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};

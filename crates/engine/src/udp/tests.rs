@@ -743,7 +743,7 @@ fn one_garbage_datagram_neither_ends_a_reverse_test_nor_counts_as_loss() {
         let (_, from) = s.recv_from(&mut b).unwrap(); // the client's header
         let mut d = vec![b'0'; 200];
         let send = |d: &mut Vec<u8>, id: i64| {
-            super::datagram::stamp(d, id, super::clock::realtime_now());
+            super::datagram::stamp(d, id, bloatlab_os::clock::realtime_now());
             let _ = s.send_to(d, from);
         };
         for id in 1..=20 {
