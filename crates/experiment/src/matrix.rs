@@ -225,6 +225,10 @@ pub enum Section {
     Lab,
     /// `bloatlab test TEST HOST ...`
     Test,
+    /// `bloatlab client HOST ...` (`[client]`)
+    Client,
+    /// `bloatlab server ...` (`[server]`)
+    Server,
 }
 
 /// The options of `section` for `point`: the file's options with placeholders filled in, and
@@ -234,13 +238,18 @@ pub fn argv(exp: &Experiment, section: Section, point: &Point) -> Vec<(String, u
     let opts: &[Opt] = match section {
         Section::Lab => &exp.lab,
         Section::Test => &exp.test_opts,
+        Section::Client => exp.client.as_ref().map_or(&[][..], |(o, _)| o.as_slice()),
+        Section::Server => &exp.server,
     };
     let value = |name: &str| point.params.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let swept: Vec<(&str, &Scalar, usize)> = exp
         .matrix
         .iter()
         .filter_map(|p| match (&p.target, section) {
-            (Target::Lab(k), Section::Lab) | (Target::Test(k), Section::Test) => {
+            (Target::Lab(k), Section::Lab)
+            | (Target::Test(k), Section::Test)
+            | (Target::Client(k), Section::Client)
+            | (Target::Server(k), Section::Server) => {
                 value(&p.name).map(|v| (k.as_str(), v, p.line))
             }
             _ => None,
