@@ -161,4 +161,36 @@ mod tests {
         assert_eq!(get("tcp.tcp_up_1.netpwr"), Value::from(4248.0));
         assert!(c.iter().all(|(k, _)| !k.contains("down")), "{c:?}");
     }
+
+    #[test]
+    fn a_client_row_is_shown_with_its_write_to_read_latency() {
+        use crate::file::Scalar;
+        use crate::summary::{client_row, reference_series, table};
+        let doc = Document::from_json(DOC).unwrap();
+        let lab = serde_json::json!({"directions": [["up", {"link": {"dropped": {"overflow": {"packets": 4}}}}]]});
+        let params = [("weight".to_string(), Scalar::Str("0.4".into()))];
+        let r = client_row("p001_weight-0.4_r1", "p001", 1, &params, &doc, &lab);
+        let cols: Vec<&str> = r.cells.iter().map(|(k, _)| k.as_str()).take(6).collect();
+        assert_eq!(
+            cols,
+            [
+                "run",
+                "point",
+                "rep",
+                "weight",
+                "interrupted",
+                "tput.loaded.up_mbit"
+            ]
+        );
+        assert_eq!(r.get("emu.up.link.drops"), Some(&Value::from(4)));
+        let rows = [r];
+        // No RTT probe series: the table shows the write-to-read latency.
+        assert_eq!(reference_series(&rows).as_deref(), Some("tcp_up_1.owd_up"));
+        let t = table(&rows, &["weight".into()]);
+        let line = t.lines().nth(2).unwrap();
+        assert!(
+            line.contains("2.9") && line.contains("5755") && line.contains("94.27"),
+            "{t}"
+        );
+    }
 }
