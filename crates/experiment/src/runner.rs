@@ -287,8 +287,8 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     wait_for_server(exe, &cfg.lab, &port, stop)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     let measured = match exp.client {
-        Some(_) => Measured::Client(run_client(exp, cfg, r, &results, stop)?),
-        None => Measured::Test(run_test(exp, cfg, r, &results, stop)?),
+        Some(_) => Measured::Client(Box::new(run_client(exp, cfg, r, &results, stop)?)),
+        None => Measured::Test(Box::new(run_test(exp, cfg, r, &results, stop)?)),
     };
     // Counters are published every 200 ms and written every 500 ms: wait for the last
     // packets of the run to be counted.
@@ -320,9 +320,9 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
 /// What a run measured.
 enum Measured {
     /// A `bloatlab test` results file.
-    Test(bloatlab_results::ResultsFile),
+    Test(Box<bloatlab_results::ResultsFile>),
     /// A `bloatlab client --json` document.
-    Client(bloatlab_metrics::json::Document),
+    Client(Box<bloatlab_metrics::json::Document>),
 }
 
 /// `bloatlab test` from host `client`; it writes `results` itself.
