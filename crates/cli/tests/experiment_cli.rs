@@ -220,6 +220,12 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
 /// before anything starts.
 #[test]
 fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
+    let l = bl(&["experiment", "list"]);
+    assert!(
+        stdout(&l).contains("report1-near-congestion"),
+        "{}",
+        stdout(&l)
+    );
     let d = scratch("r1");
     let bad = d.join("bad.toml");
     std::fs::write(
