@@ -413,6 +413,39 @@ t = ["rrul", "tcp_upload"]
     }
 
     #[test]
+    fn client_and_server_argv_take_placeholders_and_swept_options() {
+        let t = r#"
+[server]
+enhanced = true
+window = "128K"
+[client]
+time = 10
+trip-times = true
+near-congestion = "{weight}"
+[matrix]
+weight = ["0.4", "0"]
+"server.window" = ["1M"]
+"client.tcp-congestion" = ["cubic"]
+"#;
+        let e = parse("c.toml", "c", t).unwrap();
+        let p = &points(&e)[1];
+        assert_eq!(p.name(), "p002_weight-0_window-1M_tcp-congestion-cubic");
+        let words =
+            |s: Section| -> Vec<String> { argv(&e, s, p).into_iter().map(|(a, _)| a).collect() };
+        assert_eq!(
+            words(Section::Client),
+            [
+                "--time=10",
+                "--trip-times",
+                "--near-congestion=0",
+                "--tcp-congestion=cubic"
+            ]
+        );
+        assert_eq!(words(Section::Server), ["--enhanced", "--window=1M"]);
+        assert!(words(Section::Test).is_empty());
+    }
+
+    #[test]
     fn argv_fills_placeholders_and_swept_options_replace_fixed_ones() {
         let e = exp("sequential");
         let p = &points(&e)[3];
