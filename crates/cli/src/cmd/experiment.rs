@@ -1,9 +1,9 @@
 //! `bloatlab experiment`: run an experiment declared in a TOML file (crates/experiment,
 //! docs/experiments.md), list its points, or merge shard directories.
 //!
-//! Before anything starts, the file is parsed and every point's `lab up` and `test` options
-//! are checked exactly as those commands would check them; a problem is reported with the
-//! key and the file line, exit 2.
+//! Before anything starts, the file is parsed and every point's `lab up`, `test` (or
+//! `client`) and `server` options are checked exactly as those commands would check them; a
+//! problem is reported with the key and the file line, exit 2.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ enum ExperimentCmd {
 struct RunArgs {
     /// The experiment file (TOML), or the name of a built-in (`experiment list`).
     file: PathBuf,
-    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, one repetition): a smoke test.
+    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, 2 s client runs, one repetition): a smoke test.
     #[arg(long = "quick")]
     quick: bool,
     /// Output directory: results files, summary.csv, summary.json, report.html. Running
