@@ -4,6 +4,7 @@
 //! [`ClientConfig`] or [`ServerConfig`]; the drivers never see strings. Every
 //! field documents its unit and its iperf 2 option.
 
+pub use bloatlab_os::StopToken;
 pub use bloatlab_units::{BitRate, Bytes};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -145,6 +146,10 @@ pub struct ClientConfig {
     /// `--permit-key`: sent after the TCP test header (iperf 2's KEYCHECK);
     /// 4 to 128 bytes ([`bloatlab_wire::permit_key`]).
     pub permit_key: Option<String>,
+    /// Raised (by the caller, e.g. on SIGINT) to end the test early as if its amount were
+    /// reached: the streams shut down, collect the peer's report and report what they
+    /// measured. Data loops check it at least every 250 ms.
+    pub stop: StopToken,
 }
 
 impl ClientConfig {
@@ -170,6 +175,7 @@ impl ClientConfig {
             notsent_lowat: None,
             abort_at_end: false,
             permit_key: None,
+            stop: StopToken::new(),
         }
     }
 

@@ -131,17 +131,10 @@ impl ClientArgs {
     }
 }
 
-/// SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
-/// down and prints the final report with what was measured.
-fn install_stop_handler() -> anyhow::Result<()> {
-    bloatlab_engine::stop::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))
-}
-
 /// After a stop by signal the run exits with 128 + the signal number (130
 /// for SIGINT, 143 for SIGTERM), after the final report was printed.
-fn interrupted() -> anyhow::Result<()> {
-    match bloatlab_engine::stop::signal() {
+fn interrupted(stop: &bloatlab_os::StopToken) -> anyhow::Result<()> {
+    match stop.signal() {
         Some(sig) => {
             let name = match sig {
                 libc::SIGINT => "SIGINT",
@@ -158,13 +151,15 @@ fn interrupted() -> anyhow::Result<()> {
 }
 
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
-    let cfg = args.to_config()?;
+    let mut cfg = args.to_config()?;
     let lab = crate::cmd::inlab::InLab::start()?;
-    install_stop_handler()?;
+    // SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
+    // down and prints the final report with what was measured.
+    cfg.stop = crate::cmd::stop_on_interrupt()?;
     let result = run_protocol(&cfg);
     // A dead emulator is the cause of whatever else went wrong.
     lab.check()?;
-    interrupted()?;
+    interrupted(&cfg.stop)?;
     result
 }
 

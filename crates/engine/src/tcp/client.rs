@@ -193,6 +193,7 @@ fn stream(
         deadline: None,
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
+        stop: cfg.stop.clone(),
     };
     // With --abort-at-end the receiving side stops at -t too.
     let slop = if cfg.abort_at_end {
@@ -212,7 +213,7 @@ fn stream(
         .map_or(STALL_TIMEOUT, |gap| {
             STALL_TIMEOUT.max(gap.saturating_mul(2))
         });
-    let (trip, interval) = (cfg.trip_times, cfg.interval);
+    let (trip, interval, stop) = (cfg.trip_times, cfg.interval, cfg.stop.clone());
     let recv_plan = move |already_read: Vec<usize>| RecvPlan {
         stream: id,
         len,
@@ -223,6 +224,7 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        stop: stop.clone(),
     };
     match cfg.direction {
         Direction::Forward if cfg.abort_at_end => {
@@ -276,7 +278,7 @@ fn stream(
             let end = t0.elapsed();
             duplex::send_recv_tcp_info(sink, id, &s);
             // Nothing at all, and not because the user stopped us first.
-            if acc.total_bytes().0 == 0 && !crate::stop::requested() {
+            if acc.total_bytes().0 == 0 && !cfg.stop.is_stopped() {
                 return Err(REFUSED_REVERSE.into());
             }
             if cfg.abort_at_end {

@@ -31,6 +31,7 @@ use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
+use bloatlab_os::StopToken;
 use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
@@ -391,6 +392,8 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // A server's tests end by their peer and its limits, not by a stop request.
+        stop: StopToken::new(),
     };
     let start_wall = wall_now();
     let send_plan = |already: usize| SendPlan {
@@ -408,6 +411,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
+        stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.
     let own_header = |s: &mut TcpStream| -> std::io::Result<usize> {

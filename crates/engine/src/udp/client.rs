@@ -19,13 +19,13 @@ use super::clock::{Mono, realtime_now};
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
-use super::pacer::Pacer;
 use super::report::{self, Collected, Event, ReportSettings, ServerOutcome, Side};
 use super::reverse_client::{prepare_receive, receive_stream, reverse_stream};
 use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
 use super::server_report::{SentFacts, check_server_report, parse_ack_fin};
 use super::{UdpError, sock};
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFormat};
+use crate::pacer::Pacer;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_metrics::udp_send::UdpSendStats;
 use bloatlab_units::{BitRate, Bytes};
@@ -33,7 +33,6 @@ use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -396,7 +395,7 @@ fn send_phase(
         last_sent: None,
         len: plan.len,
     };
-    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, &AtomicBool::new(false));
+    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, cfg.stop.flag());
     (tx, out)
 }
 
