@@ -51,6 +51,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
         streams: cfg.parallel.max(1),
         full_duplex: cfg.direction == Direction::FullDuplex,
         test: test_info(cfg, addr),
+        out: cfg.out.clone(),
     })
     .map_err(ClientError::Spawn)?;
     let mut handles = Vec::new();
@@ -95,18 +96,27 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
 }
 
 fn print_banner(cfg: &ClientConfig) {
-    println!("------------------------------------------------------------");
-    println!("Client connecting to {}, TCP port {}", cfg.host, cfg.port);
+    cfg.out
+        .line("------------------------------------------------------------");
+    cfg.out.line(&format!(
+        "Client connecting to {}, TCP port {}",
+        cfg.host, cfg.port
+    ));
     if cfg.enhanced {
-        println!("Write buffer size: {} Byte", cfg.effective_len().0);
+        cfg.out.line(&format!(
+            "Write buffer size: {} Byte",
+            cfg.effective_len().0
+        ));
     }
     if let Some(w) = cfg.near_congestion {
-        println!("TCP near-congestion delay weight set to {w:.4}");
+        cfg.out
+            .line(&format!("TCP near-congestion delay weight set to {w:.4}"));
     }
     if let Some(cc) = &cfg.socket.congestion {
-        println!("TCP congestion control set to {cc}");
+        cfg.out.line(&format!("TCP congestion control set to {cc}"));
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }
 
 /// One stream, start to finish.

@@ -75,11 +75,13 @@ struct OneOff {
 pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerError> {
     if cfg.format == crate::config::OutputFormat::Console {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
-        println!("------------------------------------------------------------");
-        println!("Server listening on TCP port {port}");
+        cfg.out
+            .line("------------------------------------------------------------");
+        cfg.out
+            .line(&format!("Server listening on TCP port {port}"));
         let len = cfg.effective_len().0;
         if cfg.enhanced {
-            println!(
+            cfg.out.line(&format!(
                 "Read buffer size: {} (Dist bin width={})",
                 bloatlab_metrics::cfmt::byte_snprintf(
                     len as f64,
@@ -89,9 +91,10 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                     (len / 8) as f64,
                     bloatlab_metrics::cfmt::ByteFormat::AdaptiveBytes
                 )
-            );
+            ));
         }
-        println!("------------------------------------------------------------");
+        cfg.out
+            .line("------------------------------------------------------------");
     } else {
         // stdout carries only CSV/JSON; say we are ready on stderr.
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
@@ -310,6 +313,7 @@ fn test(
             streams,
             full_duplex: req.direction == Direction::FullDuplex,
             test,
+            out: cfg.out.clone(),
         })
     })?;
     let sink = member.sink.clone();
