@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus, fuzz/corpus/<target>/, from golden captures and real producers.
 
-The bytes are iperf 2.1.8 captures (crates/wire/tests/golden.rs, from
-reference/iperf2/wire/), the committed sample documents (crates/*/tests/data/)
+The bytes are iperf 2.1.8 captures (the words crates/wire/tests/golden.rs
+holds), the committed sample documents (crates/*/tests/data/)
 and probe/netlink messages laid out as our code writes and the kernel sends
 them. Seeds are small: libFuzzer mutates from them instead of from nothing
 (issue 11: probe_packet got no further than its magic words in 10 s without one).

@@ -214,6 +214,115 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Report 1 as a built-in `[client]`/`[server]` experiment, `--quick` end to end: one row per
+/// near-congestion weight with the client's write-to-read latency, the report's numbers beside
+/// ours and a verdict line; and a file with an unknown `[client]` key refused with its line
+/// before anything starts.
+#[test]
+fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
+    let l = bl(&["experiment", "list"]);
+    assert!(
+        stdout(&l).contains("report1-near-congestion"),
+        "{}",
+        stdout(&l)
+    );
+    let d = scratch("r1");
+    let bad = d.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[server]\nenhanced = true\n[client]\ntime = 1\nbogus = 2\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    let o = bl(&[
+        "experiment",
+        "run",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.toml:5: [client]") && stderr(&o).contains("--bogus"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "output directory created for a bad file");
+
+    let o = bl(&[
+        "experiment",
+        "run",
+        "report1-near-congestion",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    // The report's numbers (Mbit/s, write-to-read ms, inP, NetPwr) beside ours.
+    for want in [
+        "934 / ", "3.58 / ", "30.00 / ", "408 / ", "34322 / ", "8512 / ",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    assert!(text.contains("criterion: weight 0.4 cuts"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("REPRODUCED: ") || l.starts_with("NOT REPRODUCED: ")),
+        "a verdict line: {text}"
+    );
+    let got = rows(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (r, w) in got.iter().zip(["0.4", "0"]) {
+        assert_eq!(r["weight"], w, "{r}");
+        assert!(r["tput.loaded.up_mbit"].as_f64().unwrap() > 10.0, "{r}");
+        assert!(
+            r["lat.tcp_up_1.owd_up.loaded.mean_ms"].as_f64().unwrap() > 0.0,
+            "write-to-read latency: {r}"
+        );
+        assert!(r["w2r.tcp_up_1.inp_bytes"].as_f64().is_some(), "{r}");
+        assert!(r["tcp.tcp_up_1.retransmits"].is_u64(), "{r}");
+        assert!(r["emu.up.link.drops"].is_u64(), "{r}");
+    }
+    // Each run's file is the client's --json document.
+    let doc = std::fs::read_to_string(out.join("runs/p001_weight-0.4_r1.json")).unwrap();
+    assert!(doc.contains("\"near_congestion_weight\": 0.4"), "{doc}");
+    // Resume keeps both runs; a shard and a merge see them as test runs' are seen.
+    let again = bl(&[
+        "experiment",
+        "run",
+        "report1-near-congestion",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        stdout(&again).contains("(2 kept from before)"),
+        "{}",
+        stdout(&again)
+    );
+    let l = bl(&[
+        "experiment",
+        "run",
+        "report1-near-congestion",
+        "--shard",
+        "1/2",
+        "--list-points",
+    ]);
+    assert!(stdout(&l).starts_with("p002_weight-0_r1"), "{}", stdout(&l));
+    let merged = d.join("merged");
+    let m = bl(&[
+        "experiment",
+        "merge",
+        out.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(m.status.success(), "{}", stderr(&m));
+    assert_eq!(identity(&rows(&merged)), identity(&got));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// Report 4 `--quick` end to end in real labs: the lowest shaper rate and SQM off at least.
 /// With the router a token-bucket `shaper`, the modem's FIFO stays empty at 6089/737 kbit/s
 /// (virtual time: exactly 0) and the ping stays near base; with SQM off the modem's FIFO holds

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use bloatlab_report::results;
-use bloatlab_report::sample::{Queue, rrul_like};
+use bloatlab_testkit::sample::{Queue, rrul_like};
 
 /// A fresh directory under the system temp dir, removed on drop (the CLI crate has no
 /// tempfile dependency).

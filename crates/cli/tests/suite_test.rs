@@ -204,12 +204,12 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `bloatlab_report::sample` (the fixture of the report tests) against a real run: the
+/// `bloatlab_testkit::sample` (the fixture of the report tests) against a real run: the
 /// same series identities (name and kind) and the same metadata fields known or unknown,
 /// so the report tests cannot pass on a shape no producer writes.
 fn sample_has_the_shape_of(real: &bloatlab_results::ResultsFile) {
     use bloatlab_results::schema::HostRecord;
-    let sample = bloatlab_report::sample::rrul_like(bloatlab_report::sample::Queue::DeepFifo);
+    let sample = bloatlab_testkit::sample::rrul_like(bloatlab_testkit::sample::Queue::DeepFifo);
     let ids = |f: &bloatlab_results::ResultsFile| -> Vec<(String, DelayKindRecord)> {
         f.raw
             .latency

@@ -3,9 +3,8 @@
 //! states the report's qualitative result as `criterion` and carries the report's numbers;
 //! [`check`] measures that criterion on the summary rows and prints the report's numbers beside
 //! ours.
-//!
-//! Report 1 (iperf 2 `--near-congestion`) is not built in: it needs client/server runs with
-//! `bloatlab client` options, which experiment files do not run yet.
+
+mod report1;
 
 use crate::file::{Experiment, Scalar};
 use crate::summary::{self, Row};
@@ -13,6 +12,10 @@ use std::fmt::Write as _;
 
 /// `(name, file text)` of every built-in.
 pub const BUILTINS: &[(&str, &str)] = &[
+    (
+        "report1-near-congestion",
+        include_str!("builtin/report1-near-congestion.toml"),
+    ),
     (
         "report2-netpwr",
         include_str!("builtin/report2-netpwr.toml"),
@@ -105,6 +108,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
     let lat = |stat: &str, phase: &str| format!("lat.{series}.{phase}.{stat}_ms");
     let mut t = String::new();
     let (reproduced, because) = match exp.name.as_str() {
+        "report1-near-congestion" => report1::judge(exp, rows, &mut t),
         "report2-netpwr" => {
             let netpwr = |cc: &str| {
                 let bps = mean(rows, "test.cc", cc, "tput.loaded.up_mbit")? * 1e6 / 8.0;

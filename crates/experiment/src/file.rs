@@ -22,6 +22,10 @@
 //! "test.cc" = ["cubic", "bbr"]   # an option: sets `bloatlab test --cc`
 //! "lab.limit" = { from = 100, to = 300, step = 100, suffix = "p" }
 //! ```
+//!
+//! Instead of `[test]`, a file may declare `[client]`: `bloatlab client` options by long name,
+//! run from host `client` against the lab's server (`client.OPTION` sweeps one). `[server]`
+//! holds `bloatlab server` options for the lab's server in either case (`server.OPTION`).
 
 use std::collections::BTreeMap;
 use toml_edit::{Document, Item, Table, Value};
@@ -98,6 +102,10 @@ pub enum Target {
     Lab(String),
     /// The `test` option of that name.
     Test(String),
+    /// The `bloatlab client` option of that name (experiments with `[client]`).
+    Client(String),
+    /// The `bloatlab server` option of that name.
+    Server(String),
 }
 
 /// One swept parameter.
@@ -138,6 +146,11 @@ pub struct Experiment {
     pub test: (String, usize),
     /// `test` options.
     pub test_opts: Vec<Opt>,
+    /// `[client]`: the experiment runs `bloatlab client` with these options (and `test` is
+    /// empty), with the line of `[client]`; `None` for a `[test]` experiment.
+    pub client: Option<(Vec<Opt>, usize)>,
+    /// `[server]`: options of the lab's `bloatlab server`.
+    pub server: Vec<Opt>,
     /// The swept parameters, in file order.
     pub matrix: Vec<Param>,
     /// `[expect]`: free key/value pairs the built-ins use for their criteria.
@@ -162,6 +175,23 @@ impl Experiment {
                 values: vec![v],
                 line: 0,
             });
+        }
+        self.quick_client()
+    }
+
+    /// `--quick` for `[client]` runs: 2 s (`time`; a byte count `num` goes too).
+    fn quick_client(mut self) -> Experiment {
+        if let Some((opts, _)) = self.client.as_mut() {
+            // A client experiment has no test options (quick() sets some for tests).
+            self.test_opts.clear();
+            opts.retain(|o| !["time", "num"].contains(&o.key.as_str()));
+            opts.push(Opt {
+                key: "time".into(),
+                values: vec![Scalar::Int(2)],
+                line: 0,
+            });
+            self.matrix
+                .retain(|p| !matches!(&p.target, Target::Client(k) if k == "time" || k == "num"));
         }
         self
     }
@@ -338,11 +368,13 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
         let target = match k.split_once('.') {
             Some(("lab", o)) if !o.is_empty() => Target::Lab(o.to_string()),
             Some(("test", o)) if !o.is_empty() => Target::Test(o.to_string()),
+            Some(("client", o)) if !o.is_empty() => Target::Client(o.to_string()),
+            Some(("server", o)) if !o.is_empty() => Target::Server(o.to_string()),
             Some(_) => {
                 return Err(lines.err(
                     line,
                     format!("matrix.{k}"),
-                    "a parameter is `lab.OPTION`, `test.OPTION`, or a placeholder NAME used as {NAME}",
+                    "a parameter is `lab.OPTION`, `test.OPTION`, `client.OPTION`, `server.OPTION`, or a placeholder NAME used as {NAME}",
                 ));
             }
             None => {
@@ -438,7 +470,7 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
     Ok(out)
 }
 
-const SECTIONS: &str = "experiment, lab, test, matrix, expect";
+const SECTIONS: &str = "experiment, lab, test, client, server, matrix, expect";
 
 /// Parses an experiment file. `file` names it in messages; `stem` is the default name.
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError> {
@@ -470,6 +502,8 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         lab: Vec::new(),
         test: (String::new(), 0),
         test_opts: Vec::new(),
+        client: None,
+        server: Vec::new(),
         matrix: Vec::new(),
         expect: BTreeMap::new(),
     };
@@ -519,15 +553,37 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
     if let Some(item) = root.get("lab") {
         exp.lab = options(&lines, item, "lab")?;
     }
+    if let Some(item) = root.get("server") {
+        exp.server = options(&lines, item, "server")?;
+    }
     let test_line = key_line(&lines, root, "test");
-    let Some(item) = root.get("test") else {
-        return Err(lines.err(
-            0,
-            "test",
-            "missing: every experiment runs a `bloatlab test` ([test] name = \"rrul\")",
-        ));
+    let client_line = key_line(&lines, root, "client");
+    let item = match (root.get("test"), root.get("client")) {
+        (Some(_), Some(_)) => {
+            return Err(lines.err(
+                test_line.max(client_line),
+                if test_line > client_line { "test" } else { "client" },
+                "an experiment runs either a `bloatlab test` ([test]) or `bloatlab client` ([client]), not both",
+            ));
+        }
+        (None, Some(item)) => {
+            exp.client = Some((options(&lines, item, "client")?, client_line));
+            None
+        }
+        (Some(item), None) => Some(item),
+        (None, None) => {
+            return Err(lines.err(
+                0,
+                "test",
+                "missing: every experiment runs a `bloatlab test` ([test] name = \"rrul\") or `bloatlab client` ([client])",
+            ));
+        }
     };
-    for o in options(&lines, item, "test")? {
+    for o in item
+        .map(|i| options(&lines, i, "test"))
+        .transpose()?
+        .unwrap_or_default()
+    {
         if o.key == "name" {
             match o.values.as_slice() {
                 [Scalar::Str(s)] => exp.test = (s.clone(), o.line),
@@ -543,7 +599,7 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
             exp.test_opts.push(o);
         }
     }
-    if exp.test.0.is_empty() {
+    if exp.test.0.is_empty() && exp.client.is_none() {
         return Err(lines.err(
             test_line,
             "test.name",
@@ -602,7 +658,13 @@ fn check_placeholders(lines: &Lines<'_>, exp: &Experiment) -> Result<(), FileErr
         line: exp.test.1,
     };
     let test_all: Vec<Opt> = exp.test_opts.iter().cloned().chain([name_opt]).collect();
-    for (section, opts) in [("lab", &exp.lab), ("test", &test_all)] {
+    let client = exp.client.as_ref().map_or(&[][..], |(o, _)| o.as_slice());
+    for (section, opts) in [
+        ("lab", &exp.lab[..]),
+        ("test", &test_all[..]),
+        ("client", client),
+        ("server", &exp.server[..]),
+    ] {
         for o in opts.iter() {
             for v in &o.values {
                 let Scalar::Str(s) = v else { continue };
@@ -748,6 +810,67 @@ rate = ["6mbit", "8mbit"]
             e.to_string(),
             format!("bad.toml:4: matrix.net.limit: {}", e.why)
         );
+    }
+
+    const CLIENT: &str = r#"
+[lab]
+rate = "100mbit"
+
+[server]
+enhanced = true
+
+[client]
+time = 10
+trip-times = true
+near-congestion = "{weight}"
+
+[matrix]
+weight = ["0.4", "0"]
+"client.tcp-congestion" = ["cubic", "bbr"]
+"server.window" = ["256K"]
+"#;
+
+    #[test]
+    fn a_client_server_file_parses_with_lines() {
+        let e = parse("c.toml", "c", CLIENT).unwrap();
+        assert_eq!(e.test.0, "", "no test: the client runs");
+        assert!(e.test_opts.is_empty());
+        let (client, line) = e.client.as_ref().unwrap();
+        assert_eq!(*line, 8);
+        let keys: Vec<_> = client.iter().map(|o| (o.key.as_str(), o.line)).collect();
+        assert_eq!(
+            keys,
+            [("time", 9), ("trip-times", 10), ("near-congestion", 11)]
+        );
+        assert_eq!(e.server[0].key, "enhanced");
+        assert_eq!(e.server[0].values, [Scalar::Bool(true)]);
+        assert_eq!(e.matrix[1].target, Target::Client("tcp-congestion".into()));
+        assert_eq!(e.matrix[2].target, Target::Server("window".into()));
+        // --quick shortens the client's runs and sets no test options.
+        let q = e.quick();
+        let (client, _) = q.client.as_ref().unwrap();
+        let time: Vec<_> = client.iter().filter(|o| o.key == "time").collect();
+        assert_eq!(time.len(), 1);
+        assert_eq!(time[0].values, [Scalar::Int(2)]);
+        assert!(q.test_opts.is_empty());
+    }
+
+    #[test]
+    fn a_file_runs_a_test_or_a_client_and_client_placeholders_count() {
+        let both = format!("{CLIENT}[test]\nname = \"rrul\"\n");
+        let e = err(&both);
+        assert_eq!((e.line, e.key.as_str()), (17, "test"), "{e}");
+        assert!(e.why.contains("not both"), "{e}");
+        let e = err("[server]\nenhanced = true\n");
+        assert!(e.why.contains("[client]"), "{e}");
+        // A placeholder only [client] uses is used; one nobody uses is not.
+        let unused = CLIENT.replace("\"{weight}\"", "0.4");
+        let e = err(&unused);
+        assert_eq!((e.line, e.key.as_str()), (14, "matrix.weight"), "{e}");
+        let e = err("[client]\ntime = \"{t}\"\n");
+        assert_eq!((e.line, e.key.as_str()), (2, "client.time"), "{e}");
+        let e = err("[client]\n[matrix]\n\"cleint.time\" = [1]\n");
+        assert!(e.why.contains("client.OPTION"), "{e}");
     }
 
     #[test]

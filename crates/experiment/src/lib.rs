@@ -4,7 +4,7 @@
 //!   parameter that is not an option or an empty matrix is reported with its line before
 //!   anything starts.
 //! * [`matrix`]: points (the cartesian product of the parameters), names, order with
-//!   repetitions, shards, and each point's `lab up` / `test` options.
+//!   repetitions, shards, and each point's `lab up` / `test` (or `client`) / `server` options.
 //! * [`runner`]: runs (or resumes) the experiment in labs through the `bloatlab` binary and
 //!   writes `DIR/runs/*`, `DIR/summary.csv`, `DIR/summary.json` and `DIR/report.html`;
 //!   [`runner::merge`] joins shard directories.

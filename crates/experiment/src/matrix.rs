@@ -225,6 +225,10 @@ pub enum Section {
     Lab,
     /// `bloatlab test TEST HOST ...`
     Test,
+    /// `bloatlab client HOST ...` (`[client]`)
+    Client,
+    /// `bloatlab server ...` (`[server]`)
+    Server,
 }
 
 /// The options of `section` for `point`: the file's options with placeholders filled in, and
@@ -234,13 +238,18 @@ pub fn argv(exp: &Experiment, section: Section, point: &Point) -> Vec<(String, u
     let opts: &[Opt] = match section {
         Section::Lab => &exp.lab,
         Section::Test => &exp.test_opts,
+        Section::Client => exp.client.as_ref().map_or(&[][..], |(o, _)| o.as_slice()),
+        Section::Server => &exp.server,
     };
     let value = |name: &str| point.params.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let swept: Vec<(&str, &Scalar, usize)> = exp
         .matrix
         .iter()
         .filter_map(|p| match (&p.target, section) {
-            (Target::Lab(k), Section::Lab) | (Target::Test(k), Section::Test) => {
+            (Target::Lab(k), Section::Lab)
+            | (Target::Test(k), Section::Test)
+            | (Target::Client(k), Section::Client)
+            | (Target::Server(k), Section::Server) => {
                 value(&p.name).map(|v| (k.as_str(), v, p.line))
             }
             _ => None,
@@ -401,6 +410,39 @@ t = ["rrul", "tcp_upload"]
         assert!("4/4".parse::<Shard>().is_err());
         assert!("1/0".parse::<Shard>().is_err());
         assert!("x".parse::<Shard>().is_err());
+    }
+
+    #[test]
+    fn client_and_server_argv_take_placeholders_and_swept_options() {
+        let t = r#"
+[server]
+enhanced = true
+window = "128K"
+[client]
+time = 10
+trip-times = true
+near-congestion = "{weight}"
+[matrix]
+weight = ["0.4", "0"]
+"server.window" = ["1M"]
+"client.tcp-congestion" = ["cubic"]
+"#;
+        let e = parse("c.toml", "c", t).unwrap();
+        let p = &points(&e)[1];
+        assert_eq!(p.name(), "p002_weight-0_window-1M_tcp-congestion-cubic");
+        let words =
+            |s: Section| -> Vec<String> { argv(&e, s, p).into_iter().map(|(a, _)| a).collect() };
+        assert_eq!(
+            words(Section::Client),
+            [
+                "--time=10",
+                "--trip-times",
+                "--near-congestion=0",
+                "--tcp-congestion=cubic"
+            ]
+        );
+        assert_eq!(words(Section::Server), ["--enhanced", "--window=1M"]);
+        assert!(words(Section::Test).is_empty());
     }
 
     #[test]

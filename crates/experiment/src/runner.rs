@@ -1,12 +1,14 @@
 //! Running an experiment: for each run, a fresh lab (`lab up` with the point's options), a
-//! `bloatlab server` in host `server`, the test from host `client`, the lab's counters, then
+//! `bloatlab server` in host `server` (with the `[server]` options), the test (or, with
+//! `[client]`, `bloatlab client --json`) from host `client`, the lab's counters, then
 //! `lab down`. Everything is a subprocess of the `bloatlab` binary, owned by guards.
 //!
 //! Output directory:
 //!
 //! ```text
 //! DIR/plan.json              the experiment's name, file and every run of this shard
-//! DIR/runs/RUN.json          the run's results file (written atomically by `bloatlab test`)
+//! DIR/runs/RUN.json          the run's results file (written atomically by `bloatlab test`),
+//!                            or for `[client]` runs the client's `--json` document
 //! DIR/runs/RUN.lab.json      `lab status --json` after the run (per-stage counters)
 //! DIR/runs/RUN.row.json      the run's summary row; written last, so it marks the run complete
 //! DIR/summary.csv, DIR/summary.json, DIR/report.html
@@ -275,19 +277,69 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
         return Err(format!("lab up: {}", process::last_line(&o.stderr)));
     }
     let port = cfg.port.to_string();
-    let _server = process::spawn(
-        exe,
-        &[
-            "lab", "exec", &cfg.lab, "server", "--", &exe_s, "server", "-p", &port,
-        ],
-    )
-    .map_err(|e| format!("server: {e}"))?;
+    let server_args = matrix::argv(exp, Section::Server, &r.point);
+    let mut server: Vec<&str> = vec![
+        "lab", "exec", &cfg.lab, "server", "--", &exe_s, "server", "-p", &port,
+    ];
+    server.extend(server_args.iter().map(|(s, _)| s.as_str()));
+    // Killed by PID when the guard drops: on success, failure and Ctrl-C.
+    let _server = process::spawn(exe, &server).map_err(|e| format!("server: {e}"))?;
     wait_for_server(exe, &cfg.lab, &port, stop)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
+    let measured = match exp.client {
+        Some(_) => Measured::Client(Box::new(run_client(exp, cfg, r, &results, stop)?)),
+        None => Measured::Test(Box::new(run_test(exp, cfg, r, &results, stop)?)),
+    };
+    // Counters are published every 200 ms and written every 500 ms: wait for the last
+    // packets of the run to be counted.
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = process::quiet(exe, &["lab", "status", &cfg.lab, "--json"])
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .unwrap_or_default();
+    let lab_json = runs_dir(&cfg.out).join(format!("{}.lab.json", r.name()));
+    write_file(
+        &lab_json,
+        serde_json::to_vec_pretty(&st)
+            .unwrap_or_default()
+            .as_slice(),
+    )
+    .map_err(|e| e.to_string())?;
+    let (name, point, params) = (r.name(), r.point.name(), &r.point.params);
+    let row = match &measured {
+        Measured::Test(file) => summary::row(&name, &point, r.rep, params, file, &st["counters"]),
+        Measured::Client(doc) => {
+            summary::client_row(&name, &point, r.rep, params, doc, &st["counters"])
+        }
+    };
+    let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
+    let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
+    write_file(&row_path, &bytes).map_err(|e| e.to_string())
+}
+
+/// What a run measured.
+enum Measured {
+    /// A `bloatlab test` results file.
+    Test(Box<bloatlab_results::ResultsFile>),
+    /// A `bloatlab client --json` document.
+    Client(Box<bloatlab_metrics::json::Document>),
+}
+
+/// `bloatlab test` from host `client`; it writes `results` itself.
+fn run_test(
+    exp: &Experiment,
+    cfg: &RunnerConfig,
+    r: &Run,
+    results: &Path,
+    stop: &AtomicBool,
+) -> Result<bloatlab_results::ResultsFile, String> {
+    let exe = cfg.exe.as_path();
+    let exe_s = exe.to_string_lossy().into_owned();
+    let port = cfg.port.to_string();
     let results_s = results.to_string_lossy().into_owned();
     // A journal left by an earlier attempt at this run that was killed would make
     // `bloatlab test` refuse to start; the run is measured again, so it goes.
-    let _ = bloatlab_suite::journal::remove(&bloatlab_suite::journal::path_for(&results));
+    let _ = bloatlab_suite::journal::remove(&bloatlab_suite::journal::path_for(results));
     let title = format!("{} {} rep {}", exp.name, r.point.label(), r.rep);
     let test_args = matrix::argv(exp, Section::Test, &r.point);
     let test_name = matrix::test_name(exp, &r.point);
@@ -320,33 +372,48 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
             process::last_line(&o.stderr)
         ));
     }
-    let file = bloatlab_results::load(&results).map_err(|e| format!("reading {results_s}: {e}"))?;
-    // Counters are published every 200 ms and written every 500 ms: wait for the last
-    // packets of the run to be counted.
-    std::thread::sleep(Duration::from_millis(1200));
-    let st = process::quiet(exe, &["lab", "status", &cfg.lab, "--json"])
-        .ok()
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .unwrap_or_default();
-    let lab_json = runs_dir(&cfg.out).join(format!("{}.lab.json", r.name()));
-    write_file(
-        &lab_json,
-        serde_json::to_vec_pretty(&st)
-            .unwrap_or_default()
-            .as_slice(),
-    )
-    .map_err(|e| e.to_string())?;
-    let row = summary::row(
-        &r.name(),
-        &r.point.name(),
-        r.rep,
-        &r.point.params,
-        &file,
-        &st["counters"],
-    );
-    let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
-    let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
-    write_file(&row_path, &bytes).map_err(|e| e.to_string())
+    bloatlab_results::load(results).map_err(|e| format!("reading {results_s}: {e}"))
+}
+
+/// `bloatlab client SERVER --json` from host `client`; its document (checked against the
+/// schema) is written to `results` atomically.
+fn run_client(
+    exp: &Experiment,
+    cfg: &RunnerConfig,
+    r: &Run,
+    results: &Path,
+    stop: &AtomicBool,
+) -> Result<bloatlab_metrics::json::Document, String> {
+    let exe = cfg.exe.as_path();
+    let exe_s = exe.to_string_lossy().into_owned();
+    let port = cfg.port.to_string();
+    let args = matrix::argv(exp, Section::Client, &r.point);
+    let mut c: Vec<&str> = vec![
+        "lab",
+        "exec",
+        &cfg.lab,
+        "client",
+        "--",
+        &exe_s,
+        "client",
+        SERVER_ADDR,
+        "-p",
+        &port,
+        "--json",
+    ];
+    c.extend(args.iter().map(|(s, _)| s.as_str()));
+    let o = process::stoppable(exe, &c, stop).map_err(|e| format!("client: {e}"))?;
+    if stop.load(Ordering::Relaxed) {
+        return Err("interrupted".into());
+    }
+    if !o.status.success() {
+        return Err(format!("client: {}", process::last_line(&o.stderr)));
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    let doc = bloatlab_metrics::json::Document::from_json(&text)
+        .map_err(|e| format!("client: its --json output does not read: {e}"))?;
+    write_file(results, &o.stdout).map_err(|e| e.to_string())?;
+    Ok(doc)
 }
 
 /// Waits (at most 15 s) until the lab's server answers a latency probe.

@@ -8,6 +8,9 @@
 //! sampled); and per lab direction and emulator stage
 //! `emu.DIR.STAGE.{drops,ce_marks}` (a single-link direction's stage is `link`). Rows read
 //! results through `bloatlab_results` types; a column a run does not have is empty.
+//! `[client]` runs have their own measurement columns ([`client_row`], [`client`]).
+
+pub mod client;
 
 use bloatlab_results::ResultsFile;
 use serde_json::Value;
@@ -49,13 +52,7 @@ pub fn row(
     file: &ResultsFile,
     lab_counters: &Value,
 ) -> Row {
-    let mut r = Row { cells: Vec::new() };
-    r.push("run", run);
-    r.push("point", point);
-    r.push("rep", rep);
-    for (k, v) in params {
-        r.push(k.clone(), serde_json::to_value(v).unwrap_or(Value::Null));
-    }
+    let mut r = head(run, point, rep, params);
     r.push("interrupted", file.metadata.interrupted);
     if let Some(d) = &file.derived {
         for s in &d.latency {
@@ -95,6 +92,41 @@ pub fn row(
             r.push(format!("tcp.{}.retransmits", f.name), n);
         }
     }
+    push_emu(&mut r, lab_counters);
+    r
+}
+
+/// A `[client]` run's row: its identity, parameters, the client's `--json` document
+/// ([`client::cells`]) and the lab's counters.
+pub fn client_row(
+    run: &str,
+    point: &str,
+    rep: u32,
+    params: &[(String, crate::file::Scalar)],
+    doc: &bloatlab_metrics::json::Document,
+    lab_counters: &Value,
+) -> Row {
+    let mut r = head(run, point, rep, params);
+    r.push("interrupted", false);
+    r.cells.extend(client::cells(doc));
+    push_emu(&mut r, lab_counters);
+    r
+}
+
+/// The identity columns: `run`, `point`, `rep` and the parameters.
+fn head(run: &str, point: &str, rep: u32, params: &[(String, crate::file::Scalar)]) -> Row {
+    let mut r = Row { cells: Vec::new() };
+    r.push("run", run);
+    r.push("point", point);
+    r.push("rep", rep);
+    for (k, v) in params {
+        r.push(k.clone(), serde_json::to_value(v).unwrap_or(Value::Null));
+    }
+    r
+}
+
+/// The emulator's drops and CE marks per direction and stage (`lab status --json` counters).
+fn push_emu(r: &mut Row, lab_counters: &Value) {
     for d in lab_counters["directions"].as_array().into_iter().flatten() {
         let dir = d[0].as_str().unwrap_or("?");
         let link = &d[1]["link"];
@@ -111,14 +143,13 @@ pub fn row(
         match link["stages"].as_array() {
             Some(stages) => {
                 for s in stages {
-                    stage_row(&mut r, s["name"].as_str().unwrap_or("?"), &s["link"]);
+                    stage_row(r, s["name"].as_str().unwrap_or("?"), &s["link"]);
                 }
             }
-            None if link.is_object() => stage_row(&mut r, "link", link),
+            None if link.is_object() => stage_row(r, "link", link),
             None => {}
         }
     }
-    r
 }
 
 /// Every column in the rows, in order of first appearance.
@@ -196,16 +227,25 @@ fn columns_of_json(rows: &[Value]) -> Vec<String> {
     cols
 }
 
-/// The latency series a table shows: the first RTT series (the test's reference probe).
+/// The latency series a table shows: the first RTT series (the test's reference probe), else
+/// the first series (a `[client]` run's write-to-read latency).
 pub fn reference_series(rows: &[Row]) -> Option<String> {
-    columns(rows)
+    let series: Vec<String> = columns(rows)
         .into_iter()
         .filter_map(|c| {
-            c.strip_prefix("lat.")
-                .and_then(|r| r.strip_suffix(".loaded.median_ms"))
+            let r = c.strip_prefix("lat.")?;
+            r.strip_suffix(".loaded.median_ms")
+                .or_else(|| r.strip_suffix(".loaded.mean_ms"))
                 .map(str::to_string)
         })
-        .find(|s| s.ends_with(".rtt"))
+        .fold(Vec::new(), |mut v, s| {
+            if !v.contains(&s) {
+                v.push(s);
+            }
+            v
+        });
+    let rtt = series.iter().find(|s| s.ends_with(".rtt")).cloned();
+    rtt.or_else(|| series.into_iter().next())
 }
 
 /// The terminal table: parameters, repetition, the reference series' loaded latency

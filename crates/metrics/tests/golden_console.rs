@@ -533,8 +533,8 @@ fn headers_match_captures() {
 /// Every header constant appears verbatim in the captures.
 #[test]
 fn headers_occur_in_capture_files() {
-    // iperf 2.1.8's console captures, copied into the repository from the reference tree
-    // (shared/reference/iperf2/captures): a missing capture is a failure, never a skip.
+    // iperf 2.1.8's console captures, kept in the repository (tests/data/iperf2-captures):
+    // a missing capture is a failure, never a skip.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/iperf2-captures");
     let entries = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("iperf 2 captures missing at {}: {e}", dir.display()));

@@ -28,7 +28,6 @@ pub mod meta;
 pub mod output;
 pub mod plot;
 pub mod run;
-pub mod sample;
 pub mod table;
 pub mod view;
 

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bloatlab_report::sample::{Queue, rrul_like};
 use bloatlab_report::{Run, html};
+use bloatlab_testkit::sample::{Queue, rrul_like};
 use common::*;
 
 #[test]

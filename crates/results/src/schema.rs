@@ -53,7 +53,7 @@
 //!                                                  "min_rtt_ns": …, "max_rtt_ns": …},
 //!                              "receiver": null | {…}} } ]
 //!   },
-//!   "derived": { ... } | null             numbers computed from "raw" (crate::derived);
+//!   "derived": { ... } | null             numbers computed from "raw" (records: schema::derived; computed by crate::derived);
 //!                                          informational, recomputable, never read back
 //! }
 //! ```
@@ -71,8 +71,9 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::derived::Derived;
+use derived::Derived;
 
+pub mod derived;
 pub mod meta;
 pub mod probe;
 
@@ -118,12 +119,6 @@ impl ResultsFile {
             raw,
             derived: None,
         }
-    }
-
-    /// Recomputes the `derived` section from `raw` (see [`Derived::compute`]).
-    pub fn with_derived(mut self) -> Result<ResultsFile, crate::RawError> {
-        self.derived = Some(Derived::compute(&self.raw)?);
-        Ok(self)
     }
 }
 

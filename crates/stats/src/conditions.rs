@@ -1,10 +1,10 @@
 //! "Working conditions" checks: did the load actually build a queue, and was the host
 //! (rather than the network) the bottleneck?
 //!
-//! `anchors.md` §7.1 shows why: on one bloated path, a 1-flow test saw a loaded p50 of
-//! 8.6 ms where 8+8 flows saw 287 ms, because window-limited flows never filled the
-//! queue, and nothing warned the user. §7.3 shows the opposite trap: on a 2-core host,
-//! 7–12 ms of "bloat" on loopback was CPU contention.
+//! Why: on one bloated path, a 1-flow flent test saw a loaded p50 of 8.6 ms where
+//! crusader's 8+8 flows saw 287 ms, because window-limited flows never filled the queue,
+//! and nothing warned the user. The opposite trap: on a 2-core host, 7–12 ms of "bloat"
+//! that crusader showed on loopback was CPU contention.
 //!
 //! These are pure functions over numbers the drivers collect; each returns typed
 //! [`Finding`]s whose `Display` is the message shown to the user.
@@ -399,7 +399,7 @@ pub fn check_queue(
 pub struct HostCheckConfig {
     /// A probe that left later than this after its scheduled time counts as late.
     /// Default 1 ms: at 100 Hz that is a tenth of the interval, and well above the
-    /// ~0.2 ms sleep jitter measured on a loaded 2-core VM (`crates.md` §2).
+    /// ~0.2 ms sleep jitter measured on a loaded 2-core VM.
     pub late_threshold: Duration,
     /// More than this fraction of late probes flags the host. Default 0.01 (irtt
     /// showed 1.8 % timer misses on an idle 2-vCPU VM, anchors §3.2, which we flag).

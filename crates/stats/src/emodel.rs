@@ -29,7 +29,7 @@
 //! `Ppl = (lost in network + arrived after P) / sent`, and `d = P + extra` (codec and
 //! packetisation delay, zero by default). With [`JitterBuffer::TwiceMeanIpdv`],
 //! `B = 2 × mean |IPDV|`, which makes `P` exactly flent's VoIP delay
-//! (mean OWD + 2·mean IPDV, `anchors.md` §1.3).
+//! (mean OWD + 2·mean IPDV, as in flent's `voip` tests).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! Responsiveness in round trips per minute (RPM), after
-//! draft-ietf-ippm-responsiveness-09 (see `anchors.md` §4.2).
+//! draft-ietf-ippm-responsiveness-09.
 //!
 //! The draft aggregates each probe type with a single-sided **95 % trimmed mean**: the
 //! largest 5 % of samples are dropped and the rest averaged. We drop

@@ -21,7 +21,7 @@
 //!
 //! This crate is sans-IO: it never reads a clock or touches a socket.
 //!
-//! # Formats (README sections in `reference/iperf2/README.md`)
+//! # Formats (iperf 2.1.8's `include/payloads.h` names; docs/wire.md)
 //!
 //! | module | message | size |
 //! |---|---|---|

@@ -1,5 +1,6 @@
 //! Golden-byte tests: the words are transcribed from iperf 2.1.8 packet
-//! captures (`reference/iperf2/wire/wNN_*.decoded.txt`, named per test).
+//! captures (one capture per test, named `wNN` after it; the words are in
+//! this file, so nothing outside the repository is read).
 //! Each test parses the captured bytes, checks the fields against what the
 //! capture's console output says, emits the parsed form and compares bytes,
 //! and checks truncated input.

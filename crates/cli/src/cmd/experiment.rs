@@ -1,9 +1,9 @@
 //! `bloatlab experiment`: run an experiment declared in a TOML file (crates/experiment,
 //! docs/experiments.md), list its points, or merge shard directories.
 //!
-//! Before anything starts, the file is parsed and every point's `lab up` and `test` options
-//! are checked exactly as those commands would check them; a problem is reported with the
-//! key and the file line, exit 2.
+//! Before anything starts, the file is parsed and every point's `lab up`, `test` (or
+//! `client`) and `server` options are checked exactly as those commands would check them; a
+//! problem is reported with the key and the file line, exit 2.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ enum ExperimentCmd {
 struct RunArgs {
     /// The experiment file (TOML), or the name of a built-in (`experiment list`).
     file: PathBuf,
-    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, one repetition): a smoke test.
+    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, 2 s client runs, one repetition): a smoke test.
     #[arg(long = "quick")]
     quick: bool,
     /// Output directory: results files, summary.csv, summary.json, report.html. Running
@@ -112,28 +112,30 @@ fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
 }
 
 /// The line of the option a command-line error is about: the longest `--option` of `args`
-/// that the message names, else `fallback`.
+/// that the message's first line names (clap's usage line below it repeats other options),
+/// else that the message names, else `fallback`.
 fn line_of(message: &str, args: &[(String, usize)], fallback: usize) -> usize {
-    args.iter()
-        .map(|(a, l)| (a.split('=').next().unwrap_or(a), l))
-        .filter(|(a, _)| a.starts_with("--") && message.contains(a))
-        .max_by_key(|(a, _)| a.len())
-        .map_or(fallback, |(_, l)| *l)
+    let named = |text: &str| {
+        args.iter()
+            .map(|(a, l)| (a.split('=').next().unwrap_or(a), l))
+            .filter(|(a, _)| a.starts_with("--") && text.contains(a))
+            .max_by_key(|(a, _)| a.len())
+            .map(|(_, l)| *l)
+    };
+    named(first_line(message))
+        .or_else(|| named(message))
+        .unwrap_or(fallback)
 }
 
 fn first_line(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
 }
 
-/// Checks every point's `lab up` and `test` options as those commands would.
+/// Checks every point's `lab up`, `test` (or `client`) and `server` options as those
+/// commands would.
 fn check_points(exp: &Experiment) -> Result<(), String> {
     let lab_line = exp.lab.first().map_or(0, |o| o.line);
     for p in matrix::points(exp) {
-        let name = matrix::test_name(exp, &p);
-        let test: bloatlab_suite::TestName =
-            name.parse().map_err(|e: bloatlab_suite::UnknownTest| {
-                format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
-            })?;
         let lab = matrix::argv(exp, Section::Lab, &p);
         let words: Vec<String> = lab.iter().map(|(s, _)| s.clone()).collect();
         if let Err(e) = crate::cmd::lab::check_up_args("check", &words) {
@@ -146,35 +148,143 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
                 first_line(&e).trim_start_matches("error: ")
             ));
         }
-        let t = matrix::argv(exp, Section::Test, &p);
-        let mut argv = vec!["test".to_string(), name.clone(), "10.77.0.2".to_string()];
-        argv.extend(t.iter().map(|(s, _)| s.clone()));
-        let cmd = <crate::cmd::test::TestArgs as Args>::augment_args(clap::Command::new("test"));
-        let parsed = cmd
-            .try_get_matches_from(&argv)
-            .and_then(|m| crate::cmd::test::TestArgs::from_arg_matches(&m));
-        let bad = |e: String| {
-            let line = line_of(&e, &t, exp.test.1);
-            format!(
-                "{}:{line}: [test] of point {} ({}): {}",
-                exp.file,
-                p.name(),
-                p.label(),
-                first_line(&e).trim_start_matches("error: ")
-            )
-        };
-        let args = parsed.map_err(|e| bad(e.to_string()))?;
-        bloatlab_suite::plan(test, &args.params()).map_err(|e| bad(e.to_string()))?;
-        for (k, _) in &t {
-            let k = k.split('=').next().unwrap_or(k);
-            if k == "--output" || k == "--json" {
-                return Err(bad(format!(
-                    "{k}: the experiment chooses each run's results file; leave it out"
-                )));
-            }
+        check_server(exp, &p)?;
+        match &exp.client {
+            Some((_, line)) => check_client(exp, &p, *line)?,
+            None => check_test(exp, &p)?,
         }
     }
     Ok(())
+}
+
+/// `file:line: [SECTION] of point P (LABEL): message`, the line being that of the option the
+/// message names.
+fn point_error(
+    exp: &Experiment,
+    section: &str,
+    p: &matrix::Point,
+    args: &[(String, usize)],
+    fallback: usize,
+    e: &str,
+) -> String {
+    let line = line_of(e, args, fallback);
+    format!(
+        "{}:{line}: [{section}] of point {} ({}): {}",
+        exp.file,
+        p.name(),
+        p.label(),
+        first_line(e).trim_start_matches("error: ")
+    )
+}
+
+/// Options the runner sets itself, or that would keep it from talking to the server.
+fn refused(args: &[(String, usize)], keys: &[(&str, &str)]) -> Result<(), String> {
+    for (a, _) in args {
+        let k = a.split('=').next().unwrap_or(a);
+        if let Some((_, why)) = keys.iter().find(|(r, _)| k.strip_prefix("--") == Some(*r)) {
+            return Err(format!("{k}: {why}; leave it out"));
+        }
+    }
+    Ok(())
+}
+
+/// `[server]` options, as `bloatlab server` parses them.
+fn check_server(exp: &Experiment, p: &matrix::Point) -> Result<(), String> {
+    let s = matrix::argv(exp, Section::Server, p);
+    let fallback = exp.server.first().map_or(0, |o| o.line);
+    let bad = |e: String| point_error(exp, "server", p, &s, fallback, &e);
+    refused(
+        &s,
+        &[
+            ("port", "the experiment chooses the port"),
+            ("one-off", "the server must outlive the readiness probe"),
+            (
+                "udp",
+                "experiments run TCP servers (UDP runs are not supported yet)",
+            ),
+            (
+                "no-probes",
+                "the experiment waits until the server answers latency probes",
+            ),
+            (
+                "permit-key",
+                "the experiment's readiness probe carries no key",
+            ),
+        ],
+    )
+    .map_err(bad)?;
+    let mut argv = vec!["server".to_string()];
+    argv.extend(s.iter().map(|(a, _)| a.clone()));
+    let cmd = <crate::cmd::server::ServerArgs as Args>::augment_args(clap::Command::new("server"));
+    cmd.try_get_matches_from(&argv)
+        .and_then(|m| crate::cmd::server::ServerArgs::from_arg_matches(&m))
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(())
+}
+
+/// `[client]` options, as `bloatlab client` parses and resolves them.
+fn check_client(exp: &Experiment, p: &matrix::Point, section_line: usize) -> Result<(), String> {
+    let c = matrix::argv(exp, Section::Client, p);
+    let bad = |e: String| point_error(exp, "client", p, &c, section_line, &e);
+    refused(
+        &c,
+        &[
+            ("port", "the experiment chooses the port"),
+            (
+                "json",
+                "the experiment always reads the client's --json document",
+            ),
+            (
+                "reportstyle",
+                "the experiment always reads the client's --json document",
+            ),
+            (
+                "udp",
+                "experiments run TCP clients (UDP runs are not supported yet)",
+            ),
+        ],
+    )
+    .map_err(bad)?;
+    let mut argv = vec!["client".to_string(), runner::SERVER_ADDR.to_string()];
+    argv.extend(c.iter().map(|(a, _)| a.clone()));
+    let cmd = <crate::cmd::client::ClientArgs as Args>::augment_args(clap::Command::new("client"));
+    let args = cmd
+        .try_get_matches_from(&argv)
+        .and_then(|m| crate::cmd::client::ClientArgs::from_arg_matches(&m))
+        .map_err(|e| bad(e.to_string()))?;
+    args.to_config().map_err(|e| bad(e.to_string()))?;
+    Ok(())
+}
+
+/// `[test]`: the test's name and options, as `bloatlab test` checks them.
+fn check_test(exp: &Experiment, p: &matrix::Point) -> Result<(), String> {
+    let name = matrix::test_name(exp, p);
+    let test: bloatlab_suite::TestName =
+        name.parse().map_err(|e: bloatlab_suite::UnknownTest| {
+            format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
+        })?;
+    let t = matrix::argv(exp, Section::Test, p);
+    let bad = |e: String| point_error(exp, "test", p, &t, exp.test.1, &e);
+    let mut argv = vec![
+        "test".to_string(),
+        name.clone(),
+        runner::SERVER_ADDR.to_string(),
+    ];
+    argv.extend(t.iter().map(|(s, _)| s.clone()));
+    let cmd = <crate::cmd::test::TestArgs as Args>::augment_args(clap::Command::new("test"));
+    let args = cmd
+        .try_get_matches_from(&argv)
+        .and_then(|m| crate::cmd::test::TestArgs::from_arg_matches(&m))
+        .map_err(|e| bad(e.to_string()))?;
+    bloatlab_suite::plan(test, &args.params()).map_err(|e| bad(e.to_string()))?;
+    refused(
+        &t,
+        &[
+            ("output", "the experiment chooses each run's results file"),
+            ("json", "the experiment chooses each run's results file"),
+        ],
+    )
+    .map_err(bad)
 }
 
 /// A progress line on stderr: rewritten in place on a terminal, one line each otherwise.
@@ -344,5 +454,36 @@ mod tests {
         assert!(e.starts_with("t.toml:2:"), "{e}");
         let e = check("[test]\nname = \"tcp_upload\"\noutput = \"x.json\"\n").unwrap_err();
         assert!(e.starts_with("t.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn client_and_server_options_are_checked_as_those_commands_would() {
+        let ok = "[server]\nenhanced = true\n[client]\ntime = 10\nlen = \"16K\"\ntrip-times = true\nenhanced = true\ntcp-congestion = \"cubic\"\nnear-congestion = \"{w}\"\n[matrix]\nw = [\"0.4\", \"0\"]\n\"server.window\" = [\"256K\", \"1M\"]\n";
+        check(ok).unwrap();
+        check(bloatlab_experiment::builtin::get("report1-near-congestion").unwrap()).unwrap();
+        // An unknown client key: named with its line.
+        let e = check("[client]\ntime = 10\nbogus = 1\n").unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3: [client]") && e.contains("--bogus"),
+            "{e}"
+        );
+        let e = check("[server]\nenhanced = true\nnosuch = \"x\"\n[client]\n").unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3: [server]") && e.contains("--nosuch"),
+            "{e}"
+        );
+        // A bad swept value, at the second point only: the matrix line.
+        let e = check("[client]\n[matrix]\n\"client.near-congestion\" = [0.4, -1]\n").unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3:") && e.contains("p002") && e.contains("near-congestion"),
+            "{e}"
+        );
+        // Options that only resolve badly (to_config), and options the runner sets itself.
+        let e = check("[client]\ntrip-times = true\nlen = 50\n").unwrap_err();
+        assert!(e.contains("92 bytes"), "{e}");
+        let e = check("[client]\ntime = 3\njson = true\n").unwrap_err();
+        assert!(e.starts_with("t.toml:3:") && e.contains("--json"), "{e}");
+        let e = check("[server]\nport = 5002\n[client]\n").unwrap_err();
+        assert!(e.starts_with("t.toml:2:") && e.contains("--port"), "{e}");
     }
 }

@@ -103,6 +103,7 @@ impl ServerArgs {
                 unverified_reverse_time: self.unverified_reverse_time,
             },
             permit_key: self.permit_key.clone(),
+            out: bloatlab_engine::config::Out::stdout(),
         }
     }
 }

@@ -7,12 +7,12 @@ use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, Collected, ReportSettings};
 use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
-use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -51,6 +51,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
         streams: cfg.parallel.max(1),
         full_duplex: cfg.direction == Direction::FullDuplex,
         test: test_info(cfg, addr),
+        out: cfg.out.clone(),
     })
     .map_err(ClientError::Spawn)?;
     let mut handles = Vec::new();
@@ -95,18 +96,27 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
 }
 
 fn print_banner(cfg: &ClientConfig) {
-    println!("------------------------------------------------------------");
-    println!("Client connecting to {}, TCP port {}", cfg.host, cfg.port);
+    cfg.out
+        .line("------------------------------------------------------------");
+    cfg.out.line(&format!(
+        "Client connecting to {}, TCP port {}",
+        cfg.host, cfg.port
+    ));
     if cfg.enhanced {
-        println!("Write buffer size: {} Byte", cfg.effective_len().0);
+        cfg.out.line(&format!(
+            "Write buffer size: {} Byte",
+            cfg.effective_len().0
+        ));
     }
     if let Some(w) = cfg.near_congestion {
-        println!("TCP near-congestion delay weight set to {w:.4}");
+        cfg.out
+            .line(&format!("TCP near-congestion delay weight set to {w:.4}"));
     }
     if let Some(cc) = &cfg.socket.congestion {
-        println!("TCP congestion control set to {cc}");
+        cfg.out.line(&format!("TCP congestion control set to {cc}"));
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }
 
 /// One stream, start to finish.
@@ -115,7 +125,7 @@ fn stream(
     addr: SocketAddr,
     id: u32,
     sink: &Sink,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     let c = sock::connect_tcp(addr, &cfg.socket, cfg.connect_timeout)?;
     let mut s = c.stream;
     let initial = tcpinfo::sample(&s).ok();
@@ -260,7 +270,7 @@ fn stream(
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
             if let Some(why) = impossible {
-                return Err(format!("the server's report is impossible ({why}); not used").into());
+                return Err(super::stream_error::StreamError::ImpossibleReport(why));
             }
             send_verdict(sent, end)?;
             if closed == Drained::Reset {

@@ -2,9 +2,9 @@
 //! client endpoint first on both ends; no `[SUM]` rows, like 2.1.8).
 
 use super::{ConnInfo, Role};
-use crate::clock::wall_now;
 use bloatlab_metrics::csv::{CsvRow, CsvTimestamp};
 use bloatlab_metrics::interval::Span;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 
 /// One CSV row (no newline) for stream `id` of connection `c`.

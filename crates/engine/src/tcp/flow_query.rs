@@ -213,7 +213,7 @@ pub fn new_flow_id() -> u64 {
     } else {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(crate::clock::wall_now().as_nanos());
+        h.write_u128(bloatlab_os::clock::realtime_now().as_nanos());
         h.finish()
     };
     id.max(1)

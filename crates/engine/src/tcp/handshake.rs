@@ -3,9 +3,9 @@
 //! trip-times tests, and bloatlab's end-of-test report frame.
 
 use super::io::{ReadError, read_exact_by};
-use crate::clock::wall_now;
 use crate::config::{Amount, ClientConfig, Direction};
 use bloatlab_metrics::json::SenderHello;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::blab_block::{
     BLOATLAB_EXT_VERSION_BLOCK, BLOATLAB_EXT_VERSION_FLOW_ID, BlabBlockFlags, BlabBlockRepr,

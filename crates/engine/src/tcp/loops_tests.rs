@@ -3,9 +3,9 @@
 use super::recv::{self, RecvPlan};
 use super::send::{self, SendPlan};
 use super::{Event, Sink};
-use crate::clock::wall_now;
 use crate::config::{Amount, StopToken};
 use bloatlab_metrics::interval::Span;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -13,12 +13,12 @@
 use super::io::{is_disconnect, is_transient};
 use super::stats::Ticker;
 use super::{Event, Sink};
-use crate::clock::wall_now;
 use crate::config::Amount;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
 use bloatlab_os::StopToken;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};

@@ -21,7 +21,6 @@ use super::recv::{self, RecvEnd, RecvPlan};
 use super::report::{self, ReportSettings};
 use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
-use crate::clock::wall_now;
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
 use crate::flow_table::{FlowTable, FlowTableLimits};
 use crate::limits::{Admission, Ask, ServerLimits};
@@ -32,6 +31,7 @@ use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_os::StopToken;
+use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
@@ -75,11 +75,13 @@ struct OneOff {
 pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerError> {
     if cfg.format == crate::config::OutputFormat::Console {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
-        println!("------------------------------------------------------------");
-        println!("Server listening on TCP port {port}");
+        cfg.out
+            .line("------------------------------------------------------------");
+        cfg.out
+            .line(&format!("Server listening on TCP port {port}"));
         let len = cfg.effective_len().0;
         if cfg.enhanced {
-            println!(
+            cfg.out.line(&format!(
                 "Read buffer size: {} (Dist bin width={})",
                 bloatlab_metrics::cfmt::byte_snprintf(
                     len as f64,
@@ -89,9 +91,10 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                     (len / 8) as f64,
                     bloatlab_metrics::cfmt::ByteFormat::AdaptiveBytes
                 )
-            );
+            ));
         }
-        println!("------------------------------------------------------------");
+        cfg.out
+            .line("------------------------------------------------------------");
     } else {
         // stdout carries only CSV/JSON; say we are ready on stderr.
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
@@ -283,7 +286,7 @@ fn test(
     accepted_wall: Duration,
     log: &SharedLogLimit,
     flow: &mut Option<FlowGuard>,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     // No phase may block longer than the idle timeout (a peer with a
     // zero window cannot hold the ack write forever).
     s.set_write_timeout(Some(cfg.idle_timeout.max(Duration::from_millis(1))))?;
@@ -310,6 +313,7 @@ fn test(
             streams,
             full_duplex: req.direction == Direction::FullDuplex,
             test,
+            out: cfg.out.clone(),
         })
     })?;
     let sink = member.sink.clone();
@@ -367,7 +371,7 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
-) -> Result<Ends, Box<dyn std::error::Error>> {
+) -> Result<Ends, super::stream_error::StreamError> {
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
     // Every test ends: -t plus slop, and -n tests at --max-duration.

@@ -15,7 +15,7 @@
 //! `--full-duplex` streams do steps 1 and 3 (one FIN, no AckFIN) while a
 //! second thread receives on the same socket.
 
-use super::clock::{Mono, realtime_now};
+use super::clock::Mono;
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
@@ -28,6 +28,7 @@ use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFor
 use crate::pacer::Pacer;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_metrics::udp_send::UdpSendStats;
+use bloatlab_os::clock::realtime_now;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
@@ -67,6 +68,7 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         streams,
         reverse,
         test: test_info(cfg, rate, len, start_wall),
+        out: cfg.out.clone(),
     })
     .map_err(|e| UdpError::Io {
         op: "thread spawn",
@@ -186,38 +188,40 @@ fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration
 }
 
 fn print_banner(cfg: &ClientConfig, addr: SocketAddr, len: Bytes, rate: BitRate) {
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
     if cfg.enhanced {
-        println!(
+        cfg.out.line(&format!(
             "Client connecting to {}, UDP port {} with pid {} ({} flows)",
             cfg.host,
             addr.port(),
             std::process::id(),
             cfg.parallel.max(1)
-        );
+        ));
         if let Some(tos) = cfg.socket.tos {
-            println!("TOS set to {tos:#x}");
+            cfg.out.line(&format!("TOS set to {tos:#x}"));
         }
     } else {
-        println!(
+        cfg.out.line(&format!(
             "Client connecting to {}, UDP port {}",
             cfg.host,
             addr.port()
-        );
+        ));
     }
     let pacer = Pacer::new(rate, len, Duration::ZERO);
     match pacer.gap() {
-        Some(g) => println!(
+        Some(g) => cfg.out.line(&format!(
             "Sending {} byte datagrams, IPG target: {:.2} us (exact schedule, bounded catch-up)",
             len.0,
             g.as_secs_f64() * 1e6
-        ),
-        None => println!(
+        )),
+        None => cfg.out.line(&format!(
             "Sending {} byte datagrams, unpaced (as fast as possible)",
             len.0
-        ),
+        )),
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }
 
 /// Opens and connects one stream's socket and announces it.

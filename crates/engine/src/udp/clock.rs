@@ -3,13 +3,14 @@
 //!
 //! * [`Mono`] is CLOCK_MONOTONIC as a `Duration` since an origin: the time
 //!   base of the pacer and of every local interval.
-//! * [`realtime_now`] is CLOCK_REALTIME since the Unix epoch: what goes on
+//! * `bloatlab_os::clock::realtime_now` is CLOCK_REALTIME since the Unix epoch: what goes on
 //!   the wire (iperf 2 sends `tv_sec, tv_usec` of CLOCK_REALTIME) and what
 //!   kernel receive timestamps (`SO_TIMESTAMPNS`) are measured in, so
 //!   one-way latency = rx(REALTIME) − tx(REALTIME) on one host or on hosts
 //!   synced by NTP/PTP.
-//! * [`sleep_until`] sleeps with `clock_nanosleep(TIMER_ABSTIME)` to a little
-//!   before the deadline and spins the rest: relative sleeps accumulate
+//! * [`Mono::sleep_until`] sleeps with `clock_nanosleep(TIMER_ABSTIME)` to a little
+//!   before the deadline and spins the rest (`bloatlab_os::sleep::sleep_until_spinning`):
+//!   relative sleeps accumulate
 //!   wake-up error, absolute ones do not, and the default 50 µs timer slack
 //!   is lowered to 1 ns per thread (`bloatlab_os::thread::minimise_timer_slack`).
 
@@ -20,9 +21,6 @@ use std::time::Duration;
 /// p99 ~90 µs late for short sleeps; 60 µs of spin covers most wake-ups
 /// without burning a core.
 pub const SPIN_WINDOW: Duration = Duration::from_micros(60);
-
-/// CLOCK_REALTIME as time since the Unix epoch (the wire clock).
-pub use bloatlab_os::clock::realtime_now;
 
 /// CLOCK_MONOTONIC measured from an origin taken at construction.
 #[derive(Debug, Clone, Copy)]
@@ -46,13 +44,11 @@ impl Mono {
     /// Sleeps until `deadline` (relative to the origin): an absolute
     /// `clock_nanosleep` to `deadline − SPIN_WINDOW`, then a spin.
     pub fn sleep_until(&self, deadline: Duration) {
-        let abs = self.origin + deadline;
-        if let Some(coarse) = abs.checked_sub(SPIN_WINDOW) {
-            bloatlab_os::sleep::sleep_until(bloatlab_os::clock::ClockId::Monotonic, coarse);
-        }
-        while self.now() < deadline {
-            std::hint::spin_loop();
-        }
+        bloatlab_os::sleep::sleep_until_spinning(
+            bloatlab_os::clock::ClockId::Monotonic,
+            self.origin + deadline,
+            SPIN_WINDOW,
+        );
     }
 }
 
@@ -62,7 +58,7 @@ mod tests {
 
     #[test]
     fn realtime_is_after_2020() {
-        assert!(realtime_now() > Duration::from_secs(1_577_836_800));
+        assert!(bloatlab_os::clock::realtime_now() > Duration::from_secs(1_577_836_800));
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn csv_row(c: &ConnInfo, id: u32, local_is_client: bool, enhanced: bool) -> 
     } else {
         (c.peer, c.local)
     };
-    let now = super::clock::realtime_now();
+    let now = bloatlab_os::clock::realtime_now();
     CsvRow {
         timestamp: CsvTimestamp::from_unix(now, utc_offset_secs(now)),
         enhanced,

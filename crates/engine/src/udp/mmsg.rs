@@ -409,7 +409,7 @@ mod tests {
                         assert_eq!(r.from, Some(tx.local_addr().unwrap()));
                         assert_eq!(r.local, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
                         let ts = r.kernel_rx.expect("SO_TIMESTAMPNS cmsg");
-                        let now = crate::udp::clock::realtime_now();
+                        let now = bloatlab_os::clock::realtime_now();
                         assert!(ts <= now && now - ts < Duration::from_secs(5));
                         got.push(r.data[0]);
                     }

@@ -15,7 +15,7 @@
 //! `server_hdr` both ways). Thin drivers: [`clock`] (CLOCK_REALTIME /
 //! MONOTONIC, absolute-deadline sleeps), [`mmsg`] (`sendmmsg`/`recvmmsg`,
 //! kernel receive timestamps), [`sock`] (socket options), and the
-//! [`client`] and [`server`] loops. Wire layouts come from `bloatlab-wire`,
+//! [`client`] and [`server_loop`] loops. Wire layouts come from `bloatlab-wire`,
 //! statistics and console formatting from `bloatlab-metrics`.
 //!
 //! # Reverse (`-R`)
@@ -61,6 +61,7 @@ pub mod reverse_client;
 mod reverse_server;
 mod sender;
 pub mod server;
+pub mod server_loop;
 pub mod server_report;
 pub mod sock;
 #[cfg(test)]
@@ -70,4 +71,4 @@ pub use client::run_client;
 pub use conn::ConnInfo;
 pub use error::UdpError;
 pub use report::Collected;
-pub use server::{run_server, run_server_until};
+pub use server_loop::{run_server, run_server_until};

@@ -10,13 +10,13 @@
 //! (for `-n`) after a silence.
 
 use super::UdpError;
-use super::clock::realtime_now;
 use super::cookie;
 use super::datagram::{Template, parse_incoming, stamp};
 use super::mmsg::{self, RecvBatch, SendBatch};
 use super::recv_flow::{RecvFlow, plausible_id};
 use super::report::Event;
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE};
+use bloatlab_os::clock::realtime_now;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;

@@ -11,7 +11,7 @@
 //! used for the sending half of `--full-duplex`).
 
 use super::UdpError;
-use super::clock::{Mono, realtime_now};
+use super::clock::Mono;
 use super::datagram::{Template, reverse_header_repr, stamp};
 use super::json;
 use super::mmsg::SendBatch;
@@ -21,6 +21,7 @@ use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
 use super::server::{ReverseStart, ServerCore};
 use crate::config::{Amount, OutputFormat};
 use bloatlab_metrics::udp_send::UdpSendStats;
+use bloatlab_os::clock::realtime_now;
 use bloatlab_units::BitRate;
 use bloatlab_wire::{Amount as WireAmount, Rate};
 use std::net::UdpSocket;
@@ -175,7 +176,7 @@ impl ReverseSenders {
                 && format == OutputFormat::Json
                 && let Some(doc) = json::server_document(id, &r, &reporter.settings().test)
             {
-                println!("{}", doc.to_json_pretty());
+                reporter.settings().out.line(&doc.to_json_pretty());
             }
         }
     }

@@ -9,7 +9,7 @@
 //! end-of-test exchange (the client's FIN/AckFIN, the server's single FIN)
 //! is the caller's.
 
-use super::clock::{Mono, realtime_now};
+use super::clock::Mono;
 use super::datagram::stamp;
 use super::mmsg::SendBatch;
 use super::report::Event;
@@ -17,6 +17,7 @@ use crate::config::Amount;
 use crate::pacer::{Pace, Pacer};
 use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::udp_send::{UdpSendSnapshot, UdpSendStats};
+use bloatlab_os::clock::realtime_now;
 use bloatlab_units::{BitRate, Bytes};
 use std::io;
 use std::net::UdpSocket;

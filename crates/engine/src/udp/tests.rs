@@ -395,6 +395,7 @@ fn quiet_server_reporter() -> Reporter {
         streams: 1,
         reverse: false,
         test: TestInfo::default(),
+        out: crate::console::Out::capture().0,
     })
 }
 
@@ -548,6 +549,7 @@ fn reverse_client_sums_its_receive_streams() {
         streams: 2,
         reverse: true,
         test: TestInfo::default(),
+        out: crate::console::Out::capture().0,
     });
     let snap = |end_ms: u64, bytes: u64| UdpRecvSnapshot {
         span: bloatlab_metrics::interval::Span::new(Duration::ZERO, Duration::from_millis(end_ms)),
@@ -741,7 +743,7 @@ fn one_garbage_datagram_neither_ends_a_reverse_test_nor_counts_as_loss() {
         let (_, from) = s.recv_from(&mut b).unwrap(); // the client's header
         let mut d = vec![b'0'; 200];
         let send = |d: &mut Vec<u8>, id: i64| {
-            super::datagram::stamp(d, id, super::clock::realtime_now());
+            super::datagram::stamp(d, id, bloatlab_os::clock::realtime_now());
             let _ = s.send_to(d, from);
         };
         for id in 1..=20 {

@@ -51,7 +51,7 @@ pub fn font(size: u32) -> TextStyle<'static> {
 }
 
 /// Bold text. Goes through the `(family, size, style)` tuple: `.style(Bold)` on an
-/// existing font keeps the normal glyphs in PNGs (crates.md, gotcha 2).
+/// existing font keeps the normal glyphs in PNGs (plotters with the ab_glyph backend).
 pub fn bold(size: u32) -> TextStyle<'static> {
     TextStyle::from((FAMILY, size, FontStyle::Bold))
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bloatlab_report::Run;
-use bloatlab_report::sample::{Queue, rrul_like};
+use bloatlab_testkit::sample::{Queue, rrul_like};
 
 /// The committed version 1 sample of the results crate.
 pub fn v1_path() -> PathBuf {

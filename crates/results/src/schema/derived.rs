@@ -1,0 +1,106 @@
+//! The `derived` section's records: plain data, written and read as they are. What
+//! computes them from `raw` (with `bloatlab-stats`) is `crate::derived`; the schema itself
+//! depends on no statistics code.
+
+use serde::{Deserialize, Serialize};
+
+use super::{DelayKindRecord, DirectionRecord};
+
+/// Everything derived from `raw`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// Per latency series, per phase.
+    pub latency: Vec<SeriesDerived>,
+    /// Per phase, over all flows.
+    pub throughput: Vec<ThroughputDerived>,
+}
+
+/// One latency series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesDerived {
+    /// Series name.
+    pub name: String,
+    /// What the delays are.
+    pub kind: DelayKindRecord,
+    /// One entry per phase, in time order.
+    pub phases: Vec<LatencyPhaseDerived>,
+}
+
+/// One series in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPhaseDerived {
+    /// Phase name.
+    pub phase: String,
+    /// Probes sent in the phase.
+    pub sent: u64,
+    /// Probes received.
+    pub received: u64,
+    /// Probes lost.
+    pub lost: u64,
+    /// `lost / sent`; null when nothing was sent.
+    pub loss_fraction: Option<f64>,
+    /// Extra copies.
+    pub duplicates: u64,
+    /// Out-of-order arrivals.
+    pub late: u64,
+    /// Delay distribution; null when nothing arrived.
+    pub delay: Option<DelayDerived>,
+    /// Phase median − idle median, ns (negative if latency fell); null for idle phases.
+    pub induced_ns: Option<i64>,
+    /// A+..F on the induced latency.
+    pub grade: Option<String>,
+    /// Round trips per minute (loaded phases of RTT series).
+    pub rpm: Option<f64>,
+    /// Poor / Fair / Good / Excellent.
+    pub rpm_class: Option<String>,
+}
+
+/// A delay distribution, all in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)] // Field names say it all.
+pub struct DelayDerived {
+    pub count: u64,
+    pub min_ns: u64,
+    pub p10_ns: u64,
+    pub median_ns: u64,
+    pub mean_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// All flows over one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputDerived {
+    /// Phase name.
+    pub phase: String,
+    /// Per flow.
+    pub flows: Vec<FlowDerived>,
+    /// Sum of upload flows' mean rates, bit/s.
+    pub up_bps: u64,
+    /// Sum of download flows' mean rates, bit/s.
+    pub down_bps: u64,
+    /// `up_bps + down_bps`.
+    pub total_bps: u64,
+    /// Jain's index over upload flows; null if undefined (no flows / all zero).
+    pub fairness_up: Option<f64>,
+    /// Jain's index over download flows.
+    pub fairness_down: Option<f64>,
+    /// Jain's index over all flows.
+    pub fairness_all: Option<f64>,
+}
+
+/// One flow over one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowDerived {
+    /// Flow name.
+    pub name: String,
+    /// Up or down.
+    pub direction: DirectionRecord,
+    /// Bytes in the phase.
+    pub bytes: u64,
+    /// Mean rate over the covered part of the phase, bit/s.
+    pub mean_bps: u64,
+    /// Covered fraction of the phase, 0..1.
+    pub coverage: f64,
+}
