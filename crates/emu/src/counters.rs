@@ -111,6 +111,8 @@ pub struct Counters {
     /// Packets whose IP header could not be parsed; they were hashed to the default flow.
     pub unparsed: u64,
     /// Time from entering the qdisc to starting serialization, for every packet that left it.
+    /// In [`crate::Chain::counters`]: per packet that left the chain, that time summed over
+    /// every stage it crossed.
     pub sojourn: SojournHistogram,
 }
 
