@@ -91,6 +91,15 @@ fn sum_cols(r: &Row, prefix: &str, suffix: &str) -> f64 {
         .sum()
 }
 
+/// Whether `value` is one of matrix parameter `param`'s values (a `[quick]` subset may have
+/// left it out: such points are not judged).
+fn in_matrix(exp: &Experiment, param: &str, value: &str) -> bool {
+    exp.matrix
+        .iter()
+        .find(|p| p.name == param)
+        .is_some_and(|p| p.values.iter().any(|v| v.to_string() == value))
+}
+
 fn f1(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.1}"))
 }
@@ -152,6 +161,9 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                 "test", "ECN", "report MB", "ours MB", "CE marks", "drops"
             );
             for load in ["one_vs_one", "one_vs_pulses"] {
+                if !in_matrix(exp, "load", load) {
+                    continue;
+                }
                 let mut mb = [None, None];
                 for (i, ecn) in ["false", "all"].iter().enumerate() {
                     let r = rows.iter().find(|r| {
@@ -245,6 +257,10 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                     [28.7, 29.1, 1802.5, 2051.3, 2762.9, 4217.6, 78.0],
                 ),
             ];
+            let report: Vec<_> = report
+                .into_iter()
+                .filter(|(label, _)| in_matrix(exp, "shaper", label))
+                .collect();
             let stats = ["min", "p10", "mean", "median", "p90", "max"];
             let _ = writeln!(t, "RRUL latency under load (ms), report / ours:");
             let _ = writeln!(
@@ -252,7 +268,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                 "{:<18}{:>14}{:>14}{:>16}{:>16}{:>16}{:>16}{:>12}",
                 "rate", "min", "10pct", "avg", "median", "90pct", "max", "pings"
             );
-            for (label, rep) in report {
+            for &(label, rep) in &report {
                 let mut line = format!("{label:<18}");
                 for (i, s) in stats.iter().enumerate() {
                     let _ = write!(
@@ -292,7 +308,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
             };
             let mut ok = Some(true);
             let mut why = Vec::new();
-            for (label, _) in report {
+            for &(label, _) in &report {
                 let down_kbit: Option<f64> =
                     label.split("kbit").next().and_then(|x| x.parse().ok());
                 let Some(d) = induced(label) else {

@@ -38,7 +38,8 @@ enum ExperimentCmd {
 struct RunArgs {
     /// The experiment file (TOML), or the name of a built-in (`experiment list`).
     file: PathBuf,
-    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, one repetition): a smoke test.
+    /// The experiment's `[quick]` variant (shorter runs, maybe fewer points); without a
+    /// `[quick]` section: 2 s loaded, 0.5 s idle, 3 pulses, one repetition (a smoke test).
     #[arg(long = "quick")]
     quick: bool,
     /// Output directory: results files, summary.csv, summary.json, report.html. Running
@@ -86,6 +87,9 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Follows a point in messages about the quick variant.
+const QUICK: &str = " under --quick";
+
 /// Reads and checks an experiment file: syntax, keys, matrix, and every point's options.
 fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
     let builtin = path
@@ -107,8 +111,18 @@ fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
         .unwrap_or_else(|| "experiment".into());
     let exp = bloatlab_experiment::parse(&path.display().to_string(), &stem, &text)
         .map_err(|e| exit::usage(e.to_string()))?;
-    check_points(&exp).map_err(exit::usage)?;
+    check_file(&exp).map_err(exit::usage)?;
     Ok(exp)
+}
+
+/// Checks every point of the experiment and of its `[quick]` variant: a bad `[quick]` is
+/// refused by every run, not only by the first `--quick` one.
+fn check_file(exp: &Experiment) -> Result<(), String> {
+    check_points(exp, "")?;
+    if exp.quick.is_some() {
+        check_points(&exp.clone().quick(), QUICK)?;
+    }
+    Ok(())
 }
 
 /// The line of the option a command-line error is about: the longest `--option` of `args`
@@ -125,8 +139,9 @@ fn first_line(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
 }
 
-/// Checks every point's `lab up` and `test` options as those commands would.
-fn check_points(exp: &Experiment) -> Result<(), String> {
+/// Checks every point's `lab up` and `test` options as those commands would. `variant` follows
+/// the point in messages (`" under --quick"` for the quick variant).
+fn check_points(exp: &Experiment, variant: &str) -> Result<(), String> {
     let lab_line = exp.lab.first().map_or(0, |o| o.line);
     for p in matrix::points(exp) {
         let name = matrix::test_name(exp, &p);
@@ -156,7 +171,7 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
         let bad = |e: String| {
             let line = line_of(&e, &t, exp.test.1);
             format!(
-                "{}:{line}: [test] of point {} ({}): {}",
+                "{}:{line}: [test] of point {} ({}){variant}: {}",
                 exp.file,
                 p.name(),
                 p.label(),
@@ -200,7 +215,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     let mut exp = load(&a.file)?;
     if a.quick {
         exp = exp.quick();
-        check_points(&exp).map_err(exit::usage)?;
+        check_points(&exp, QUICK).map_err(exit::usage)?;
     }
     if a.list_points {
         for r in matrix::runs(&exp, a.shard) {
@@ -319,7 +334,7 @@ mod tests {
 
     fn check(text: &str) -> Result<(), String> {
         let e = bloatlab_experiment::parse("t.toml", "t", text).map_err(|e| e.to_string())?;
-        check_points(&e)
+        check_file(&e)
     }
 
     #[test]
@@ -344,5 +359,22 @@ mod tests {
         assert!(e.starts_with("t.toml:2:"), "{e}");
         let e = check("[test]\nname = \"tcp_upload\"\noutput = \"x.json\"\n").unwrap_err();
         assert!(e.starts_with("t.toml:3:"), "{e}");
+    }
+
+    #[test]
+    fn the_quick_variant_is_checked_with_the_file() {
+        let base = "[test]\nname = \"tcp_upload\"\nlength = 30\n[quick]\n";
+        check(&format!("{base}length = 5\nidle = 1\n")).unwrap();
+        // An unknown option in [quick]: its line, the option, and that it is the quick variant.
+        let e = check(&format!("{base}lenght = 5\n")).unwrap_err();
+        assert!(
+            e.starts_with("t.toml:5:") && e.contains("--lenght") && e.contains("--quick"),
+            "{e}"
+        );
+        // A bad value in [quick]: refused although the full variant is fine.
+        let e = check(&format!("{base}length = -1\n")).unwrap_err();
+        assert!(e.starts_with("t.toml:5:") && e.contains("length"), "{e}");
+        let e = check(&format!("{base}json = true\n")).unwrap_err();
+        assert!(e.starts_with("t.toml:5:"), "{e}");
     }
 }
