@@ -445,6 +445,71 @@ mod tests {
     }
 
     #[test]
+    fn reports_2_to_5_have_a_quick_variant_with_fewer_or_as_many_runs() {
+        for name in [
+            "report2-netpwr",
+            "report3-ecn",
+            "report4-sqm-sweep",
+            "report5-directions",
+        ] {
+            let e = crate::parse(name, name, get(name).unwrap()).unwrap();
+            assert!(e.quick.is_some(), "{name}: no [quick]");
+            let full = crate::matrix::point_count(&e) * e.repetitions as usize;
+            let q = e.quick();
+            assert!(crate::matrix::point_count(&q) * q.repetitions as usize <= full);
+            assert!(check(&q, &[]).is_some(), "{name}");
+        }
+    }
+
+    fn ecn_row(ecn: &str, mb: [f64; 2], marks: f64, drops: f64) -> Row {
+        Row {
+            cells: vec![
+                ("load".into(), "one_vs_one".into()),
+                ("lab.ecn".into(), ecn.into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), (mb[0] * 1e6).into()),
+                ("tput.loaded.tcp_up_2.bytes".into(), (mb[1] * 1e6).into()),
+                ("emu.up.middlebox.ce_marks".into(), marks.into()),
+                ("emu.up.middlebox.drops".into(), drops.into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn report3_quick_judges_only_its_points() {
+        let e = crate::parse("r3", "r3", get("report3-ecn").unwrap()).unwrap();
+        let rows = [
+            ecn_row("false", [12.9, 12.7], 0.0, 37.0),
+            ecn_row("all", [12.6, 12.7], 28.0, 0.0),
+        ];
+        // The full experiment misses its one vs pulses runs: not judged.
+        assert_eq!(check(&e, &rows).unwrap().reproduced, None);
+        // The quick variant runs one vs one only: judged on it, both ways.
+        let q = e.quick();
+        let v = check(&q, &rows).unwrap();
+        assert_eq!(v.reproduced, Some(true), "{v}");
+        assert!(!v.table.contains("one_vs_pulses"), "{v}");
+        let fewer = [rows[0].clone(), ecn_row("all", [9.0, 9.0], 28.0, 0.0)];
+        let v = check(&q, &fewer).unwrap();
+        assert_eq!(v.reproduced, Some(false), "{v}");
+        assert!(v.because.contains("25.6 MB off vs 18.0 MB on"), "{v}");
+        let unmarked = [rows[0].clone(), ecn_row("all", [12.6, 12.7], 0.0, 30.0)];
+        assert_eq!(check(&q, &unmarked).unwrap().reproduced, Some(false));
+    }
+
+    #[test]
+    fn report4_quick_judges_only_its_two_ends() {
+        let e = crate::parse("r4", "r4", get("report4-sqm-sweep").unwrap()).unwrap();
+        let ends = [
+            row("shaper", "6089kbit/737kbit", 30.0, 31.0),
+            row("shaper", "SQM off", 30.0, 2000.0),
+        ];
+        assert_eq!(check(&e, &ends).unwrap().reproduced, None, "points missing");
+        let v = check(&e.quick(), &ends).unwrap();
+        assert_eq!(v.reproduced, Some(true), "{v}");
+        assert!(!v.table.contains("7000kbit"), "{v}");
+    }
+
+    #[test]
     fn report4_judges_rates_up_to_92_percent_and_sqm_off() {
         let e = crate::parse("r4", "r4", get("report4-sqm-sweep").unwrap()).unwrap();
         let mut rows: Vec<Row> = ["6089kbit/737kbit", "6400kbit/800kbit", "7000kbit/830kbit"]

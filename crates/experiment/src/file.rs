@@ -144,6 +144,9 @@ pub struct Experiment {
     pub expect: BTreeMap<String, (Scalar, usize)>,
     /// `[quick]`: what `--quick` runs instead (`None`: the generic shortening).
     pub quick: Option<Quick>,
+    /// This is the `--quick` variant ([`Experiment::quick`]): recorded in `DIR/plan.json`, so
+    /// a quick run never resumes a full run's directory, nor the reverse.
+    pub quick_variant: bool,
 }
 
 /// The `[quick]` section: the experiment's own short variant, chosen so that it still shows
@@ -175,6 +178,7 @@ impl Experiment {
     /// idle, 3 pulses, one repetition (a smoke test of the whole pipeline; too short for
     /// steady-state numbers).
     pub fn quick(mut self) -> Experiment {
+        self.quick_variant = true;
         if let Some(q) = self.quick.take() {
             self.repetitions = q.repetitions;
             for o in q.test_opts {
@@ -310,7 +314,11 @@ fn option(
             .iter()
             .map(|x| {
                 scalar(x).ok_or_else(|| {
-                    lines.err(line, format!("{section}.{key}"), "list items must be scalars")
+                    lines.err(
+                        line,
+                        format!("{section}.{key}"),
+                        "list items must be scalars",
+                    )
                 })
             })
             .collect::<Result<Vec<_>, _>>()?,
@@ -370,7 +378,11 @@ fn quick(lines: &Lines<'_>, root: &Table, matrix: &[Param]) -> Result<Option<Qui
                             key,
                             format!(
                                 "not a [matrix] parameter (it has: {})",
-                                if known.is_empty() { "none".into() } else { known.join(", ") }
+                                if known.is_empty() {
+                                    "none".into()
+                                } else {
+                                    known.join(", ")
+                                }
                             ),
                         ));
                     };
@@ -382,8 +394,11 @@ fn quick(lines: &Lines<'_>, root: &Table, matrix: &[Param]) -> Result<Option<Qui
                         let x = scalar(x)
                             .ok_or_else(|| lines.err(line, &key, "list items must be scalars"))?;
                         if !p.values.iter().any(|v| same(v, &x)) {
-                            let have: Vec<String> =
-                                p.values.iter().map(|v| format!("{:?}", v.to_string())).collect();
+                            let have: Vec<String> = p
+                                .values
+                                .iter()
+                                .map(|v| format!("{:?}", v.to_string()))
+                                .collect();
                             return Err(lines.err(
                                 line,
                                 key,
@@ -635,6 +650,7 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         matrix: Vec::new(),
         expect: BTreeMap::new(),
         quick: None,
+        quick_variant: false,
     };
     if let Some(item) = root.get("experiment") {
         for (k, v, line) in entries(&lines, item, "experiment")? {
@@ -948,16 +964,28 @@ matrix.shaper = ["SQM off"]
         let e = parse("q.toml", "q", QUICK).unwrap();
         let q = e.quick.clone().unwrap();
         assert_eq!((q.line, q.repetitions), (16, 2));
-        let keys: Vec<_> = q.test_opts.iter().map(|o| (o.key.as_str(), o.line)).collect();
+        let keys: Vec<_> = q
+            .test_opts
+            .iter()
+            .map(|o| (o.key.as_str(), o.line))
+            .collect();
         assert_eq!(keys, [("length", 18), ("idle", 19)]);
-        let subsets: Vec<_> = q.matrix.iter().map(|(n, v, l)| (n.as_str(), v.len(), *l)).collect();
-        assert_eq!(subsets, [("load", 1, 20), ("lab.ecn", 2, 21), ("shaper", 1, 22)]);
+        let subsets: Vec<_> = q
+            .matrix
+            .iter()
+            .map(|(n, v, l)| (n.as_str(), v.len(), *l))
+            .collect();
+        assert_eq!(
+            subsets,
+            [("load", 1, 20), ("lab.ecn", 2, 21), ("shaper", 1, 22)]
+        );
         // The full variant is untouched by [quick].
         assert_eq!(e.repetitions, 1);
         assert_eq!(crate::matrix::point_count(&e), 8);
 
+        assert!(!e.quick_variant);
         let q = e.quick();
-        assert!(q.quick.is_none());
+        assert!(q.quick.is_none() && q.quick_variant);
         assert_eq!(q.repetitions, 2);
         // `length` replaced, `idle` replaces `idle-before` (which would override it), `cc` kept.
         let opts: Vec<String> = q
@@ -966,7 +994,10 @@ matrix.shaper = ["SQM off"]
             .map(|o| format!("{}={}", o.key, o.values[0]))
             .collect();
         assert_eq!(opts, ["cc=cubic", "length=10", "idle=1"]);
-        let labels: Vec<String> = crate::matrix::points(&q).iter().map(|p| p.label()).collect();
+        let labels: Vec<String> = crate::matrix::points(&q)
+            .iter()
+            .map(|p| p.label())
+            .collect();
         assert_eq!(
             labels,
             [
@@ -997,13 +1028,17 @@ matrix.shaper = ["SQM off"]
         let e = err(&format!("{base}length = 5\nmatrix.load = [\"rrul\"]\n"));
         assert_eq!((e.line, e.key.as_str()), (7, "quick.matrix.load"), "{e}");
         assert!(
-            e.why.contains("\"rrul\" is not one of matrix.load's values")
+            e.why
+                .contains("\"rrul\" is not one of matrix.load's values")
                 && e.why.contains("\"one_vs_one\", \"tcp_upload\""),
             "{e}"
         );
         let e = err(&format!("{base}matrix.rate = [\"1mbit\"]\n"));
         assert_eq!((e.line, e.key.as_str()), (6, "quick.matrix.rate"), "{e}");
-        assert!(e.why.contains("not a [matrix] parameter (it has: load)"), "{e}");
+        assert!(
+            e.why.contains("not a [matrix] parameter (it has: load)"),
+            "{e}"
+        );
         let e = err(&format!("{base}\n[quick.matrix]\nload = []\n"));
         assert_eq!((e.line, e.key.as_str()), (8, "quick.matrix.load"), "{e}");
         let e = err(&format!("{base}matrix.load = \"one_vs_one\"\n"));

@@ -273,7 +273,8 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     let outcome = result.map_err(|e| {
         anyhow::Error::new(Exit {
             code: match e {
-                runner::RunError::OtherExperiment { .. } => exit::USAGE,
+                runner::RunError::OtherExperiment { .. }
+                | runner::RunError::OtherVariant { .. } => exit::USAGE,
                 _ => exit::FAILURE,
             },
             message: e.to_string(),
