@@ -205,11 +205,19 @@ fn run_quick(name: &str) -> (String, Vec<serde_json::Value>) {
     (text, r)
 }
 
-/// The verdict line: `REPRODUCED: ...`, `NOT REPRODUCED: ...` or `NOT JUDGED ...`.
-fn verdict(text: &str) -> &str {
-    text.lines()
+/// A built-in's output has the report's `numbers` beside ours, the `criterion` line, and a
+/// verdict line (`REPRODUCED: ...`, `NOT REPRODUCED: ...`, `NOT JUDGED ...`) starting with
+/// `verdict`.
+fn assert_judged(text: &str, numbers: &[&str], criterion: &str, verdict: &str) {
+    for n in numbers {
+        assert!(text.contains(n), "the report's {n:?} beside ours: {text}");
+    }
+    assert!(text.contains(&format!("criterion: {criterion}")), "{text}");
+    let line = text
+        .lines()
         .find(|l| l.starts_with("REPRODUCED") || l.starts_with("NOT "))
-        .unwrap_or_else(|| panic!("no verdict line in {text}"))
+        .unwrap_or_else(|| panic!("no verdict line in {text}"));
+    assert!(line.starts_with(verdict), "want {verdict:?}: {text}");
 }
 
 /// The built-ins are listed, and report 5's `--quick` variant (5 s loaded) end to end: the
@@ -228,14 +236,11 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
         assert!(stdout(&o).contains(name), "{}", stdout(&o));
     }
     let (text, rows) = run_quick("report5-directions");
-    assert!(
-        text.contains("report ms") && text.contains("147.0"),
-        "{text}"
-    );
-    assert!(text.contains("criterion: loaded median RTT"), "{text}");
-    assert!(
-        verdict(&text).starts_with("REPRODUCED: induced median latency"),
-        "{text}"
+    assert_judged(
+        &text,
+        &["report ms", "147.0", "3.6"],
+        "loaded median RTT",
+        "REPRODUCED: induced median latency",
     );
     assert_eq!(rows.len(), 2);
 }
@@ -244,14 +249,11 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
 #[test]
 fn builtin_quick_report2_reproduces_netpwr() {
     let (text, rows) = run_quick("report2-netpwr");
-    assert!(
-        text.contains("report NetPwr") && text.contains("7.56") && text.contains("55.36"),
-        "the report's numbers beside ours: {text}"
-    );
-    assert!(text.contains("criterion: BBR's NetPwr"), "{text}");
-    assert!(
-        verdict(&text).starts_with("REPRODUCED: NetPwr bbr"),
-        "{text}"
+    assert_judged(
+        &text,
+        &["report NetPwr", "7.56", "55.36"],
+        "BBR's NetPwr",
+        "REPRODUCED: NetPwr bbr",
     );
     let cc: Vec<&str> = rows.iter().filter_map(|r| r["test.cc"].as_str()).collect();
     assert_eq!(cc, ["cubic", "bbr"], "one row per point");
@@ -262,14 +264,11 @@ fn builtin_quick_report2_reproduces_netpwr() {
 #[test]
 fn builtin_quick_report3_reproduces_ecn() {
     let (text, rows) = run_quick("report3-ecn");
-    assert!(
-        text.contains("report MB") && text.contains("126.7") && text.contains("124.7"),
-        "the report's numbers beside ours: {text}"
-    );
-    assert!(text.contains("criterion: with ECN on"), "{text}");
-    assert!(
-        verdict(&text).starts_with("REPRODUCED: marks only with ECN on"),
-        "{text}"
+    assert_judged(
+        &text,
+        &["report MB", "126.7", "124.7"],
+        "with ECN on",
+        "REPRODUCED: marks only with ECN on",
     );
     // The [quick] subset: one vs one, ECN off and on; one vs pulses is not run (nor judged).
     assert!(!text.contains("one_vs_pulses"), "{text}");

@@ -959,6 +959,14 @@ matrix."lab.ecn" = ["false", "all"]
 matrix.shaper = ["SQM off"]
 "#;
 
+    /// `key=first value` of every `test` option.
+    fn first_values(e: &Experiment) -> Vec<String> {
+        e.test_opts
+            .iter()
+            .map(|o| format!("{}={}", o.key, o.values[0]))
+            .collect()
+    }
+
     #[test]
     fn quick_section_parses_and_applies() {
         let e = parse("q.toml", "q", QUICK).unwrap();
@@ -988,11 +996,7 @@ matrix.shaper = ["SQM off"]
         assert!(q.quick.is_none() && q.quick_variant);
         assert_eq!(q.repetitions, 2);
         // `length` replaced, `idle` replaces `idle-before` (which would override it), `cc` kept.
-        let opts: Vec<String> = q
-            .test_opts
-            .iter()
-            .map(|o| format!("{}={}", o.key, o.values[0]))
-            .collect();
+        let opts = first_values(&q);
         assert_eq!(opts, ["cc=cubic", "length=10", "idle=1"]);
         let labels: Vec<String> = crate::matrix::points(&q)
             .iter()
@@ -1013,11 +1017,7 @@ matrix.shaper = ["SQM off"]
         assert!(e.quick.is_none());
         let q = e.quick();
         assert_eq!(q.repetitions, 1);
-        let opts: Vec<String> = q
-            .test_opts
-            .iter()
-            .map(|o| format!("{}={}", o.key, o.values[0]))
-            .collect();
+        let opts = first_values(&q);
         assert_eq!(opts, ["length=2", "idle=0.5", "pulses=3"]);
         assert_eq!(crate::matrix::point_count(&q), 12);
     }
