@@ -2,7 +2,8 @@
 //! CE mark keeps a valid IPv4 header checksum valid.
 #![no_main]
 
-use bloatlab_emu::packet::{Ecn, FlowMeta, IpView, ipv4_header_checksum, set_ce};
+use bloatlab_emu::packet::{Ecn, FlowMeta, IpView, set_ce};
+use bloatlab_wire::checksum;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = (v.src(), v.dst(), v.protocol(), v.ports(), v.ecn());
-    let checksum_ok = v.version() == 4 && u16::from_be_bytes([data[10], data[11]]) == ipv4_header_checksum(&data[..usize::from(data[0] & 0x0f) * 4]);
+    let checksum_ok = v.version() == 4 && u16::from_be_bytes([data[10], data[11]]) == checksum::ipv4_header(&data[..usize::from(data[0] & 0x0f) * 4]);
     let mut copy = data.to_vec();
     let marked = set_ce(&mut copy);
     let after = IpView::parse(&copy).expect("marking keeps the header parseable");
@@ -24,6 +25,6 @@ fuzz_target!(|data: &[u8]| {
     }
     if checksum_ok {
         let hlen = usize::from(copy[0] & 0x0f) * 4;
-        assert_eq!(u16::from_be_bytes([copy[10], copy[11]]), ipv4_header_checksum(&copy[..hlen]));
+        assert_eq!(u16::from_be_bytes([copy[10], copy[11]]), checksum::ipv4_header(&copy[..hlen]));
     }
 });

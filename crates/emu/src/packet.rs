@@ -8,6 +8,7 @@
 //! Every accessor checks lengths first; a packet that is too short or of an unknown version gives
 //! an error, never a panic, and the emulator then puts it in a default flow.
 
+use bloatlab_wire::checksum;
 use std::fmt;
 
 /// The two-bit ECN field (RFC 3168 §5).
@@ -242,7 +243,7 @@ pub fn set_ce(packet: &mut [u8]) -> bool {
                 packet[1] |= 0b11;
                 let new_word = u16::from_be_bytes([packet[0], packet[1]]);
                 let old_sum = u16::from_be_bytes([packet[10], packet[11]]);
-                let new_sum = checksum_update(old_sum, old_word, new_word);
+                let new_sum = checksum::update(old_sum, old_word, new_word);
                 packet[10..12].copy_from_slice(&new_sum.to_be_bytes());
             } else {
                 // The ECN bits are bits 4-5 of byte 1 (traffic class low bits); no checksum in IPv6.
@@ -251,31 +252,6 @@ pub fn set_ce(packet: &mut [u8]) -> bool {
             true
         }
     }
-}
-
-/// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), in one's complement arithmetic.
-pub fn checksum_update(old_sum: u16, old_word: u16, new_word: u16) -> u16 {
-    let mut sum = u32::from(!old_sum) + u32::from(!old_word) + u32::from(new_word);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// The full IPv4 header checksum (RFC 791), for tests and for building packets.
-pub fn ipv4_header_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for (i, pair) in header.chunks(2).enumerate() {
-        if i == 5 {
-            continue; // the checksum field itself
-        }
-        let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
-        sum += u32::from(word);
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Flow identity computed once per packet at enqueue, used by the fair-queueing qdiscs.
@@ -361,7 +337,7 @@ pub(crate) mod tests {
         p[9] = 17;
         p[12..16].copy_from_slice(&src);
         p[16..20].copy_from_slice(&dst);
-        let c = ipv4_header_checksum(&p[..20]);
+        let c = checksum::ipv4_header(&p[..20]);
         p[10..12].copy_from_slice(&c.to_be_bytes());
         p[20..22].copy_from_slice(&sport.to_be_bytes());
         p[22..24].copy_from_slice(&dport.to_be_bytes());
@@ -384,7 +360,7 @@ pub(crate) mod tests {
         assert_eq!(v.dst(), &[172, 16, 10, 12]);
         assert_eq!(v.protocol(), Some(6));
         assert_eq!(v.ports(), Some((40000, 5001)));
-        assert_eq!(ipv4_header_checksum(&IPV4_TCP_ECT0[..20]), 0xb1e4);
+        assert_eq!(checksum::ipv4_header(&IPV4_TCP_ECT0[..20]), 0xb1e4);
     }
 
     #[test]
@@ -396,7 +372,7 @@ pub(crate) mod tests {
         assert_eq!(&p[10..12], &[0xb1, 0xe3]);
         assert_eq!(IpView::parse(&p).unwrap().ecn(), Ecn::Ce);
         let stored = u16::from_be_bytes([p[10], p[11]]);
-        assert_eq!(stored, ipv4_header_checksum(&p[..20]));
+        assert_eq!(stored, checksum::ipv4_header(&p[..20]));
         // Marking again is a no-op that still reports CE.
         let before = p;
         assert!(set_ce(&mut p));
@@ -417,12 +393,12 @@ pub(crate) mod tests {
                 28,
             );
             p[4..6].copy_from_slice(&((i * 7) as u16).to_be_bytes());
-            let c = ipv4_header_checksum(&p[..20]);
+            let c = checksum::ipv4_header(&p[..20]);
             p[10..12].copy_from_slice(&c.to_be_bytes());
             assert!(set_ce(&mut p));
             assert_eq!(
                 u16::from_be_bytes([p[10], p[11]]),
-                ipv4_header_checksum(&p[..20]),
+                checksum::ipv4_header(&p[..20]),
                 "i={i}"
             );
         }

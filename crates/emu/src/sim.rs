@@ -18,11 +18,12 @@
 
 use crate::chain::{Chain, StageConfig, StageError};
 use crate::counters::SojournHistogram;
-use crate::packet::{Ecn, IpView, ipv4_header_checksum};
+use crate::packet::{Ecn, IpView};
 use crate::qdisc::DropReason;
 use crate::trace::Verdict;
 use crate::{Link, LinkConfig, SpecError};
 use bloatlab_units::BitRate;
+use bloatlab_wire::checksum;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -188,7 +189,7 @@ fn build(
     p[9] = proto;
     p[12..16].copy_from_slice(&src);
     p[16..20].copy_from_slice(&dst);
-    let c = ipv4_header_checksum(&p[..20]);
+    let c = checksum::ipv4_header(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&dport.to_be_bytes());

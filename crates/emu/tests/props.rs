@@ -6,9 +6,10 @@
 //! * CE-marked IPv4 packets still carry a valid header checksum;
 //! * malformed packets are forwarded or dropped, never a panic.
 
-use bloatlab_emu::packet::{IpView, ipv4_header_checksum};
+use bloatlab_emu::packet::IpView;
 use bloatlab_emu::{Limit, Link, LinkConfig, LossModel, Probability, Qdisc, QdiscConfig};
 use bloatlab_units::{BitRate, Bytes};
+use bloatlab_wire::checksum;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -63,7 +64,7 @@ fn packet(flow: u8, seq: u32, sent: Duration, len: u16, ect: bool) -> Vec<u8> {
     p[9] = 17;
     p[12..16].copy_from_slice(&[10, 0, flow, 1]);
     p[16..20].copy_from_slice(&[10, 0, 9, 9]);
-    let c = ipv4_header_checksum(&p[..20]);
+    let c = checksum::ipv4_header(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p[20..22].copy_from_slice(&(1000 + u16::from(flow)).to_be_bytes());
     p[22..24].copy_from_slice(&5001u16.to_be_bytes());
@@ -98,7 +99,7 @@ impl Checker {
         self.last_seq.insert(flow, seq);
         prop_assert_eq!(
             u16::from_be_bytes([p[10], p[11]]),
-            ipv4_header_checksum(&p[..20])
+            checksum::ipv4_header(&p[..20])
         );
         Ok(())
     }

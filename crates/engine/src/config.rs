@@ -4,6 +4,8 @@
 //! [`ClientConfig`] or [`ServerConfig`]; the drivers never see strings. Every
 //! field documents its unit and its iperf 2 option.
 
+pub use crate::console::Out;
+pub use bloatlab_os::StopToken;
 pub use bloatlab_units::{BitRate, Bytes};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -145,6 +147,12 @@ pub struct ClientConfig {
     /// `--permit-key`: sent after the TCP test header (iperf 2's KEYCHECK);
     /// 4 to 128 bytes ([`bloatlab_wire::permit_key`]).
     pub permit_key: Option<String>,
+    /// Raised (by the caller, e.g. on SIGINT) to end the test early as if its amount were
+    /// reached: the streams shut down, collect the peer's report and report what they
+    /// measured. Data loops check it at least every 250 ms.
+    pub stop: StopToken,
+    /// Where the report goes (stdout by default).
+    pub out: Out,
 }
 
 impl ClientConfig {
@@ -170,6 +178,8 @@ impl ClientConfig {
             notsent_lowat: None,
             abort_at_end: false,
             permit_key: None,
+            stop: StopToken::new(),
+            out: Out::stdout(),
         }
     }
 
@@ -231,6 +241,8 @@ pub struct ServerConfig {
     /// `--permit-key`: refuse TCP tests whose header does not carry this key
     /// (and, as iperf 2 does, tests that carry a key when this is `None`).
     pub permit_key: Option<String>,
+    /// Where the reports go (stdout by default).
+    pub out: Out,
 }
 
 impl Default for ServerConfig {
@@ -251,6 +263,7 @@ impl Default for ServerConfig {
             max_per_source: crate::limits::DEFAULT_MAX_PER_SOURCE,
             limits: crate::limits::ServerLimits::default(),
             permit_key: None,
+            out: Out::stdout(),
         }
     }
 }

@@ -1,25 +1,90 @@
 //! Console output shared by the TCP and UDP reporters, so both print lines,
-//! headers and `connected with` lines the same way.
+//! headers and `connected with` lines the same way, to the run's [`Out`].
 
 use crate::config::OutputFormat;
 use bloatlab_metrics::console::HeaderOnce;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
-/// Prints `line` on stdout in console format (the other formats print their
-/// own way). Flushed at once so lines of concurrent tests interleave whole.
-pub fn print_line(format: OutputFormat, line: &str) {
+/// Where a run's report goes (console lines, `-y C` rows, the `--json` document): stdout
+/// for the binary, any writer for a program embedding the engine. Clones share the writer;
+/// each line is written and flushed under its lock, so lines of concurrent streams and tests
+/// interleave whole.
+#[derive(Clone)]
+pub struct Out(Arc<Mutex<Box<dyn Write + Send>>>);
+
+impl Out {
+    /// The process's stdout.
+    pub fn stdout() -> Out {
+        Out::to(std::io::stdout())
+    }
+
+    /// Any writer.
+    pub fn to(w: impl Write + Send + 'static) -> Out {
+        Out(Arc::new(Mutex::new(Box::new(w))))
+    }
+
+    /// A writer into memory, and the buffer to read it from (tests, embedding).
+    pub fn capture() -> (Out, Arc<Mutex<Vec<u8>>>) {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        (Out::to(Captured(Arc::clone(&buf))), buf)
+    }
+
+    /// Writes `line` and a newline, then flushes. Output errors (a closed pipe) are
+    /// ignored: the measurement goes on and the caller still gets its results.
+    pub fn line(&self, line: &str) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(w, "{line}");
+        let _ = w.flush();
+    }
+}
+
+impl Default for Out {
+    fn default() -> Out {
+        Out::stdout()
+    }
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Out")
+    }
+}
+
+/// Equal when they are the same writer (clones of one `Out`).
+impl PartialEq for Out {
+    fn eq(&self, other: &Out) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Prints `line` to `out` in console format (the other formats print their own way).
+pub fn print_line(out: &Out, format: OutputFormat, line: &str) {
     if format == OutputFormat::Console {
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{line}");
-        let _ = o.flush();
+        out.line(line);
     }
 }
 
 /// Prints header `h` the first time a line of its kind is printed.
-pub fn print_header(format: OutputFormat, headers: &mut HeaderOnce, h: &'static str) {
+pub fn print_header(out: &Out, format: OutputFormat, headers: &mut HeaderOnce, h: &'static str) {
     if let Some(h) = headers.first(h) {
-        print_line(format, h);
+        print_line(out, format, h);
     }
 }
 

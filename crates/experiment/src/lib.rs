@@ -13,6 +13,8 @@
 //!
 //! The format is documented in docs/experiments.md.
 
+#![forbid(unsafe_code)]
+
 pub mod builtin;
 pub mod file;
 pub mod html;

@@ -1,10 +1,12 @@
 //! bloatlab's OS glue, in one place: the clocks, the one precise sleep, thread timing
-//! attributes (timer slack, SCHED_FIFO) and a stop token raised by signals.
+//! attributes (timer slack, SCHED_FIFO), a stop token raised by signals, and owned children
+//! ([`child`]: killed on drop, or run to completion and stopped with a grace period).
 //!
 //! Every crate that needs one of these calls it here rather than owning a copy; this crate
 //! holds their `unsafe` (each block says why it is sound), so the callers need none.
 //! Linux only, like the rest of bloatlab.
 
+pub mod child;
 pub mod clock;
 pub mod process;
 pub mod sleep;

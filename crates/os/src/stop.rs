@@ -16,6 +16,13 @@ pub struct StopToken {
     signal: Arc<AtomicUsize>,
 }
 
+/// Tokens are equal when they are the same request (clones of one token).
+impl PartialEq for StopToken {
+    fn eq(&self, other: &StopToken) -> bool {
+        Arc::ptr_eq(&self.stopped, &other.stopped)
+    }
+}
+
 impl StopToken {
     /// A token nothing has raised.
     pub fn new() -> StopToken {

@@ -61,22 +61,18 @@ mod tests {
     use crate::latency::ProbeSample;
     use std::time::Duration;
 
-    #[test]
-    fn rrul_like_series_gets_baseline_scores() {
-        let ms = Duration::from_millis;
+    /// 70 one-second samples of `kind`: `idle` for the first and last 5 s, `loaded` in
+    /// between, analysed over the 5 s idle / 60 s loaded / 5 s recovery timeline.
+    fn analyse_step(kind: DelayKind, idle: Duration, loaded: Duration) -> Vec<PhaseAnalysis> {
         let samples = (0..70u64)
             .map(|i| {
-                let d = if (5..65).contains(&i) {
-                    ms(120)
-                } else {
-                    ms(20)
-                };
+                let d = if (5..65).contains(&i) { loaded } else { idle };
                 ProbeSample::received(Duration::from_secs(i), d)
             })
             .collect();
         let series = LatencySeries {
-            name: "icmp".into(),
-            kind: DelayKind::RoundTrip,
+            name: "probe".into(),
+            kind,
             samples,
         };
         let t = Timeline::idle_loaded_recovery(
@@ -84,7 +80,13 @@ mod tests {
             Duration::from_secs(60),
             Duration::from_secs(5),
         );
-        let a = analyze_series(&series, &t);
+        analyze_series(&series, &t)
+    }
+
+    #[test]
+    fn rrul_like_series_gets_baseline_scores() {
+        let ms = Duration::from_millis;
+        let a = analyse_step(DelayKind::RoundTrip, ms(20), ms(120));
         assert_eq!(a.len(), 3);
         assert_eq!((a[0].induced, a[0].grade, a[0].rpm), (None, None, None));
         assert_eq!(a[1].induced.unwrap().increase(), ms(100));
@@ -97,23 +99,7 @@ mod tests {
     #[test]
     fn one_way_series_get_induced_latency_but_no_headline_scores() {
         let ms = Duration::from_millis;
-        let samples = (0..70u64)
-            .map(|i| {
-                let d = if (5..65).contains(&i) { ms(13) } else { ms(10) };
-                ProbeSample::received(Duration::from_secs(i), d)
-            })
-            .collect();
-        let series = LatencySeries {
-            name: "udp_be".into(),
-            kind: DelayKind::OneWayDown,
-            samples,
-        };
-        let t = Timeline::idle_loaded_recovery(
-            Duration::from_secs(5),
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        );
-        let a = analyze_series(&series, &t);
+        let a = analyse_step(DelayKind::OneWayDown, ms(10), ms(13));
         assert_eq!(a[1].induced.unwrap().increase(), ms(3));
         assert_eq!((a[1].grade, a[1].rpm), (None, None));
     }

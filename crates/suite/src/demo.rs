@@ -10,10 +10,11 @@
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use bloatlab_os::child::{ChildGuard, last_line};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DelayKindRecord;
 
@@ -109,18 +110,6 @@ impl Drop for LabGuard<'_> {
     }
 }
 
-/// Kills a process we started, by PID, when dropped.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
 fn run_quiet(exe: &Path, args: &[&str]) -> Result<std::process::Output, String> {
     crate::orphan::die_with_parent(&mut Command::new(exe))
         .args(args)
@@ -129,82 +118,20 @@ fn run_quiet(exe: &Path, args: &[&str]) -> Result<std::process::Output, String> 
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))
 }
 
+/// How long the rrul run gets to save what it measured after a Ctrl-C before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Like [`run_quiet`], but forwards SIGINT to the child when `stop` is raised (it then
-/// saves what it measured), and SIGKILLs it 5 s later if it is still running.
+/// saves what it measured), and SIGKILLs it [`STOP_GRACE`] later if it is still running.
 fn run_stoppable(
     exe: &Path,
     args: &[&str],
     stop: &AtomicBool,
 ) -> Result<std::process::Output, String> {
-    let mut child = crate::orphan::die_with_parent(&mut Command::new(exe))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-    );
-    let mut interrupted_at: Option<Instant> = None;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break st,
-            Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        if stop.load(Ordering::Relaxed) {
-            match interrupted_at {
-                None => {
-                    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-                        // SAFETY: signalling our own, not yet reaped, child by PID.
-                        unsafe {
-                            libc::kill(pid, libc::SIGINT);
-                        }
-                    }
-                    interrupted_at = Some(Instant::now());
-                }
-                Some(t) if t.elapsed() > Duration::from_secs(5) => {
-                    let _ = child.kill();
-                }
-                Some(_) => {}
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Ok(std::process::Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    })
-}
-
-fn last_line(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("(no message)")
-        .trim()
-        .to_owned()
+    let mut cmd = Command::new(exe);
+    crate::orphan::die_with_parent(&mut cmd).args(args);
+    bloatlab_os::child::run_stoppable(&mut cmd, stop, STOP_GRACE)
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))
 }
 
 fn check_stop(stop: &AtomicBool) -> Result<(), DemoError> {

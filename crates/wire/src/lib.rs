@@ -35,6 +35,9 @@
 //! | [`flow_query`] | bloatlab's query for a finished flow's sender `TCP_INFO`, and its reply | 18 (+key), 64 |
 //! | [`permit_key`] | `--permit-key` appended to the TCP test header (5.11) | 2 + 4..128 |
 //!
+//! [`checksum`] is the Internet checksum (RFC 1071, RFC 1624) the probes, the
+//! emulator and the lab's offloads share.
+//!
 //! Bounceback (`--bounceback`) messages are not parsed here;
 //! [`header_len_from_flags`] rejects them explicitly.
 
@@ -45,6 +48,7 @@ pub mod ack_fin;
 pub mod blab_block;
 pub mod bloatlab;
 pub mod burst;
+pub mod checksum;
 pub mod client_hdr;
 mod error;
 pub mod field;

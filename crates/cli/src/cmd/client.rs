@@ -1,11 +1,9 @@
 //! `bloatlab client HOST` (also `bloatlab -c HOST`): iperf 2's client options.
 
+use super::common::CommonArgs;
 use super::opts;
-use bloatlab_engine::config::{
-    Amount, ClientConfig, Direction, OutputFormat, Protocol, SocketOptions,
-};
+use bloatlab_engine::config::{Amount, ClientConfig, Direction, Protocol, SocketOptions};
 use bloatlab_engine::config::{BitRate, Bytes};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Arguments of `bloatlab client`, spelled as iperf 2 spells them.
@@ -14,42 +12,21 @@ use std::time::Duration;
 pub struct ClientArgs {
     /// Server to connect to.
     pub host: String,
-    /// Server port.
-    #[arg(short = 'p', long = "port", default_value_t = 5001)]
-    pub port: u16,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Seconds to send (default 10).
     #[arg(short = 't', long = "time", value_parser = opts::positive_seconds, conflicts_with = "num")]
     pub time: Option<Duration>,
     /// Bytes to send instead of a time (e.g. 100M; K/M/G = 1024-based, k/m/g = 1000-based).
     #[arg(short = 'n', long = "num", value_parser = opts::nonzero_bytes)]
     pub num: Option<Bytes>,
-    /// Seconds between periodic reports.
-    #[arg(short = 'i', long = "interval", value_parser = opts::positive_seconds)]
-    pub interval: Option<Duration>,
-    /// Length of each write (TCP, default 128K) or datagram (UDP, default 1470).
-    #[arg(short = 'l', long = "len", value_parser = opts::nonzero_bytes)]
-    pub len: Option<Bytes>,
-    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF).
-    #[arg(short = 'w', long = "window", value_parser = opts::nonzero_bytes)]
-    pub window: Option<Bytes>,
     /// Number of parallel streams.
     #[arg(short = 'P', long = "parallel", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=128))]
     pub parallel: u32,
-    /// Use UDP.
-    #[arg(short = 'u', long = "udp")]
-    pub udp: bool,
     /// Target rate (bits/s, e.g. 10m; UDP default 1M).
     #[arg(short = 'b', long = "bandwidth", value_parser = opts::rate)]
     pub bandwidth: Option<BitRate>,
-    /// Enhanced reports (Write/Err, Rtry, Cwnd/RTT, NetPwr).
-    #[arg(
-        short = 'e',
-        long = "enhanced",
-        alias = "enhancedreports",
-        alias = "enhanced-reports"
-    )]
-    pub enhanced: bool,
     /// The server sends, the client receives, on the same connection.
     #[arg(short = 'R', long = "reverse", conflicts_with = "full_duplex")]
     pub reverse: bool,
@@ -63,27 +40,9 @@ pub struct ClientArgs {
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight)]
     pub near_congestion: Option<f64>,
-    /// TCP congestion control algorithm (e.g. cubic, reno, bbr).
-    #[arg(short = 'Z', long = "tcp-congestion", value_parser = opts::congestion)]
-    pub congestion: Option<String>,
-    /// IP TOS byte (0x10, 16, ef, af41, cs1, ...).
-    #[arg(short = 'S', long = "tos", value_parser = opts::tos)]
-    pub tos: Option<u8>,
     /// TCP_NODELAY: turn Nagle's algorithm off.
     #[arg(short = 'N', long = "nodelay")]
     pub nodelay: bool,
-    /// Use IPv6.
-    #[arg(short = 'V', long = "ipv6_domain", alias = "ipv6")]
-    pub ipv6: bool,
-    /// Bind to this local address (host or host:port).
-    #[arg(short = 'B', long = "bind", value_parser = opts::bind)]
-    pub bind: Option<SocketAddr>,
-    /// Report style: C for iperf 2's CSV.
-    #[arg(short = 'y', long = "reportstyle", value_parser = opts::report_style, conflicts_with = "json")]
-    pub report_style: Option<OutputFormat>,
-    /// Print one JSON document at the end (stdout holds only JSON).
-    #[arg(long = "json")]
-    pub json: bool,
     /// Detect the peer: wait for the server's ack and print its version.
     #[arg(short = 'X', long = "peer-detect")]
     pub peer_detect: bool,
@@ -112,22 +71,19 @@ impl ClientArgs {
     /// Resolves the arguments into the engine's configuration.
     pub fn to_config(&self) -> anyhow::Result<ClientConfig> {
         let mut c = ClientConfig::new(self.host.clone());
-        c.port = self.port;
-        c.protocol = if self.udp {
-            Protocol::Udp
-        } else {
-            Protocol::Tcp
-        };
+        let common = &self.common;
+        c.port = common.port;
+        c.protocol = common.protocol();
         c.amount = match (self.time, self.num) {
             (_, Some(n)) => Amount::Bytes(n),
             (Some(t), None) => Amount::Time(t),
             (None, None) => Amount::default(),
         };
-        c.interval = self.interval;
-        c.buffer_len = self.len;
+        c.interval = common.interval;
+        c.buffer_len = common.len;
         c.parallel = self.parallel;
         c.rate = self.bandwidth;
-        c.enhanced = self.enhanced;
+        c.enhanced = common.enhanced;
         c.direction = if self.full_duplex {
             Direction::FullDuplex
         } else if self.reverse {
@@ -139,23 +95,15 @@ impl ClientArgs {
         c.near_congestion = self.near_congestion;
         c.peer_detect = self.peer_detect;
         c.socket = SocketOptions {
-            window: self.window,
-            congestion: self.congestion.clone(),
-            tos: self.tos,
-            ipv6: self.ipv6,
-            bind: self.bind,
             nodelay: self.nodelay,
             mark: self.fwmark,
+            ..common.socket()
         };
-        c.format = if self.json {
-            OutputFormat::Json
-        } else {
-            self.report_style.unwrap_or_default()
-        };
+        c.format = common.format();
         c.connect_timeout = self.connect_timeout;
         c.notsent_lowat = self.notsent_lowat;
         c.abort_at_end = self.abort_at_end;
-        if (c.notsent_lowat.is_some() || c.abort_at_end) && self.udp {
+        if (c.notsent_lowat.is_some() || c.abort_at_end) && common.udp {
             return Err(crate::exit::usage(
                 "--notsent-lowat and --abort-at-end are TCP options (not with -u/--udp)",
             ));
@@ -164,12 +112,12 @@ impl ClientArgs {
             return Err(crate::exit::usage("--notsent-lowat must be below 4G"));
         }
         c.permit_key = self.permit_key.clone();
-        if c.permit_key.is_some() && self.udp {
+        if c.permit_key.is_some() && common.udp {
             return Err(crate::exit::usage(
                 "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
             ));
         }
-        if c.near_congestion.is_some() && (self.udp || self.bandwidth.is_some()) {
+        if c.near_congestion.is_some() && (common.udp || self.bandwidth.is_some()) {
             return Err(crate::exit::usage(
                 "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
             ));
@@ -183,17 +131,10 @@ impl ClientArgs {
     }
 }
 
-/// SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
-/// down and prints the final report with what was measured.
-fn install_stop_handler() -> anyhow::Result<()> {
-    bloatlab_engine::stop::on_signals(&bloatlab_os::stop::INTERRUPT)
-        .map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))
-}
-
 /// After a stop by signal the run exits with 128 + the signal number (130
 /// for SIGINT, 143 for SIGTERM), after the final report was printed.
-fn interrupted() -> anyhow::Result<()> {
-    match bloatlab_engine::stop::signal() {
+fn interrupted(stop: &bloatlab_os::StopToken) -> anyhow::Result<()> {
+    match stop.signal() {
         Some(sig) => {
             let name = match sig {
                 libc::SIGINT => "SIGINT",
@@ -210,13 +151,15 @@ fn interrupted() -> anyhow::Result<()> {
 }
 
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
-    let cfg = args.to_config()?;
+    let mut cfg = args.to_config()?;
     let lab = crate::cmd::inlab::InLab::start()?;
-    install_stop_handler()?;
+    // SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
+    // down and prints the final report with what was measured.
+    cfg.stop = crate::cmd::stop_on_interrupt()?;
     let result = run_protocol(&cfg);
     // A dead emulator is the cause of whatever else went wrong.
     lab.check()?;
-    interrupted()?;
+    interrupted(&cfg.stop)?;
     result
 }
 
@@ -250,6 +193,7 @@ fn failed(failures: &[(u32, String)], parallel: u32) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloatlab_engine::config::OutputFormat;
     use clap::Parser;
 
     #[derive(Debug, Parser)]

@@ -1,6 +1,7 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
 pub mod client;
+pub mod common;
 pub mod demo;
 pub mod experiment;
 pub mod inlab;

@@ -1,9 +1,8 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
+use super::common::CommonArgs;
 use super::opts;
-use bloatlab_engine::config::{
-    BitRate, Bytes, OutputFormat, Protocol, ServerConfig, SocketOptions,
-};
+use bloatlab_engine::config::{BitRate, Bytes, OutputFormat, Protocol, ServerConfig};
 use bloatlab_engine::limits::{self, ServerLimits};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -12,47 +11,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(disable_version_flag = true)]
 pub struct ServerArgs {
-    /// Port to listen on.
-    #[arg(short = 'p', long = "port", default_value_t = 5001)]
-    pub port: u16,
-    /// Seconds between periodic reports.
-    #[arg(short = 'i', long = "interval", value_parser = opts::positive_seconds)]
-    pub interval: Option<Duration>,
-    /// Read length (TCP default 128K; sets the Reads=Dist bin width).
-    #[arg(short = 'l', long = "len", value_parser = opts::nonzero_bytes)]
-    pub len: Option<Bytes>,
-    /// Socket buffer size (SO_SNDBUF/SO_RCVBUF).
-    #[arg(short = 'w', long = "window", value_parser = opts::nonzero_bytes)]
-    pub window: Option<Bytes>,
-    /// Serve UDP.
-    #[arg(short = 'u', long = "udp")]
-    pub udp: bool,
-    /// Enhanced reports (Reads=Dist, burst latency, inP, NetPwr, peer version).
-    #[arg(
-        short = 'e',
-        long = "enhanced",
-        alias = "enhancedreports",
-        alias = "enhanced-reports"
-    )]
-    pub enhanced: bool,
-    /// TCP congestion control for accepted connections (reverse tests send with it).
-    #[arg(short = 'Z', long = "tcp-congestion", value_parser = opts::congestion)]
-    pub congestion: Option<String>,
-    /// IP TOS byte for accepted connections.
-    #[arg(short = 'S', long = "tos", value_parser = opts::tos)]
-    pub tos: Option<u8>,
-    /// Listen on IPv6 (::).
-    #[arg(short = 'V', long = "ipv6_domain", alias = "ipv6")]
-    pub ipv6: bool,
-    /// Listen on this address (host or host:port).
-    #[arg(short = 'B', long = "bind", value_parser = opts::bind)]
-    pub bind: Option<SocketAddr>,
-    /// Report style: C for iperf 2's CSV.
-    #[arg(short = 'y', long = "reportstyle", value_parser = opts::report_style, conflicts_with = "json")]
-    pub report_style: Option<OutputFormat>,
-    /// Print one JSON document per test.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Exit after one test (all of its -P streams).
     #[arg(short = '1', long = "one-off")]
     pub one_off: bool,
@@ -120,29 +80,13 @@ impl ServerArgs {
     /// Resolves the arguments into the engine's configuration.
     pub fn to_config(&self) -> ServerConfig {
         ServerConfig {
-            port: self.port,
-            protocol: if self.udp {
-                Protocol::Udp
-            } else {
-                Protocol::Tcp
-            },
-            interval: self.interval,
-            buffer_len: self.len,
-            enhanced: self.enhanced,
-            socket: SocketOptions {
-                window: self.window,
-                congestion: self.congestion.clone(),
-                tos: self.tos,
-                ipv6: self.ipv6,
-                bind: self.bind,
-                nodelay: false,
-                mark: None,
-            },
-            format: if self.json {
-                OutputFormat::Json
-            } else {
-                self.report_style.unwrap_or_default()
-            },
+            port: self.common.port,
+            protocol: self.common.protocol(),
+            interval: self.common.interval,
+            buffer_len: self.common.len,
+            enhanced: self.common.enhanced,
+            socket: self.common.socket(),
+            format: self.common.format(),
             one_off: self.one_off,
             header_timeout: self.header_timeout,
             no_reverse: self.no_reverse,
@@ -159,6 +103,7 @@ impl ServerArgs {
                 unverified_reverse_time: self.unverified_reverse_time,
             },
             permit_key: self.permit_key.clone(),
+            out: bloatlab_engine::config::Out::stdout(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::client;
 use super::handshake::client_header;
 use super::server;
-use crate::config::{Amount, ClientConfig, Direction, OutputFormat, ServerConfig};
+use crate::config::{Amount, ClientConfig, Direction, Out, OutputFormat, ServerConfig};
 use crate::limits::ServerLimits;
 use bloatlab_units::{BitRate, Bytes};
 use std::io::{Read, Write};
@@ -22,6 +22,7 @@ fn start(cfg: ServerConfig) -> SocketAddr {
             ..Default::default()
         },
         format: OutputFormat::Json,
+        out: Out::capture().0,
         ..cfg
     };
     let l = server::bind(&cfg).unwrap();
@@ -35,6 +36,7 @@ fn client_cfg(addr: SocketAddr, secs: f64) -> ClientConfig {
     c.port = addr.port();
     c.amount = Amount::Time(Duration::from_secs_f64(secs));
     c.format = OutputFormat::Json;
+    c.out = Out::capture().0;
     c
 }
 
@@ -227,4 +229,31 @@ fn drain_time_is_not_test_time() {
         (0.45..0.9).contains(&secs),
         "reported {secs} s for a 0.5 s test"
     );
+}
+
+/// The engine embedded: a client's report goes to the writer in its config, not to the
+/// process's stdout, and the run's results come back as values.
+#[test]
+fn a_clients_report_goes_to_its_own_writer() {
+    let addr = start(ServerConfig::default());
+    let mut cfg = client_cfg(addr, 0.3);
+    cfg.format = OutputFormat::Console;
+    cfg.interval = Some(Duration::from_millis(100));
+    let (out, buf) = Out::capture();
+    cfg.out = out;
+    let collected = client::run(&cfg).unwrap();
+    assert!(collected.failures.is_empty(), "{:?}", collected.failures);
+    let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    assert!(text.starts_with("-----"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Client connecting to 127.0.0.1, TCP port {}",
+            addr.port()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("[  1] local 127.0.0.1 port"), "{text}");
+    assert!(text.contains("[  1] 0.0000-0.1000 sec"), "{text}");
+    assert!(text.contains("[  1] 0.0000-0.3"), "{text}");
+    assert!(!collected.send_totals.is_empty());
 }

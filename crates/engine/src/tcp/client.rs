@@ -51,6 +51,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
         streams: cfg.parallel.max(1),
         full_duplex: cfg.direction == Direction::FullDuplex,
         test: test_info(cfg, addr),
+        out: cfg.out.clone(),
     })
     .map_err(ClientError::Spawn)?;
     let mut handles = Vec::new();
@@ -95,18 +96,27 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
 }
 
 fn print_banner(cfg: &ClientConfig) {
-    println!("------------------------------------------------------------");
-    println!("Client connecting to {}, TCP port {}", cfg.host, cfg.port);
+    cfg.out
+        .line("------------------------------------------------------------");
+    cfg.out.line(&format!(
+        "Client connecting to {}, TCP port {}",
+        cfg.host, cfg.port
+    ));
     if cfg.enhanced {
-        println!("Write buffer size: {} Byte", cfg.effective_len().0);
+        cfg.out.line(&format!(
+            "Write buffer size: {} Byte",
+            cfg.effective_len().0
+        ));
     }
     if let Some(w) = cfg.near_congestion {
-        println!("TCP near-congestion delay weight set to {w:.4}");
+        cfg.out
+            .line(&format!("TCP near-congestion delay weight set to {w:.4}"));
     }
     if let Some(cc) = &cfg.socket.congestion {
-        println!("TCP congestion control set to {cc}");
+        cfg.out.line(&format!("TCP congestion control set to {cc}"));
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }
 
 /// One stream, start to finish.
@@ -115,7 +125,7 @@ fn stream(
     addr: SocketAddr,
     id: u32,
     sink: &Sink,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     let c = sock::connect_tcp(addr, &cfg.socket, cfg.connect_timeout)?;
     let mut s = c.stream;
     let initial = tcpinfo::sample(&s).ok();
@@ -193,6 +203,7 @@ fn stream(
         deadline: None,
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
+        stop: cfg.stop.clone(),
     };
     // With --abort-at-end the receiving side stops at -t too.
     let slop = if cfg.abort_at_end {
@@ -212,7 +223,7 @@ fn stream(
         .map_or(STALL_TIMEOUT, |gap| {
             STALL_TIMEOUT.max(gap.saturating_mul(2))
         });
-    let (trip, interval) = (cfg.trip_times, cfg.interval);
+    let (trip, interval, stop) = (cfg.trip_times, cfg.interval, cfg.stop.clone());
     let recv_plan = move |already_read: Vec<usize>| RecvPlan {
         stream: id,
         len,
@@ -223,6 +234,7 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        stop: stop.clone(),
     };
     match cfg.direction {
         Direction::Forward if cfg.abort_at_end => {
@@ -258,7 +270,7 @@ fn stream(
             }
             duplex::send_final(sink, id, &mut ticker, &mut acc, end);
             if let Some(why) = impossible {
-                return Err(format!("the server's report is impossible ({why}); not used").into());
+                return Err(super::stream_error::StreamError::ImpossibleReport(why));
             }
             send_verdict(sent, end)?;
             if closed == Drained::Reset {
@@ -276,7 +288,7 @@ fn stream(
             let end = t0.elapsed();
             duplex::send_recv_tcp_info(sink, id, &s);
             // Nothing at all, and not because the user stopped us first.
-            if acc.total_bytes().0 == 0 && !crate::stop::requested() {
+            if acc.total_bytes().0 == 0 && !cfg.stop.is_stopped() {
                 return Err(REFUSED_REVERSE.into());
             }
             if cfg.abort_at_end {

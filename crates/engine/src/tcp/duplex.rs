@@ -69,7 +69,7 @@ pub fn full_duplex(
     sink: &Sink,
     recv_plan: impl FnOnce(&mut TcpStream) -> io::Result<RecvPlan> + Send + 'static,
     send_plan: impl FnOnce(&mut TcpStream) -> io::Result<SendPlan>,
-) -> Result<(SendEnd, RecvEnd), Box<dyn std::error::Error>> {
+) -> Result<(SendEnd, RecvEnd), super::stream_error::StreamError> {
     let mut rs = s.try_clone()?;
     let rsink = sink.clone();
     // A thread that cannot start fails this stream, never the process.
@@ -88,7 +88,11 @@ pub fn full_duplex(
     send_final(sink, plan.stream, &mut ticker, &mut acc, t0.elapsed());
     let received = match reader.join() {
         Ok(r) => r?,
-        Err(_) => return Err("receiver thread panicked".into()),
+        Err(_) => {
+            return Err(super::stream_error::StreamError::Thread(
+                "receiver thread panicked",
+            ));
+        }
     };
     Ok((sent, received))
 }

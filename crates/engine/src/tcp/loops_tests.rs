@@ -4,7 +4,7 @@ use super::recv::{self, RecvPlan};
 use super::send::{self, SendPlan};
 use super::{Event, Sink};
 use crate::clock::wall_now;
-use crate::config::Amount;
+use crate::config::{Amount, StopToken};
 use bloatlab_metrics::interval::Span;
 use bloatlab_units::Bytes;
 use std::io::Write;
@@ -34,6 +34,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         keep_intervals: true,
         print_intervals: true,
         idle_timeout: None,
+        stop: StopToken::new(),
     }
 }
 
@@ -57,6 +58,7 @@ fn trip_times_bursts_are_deframed_counted_and_timed() {
         deadline: None,
         stall_timeout: None,
         watch_peer_close: false,
+        stop: StopToken::new(),
     };
     let t0 = Instant::now();
     let tx2 = tx.clone();
@@ -145,6 +147,7 @@ fn rate_cap_paces_tcp_writes() {
         deadline: None,
         stall_timeout: None,
         watch_peer_close: false,
+        stop: StopToken::new(),
     };
     let t0 = Instant::now();
     send::run(&c, &plan, t0, &tx).unwrap();
@@ -154,4 +157,46 @@ fn rate_cap_paces_tcp_writes() {
     reader.join().unwrap();
     assert!(took >= Duration::from_millis(195), "{took:?}");
     assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+/// The stop token in the plan (no process-wide state): raising it ends a 30 s send at once,
+/// as `Stopped`, and the receiver sees the connection end.
+#[test]
+fn a_raised_stop_token_ends_the_send_loop() {
+    let (c, s) = pair();
+    let (tx, _rx) = sink();
+    let reader = std::thread::spawn(move || {
+        let (tx, _rx) = sink();
+        recv::run(&s, &recv_plan(false), Instant::now(), &tx).unwrap()
+    });
+    let stop = StopToken::new();
+    let plan = SendPlan {
+        stream: 1,
+        len: 10_000,
+        amount: Amount::Time(Duration::from_secs(30)),
+        trip_times: false,
+        start_wall: wall_now(),
+        near_congestion: None,
+        rate: Some(bloatlab_units::BitRate(8_000_000)),
+        tcpinfo: false,
+        interval: None,
+        already_sent: Bytes(0),
+        deadline: None,
+        stall_timeout: None,
+        watch_peer_close: false,
+        stop: stop.clone(),
+    };
+    let raiser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        stop.stop();
+    });
+    let t0 = Instant::now();
+    let (_, _, why) = send::run_with_end(&c, &plan, t0, &tx).unwrap();
+    let took = t0.elapsed();
+    raiser.join().unwrap();
+    assert_eq!(why, send::SendEnd::Stopped);
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(c);
+    reader.join().unwrap();
 }

@@ -26,6 +26,7 @@ pub mod report;
 pub mod send;
 pub mod server;
 pub mod stats;
+pub mod stream_error;
 
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_metrics::tcp_send::TcpSendSnapshot;

@@ -13,6 +13,7 @@ use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::clock::wall_now;
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
+use bloatlab_os::StopToken;
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
 use std::io;
@@ -47,6 +48,8 @@ pub struct RecvPlan {
     pub print_intervals: bool,
     /// Give up after this long without a byte (a silent or stalled peer).
     pub idle_timeout: Option<Duration>,
+    /// End early when raised ([`RecvEnd::Stopped`]).
+    pub stop: StopToken,
 }
 
 /// Why a receive loop ended.
@@ -222,7 +225,7 @@ pub fn run_with_end(
                 }
             }
         }
-        if crate::stop::requested() {
+        if plan.stop.is_stopped() {
             break RecvEnd::Stopped;
         }
         if plan.deadline.is_some_and(|d| now >= d) {

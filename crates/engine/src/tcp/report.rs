@@ -33,6 +33,8 @@ pub struct ReportSettings {
     pub test: bloatlab_metrics::json::TestInfo,
     /// Full-duplex: print `[FD n]` lines summing both directions of a stream.
     pub full_duplex: bool,
+    /// Where the lines go.
+    pub out: crate::console::Out,
 }
 
 /// Everything a test reported, for `--json` and for the caller's checks.
@@ -109,17 +111,17 @@ impl Reporter {
         // A test where no stream connected has no document; the error goes to stderr.
         if self.s.format == OutputFormat::Json && !self.out.connections.is_empty() {
             let doc = json::document(&self.out, self.s.role, self.s.test.clone());
-            println!("{}", doc.to_json_pretty());
+            self.s.out.line(&doc.to_json_pretty());
         }
         self.out
     }
 
     fn print(&self, line: &str) {
-        console::print_line(self.s.format, line);
+        console::print_line(&self.s.out, self.s.format, line);
     }
 
     fn header(&mut self, h: &'static str) {
-        console::print_header(self.s.format, &mut self.headers, h);
+        console::print_header(&self.s.out, self.s.format, &mut self.headers, h);
     }
 
     fn label(&self, stream: u32, sending: bool) -> StreamLabel {
@@ -176,7 +178,7 @@ impl Reporter {
             return;
         };
         let row = super::csv::row(c, self.s.role, self.s.enhanced, id, span, Bytes(bytes));
-        println!("{row}");
+        self.s.out.line(&row.to_string());
     }
 
     fn handle(&mut self, ev: Event) {

@@ -15,8 +15,10 @@ use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::clock::wall_now;
 use crate::config::Amount;
+use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
+use bloatlab_os::StopToken;
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};
@@ -58,6 +60,8 @@ pub struct SendPlan {
     /// End pacing sleeps as soon as the peer closes or resets (a reverse
     /// sender, whose peer never sends after its header).
     pub watch_peer_close: bool,
+    /// End early when raised ([`SendEnd::Stopped`]).
+    pub stop: StopToken,
 }
 
 /// Largest buffer a sender allocates: longer `-l` writes are issued from
@@ -168,8 +172,14 @@ pub fn run_with_end(
     if plan.near_congestion.is_some() || plan.rate.is_some() {
         bloatlab_os::thread::minimise_timer_slack();
     }
-    let mut paced_bytes = Bytes(0);
-    let mut pace_origin = t0;
+    // Rate (-b) and near-congestion pacing: the shared sans-IO pacer, on
+    // time since t0.
+    let mut pacer = match plan.rate {
+        Some(r) => Pacer::new(r, Bytes(plan.len.max(1) as u64), Duration::ZERO),
+        None => Pacer::unpaced(),
+    }
+    .with_max_lag(TCP_MAX_LAG)
+    .with_near_congestion(plan.near_congestion);
     let min_len = if plan.trip_times { BURST_HEADER_LEN } else { 1 };
     let len = plan.len.max(min_len);
     let end = match plan.amount {
@@ -192,7 +202,6 @@ pub fn run_with_end(
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
     let mut last_progress = Instant::now();
     let mut last_queued: Option<i64> = None;
-    let mut next_write: Option<Instant> = None;
     let mut last_sample: Option<Instant> = None;
     let mut burst = TcpBurstRepr {
         start_time: WallTime::from_since_epoch(plan.start_wall),
@@ -203,19 +212,25 @@ pub fn run_with_end(
         if emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink) && plan.tcpinfo {
             last_sample = Some(now);
         }
-        if crate::stop::requested() {
+        if plan.stop.is_stopped() {
             break SendEnd::Stopped;
         }
+        let since = now.saturating_duration_since(t0);
+        let pace = pacer.poll(since);
         // A paced -n test ends when its last bytes are due, not when they
         // were written, so the reported rate is the paced one.
-        if end.is_some_and(|e| now >= e) || (left == Some(0) && next_write.is_none_or(|d| d <= now))
+        if end.is_some_and(|e| now >= e)
+            || (left == Some(0) && pacer.next_due().is_none_or(|d| d <= since))
         {
             break SendEnd::Done;
         }
         if plan.deadline.is_some_and(|d| now >= d) {
             break SendEnd::Deadline;
         }
-        if let Some(due) = next_write.filter(|&d| d > now) {
+        if let Pace::WaitUntil(due) = pace {
+            let due = t0
+                .checked_add(due)
+                .unwrap_or(now + Duration::from_secs(86_400 * 365));
             // Paced: sleep in slices bounded by the test's end, the
             // deadline and the next interval, and stop if the peer left.
             let mut wake = due.min(now + PACE_SLICE);
@@ -231,7 +246,6 @@ pub fn run_with_end(
             }
             continue;
         }
-        next_write = None;
         let this = match left {
             Some(l) => usize::try_from(l)
                 .unwrap_or(len)
@@ -271,7 +285,7 @@ pub fn run_with_end(
                     let now = Instant::now();
                     // Interval lines keep coming while the peer reads nothing.
                     emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink);
-                    if crate::stop::requested() {
+                    if plan.stop.is_stopped() {
                         break 'test SendEnd::Stopped;
                     }
                     // A full send buffer draining over a slow, bloated link
@@ -301,32 +315,11 @@ pub fn run_with_end(
         if let Some(l) = left.as_mut() {
             *l = l.saturating_sub(this as u64);
         }
-        if let Some(r) = plan.rate {
-            // Sleep until the bytes sent so far are due at the rate; a late
-            // start is not caught up with a burst beyond one write.
-            paced_bytes += Bytes(this as u64);
-            if let Some(due) = r.transmit_time(paced_bytes) {
-                let due = pace_origin.checked_add(due);
-                let now = Instant::now();
-                match due {
-                    Some(due) if due > now => next_write = Some(due),
-                    // Beyond what Instant can hold: no write is ever due again.
-                    None => next_write = Some(now + Duration::from_secs(86_400 * 365)),
-                    Some(due) if now - due > Duration::from_millis(100) => {
-                        paced_bytes = Bytes(0);
-                        pace_origin = now;
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        if let Some(w) = plan.near_congestion {
-            // iperf 2 RunNearCongestionTCP: pause ceil(w x srtt) us after each burst.
+        pacer.on_sent_bytes(Bytes(this as u64));
+        if plan.near_congestion.is_some() {
+            // iperf 2 RunNearCongestionTCP: pause ceil(w x srtt) after each burst.
             let rtt = sample_into(stream, &mut acc);
-            let pause_us = (w * rtt.as_micros() as f64).ceil();
-            if pause_us > 0.0 {
-                bloatlab_os::sleep::sleep_for(Duration::from_micros(pause_us as u64));
-            }
+            pacer.on_rtt_sample(Instant::now().saturating_duration_since(t0), rtt);
         } else if plan.tcpinfo {
             let now = Instant::now();
             if last_sample.is_none_or(|t| now - t >= TCPINFO_MIN_GAP) {

@@ -31,6 +31,7 @@ use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
+use bloatlab_os::StopToken;
 use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
@@ -74,11 +75,13 @@ struct OneOff {
 pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerError> {
     if cfg.format == crate::config::OutputFormat::Console {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
-        println!("------------------------------------------------------------");
-        println!("Server listening on TCP port {port}");
+        cfg.out
+            .line("------------------------------------------------------------");
+        cfg.out
+            .line(&format!("Server listening on TCP port {port}"));
         let len = cfg.effective_len().0;
         if cfg.enhanced {
-            println!(
+            cfg.out.line(&format!(
                 "Read buffer size: {} (Dist bin width={})",
                 bloatlab_metrics::cfmt::byte_snprintf(
                     len as f64,
@@ -88,9 +91,10 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                     (len / 8) as f64,
                     bloatlab_metrics::cfmt::ByteFormat::AdaptiveBytes
                 )
-            );
+            ));
         }
-        println!("------------------------------------------------------------");
+        cfg.out
+            .line("------------------------------------------------------------");
     } else {
         // stdout carries only CSV/JSON; say we are ready on stderr.
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
@@ -282,7 +286,7 @@ fn test(
     accepted_wall: Duration,
     log: &SharedLogLimit,
     flow: &mut Option<FlowGuard>,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), super::stream_error::StreamError> {
     // No phase may block longer than the idle timeout (a peer with a
     // zero window cannot hold the ack write forever).
     s.set_write_timeout(Some(cfg.idle_timeout.max(Duration::from_millis(1))))?;
@@ -309,6 +313,7 @@ fn test(
             streams,
             full_duplex: req.direction == Direction::FullDuplex,
             test,
+            out: cfg.out.clone(),
         })
     })?;
     let sink = member.sink.clone();
@@ -366,7 +371,7 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
-) -> Result<Ends, Box<dyn std::error::Error>> {
+) -> Result<Ends, super::stream_error::StreamError> {
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
     // Every test ends: -t plus slop, and -n tests at --max-duration.
@@ -391,6 +396,8 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // A server's tests end by their peer and its limits, not by a stop request.
+        stop: StopToken::new(),
     };
     let start_wall = wall_now();
     let send_plan = |already: usize| SendPlan {
@@ -408,6 +415,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
+        stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.
     let own_header = |s: &mut TcpStream| -> std::io::Result<usize> {

@@ -19,13 +19,13 @@ use super::clock::{Mono, realtime_now};
 use super::conn::ConnInfo;
 use super::datagram::{Template, header_repr, stamp};
 use super::mmsg::SendBatch;
-use super::pacer::Pacer;
 use super::report::{self, Collected, Event, ReportSettings, ServerOutcome, Side};
 use super::reverse_client::{prepare_receive, receive_stream, reverse_stream};
 use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
 use super::server_report::{SentFacts, check_server_report, parse_ack_fin};
 use super::{UdpError, sock};
 use crate::config::{Amount, ClientConfig, DEFAULT_UDP_RATE, Direction, OutputFormat};
+use crate::pacer::Pacer;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_metrics::udp_send::UdpSendStats;
 use bloatlab_units::{BitRate, Bytes};
@@ -33,7 +33,6 @@ use bloatlab_wire::ack_fin::ACK_FIN_LEN;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -68,6 +67,7 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         streams,
         reverse,
         test: test_info(cfg, rate, len, start_wall),
+        out: cfg.out.clone(),
     })
     .map_err(|e| UdpError::Io {
         op: "thread spawn",
@@ -187,38 +187,40 @@ fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration
 }
 
 fn print_banner(cfg: &ClientConfig, addr: SocketAddr, len: Bytes, rate: BitRate) {
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
     if cfg.enhanced {
-        println!(
+        cfg.out.line(&format!(
             "Client connecting to {}, UDP port {} with pid {} ({} flows)",
             cfg.host,
             addr.port(),
             std::process::id(),
             cfg.parallel.max(1)
-        );
+        ));
         if let Some(tos) = cfg.socket.tos {
-            println!("TOS set to {tos:#x}");
+            cfg.out.line(&format!("TOS set to {tos:#x}"));
         }
     } else {
-        println!(
+        cfg.out.line(&format!(
             "Client connecting to {}, UDP port {}",
             cfg.host,
             addr.port()
-        );
+        ));
     }
     let pacer = Pacer::new(rate, len, Duration::ZERO);
     match pacer.gap() {
-        Some(g) => println!(
+        Some(g) => cfg.out.line(&format!(
             "Sending {} byte datagrams, IPG target: {:.2} us (exact schedule, bounded catch-up)",
             len.0,
             g.as_secs_f64() * 1e6
-        ),
-        None => println!(
+        )),
+        None => cfg.out.line(&format!(
             "Sending {} byte datagrams, unpaced (as fast as possible)",
             len.0
-        ),
+        )),
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }
 
 /// Opens and connects one stream's socket and announces it.
@@ -396,7 +398,7 @@ fn send_phase(
         last_sent: None,
         len: plan.len,
     };
-    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, &AtomicBool::new(false));
+    let out = send_stream(&plan, &mut tx, mono, t0, id, sink, cfg.stop.flag());
     (tx, out)
 }
 

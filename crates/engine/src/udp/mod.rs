@@ -8,7 +8,7 @@
 //!   test with `one_off`); [`run_server_until`] also stops when a flag is set.
 //!
 //! # Structure
-//! Sans-IO cores, unit-tested with virtual time: [`pacer`] (when may the
+//! Sans-IO cores, unit-tested with virtual time: [`crate::pacer`] (when may the
 //! next datagram leave), [`flows`] (which flow a datagram belongs to, FIN
 //! and AckFIN retransmission rules), [`server::ServerCore`] (per-flow
 //! statistics, intervals, AckFIN building), [`server_report`] (the AckFIN's
@@ -54,7 +54,6 @@ pub mod flows;
 pub mod fuzzing;
 mod json;
 pub mod mmsg;
-pub mod pacer;
 mod recv_flow;
 pub mod recv_sum;
 pub mod report;

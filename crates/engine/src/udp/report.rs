@@ -105,6 +105,8 @@ pub struct ReportSettings {
     pub side: Side,
     pub enhanced: bool,
     pub format: OutputFormat,
+    /// Where the lines go.
+    pub out: crate::console::Out,
     /// Client streams (`[SUM]` lines when more than one).
     pub streams: u32,
     /// A client receiving a reverse (`-R`) test: its lines are labelled
@@ -228,27 +230,26 @@ impl Reporter {
     /// Ends the report: prints the client's JSON document and returns the results.
     pub fn finish(self) -> Collected {
         if self.s.format == OutputFormat::Json && self.s.side == Side::Client {
-            println!(
-                "{}",
-                json::client_document(&self.out, &self.s.test).to_json_pretty()
-            );
+            self.s
+                .out
+                .line(&json::client_document(&self.out, &self.s.test).to_json_pretty());
         }
         self.out
     }
 
     fn print(&self, line: &str) {
-        console::print_line(self.s.format, line);
+        console::print_line(&self.s.out, self.s.format, line);
     }
 
     fn header(&mut self, h: &'static str) {
-        console::print_header(self.s.format, &mut self.headers, h);
+        console::print_header(&self.s.out, self.s.format, &mut self.headers, h);
     }
 
     fn send_line(&mut self, label: StreamLabel, snap: &UdpSendSnapshot) {
         match self.s.format {
             OutputFormat::Csv => {
                 if let Some(row) = self.csv(label) {
-                    println!("{}", row.udp_send(snap));
+                    self.s.out.line(&row.udp_send(snap));
                 }
             }
             OutputFormat::Console if self.s.enhanced => {
@@ -269,7 +270,7 @@ impl Reporter {
         match self.s.format {
             OutputFormat::Csv => {
                 if let Some(row) = self.csv(label) {
-                    println!("{}", row.udp_recv(snap));
+                    self.s.out.line(&row.udp_recv(snap));
                 }
             }
             OutputFormat::Console => {

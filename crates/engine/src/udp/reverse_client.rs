@@ -153,14 +153,14 @@ pub(crate) fn receive_stream(
         }
         let last_rx = flow.as_ref().map_or(now, |f| f.last_rx);
         let deadline = receive_deadline(cfg.amount, idle, header_sent, last_rx);
-        if now >= deadline || crate::stop::requested() {
+        if now >= deadline || cfg.stop.is_stopped() {
             match &mut flow {
                 Some(f) => {
                     tracing::warn!(
                         stream = id,
                         "no FIN from the server; ending the reverse test"
                     );
-                    let end = if crate::stop::requested() {
+                    let end = if cfg.stop.is_stopped() {
                         now
                     } else {
                         f.last_rx

@@ -175,7 +175,7 @@ impl ReverseSenders {
                 && format == OutputFormat::Json
                 && let Some(doc) = json::server_document(id, &r, &reporter.settings().test)
             {
-                println!("{}", doc.to_json_pretty());
+                reporter.settings().out.line(&doc.to_json_pretty());
             }
         }
     }

@@ -12,9 +12,9 @@
 use super::clock::{Mono, realtime_now};
 use super::datagram::stamp;
 use super::mmsg::SendBatch;
-use super::pacer::{Pace, Pacer};
 use super::report::Event;
 use crate::config::Amount;
+use crate::pacer::{Pace, Pacer};
 use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::udp_send::{UdpSendSnapshot, UdpSendStats};
 use bloatlab_units::{BitRate, Bytes};
@@ -167,13 +167,10 @@ fn send_loop(
             interval_start = b;
             next_report = Some(b + c.every());
         }
-        // SIGINT/SIGTERM (crate::stop): end as if the amount were reached,
-        // so the FIN exchange still collects the server's report.
-        if end.is_some_and(|e| now >= e)
-            || budget == Some(0)
-            || crate::stop::requested()
-            || cancel.load(Ordering::Relaxed)
-        {
+        // A stop (the client's ClientConfig::stop, a server's cancel): end
+        // as if the amount were reached, so the FIN exchange still collects
+        // the server's report.
+        if end.is_some_and(|e| now >= e) || budget == Some(0) || cancel.load(Ordering::Relaxed) {
             return interval_start;
         }
         match pacer.poll(now) {

@@ -720,6 +720,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
             interval_s: cfg.interval.map(|d| d.as_secs_f64()),
             ..TestInfo::default()
         },
+        out: cfg.out.clone(),
     });
     let mut core = ServerCore::new(
         cfg,
@@ -812,21 +813,24 @@ fn print_finished(reporter: &mut Reporter, format: OutputFormat) {
         if format == OutputFormat::Json
             && let Some(doc) = json::server_test_document(&t, &reporter.settings().test)
         {
-            println!("{}", doc.to_json_pretty());
+            reporter.settings().out.line(&doc.to_json_pretty());
         }
     }
 }
 
 fn print_banner(cfg: &ServerConfig, local: SocketAddr) {
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
     if cfg.enhanced {
-        println!(
+        cfg.out.line(&format!(
             "Server listening on UDP port {} with pid {}",
             local.port(),
             std::process::id()
-        );
+        ));
     } else {
-        println!("Server listening on UDP port {}", local.port());
+        cfg.out
+            .line(&format!("Server listening on UDP port {}", local.port()));
     }
-    println!("------------------------------------------------------------");
+    cfg.out
+        .line("------------------------------------------------------------");
 }

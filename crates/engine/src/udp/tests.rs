@@ -395,6 +395,7 @@ fn quiet_server_reporter() -> Reporter {
         streams: 1,
         reverse: false,
         test: TestInfo::default(),
+        out: crate::console::Out::capture().0,
     })
 }
 
@@ -548,6 +549,7 @@ fn reverse_client_sums_its_receive_streams() {
         streams: 2,
         reverse: true,
         test: TestInfo::default(),
+        out: crate::console::Out::capture().0,
     });
     let snap = |end_ms: u64, bytes: u64| UdpRecvSnapshot {
         span: bloatlab_metrics::interval::Span::new(Duration::ZERO, Duration::from_millis(end_ms)),

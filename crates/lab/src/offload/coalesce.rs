@@ -161,7 +161,7 @@ impl Run {
             let ip = &mut self.buf[VNET_HDR_LEN..];
             let total = ip.len();
             ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            csum::fix_ipv4_header(ip, s.ihl);
+            csum::fix_ipv4_header(&mut ip[..s.ihl]);
             if self.psh {
                 ip[s.ihl + 13] |= TCP_PSH;
             }
@@ -532,7 +532,7 @@ mod tests {
     /// Recomputes both checksums after a test edited a packet.
     fn refresh(p: &[u8]) -> Vec<u8> {
         let mut p = p.to_vec();
-        csum::fix_ipv4_header(&mut p, 20);
+        csum::fix_ipv4_header(&mut p[..20]);
         p[36..38].fill(0);
         let c = !csum::fold(csum::add(csum::pseudo_v4(&p, 6, p.len() - 20), &p[20..]));
         p[36..38].copy_from_slice(&c.to_be_bytes());

@@ -17,7 +17,7 @@
 //! TUN uses unless TUNSETVNETLE/BE say otherwise).
 
 mod coalesce;
-mod csum;
+use bloatlab_wire::checksum as csum;
 mod split;
 
 pub use coalesce::{Coalescer, Frame};

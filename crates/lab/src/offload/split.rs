@@ -90,7 +90,7 @@ impl Ip {
                 let total = s.len() as u16;
                 s[2..4].copy_from_slice(&total.to_be_bytes());
                 s[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-                csum::fix_ipv4_header(s, ihl);
+                csum::fix_ipv4_header(&mut s[..ihl]);
             }
             Ip::V6 => {
                 let payload = (s.len() - 40) as u16;

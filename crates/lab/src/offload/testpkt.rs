@@ -26,7 +26,7 @@ pub fn tcp(seq: u32, flags: u8, id: u16, payload: &[u8]) -> Vec<u8> {
     p[9] = 6;
     p[12..16].copy_from_slice(&SRC);
     p[16..20].copy_from_slice(&DST);
-    csum::fix_ipv4_header(&mut p, 20);
+    csum::fix_ipv4_header(&mut p[..20]);
     p[20..22].copy_from_slice(&40000u16.to_be_bytes());
     p[22..24].copy_from_slice(&5001u16.to_be_bytes());
     p[24..28].copy_from_slice(&seq.to_be_bytes());
