@@ -158,6 +158,15 @@ fn bad_files_name_key_and_line_and_start_nothing() {
             "[lab]\nstage = [\"rate=9mbit limit=0p\"]\n[test]\nname = \"tcp_upload\"\n",
             "bad.toml:2:",
         ),
+        // A bad [quick] is refused without --quick too.
+        (
+            "[test]\nname = \"tcp_upload\"\n[quick]\nlenght = 5\n",
+            "bad.toml:4: [test] of point p001 ((single point)) under --quick: unexpected argument '--lenght'",
+        ),
+        (
+            "[test]\nname = \"{load}\"\n[matrix]\nload = [\"tcp_upload\"]\n[quick]\nmatrix.load = [\"rrul\"]\n",
+            "bad.toml:6: quick.matrix.load: \"rrul\" is not one of matrix.load's values",
+        ),
     ] {
         let file = d.join("bad.toml");
         std::fs::write(&file, text).unwrap();
@@ -177,9 +186,48 @@ fn bad_files_name_key_and_line_and_start_nothing() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// A built-in's `--quick` variant end to end: the report's numbers beside ours and a verdict
-/// with its criterion. (Quick runs are too short to promise the report's steady-state result,
-/// so the verdict itself is not asserted here; `builtin` unit tests check the judging.)
+/// Runs built-in `name` with `--quick` into a scratch directory: its stdout and summary rows.
+fn run_quick(name: &str) -> (String, Vec<serde_json::Value>) {
+    let d = scratch(name);
+    let r = run_quick_in(name, &d);
+    let _ = std::fs::remove_dir_all(&d);
+    r
+}
+
+/// [`run_quick`] into `d/out`, which is kept (the runs' files stay readable).
+fn run_quick_in(name: &str, d: &Path) -> (String, Vec<serde_json::Value>) {
+    let out = d.join("out");
+    let o = bl(&[
+        "experiment",
+        "run",
+        name,
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    (text, rows(&out))
+}
+
+/// A built-in's output has the report's `numbers` beside ours, the `criterion` line, and a
+/// verdict line (`REPRODUCED: ...`, `NOT REPRODUCED: ...`, `NOT JUDGED ...`) starting with
+/// `verdict`.
+fn assert_judged(text: &str, numbers: &[&str], criterion: &str, verdict: &str) {
+    for n in numbers {
+        assert!(text.contains(n), "the report's {n:?} beside ours: {text}");
+    }
+    assert!(text.contains(&format!("criterion: {criterion}")), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("REPRODUCED") || l.starts_with("NOT "))
+        .unwrap_or_else(|| panic!("no verdict line in {text}"));
+    assert!(line.starts_with(verdict), "want {verdict:?}: {text}");
+}
+
+/// The built-ins are listed, and report 5's `--quick` variant (5 s loaded) end to end: the
+/// report's numbers beside ours, the criterion, and the verdict (the bloated side's FIFO fills
+/// past idle + 50 ms, the debloated side stays near idle).
 #[test]
 fn builtin_quick_prints_report_numbers_and_a_verdict() {
     let o = bl(&["experiment", "list"]);
@@ -192,25 +240,90 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     ] {
         assert!(stdout(&o).contains(name), "{}", stdout(&o));
     }
-    let d = scratch("r5");
-    let out = d.join("out");
-    let o = bl(&[
-        "experiment",
-        "run",
-        "report5-directions",
-        "--quick",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let text = stdout(&o);
-    assert!(o.status.success(), "{text}{}", stderr(&o));
-    assert!(
-        text.contains("report ms") && text.contains("147.0"),
-        "{text}"
+    let (text, rows) = run_quick("report5-directions");
+    assert_judged(
+        &text,
+        &["report ms", "147.0", "3.6"],
+        "loaded median RTT",
+        "REPRODUCED: induced median latency",
     );
-    assert!(text.contains("criterion: loaded median RTT"), "{text}");
-    assert!(text.contains("REPRODUCED"), "{text}");
-    assert_eq!(rows(&out).len(), 2);
+    assert_eq!(rows.len(), 2);
+}
+
+/// Report 2 quick (8 s loaded): BBR's NetPwr at least twice cubic's through the bloated uplink.
+#[test]
+fn builtin_quick_report2_reproduces_netpwr() {
+    let (text, rows) = run_quick("report2-netpwr");
+    assert_judged(
+        &text,
+        &["report NetPwr", "7.56", "55.36"],
+        "BBR's NetPwr",
+        "REPRODUCED: NetPwr bbr",
+    );
+    let cc: Vec<&str> = rows.iter().filter_map(|r| r["test.cc"].as_str()).collect();
+    assert_eq!(cc, ["cubic", "bbr"], "one row per point");
+}
+
+/// Report 3 quick (one vs one only, 10 s loaded): the middlebox marks with ECN on, drops with
+/// it off, and the MB transferred stay within 15 %.
+#[test]
+fn builtin_quick_report3_reproduces_ecn() {
+    let (text, rows) = run_quick("report3-ecn");
+    assert_judged(
+        &text,
+        &["report MB", "126.7", "124.7"],
+        "with ECN on",
+        "REPRODUCED: marks only with ECN on",
+    );
+    // The [quick] subset: one vs one, ECN off and on; one vs pulses is not run (nor judged).
+    assert!(!text.contains("one_vs_pulses"), "{text}");
+    let points: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} {}", r["load"], r["lab.ecn"]))
+        .collect();
+    assert_eq!(points, [r#""one_vs_one" false"#, r#""one_vs_one" "all""#]);
+    let n = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    assert!(n(&rows[0], "emu.up.middlebox.drops") > 0.0, "{:?}", rows[0]);
+    assert!(
+        n(&rows[1], "emu.up.middlebox.ce_marks") > 0.0,
+        "{:?}",
+        rows[1]
+    );
+}
+
+/// A quick run and a full run never share a directory: a resume would keep one variant's runs
+/// as the other's.
+#[test]
+fn quick_and_full_runs_do_not_share_a_directory() {
+    let d = scratch("variant");
+    let file = d.join("tiny.toml");
+    std::fs::write(
+        &file,
+        "[lab]\ndelay = \"5ms\"\nrate = \"10mbit\"\n[test]\nname = \"tcp_upload\"\nlength = 30\n[quick]\nlength = 1\nidle = 0.5\n",
+    )
+    .unwrap();
+    let (f, out) = (file.to_str().unwrap(), d.join("out"));
+    let o_ = out.to_str().unwrap();
+    let o = bl(&["experiment", "run", f, "--quick", "--out", o_]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let quick = std::fs::read(out.join("runs/p001_r1.json")).unwrap();
+    let o = bl(&["experiment", "run", f, "--out", o_]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("holds the quick runs of tiny; run the full variant into another --out"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(out.join("runs/p001_r1.json")).unwrap(), quick);
+    // The same variant resumes.
+    let o = bl(&["experiment", "run", f, "--quick", "--out", o_]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(1 kept from before)"),
+        "{}",
+        stdout(&o)
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -331,27 +444,13 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
 fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     let d = scratch("r4");
     let out = d.join("out");
-    let o = bl(&[
-        "experiment",
-        "run",
-        "report4-sqm-sweep",
-        "--quick",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let text = stdout(&o);
-    assert!(o.status.success(), "{text}{}", stderr(&o));
-    assert!(
-        text.contains("RRUL latency under load") && text.contains("2051.3"),
-        "the report's numbers beside ours: {text}"
+    let (text, rows) = run_quick_in("report4-sqm-sweep", &d);
+    assert_judged(
+        &text,
+        &["RRUL latency under load", "2051.3"],
+        "loaded median RTT",
+        "REPRODUCED: induced median",
     );
-    assert!(text.contains("criterion: loaded median RTT"), "{text}");
-    let verdict = text
-        .lines()
-        .find(|l| l.starts_with("REPRODUCED") || l.starts_with("NOT "))
-        .unwrap_or_else(|| panic!("no verdict in {text}"));
-    assert!(verdict.starts_with("REPRODUCED: induced median"), "{text}");
-    let rows = rows(&out);
     let run_of = |label: &str| {
         rows.iter()
             .find(|r| r["shaper"] == label)

@@ -94,6 +94,15 @@ fn sum_cols(r: &Row, prefix: &str, suffix: &str) -> f64 {
         .sum()
 }
 
+/// Whether `value` is one of matrix parameter `param`'s values (a `[quick]` subset may have
+/// left it out: such points are not judged).
+fn in_matrix(exp: &Experiment, param: &str, value: &str) -> bool {
+    exp.matrix
+        .iter()
+        .find(|p| p.name == param)
+        .is_some_and(|p| p.values.iter().any(|v| v.to_string() == value))
+}
+
 fn f1(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.1}"))
 }
@@ -156,6 +165,9 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                 "test", "ECN", "report MB", "ours MB", "CE marks", "drops"
             );
             for load in ["one_vs_one", "one_vs_pulses"] {
+                if !in_matrix(exp, "load", load) {
+                    continue;
+                }
                 let mut mb = [None, None];
                 for (i, ecn) in ["false", "all"].iter().enumerate() {
                     let r = rows.iter().find(|r| {
@@ -249,6 +261,10 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                     [28.7, 29.1, 1802.5, 2051.3, 2762.9, 4217.6, 78.0],
                 ),
             ];
+            let report: Vec<_> = report
+                .into_iter()
+                .filter(|(label, _)| in_matrix(exp, "shaper", label))
+                .collect();
             let stats = ["min", "p10", "mean", "median", "p90", "max"];
             let _ = writeln!(t, "RRUL latency under load (ms), report / ours:");
             let _ = writeln!(
@@ -256,7 +272,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
                 "{:<18}{:>14}{:>14}{:>16}{:>16}{:>16}{:>16}{:>12}",
                 "rate", "min", "10pct", "avg", "median", "90pct", "max", "pings"
             );
-            for (label, rep) in report {
+            for &(label, rep) in &report {
                 let mut line = format!("{label:<18}");
                 for (i, s) in stats.iter().enumerate() {
                     let _ = write!(
@@ -296,7 +312,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
             };
             let mut ok = Some(true);
             let mut why = Vec::new();
-            for (label, _) in report {
+            for &(label, _) in &report {
                 let down_kbit: Option<f64> =
                     label.split("kbit").next().and_then(|x| x.parse().ok());
                 let Some(d) = induced(label) else {
@@ -430,6 +446,71 @@ mod tests {
         .unwrap();
         assert_eq!(no.reproduced, Some(false), "{no}");
         assert!(no.to_string().contains("NOT REPRODUCED"));
+    }
+
+    #[test]
+    fn reports_2_to_5_have_a_quick_variant_with_fewer_or_as_many_runs() {
+        for name in [
+            "report2-netpwr",
+            "report3-ecn",
+            "report4-sqm-sweep",
+            "report5-directions",
+        ] {
+            let e = crate::parse(name, name, get(name).unwrap()).unwrap();
+            assert!(e.quick.is_some(), "{name}: no [quick]");
+            let full = crate::matrix::point_count(&e) * e.repetitions as usize;
+            let q = e.quick();
+            assert!(crate::matrix::point_count(&q) * q.repetitions as usize <= full);
+            assert!(check(&q, &[]).is_some(), "{name}");
+        }
+    }
+
+    fn ecn_row(ecn: &str, mb: [f64; 2], marks: f64, drops: f64) -> Row {
+        Row {
+            cells: vec![
+                ("load".into(), "one_vs_one".into()),
+                ("lab.ecn".into(), ecn.into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), (mb[0] * 1e6).into()),
+                ("tput.loaded.tcp_up_2.bytes".into(), (mb[1] * 1e6).into()),
+                ("emu.up.middlebox.ce_marks".into(), marks.into()),
+                ("emu.up.middlebox.drops".into(), drops.into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn report3_quick_judges_only_its_points() {
+        let e = crate::parse("r3", "r3", get("report3-ecn").unwrap()).unwrap();
+        let rows = [
+            ecn_row("false", [12.9, 12.7], 0.0, 37.0),
+            ecn_row("all", [12.6, 12.7], 28.0, 0.0),
+        ];
+        // The full experiment misses its one vs pulses runs: not judged.
+        assert_eq!(check(&e, &rows).unwrap().reproduced, None);
+        // The quick variant runs one vs one only: judged on it, both ways.
+        let q = e.quick();
+        let v = check(&q, &rows).unwrap();
+        assert_eq!(v.reproduced, Some(true), "{v}");
+        assert!(!v.table.contains("one_vs_pulses"), "{v}");
+        let fewer = [rows[0].clone(), ecn_row("all", [9.0, 9.0], 28.0, 0.0)];
+        let v = check(&q, &fewer).unwrap();
+        assert_eq!(v.reproduced, Some(false), "{v}");
+        assert!(v.because.contains("25.6 MB off vs 18.0 MB on"), "{v}");
+        let unmarked = [rows[0].clone(), ecn_row("all", [12.6, 12.7], 0.0, 30.0)];
+        assert_eq!(check(&q, &unmarked).unwrap().reproduced, Some(false));
+    }
+
+    #[test]
+    fn report4_quick_judges_only_its_two_ends() {
+        let e = crate::parse("r4", "r4", get("report4-sqm-sweep").unwrap()).unwrap();
+        let ends = [
+            row("shaper", "6089kbit/737kbit", 30.0, 31.0),
+            row("shaper", "SQM off", 30.0, 2000.0),
+        ];
+        assert_eq!(check(&e, &ends).unwrap().reproduced, None, "points missing");
+        let v = check(&e.quick(), &ends).unwrap();
+        assert_eq!(v.reproduced, Some(true), "{v}");
+        assert!(!v.table.contains("7000kbit"), "{v}");
     }
 
     #[test]

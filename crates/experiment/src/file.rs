@@ -155,12 +155,71 @@ pub struct Experiment {
     pub matrix: Vec<Param>,
     /// `[expect]`: free key/value pairs the built-ins use for their criteria.
     pub expect: BTreeMap<String, (Scalar, usize)>,
+    /// `[quick]`: what `--quick` runs instead (`None`: the generic shortening).
+    pub quick: Option<Quick>,
+    /// This is the `--quick` variant ([`Experiment::quick`]): recorded in `DIR/plan.json`, so
+    /// a quick run never resumes a full run's directory, nor the reverse.
+    pub quick_variant: bool,
+}
+
+/// The `[quick]` section: the experiment's own short variant, chosen so that it still shows
+/// the effect it is about (where physics allows in seconds).
+///
+/// ```toml
+/// [quick]
+/// repetitions = 1                # default 1
+/// length = 10                    # any `test` option: replaces the same key of [test]
+/// idle = 1                       # (`idle` also replaces idle-before / idle-after)
+/// matrix.load = ["one_vs_one"]   # a subset of a [matrix] parameter's values
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quick {
+    /// Line of the `[quick]` header.
+    pub line: usize,
+    /// Runs per point (default 1).
+    pub repetitions: u32,
+    /// `test` options replacing those of `[test]` with the same key.
+    pub test_opts: Vec<Opt>,
+    /// Matrix subsets: the parameter as named in `[matrix]`, the values kept (each one of the
+    /// parameter's values; zipped parameters by their label), and the line.
+    pub matrix: Vec<(String, Vec<Scalar>, usize)>,
 }
 
 impl Experiment {
-    /// The `--quick` variant: 2 s loaded, 0.5 s idle, 3 pulses, one repetition (a smoke test
-    /// of the whole pipeline; too short for steady-state numbers).
+    /// The `--quick` variant. With a `[quick]` section: its repetitions, its `test` options in
+    /// place of `[test]`'s, and only its subsets of the matrix. Without one: 2 s loaded, 0.5 s
+    /// idle, 3 pulses, one repetition (a smoke test of the whole pipeline; too short for
+    /// steady-state numbers).
     pub fn quick(mut self) -> Experiment {
+        self.quick_variant = true;
+        if let Some(q) = self.quick.take() {
+            self.repetitions = q.repetitions;
+            for o in q.test_opts {
+                // `--idle-before` / `--idle-after` override `--idle`: a quick `idle` must too.
+                let shadowed: &[&str] = if o.key == "idle" {
+                    &["idle", "idle-before", "idle-after"]
+                } else {
+                    &[]
+                };
+                self.test_opts
+                    .retain(|t| t.key != o.key && !shadowed.contains(&t.key.as_str()));
+                self.test_opts.push(o);
+            }
+            for (name, keep, _) in q.matrix {
+                let Some(p) = self.matrix.iter_mut().find(|p| p.name == name) else {
+                    continue;
+                };
+                let kept: Vec<usize> = (0..p.values.len())
+                    .filter(|&i| keep.iter().any(|k| same(k, &p.values[i])))
+                    .collect();
+                p.fields = kept
+                    .iter()
+                    .filter_map(|&i| p.fields.get(i).cloned())
+                    .collect();
+                p.values = kept.iter().map(|&i| p.values[i].clone()).collect();
+            }
+            return self.quick_client();
+        }
         self.repetitions = 1;
         self.test_opts.retain(|o| {
             !["length", "idle", "idle-before", "idle-after", "pulses"].contains(&o.key.as_str())
@@ -272,33 +331,151 @@ fn entries<'a>(
     }
 }
 
-fn options(lines: &Lines<'_>, item: &Item, section: &str) -> Result<Vec<Opt>, FileError> {
-    let mut out = Vec::new();
-    for (k, v, line) in entries(lines, item, section)? {
-        let values = match v {
-            Value::Array(a) => a
-                .iter()
-                .map(|x| {
-                    scalar(x).ok_or_else(|| {
-                        lines.err(line, format!("{section}.{k}"), "list items must be scalars")
-                    })
+/// One option's value: a scalar, or a list of scalars for a repeated option.
+fn option(
+    lines: &Lines<'_>,
+    section: &str,
+    key: String,
+    v: &Value,
+    line: usize,
+) -> Result<Opt, FileError> {
+    let values = match v {
+        Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                scalar(x).ok_or_else(|| {
+                    lines.err(
+                        line,
+                        format!("{section}.{key}"),
+                        "list items must be scalars",
+                    )
                 })
-                .collect::<Result<Vec<_>, _>>()?,
-            v => vec![scalar(v).ok_or_else(|| {
-                lines.err(
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        v => vec![scalar(v).ok_or_else(|| {
+            lines.err(
+                line,
+                format!("{section}.{key}"),
+                "expected a string, number, boolean or list",
+            )
+        })?],
+    };
+    Ok(Opt { key, values, line })
+}
+
+fn options(lines: &Lines<'_>, item: &Item, section: &str) -> Result<Vec<Opt>, FileError> {
+    entries(lines, item, section)?
+        .into_iter()
+        .map(|(k, v, line)| option(lines, section, k, v, line))
+        .collect()
+}
+
+/// Two values are the same matrix value when they read the same (`false` and `"false"`).
+fn same(a: &Scalar, b: &Scalar) -> bool {
+    a.to_string() == b.to_string()
+}
+
+/// The `[quick]` section, checked against the already parsed `[matrix]`: its `matrix.NAME`
+/// subsets must name a parameter and only values it has. Its `test` options are checked with
+/// every point's, as `[test]`'s are (by the caller, who knows the test's options).
+fn quick(lines: &Lines<'_>, root: &Table, matrix: &[Param]) -> Result<Option<Quick>, FileError> {
+    let Some(item) = root.get("quick") else {
+        return Ok(None);
+    };
+    let mut q = Quick {
+        line: key_line(lines, root, "quick"),
+        repetitions: 1,
+        test_opts: Vec::new(),
+        matrix: Vec::new(),
+    };
+    let items: Vec<(String, &Item, usize)> = match item {
+        Item::Table(t) => t
+            .iter()
+            .map(|(k, v)| (k.to_string(), v, key_line(lines, t, k)))
+            .collect(),
+        _ => return Err(lines.err(q.line, "quick", "expected a table ([quick])")),
+    };
+    for (k, v, line) in items {
+        let key = format!("quick.{k}");
+        match (k.as_str(), v) {
+            ("matrix", Item::Table(_) | Item::Value(Value::InlineTable(_))) => {
+                for (name, v, line) in entries(lines, v, "quick.matrix")? {
+                    let key = format!("quick.matrix.{name}");
+                    let Some(p) = matrix.iter().find(|p| p.name == name) else {
+                        let known: Vec<&str> = matrix.iter().map(|p| p.name.as_str()).collect();
+                        return Err(lines.err(
+                            line,
+                            key,
+                            format!(
+                                "not a [matrix] parameter (it has: {})",
+                                if known.is_empty() {
+                                    "none".into()
+                                } else {
+                                    known.join(", ")
+                                }
+                            ),
+                        ));
+                    };
+                    let Value::Array(a) = v else {
+                        return Err(lines.err(line, key, "expected a list of the values to keep"));
+                    };
+                    let mut keep = Vec::new();
+                    for x in a.iter() {
+                        let x = scalar(x)
+                            .ok_or_else(|| lines.err(line, &key, "list items must be scalars"))?;
+                        if !p.values.iter().any(|v| same(v, &x)) {
+                            let have: Vec<String> = p
+                                .values
+                                .iter()
+                                .map(|v| format!("{:?}", v.to_string()))
+                                .collect();
+                            return Err(lines.err(
+                                line,
+                                key,
+                                format!(
+                                    "{:?} is not one of matrix.{name}'s values ({})",
+                                    x.to_string(),
+                                    have.join(", ")
+                                ),
+                            ));
+                        }
+                        keep.push(x);
+                    }
+                    if keep.is_empty() {
+                        return Err(lines.err(line, key, "empty list: nothing to run"));
+                    }
+                    q.matrix.push((name, keep, line));
+                }
+            }
+            ("matrix", _) => {
+                return Err(lines.err(
                     line,
-                    format!("{section}.{k}"),
-                    "expected a string, number, boolean or list",
-                )
-            })?],
-        };
-        out.push(Opt {
-            key: k,
-            values,
-            line,
-        });
+                    key,
+                    "expected a table of subsets (matrix.NAME = [values to keep])",
+                ));
+            }
+            ("repetitions", Item::Value(Value::Integer(i))) if (1..=1000).contains(i.value()) => {
+                q.repetitions = *i.value() as u32;
+            }
+            ("repetitions", _) => return Err(lines.err(line, key, "must be 1 to 1000")),
+            ("name", _) => {
+                return Err(lines.err(
+                    line,
+                    key,
+                    "the quick variant runs [test]'s test; narrow the matrix instead",
+                ));
+            }
+            (_, Item::Value(v)) => q.test_opts.push(option(lines, "quick", k, v, line)?),
+            _ => {
+                return Err(lines.err(
+                    line,
+                    key,
+                    "expected a `test` option's value (or matrix.NAME = [..])",
+                ));
+            }
+        }
     }
-    Ok(out)
+    Ok(Some(q))
 }
 
 /// A range `{ from, to, step [, suffix] }`: `from`, `from + step`, ... up to `to` inclusive.
@@ -470,7 +647,7 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
     Ok(out)
 }
 
-const SECTIONS: &str = "experiment, lab, test, client, server, matrix, expect";
+const SECTIONS: &str = "experiment, lab, test, client, server, matrix, expect, quick";
 
 /// Parses an experiment file. `file` names it in messages; `stem` is the default name.
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError> {
@@ -506,6 +683,8 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         server: Vec::new(),
         matrix: Vec::new(),
         expect: BTreeMap::new(),
+        quick: None,
+        quick_variant: false,
     };
     if let Some(item) = root.get("experiment") {
         for (k, v, line) in entries(&lines, item, "experiment")? {
@@ -624,6 +803,18 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
             "empty matrix: declare at least one parameter, or leave [matrix] out",
         ));
     }
+    exp.quick = quick(&lines, root, &exp.matrix)?;
+    if exp.client.is_some()
+        && let Some(o) = exp.quick.as_ref().and_then(|q| q.test_opts.first())
+    {
+        // A [client] experiment runs no `bloatlab test`: its quick variant shortens the
+        // client runs (2 s) and may narrow the matrix or the repetitions, nothing else.
+        return Err(lines.err(
+            o.line,
+            format!("quick.{}", o.key),
+            "a [client] experiment's [quick] takes only `repetitions` and `matrix.NAME` (its client runs are shortened to 2 s)",
+        ));
+    }
     check_placeholders(&lines, &exp)?;
     let runs = crate::matrix::point_count(&exp).saturating_mul(exp.repetitions as usize);
     if runs > MAX_RUNS {
@@ -659,11 +850,13 @@ fn check_placeholders(lines: &Lines<'_>, exp: &Experiment) -> Result<(), FileErr
     };
     let test_all: Vec<Opt> = exp.test_opts.iter().cloned().chain([name_opt]).collect();
     let client = exp.client.as_ref().map_or(&[][..], |(o, _)| o.as_slice());
+    let quick_opts = exp.quick.as_ref().map_or(&[][..], |q| &q.test_opts[..]);
     for (section, opts) in [
         ("lab", &exp.lab[..]),
         ("test", &test_all[..]),
         ("client", client),
         ("server", &exp.server[..]),
+        ("quick", quick_opts),
     ] {
         for o in opts.iter() {
             for v in &o.values {
@@ -853,6 +1046,19 @@ weight = ["0.4", "0"]
         assert_eq!(time.len(), 1);
         assert_eq!(time[0].values, [Scalar::Int(2)]);
         assert!(q.test_opts.is_empty());
+        // A [quick] section may narrow a client experiment's matrix, and its runs are still
+        // shortened; test options in it are refused with their line.
+        let narrowed = format!("{CLIENT}[quick]\nmatrix.weight = [\"0.4\"]\n");
+        let q = parse("c.toml", "c", &narrowed).unwrap().quick();
+        assert_eq!(q.matrix[0].values.len(), 1);
+        let (client, _) = q.client.as_ref().unwrap();
+        assert!(
+            client
+                .iter()
+                .any(|o| o.key == "time" && o.values == [Scalar::Int(2)])
+        );
+        let e = err(&format!("{CLIENT}[quick]\nlength = 5\n"));
+        assert_eq!((e.line, e.key.as_str()), (18, "quick.length"), "{e}");
     }
 
     #[test]
@@ -871,6 +1077,126 @@ weight = ["0.4", "0"]
         assert_eq!((e.line, e.key.as_str()), (2, "client.time"), "{e}");
         let e = err("[client]\n[matrix]\n\"cleint.time\" = [1]\n");
         assert!(e.why.contains("client.OPTION"), "{e}");
+    }
+
+    const QUICK: &str = r#"[test]
+name = "{load}"
+length = 60
+idle-before = 5
+cc = "cubic"
+
+[matrix]
+load = ["one_vs_one", "one_vs_pulses"]
+"lab.ecn" = [false, "all"]
+shaper = [{down = "6mbit", up = "700kbit"}, {down = "1gbit", up = "1gbit", label = "SQM off"}]
+
+[lab]
+down-rate = "{shaper.down}"
+up-rate = "{shaper.up}"
+
+[quick]
+repetitions = 2
+length = 10
+idle = 1
+matrix.load = ["one_vs_one"]
+matrix."lab.ecn" = ["false", "all"]
+matrix.shaper = ["SQM off"]
+"#;
+
+    /// `key=first value` of every `test` option.
+    fn first_values(e: &Experiment) -> Vec<String> {
+        e.test_opts
+            .iter()
+            .map(|o| format!("{}={}", o.key, o.values[0]))
+            .collect()
+    }
+
+    #[test]
+    fn quick_section_parses_and_applies() {
+        let e = parse("q.toml", "q", QUICK).unwrap();
+        let q = e.quick.clone().unwrap();
+        assert_eq!((q.line, q.repetitions), (16, 2));
+        let keys: Vec<_> = q
+            .test_opts
+            .iter()
+            .map(|o| (o.key.as_str(), o.line))
+            .collect();
+        assert_eq!(keys, [("length", 18), ("idle", 19)]);
+        let subsets: Vec<_> = q
+            .matrix
+            .iter()
+            .map(|(n, v, l)| (n.as_str(), v.len(), *l))
+            .collect();
+        assert_eq!(
+            subsets,
+            [("load", 1, 20), ("lab.ecn", 2, 21), ("shaper", 1, 22)]
+        );
+        // The full variant is untouched by [quick].
+        assert_eq!(e.repetitions, 1);
+        assert_eq!(crate::matrix::point_count(&e), 8);
+
+        assert!(!e.quick_variant);
+        let q = e.quick();
+        assert!(q.quick.is_none() && q.quick_variant);
+        assert_eq!(q.repetitions, 2);
+        // `length` replaced, `idle` replaces `idle-before` (which would override it), `cc` kept.
+        let opts = first_values(&q);
+        assert_eq!(opts, ["cc=cubic", "length=10", "idle=1"]);
+        let labels: Vec<String> = crate::matrix::points(&q)
+            .iter()
+            .map(|p| p.label())
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "load=one_vs_one lab.ecn=false shaper=SQM off shaper.down=1gbit shaper.up=1gbit",
+                "load=one_vs_one lab.ecn=all shaper=SQM off shaper.down=1gbit shaper.up=1gbit",
+            ]
+        );
+    }
+
+    #[test]
+    fn without_quick_section_quick_is_the_generic_shortening() {
+        let e = parse("x.toml", "x", SWEEP).unwrap();
+        assert!(e.quick.is_none());
+        let q = e.quick();
+        assert_eq!(q.repetitions, 1);
+        let opts = first_values(&q);
+        assert_eq!(opts, ["length=2", "idle=0.5", "pulses=3"]);
+        assert_eq!(crate::matrix::point_count(&q), 12);
+    }
+
+    #[test]
+    fn bad_quick_sections_name_the_key_and_the_line() {
+        let base = "[test]\nname = \"{load}\"\n[matrix]\nload = [\"one_vs_one\", \"tcp_upload\"]\n[quick]\n";
+        let e = err(&format!("{base}length = 5\nmatrix.load = [\"rrul\"]\n"));
+        assert_eq!((e.line, e.key.as_str()), (7, "quick.matrix.load"), "{e}");
+        assert!(
+            e.why
+                .contains("\"rrul\" is not one of matrix.load's values")
+                && e.why.contains("\"one_vs_one\", \"tcp_upload\""),
+            "{e}"
+        );
+        let e = err(&format!("{base}matrix.rate = [\"1mbit\"]\n"));
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.matrix.rate"), "{e}");
+        assert!(
+            e.why.contains("not a [matrix] parameter (it has: load)"),
+            "{e}"
+        );
+        let e = err(&format!("{base}\n[quick.matrix]\nload = []\n"));
+        assert_eq!((e.line, e.key.as_str()), (8, "quick.matrix.load"), "{e}");
+        let e = err(&format!("{base}matrix.load = \"one_vs_one\"\n"));
+        assert!(e.why.contains("list"), "{e}");
+        let e = err(&format!("{base}repetitions = 0\n"));
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.repetitions"), "{e}");
+        let e = err(&format!("{base}name = \"rrul\"\n"));
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.name"), "{e}");
+        let e = err(&format!("{base}cc = {{ a = 1 }}\n"));
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.cc"), "{e}");
+        let e = err(&format!("{base}length = \"{{x}}\"\n"));
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.length"), "{e}");
+        let e = err("quick = 1\n[test]\nname = \"ping\"\n");
+        assert_eq!((e.line, e.key.as_str()), (1, "quick"), "{e}");
     }
 
     #[test]

@@ -55,6 +55,20 @@ pub enum RunError {
         /// Ours.
         want: String,
     },
+    /// The output directory holds the other variant's runs (`--quick` or not) of the experiment.
+    #[error(
+        "{dir} holds the {found} runs of {name}; run the {want} variant into another --out (a resume would mix them)"
+    )]
+    OtherVariant {
+        /// The directory.
+        dir: String,
+        /// The experiment.
+        name: String,
+        /// The variant in the directory (`quick` or `full`).
+        found: &'static str,
+        /// Ours.
+        want: &'static str,
+    },
     /// A file could not be written or read.
     #[error("{path}: {detail}")]
     Io {
@@ -161,10 +175,22 @@ fn prepare(exp: &Experiment, cfg: &RunnerConfig, runs: &[Run]) -> Result<(), Run
                 want: exp.name.clone(),
             });
         }
+        // Plans written before variants were recorded are full runs.
+        let quick = v["quick"].as_bool().unwrap_or(false);
+        if quick != exp.quick_variant {
+            let variant = |q: bool| if q { "quick" } else { "full" };
+            return Err(RunError::OtherVariant {
+                dir: cfg.out.display().to_string(),
+                name: exp.name.clone(),
+                found: variant(quick),
+                want: variant(exp.quick_variant),
+            });
+        }
     }
     std::fs::create_dir_all(runs_dir(&cfg.out)).map_err(|e| io(&cfg.out, e))?;
     let v = serde_json::json!({
         "experiment": exp.name,
+        "quick": exp.quick_variant,
         "file": exp.file,
         "shard": cfg.shard.map(|s| format!("{}/{}", s.k, s.n)),
         "runs": runs.iter().map(Run::name).collect::<Vec<_>>(),

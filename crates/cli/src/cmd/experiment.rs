@@ -38,7 +38,9 @@ enum ExperimentCmd {
 struct RunArgs {
     /// The experiment file (TOML), or the name of a built-in (`experiment list`).
     file: PathBuf,
-    /// Short runs (2 s loaded, 0.5 s idle, 3 pulses, 2 s client runs, one repetition): a smoke test.
+    /// The experiment's `[quick]` variant (shorter runs, maybe fewer points); without a
+    /// `[quick]` section: 2 s loaded, 0.5 s idle, 3 pulses, 2 s client runs, one repetition
+    /// (a smoke test).
     #[arg(long = "quick")]
     quick: bool,
     /// Output directory: results files, summary.csv, summary.json, report.html. Running
@@ -86,6 +88,9 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Follows a point in messages about the quick variant.
+const QUICK: &str = " under --quick";
+
 /// Reads and checks an experiment file: syntax, keys, matrix, and every point's options.
 fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
     let builtin = path
@@ -107,8 +112,18 @@ fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
         .unwrap_or_else(|| "experiment".into());
     let exp = bloatlab_experiment::parse(&path.display().to_string(), &stem, &text)
         .map_err(|e| exit::usage(e.to_string()))?;
-    check_points(&exp).map_err(exit::usage)?;
+    check_file(&exp).map_err(exit::usage)?;
     Ok(exp)
+}
+
+/// Checks every point of the experiment and of its `[quick]` variant: a bad `[quick]` is
+/// refused by every run, not only by the first `--quick` one.
+fn check_file(exp: &Experiment) -> Result<(), String> {
+    check_points(exp, "")?;
+    if exp.quick.is_some() {
+        check_points(&exp.clone().quick(), QUICK)?;
+    }
+    Ok(())
 }
 
 /// The line of the option a command-line error is about: the longest `--option` of `args`
@@ -132,8 +147,9 @@ fn first_line(s: &str) -> &str {
 }
 
 /// Checks every point's `lab up`, `test` (or `client`) and `server` options as those
-/// commands would.
-fn check_points(exp: &Experiment) -> Result<(), String> {
+/// commands would. `variant` follows the point in messages (`" under --quick"` for the quick
+/// variant).
+fn check_points(exp: &Experiment, variant: &str) -> Result<(), String> {
     let lab_line = exp.lab.first().map_or(0, |o| o.line);
     for p in matrix::points(exp) {
         let lab = matrix::argv(exp, Section::Lab, &p);
@@ -141,17 +157,17 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
         if let Err(e) = crate::cmd::lab::check_up_args("check", &words) {
             let line = line_of(&e, &lab, lab_line);
             return Err(format!(
-                "{}:{line}: [lab] of point {} ({}): {}",
+                "{}:{line}: [lab] of point {} ({}){variant}: {}",
                 exp.file,
                 p.name(),
                 p.label(),
                 first_line(&e).trim_start_matches("error: ")
             ));
         }
-        check_server(exp, &p)?;
+        check_server(exp, &p, variant)?;
         match &exp.client {
-            Some((_, line)) => check_client(exp, &p, *line)?,
-            None => check_test(exp, &p)?,
+            Some((_, line)) => check_client(exp, &p, *line, variant)?,
+            None => check_test(exp, &p, variant)?,
         }
     }
     Ok(())
@@ -161,7 +177,7 @@ fn check_points(exp: &Experiment) -> Result<(), String> {
 /// message names.
 fn point_error(
     exp: &Experiment,
-    section: &str,
+    (section, variant): (&str, &str),
     p: &matrix::Point,
     args: &[(String, usize)],
     fallback: usize,
@@ -169,7 +185,7 @@ fn point_error(
 ) -> String {
     let line = line_of(e, args, fallback);
     format!(
-        "{}:{line}: [{section}] of point {} ({}): {}",
+        "{}:{line}: [{section}] of point {} ({}){variant}: {}",
         exp.file,
         p.name(),
         p.label(),
@@ -189,10 +205,10 @@ fn refused(args: &[(String, usize)], keys: &[(&str, &str)]) -> Result<(), String
 }
 
 /// `[server]` options, as `bloatlab server` parses them.
-fn check_server(exp: &Experiment, p: &matrix::Point) -> Result<(), String> {
+fn check_server(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), String> {
     let s = matrix::argv(exp, Section::Server, p);
     let fallback = exp.server.first().map_or(0, |o| o.line);
-    let bad = |e: String| point_error(exp, "server", p, &s, fallback, &e);
+    let bad = |e: String| point_error(exp, ("server", variant), p, &s, fallback, &e);
     refused(
         &s,
         &[
@@ -223,9 +239,14 @@ fn check_server(exp: &Experiment, p: &matrix::Point) -> Result<(), String> {
 }
 
 /// `[client]` options, as `bloatlab client` parses and resolves them.
-fn check_client(exp: &Experiment, p: &matrix::Point, section_line: usize) -> Result<(), String> {
+fn check_client(
+    exp: &Experiment,
+    p: &matrix::Point,
+    section_line: usize,
+    variant: &str,
+) -> Result<(), String> {
     let c = matrix::argv(exp, Section::Client, p);
-    let bad = |e: String| point_error(exp, "client", p, &c, section_line, &e);
+    let bad = |e: String| point_error(exp, ("client", variant), p, &c, section_line, &e);
     refused(
         &c,
         &[
@@ -257,14 +278,14 @@ fn check_client(exp: &Experiment, p: &matrix::Point, section_line: usize) -> Res
 }
 
 /// `[test]`: the test's name and options, as `bloatlab test` checks them.
-fn check_test(exp: &Experiment, p: &matrix::Point) -> Result<(), String> {
+fn check_test(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), String> {
     let name = matrix::test_name(exp, p);
     let test: bloatlab_suite::TestName =
         name.parse().map_err(|e: bloatlab_suite::UnknownTest| {
             format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
         })?;
     let t = matrix::argv(exp, Section::Test, p);
-    let bad = |e: String| point_error(exp, "test", p, &t, exp.test.1, &e);
+    let bad = |e: String| point_error(exp, ("test", variant), p, &t, exp.test.1, &e);
     let mut argv = vec![
         "test".to_string(),
         name.clone(),
@@ -310,7 +331,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     let mut exp = load(&a.file)?;
     if a.quick {
         exp = exp.quick();
-        check_points(&exp).map_err(exit::usage)?;
+        check_points(&exp, QUICK).map_err(exit::usage)?;
     }
     if a.list_points {
         for r in matrix::runs(&exp, a.shard) {
@@ -368,7 +389,8 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     let outcome = result.map_err(|e| {
         anyhow::Error::new(Exit {
             code: match e {
-                runner::RunError::OtherExperiment { .. } => exit::USAGE,
+                runner::RunError::OtherExperiment { .. }
+                | runner::RunError::OtherVariant { .. } => exit::USAGE,
                 _ => exit::FAILURE,
             },
             message: e.to_string(),
@@ -429,7 +451,7 @@ mod tests {
 
     fn check(text: &str) -> Result<(), String> {
         let e = bloatlab_experiment::parse("t.toml", "t", text).map_err(|e| e.to_string())?;
-        check_points(&e)
+        check_file(&e)
     }
 
     #[test]
@@ -485,5 +507,22 @@ mod tests {
         assert!(e.starts_with("t.toml:3:") && e.contains("--json"), "{e}");
         let e = check("[server]\nport = 5002\n[client]\n").unwrap_err();
         assert!(e.starts_with("t.toml:2:") && e.contains("--port"), "{e}");
+    }
+
+    #[test]
+    fn the_quick_variant_is_checked_with_the_file() {
+        let base = "[test]\nname = \"tcp_upload\"\nlength = 30\n[quick]\n";
+        check(&format!("{base}length = 5\nidle = 1\n")).unwrap();
+        // An unknown option in [quick]: its line, the option, and that it is the quick variant.
+        let e = check(&format!("{base}lenght = 5\n")).unwrap_err();
+        assert!(
+            e.starts_with("t.toml:5:") && e.contains("--lenght") && e.contains("--quick"),
+            "{e}"
+        );
+        // A bad value in [quick]: refused although the full variant is fine.
+        let e = check(&format!("{base}length = -1\n")).unwrap_err();
+        assert!(e.starts_with("t.toml:5:") && e.contains("length"), "{e}");
+        let e = check(&format!("{base}json = true\n")).unwrap_err();
+        assert!(e.starts_with("t.toml:5:"), "{e}");
     }
 }
