@@ -81,6 +81,12 @@ trait Transport: Sync {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>>;
 }
 
+/// After a stop, how long replies still in flight are waited for. A test driver stops its
+/// probers at the end of the plan plus a grace and kills them 3 s later (suite
+/// `STOP_GRACE`); a probe timeout of 3 x a multi-second RTT would outlast that and lose the
+/// whole series.
+pub const STOP_LINGER: Duration = Duration::from_secs(1);
+
 /// How long one receive call blocks, so timeouts and stop requests are seen promptly.
 const RECV_POLL: Duration = Duration::from_millis(20);
 
@@ -313,8 +319,10 @@ fn check_size(cfg: &ClientConfig) -> Result<(), ProbeError> {
 }
 
 /// Runs a probe session to the end (count or duration reached and every probe answered
-/// or timed out), or until `stop` is set (then outstanding probes still get their
-/// timeout). `on_line` sees every reply as it arrives.
+/// or timed out), or until `stop` is set: then sending stops and the replies still in
+/// flight get at most [`STOP_LINGER`] (or their own timeout, if sooner) before they count
+/// as lost, so a stopped prober reports promptly even behind a queue of several seconds.
+/// `on_line` sees every reply as it arrives.
 ///
 /// Fails with [`ProbeError::NoAnswer`] if nothing answered within
 /// `cfg.no_answer_after` (or the port was unreachable before any answer).
@@ -402,8 +410,7 @@ pub fn run_keyed(
             cfg,
             &*transport,
             &lock,
-            &refused,
-            &sender_done,
+            (&refused, &sender_done, stop),
             &mut on_line,
         );
         if result.is_err() {
@@ -423,11 +430,11 @@ fn receive_loop<'a>(
     cfg: &ClientConfig,
     transport: &dyn Transport,
     lock: &dyn Fn() -> std::sync::MutexGuard<'a, Session>,
-    refused: &AtomicBool,
-    sender_done: &AtomicBool,
+    (refused, sender_done, stop): (&AtomicBool, &AtomicBool, &AtomicBool),
     on_line: &mut dyn FnMut(&ProbeLine),
 ) -> Result<(), ProbeError> {
     let mut buf = vec![0u8; 65_536];
+    let mut stopped_at: Option<Duration> = None;
     let no_answer = || ProbeError::NoAnswer {
         addr: cfg.target,
         refused: refused.load(Ordering::Relaxed),
@@ -475,8 +482,14 @@ fn receive_loop<'a>(
                 return Err(no_answer());
             }
         }
+        if stop.load(Ordering::Relaxed) {
+            stopped_at.get_or_insert(now);
+        }
+        // Stopped and lingered long enough: what is still in flight counts as lost
+        // (Session::finish).
+        let lingered = stopped_at.is_some_and(|t| now.saturating_sub(t) >= STOP_LINGER);
         // The sender flag guards against finishing between its last poll and its exit.
-        if s.is_done() && sender_done.load(Ordering::Relaxed) {
+        if (s.is_done() || lingered) && sender_done.load(Ordering::Relaxed) {
             if s.answered() == 0 {
                 return Err(no_answer());
             }

@@ -168,6 +168,74 @@ fn stop_flag_ends_a_long_run_early() {
     assert_eq!(sum.lost(), 0);
 }
 
+/// A stop behind a queue of several seconds: replies still in flight are waited for at most
+/// `STOP_LINGER`, then count as lost, so the report comes out (a test driver kills a prober
+/// that outlives its grace, and the whole series would be gone).
+#[test]
+fn a_stopped_prober_waits_at_most_the_linger_for_replies_in_flight() {
+    let resp = responder::spawn(localhost()).unwrap();
+    // A relay that forwards the first 20 requests and swallows the rest (a queue whose
+    // replies would come seconds later).
+    let relay = UdpSocket::bind(localhost()).unwrap();
+    relay
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    let mut cfg = ClientConfig::new(relay_addr, Limit::Duration(Duration::from_secs(60)));
+    cfg.timeout = Duration::from_secs(30);
+    let stop = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    let (report, stopped_at) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let (mut forwarded, mut client) = (0, None);
+            let mut buf = [0u8; 2048];
+            while !done.load(Ordering::Relaxed) {
+                let Ok((n, from)) = relay.recv_from(&mut buf) else {
+                    continue;
+                };
+                if from == resp.local_addr() {
+                    if let Some(c) = client {
+                        let _ = relay.send_to(&buf[..n], c);
+                    }
+                } else if forwarded < 20 {
+                    client = Some(from);
+                    forwarded += 1;
+                    let _ = relay.send_to(&buf[..n], resp.local_addr());
+                }
+            }
+        });
+        let mut answered = 0;
+        let mut stopped_at = None;
+        let report = client::run(&cfg, &stop, |line| {
+            if matches!(line.event, ReplyEvent::Answered { .. }) {
+                answered += 1;
+            }
+            if answered == 20 && stopped_at.is_none() {
+                // Let a few more requests go out unanswered, then stop.
+                std::thread::sleep(Duration::from_millis(100));
+                stopped_at = Some(std::time::Instant::now());
+                stop.store(true, Ordering::Relaxed);
+            }
+        })
+        .unwrap();
+        done.store(true, Ordering::Relaxed);
+        (report, stopped_at.unwrap())
+    });
+    let took = stopped_at.elapsed();
+    let sum = report.summary();
+    assert_eq!(sum.received, 20, "{sum:?}");
+    assert!(
+        sum.lost() >= 1,
+        "the requests in flight count as lost: {sum:?}"
+    );
+    assert!(took >= client::STOP_LINGER, "{took:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "not the 30 s timeout: {took:?}"
+    );
+    resp.stop();
+}
+
 #[test]
 fn size_out_of_range_is_rejected() {
     let mut cfg = ClientConfig::new("127.0.0.1:9".parse().unwrap(), Limit::Count(1));
