@@ -2,6 +2,16 @@
 //! binary (`client ... --json`, `ping ... --json`), as flent runs netperf and fping, and
 //! hands back their raw output with the offsets at which each was spawned.
 //!
+//! **Why subprocesses, now that the engine can be embedded** (its config carries the stop
+//! token and the output writer): a runner is a separate process so that a flow stuck in a
+//! syscall, or a prober waiting out a multi-second queue, can be ended by PID without ending
+//! the test that measures it (a thread cannot be killed), so that one runner's crash or
+//! memory cannot take the others' samples with it, and so that the kernel ends the runners
+//! if the test itself dies (`PR_SET_PDEATHSIG`, `orphan.rs`). The price is the time axis:
+//! each runner reports times since its own start, which `collect::align` moves onto the
+//! run's axis by the runner's reported CLOCK_REALTIME start (checked against the spawn
+//! offset below, which is used when the report is missing or implausible).
+//!
 //! Children get their own process group, so a Ctrl-C at the terminal reaches only us;
 //! on a stop request we forward SIGINT to each child by PID (ping then prints what it
 //! measured), wait up to [`STOP_GRACE`], and SIGKILL what is left. Every child is reaped
