@@ -24,6 +24,7 @@ pub mod packet;
 pub mod report;
 pub mod responder;
 mod responder_table;
+pub mod results_file;
 pub mod session;
 pub mod sys;
 pub mod time;

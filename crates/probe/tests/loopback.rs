@@ -276,3 +276,29 @@ fn keyed_client_and_responder_talk_and_unkeyed_clients_get_nothing() {
     resp.stop();
     open.stop();
 }
+
+/// A session as a results file (what `bloatlab ping --json` prints): it round-trips through
+/// the results crate, with the RTT and both one-way series of every probe.
+#[test]
+fn a_session_becomes_a_results_file_that_round_trips() {
+    use bloatlab_probe::results_file::{Session, results_file};
+    let resp = responder::spawn(localhost()).unwrap();
+    let cfg = ClientConfig::new(resp.local_addr(), Limit::Count(5));
+    let report = client::run(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
+    let session = Session {
+        host: Some("127.0.0.1"),
+        icmp: false,
+        start: bloatlab_os::clock::realtime_now(),
+        interrupted: false,
+        argv: vec!["bloatlab".into(), "ping".into()],
+    };
+    let file = results_file(&session, &cfg, &report, &report.summary()).unwrap();
+    let bytes = bloatlab_results::to_vec(&file).unwrap();
+    let back = bloatlab_results::from_slice(&bytes).unwrap();
+    assert_eq!(back.metadata.command_line, ["bloatlab", "ping"]);
+    let names: Vec<_> = back.raw.latency.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(back.raw.latency.iter().all(|s| s.samples.len() == 5));
+    assert!(back.derived.is_some());
+    resp.stop();
+}

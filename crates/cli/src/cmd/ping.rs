@@ -17,8 +17,8 @@ use bloatlab_probe::{ProbeError, packet, responder, sys};
 
 use crate::cmd::opts;
 
-mod results;
 use crate::exit;
+use bloatlab_probe::results_file;
 
 /// Arguments of `bloatlab ping`.
 #[derive(Debug, clap::Args)]
@@ -221,13 +221,14 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     .map_err(map_probe_error)?;
     let summary = report.summary();
     if args.json {
-        let session = results::Session {
+        let session = results_file::Session {
             host: args.host.as_deref(),
             icmp: args.icmp,
             start: start_wall,
             interrupted: stop.is_stopped(),
+            argv: std::env::args().collect(),
         };
-        let file = results::results_file(&session, &cfg, &report, &summary)?;
+        let file = results_file::results_file(&session, &cfg, &report, &summary)?;
         let bytes = bloatlab_results::to_vec(&file).context("serialising the results")?;
         print!("{}", String::from_utf8_lossy(&bytes));
     } else {

@@ -1,13 +1,12 @@
-//! `bloatlab ping --json`: the session as a `bloatlab-results` document, built from the
-//! results crate's types (so `bloatlab test`, which reads it back through the same
-//! types, cannot disagree with it about a field's name or meaning).
+//! A probe session as a `bloatlab-results` document (what `bloatlab ping --json` prints),
+//! built from the results crate's types (so `bloatlab test`, which reads it back through the
+//! same types, cannot disagree with it about a field's name or meaning).
 
 use std::time::Duration;
 
-use anyhow::Context;
-use bloatlab_probe::SignedDuration;
-use bloatlab_probe::clock::ClockMethod as ProbeClock;
-use bloatlab_probe::report::{DelayStats, Ipdv, LossDirection, ProbeResult, Report, Summary};
+use crate::SignedDuration;
+use crate::clock::ClockMethod as ProbeClock;
+use crate::report::{DelayStats, Ipdv, LossDirection, ProbeResult, Report, Summary};
 use bloatlab_results::schema::{
     ClockMethod, ClockRecord, DelayKindRecord, HostRecord, HostRole, IpdvRecord, LatencyRecord,
     LossDirectionRecord, LostProbeRecord, Metadata, PhaseKindRecord, PhaseRecord, ProbeModeRecord,
@@ -16,6 +15,7 @@ use bloatlab_results::schema::{
 use bloatlab_results::{ResultsFile, convert::nanos};
 
 /// What the session was asked to do, besides the probe client's own config.
+#[derive(Debug)]
 pub struct Session<'a> {
     /// The host as given on the command line.
     pub host: Option<&'a str>,
@@ -25,6 +25,19 @@ pub struct Session<'a> {
     pub start: Duration,
     /// Stopped by a signal.
     pub interrupted: bool,
+    /// The command line, for the metadata.
+    pub argv: Vec<String>,
+}
+
+/// Why no results file could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsFileError {
+    /// The session's start is not a representable timestamp.
+    #[error("the system clock is outside the range of a timestamp")]
+    ClockOutOfRange(#[source] jiff::Error),
+    /// The derived section could not be computed from the samples.
+    #[error("computing the derived section of the results: {0}")]
+    Derived(#[from] bloatlab_results::RawError),
 }
 
 fn signed(s: &Option<DelayStats>) -> Option<SignedDelayStats> {
@@ -61,10 +74,10 @@ fn loss_direction(d: LossDirection) -> LossDirectionRecord {
 /// each probe with `delay_ns: null` when lost; the session in `metadata.probe`.
 pub fn results_file(
     session: &Session,
-    cfg: &bloatlab_probe::client::ClientConfig,
+    cfg: &crate::client::ClientConfig,
     report: &Report,
     s: &Summary,
-) -> anyhow::Result<ResultsFile> {
+) -> Result<ResultsFile, ResultsFileError> {
     let name = if session.icmp { "icmp" } else { "udp_probe" };
     // One-way delays computed with an estimated offset can come out slightly negative;
     // the schema holds non-negative ns, so those are written as 0 and counted.
@@ -114,8 +127,8 @@ pub fn results_file(
         i64::try_from(session.start.as_secs()).unwrap_or(i64::MAX),
         session.start.subsec_nanos() as i32,
     )
-    .context("the system clock is outside the range of a timestamp")?;
-    let mut meta = Metadata::new("ping", std::env::args().collect(), start);
+    .map_err(ResultsFileError::ClockOutOfRange)?;
+    let mut meta = Metadata::new("ping", session.argv.clone(), start);
     meta.interrupted = session.interrupted;
     let mut remote = HostRecord {
         address: Some(cfg.target.ip().to_string()),
@@ -199,7 +212,5 @@ pub fn results_file(
         latency,
         throughput: vec![],
     };
-    ResultsFile::new(meta, raw)
-        .with_derived()
-        .context("computing the derived section of the results")
+    Ok(ResultsFile::new(meta, raw).with_derived()?)
 }
