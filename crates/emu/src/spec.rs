@@ -72,8 +72,15 @@ impl SpecError {
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {:?} ", self.field, self.value)?;
-        match &self.problem {
+        write!(f, "{}: {:?} {}", self.field, self.value, self.problem)
+    }
+}
+
+/// What is wrong with a value, as a predicate ("is not a number"): callers that attribute
+/// the error to their own field (a CLI flag) use it as it is.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::NotANumber => write!(f, "is not a number"),
             Problem::UnknownUnit(expected) => {
                 write!(f, "has an unknown unit (expected {expected})")

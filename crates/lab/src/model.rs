@@ -129,9 +129,7 @@ impl LinkModel for bloatlab_emu::Link {
 
 /// Maps an emulator error to the CLI flag that carried the value.
 fn flag_error(dir: &str, e: SpecError) -> LabError {
-    let full = e.to_string();
-    let prefix = format!("{}: {:?} ", e.field, e.value);
-    let why = full.strip_prefix(&prefix).unwrap_or(&full).to_string();
+    let why = e.problem.to_string();
     let flag = match e.field.as_str() {
         f @ ("rate" | "delay" | "jitter" | "loss" | "limit" | "qdisc") => f.to_string(),
         _ => "qdisc-param".to_string(),

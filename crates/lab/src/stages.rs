@@ -24,9 +24,7 @@ fn stage_flag(dir: &str) -> String {
 }
 
 fn stage_error(dir: &str, text: &str, e: StageError) -> LabError {
-    let full = e.source.to_string();
-    let prefix = format!("{}: {:?} ", e.source.field, e.source.value);
-    let why = full.strip_prefix(&prefix).unwrap_or(&full).to_string();
+    let why = e.source.problem.to_string();
     LabError::Spec {
         field: format!(
             "{} {} ({text:?}) key {}",
