@@ -154,6 +154,7 @@ mod helpers {
     }
 }
 
+mod tier;
 use helpers::*;
 use std::time::{Duration, Instant};
 
@@ -358,6 +359,9 @@ fn near_congestion_lowers_throughput() {
 
 #[test]
 fn congestion_control_is_applied_and_reported() {
+    if !tier::root("congestion_control_is_applied_and_reported") {
+        return;
+    }
     let srv = Server::start(&[]);
     for cc in ["reno", "cubic", "bbr"] {
         let v = json(&client(srv.port, &["-t", "1", "-Z", cc, "--json"]));
@@ -631,6 +635,9 @@ fn non_default_cc() -> &'static str {
 
 #[test]
 fn reverse_congestion_control_reaches_the_server_sender() {
+    if !tier::root("reverse_congestion_control_reaches_the_server_sender") {
+        return;
+    }
     let cc = non_default_cc();
     let srv = Server::start(&["--json"]);
     for mode in ["-R", "--full-duplex"] {
@@ -737,6 +744,9 @@ fn plain_reverse_server() -> (u16, std::thread::JoinHandle<()>) {
 
 #[test]
 fn reverse_congestion_control_warns_when_the_server_cannot_be_asked() {
+    if !tier::root("reverse_congestion_control_warns_when_the_server_cannot_be_asked") {
+        return;
+    }
     let (port, h) = plain_reverse_server();
     let o = client(port, &["-t", "1", "-R", "-Z", "cubic", "--json"]);
     h.join().unwrap();

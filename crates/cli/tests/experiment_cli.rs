@@ -3,6 +3,7 @@
 //! with the key and line before anything starts.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,9 @@ fn identity(rows: &[serde_json::Value]) -> Vec<String> {
 
 #[test]
 fn run_resume_shards_and_merge() {
+    if !tier::root("run_resume_shards_and_merge") {
+        return;
+    }
     let d = scratch("e2e");
     let file = d.join("tiny.toml");
     std::fs::write(&file, FILE).unwrap();
@@ -230,6 +234,9 @@ fn assert_judged(text: &str, numbers: &[&str], criterion: &str, verdict: &str) {
 /// past idle + 50 ms, the debloated side stays near idle).
 #[test]
 fn builtin_quick_prints_report_numbers_and_a_verdict() {
+    if !tier::root("builtin_quick_prints_report_numbers_and_a_verdict") {
+        return;
+    }
     let o = bl(&["experiment", "list"]);
     assert!(o.status.success());
     for name in [
@@ -253,6 +260,9 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
 /// Report 2 quick (8 s loaded): BBR's NetPwr at least twice cubic's through the bloated uplink.
 #[test]
 fn builtin_quick_report2_reproduces_netpwr() {
+    if !tier::root("builtin_quick_report2_reproduces_netpwr") {
+        return;
+    }
     let (text, rows) = run_quick("report2-netpwr");
     assert_judged(
         &text,
@@ -268,6 +278,9 @@ fn builtin_quick_report2_reproduces_netpwr() {
 /// it off, and the MB transferred stay within 15 %.
 #[test]
 fn builtin_quick_report3_reproduces_ecn() {
+    if !tier::root("builtin_quick_report3_reproduces_ecn") {
+        return;
+    }
     let (text, rows) = run_quick("report3-ecn");
     assert_judged(
         &text,
@@ -295,6 +308,9 @@ fn builtin_quick_report3_reproduces_ecn() {
 /// as the other's.
 #[test]
 fn quick_and_full_runs_do_not_share_a_directory() {
+    if !tier::root("quick_and_full_runs_do_not_share_a_directory") {
+        return;
+    }
     let d = scratch("variant");
     let file = d.join("tiny.toml");
     std::fs::write(
@@ -333,6 +349,9 @@ fn quick_and_full_runs_do_not_share_a_directory() {
 /// before anything starts.
 #[test]
 fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
+    if !tier::root("report1_client_runs_quick_print_report_numbers_and_a_verdict") {
+        return;
+    }
     let l = bl(&["experiment", "list"]);
     assert!(
         stdout(&l).contains("report1-near-congestion"),
@@ -442,6 +461,9 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
 /// the queue. The verdict is REPRODUCED.
 #[test]
 fn builtin_quick_report4_reproduces_the_sqm_sweep() {
+    if !tier::root("builtin_quick_report4_reproduces_the_sqm_sweep") {
+        return;
+    }
     let d = scratch("r4");
     let out = d.join("out");
     let (text, rows) = run_quick_in("report4-sqm-sweep", &d);

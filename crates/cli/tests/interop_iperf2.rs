@@ -608,6 +608,7 @@ mod util {
     }
 }
 
+mod tier;
 use util::*;
 
 // ---------------------------------------------------------------- TCP: our client -> iperf -s
@@ -694,6 +695,9 @@ fn our_tcp_client_to_iperf_server_reverse() {
 
 #[test]
 fn iperf_server_serves_a_reverse_test_with_the_sender_block() {
+    if !tier::root("iperf_server_serves_a_reverse_test_with_the_sender_block") {
+        return;
+    }
     // -R/--full-duplex headers carry bloatlab's 24-byte sender block and an 8-byte
     // flow id (112 bytes in all, docs/wire.md): iperf 2.1.8 must run the test exactly
     // as before, and since it cannot be asked for -Z, our client says so and records

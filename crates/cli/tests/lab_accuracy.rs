@@ -4,6 +4,7 @@
 //! time (a shared lock) so they do not load each other's links.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::sync::Mutex;
@@ -43,6 +44,9 @@ fn rtts_under_load(lab: &LabGuard, period_ms: u32, load: impl FnOnce() -> f64) -
 
 #[test]
 fn idle_rtt_is_twice_the_one_way_delay() {
+    if !tier::root("idle_rtt_is_twice_the_one_way_delay") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("rtt", &["--delay", "20ms"]);
     let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 20, 50);
@@ -66,6 +70,9 @@ fn idle_rtt_is_twice_the_one_way_delay() {
 
 #[test]
 fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
+    if !tier::root("bulk_tcp_gets_90_to_100_percent_of_the_rate") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("bulk", &["--rate", "20mbit", "--delay", "5ms"]);
     let _srv = iperf3_server(&lab);
@@ -81,6 +88,9 @@ fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
 
 #[test]
 fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
+    if !tier::root("fifo_rtt_under_load_is_base_plus_buffer_over_rate") {
+        return;
+    }
     let _s = serial();
     // base RTT 20 ms; B = 50 KiB at 20 Mbit/s = 20.48 ms of queue.
     let lab = LabGuard::up(
@@ -112,6 +122,9 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
 
 #[test]
 fn fq_codel_keeps_latency_low_at_full_throughput() {
+    if !tier::root("fq_codel_keeps_latency_low_at_full_throughput") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "fqc",
@@ -134,6 +147,9 @@ fn fq_codel_keeps_latency_low_at_full_throughput() {
 
 #[test]
 fn ecn_marks_instead_of_drops_and_receiver_agrees() {
+    if !tier::root("ecn_marks_instead_of_drops_and_receiver_agrees") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "ecn",
@@ -192,6 +208,9 @@ fn up_report(lab: &LabGuard) -> serde_json::Value {
 /// (emulation.md 4.3).
 #[test]
 fn offload_keeps_emulated_packets_wire_sized() {
+    if !tier::root("offload_keeps_emulated_packets_wire_sized") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "offl",
@@ -243,6 +262,9 @@ fn offload_keeps_emulated_packets_wire_sized() {
 /// the receiving stack accepts every frame (no checksum errors).
 #[test]
 fn offload_coalesces_and_the_receiver_accepts_the_frames() {
+    if !tier::root("offload_coalesces_and_the_receiver_accepts_the_frames") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("offu", &["--offload", "--delay", "1ms"]);
     let _srv = iperf3_server(&lab);

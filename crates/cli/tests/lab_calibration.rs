@@ -31,6 +31,7 @@
 //! either direction.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::sync::Mutex;
@@ -185,18 +186,27 @@ fn assert_calibrated(delay: &str, want: f64, interval: &str, dur: &str) {
 
 #[test]
 fn irtt_idle_rtt_matches_1ms_delay() {
+    if !tier::root("irtt_idle_rtt_matches_1ms_delay") {
+        return;
+    }
     let _s = serial();
     assert_calibrated("1ms", 2.0, "10ms", "2s");
 }
 
 #[test]
 fn irtt_idle_rtt_matches_20ms_delay() {
+    if !tier::root("irtt_idle_rtt_matches_20ms_delay") {
+        return;
+    }
     let _s = serial();
     assert_calibrated("20ms", 40.0, "10ms", "2s");
 }
 
 #[test]
 fn irtt_idle_rtt_matches_250ms_delay() {
+    if !tier::root("irtt_idle_rtt_matches_250ms_delay") {
+        return;
+    }
     let _s = serial();
     assert_calibrated("250ms", 500.0, "20ms", "3s");
 }
@@ -205,6 +215,9 @@ fn irtt_idle_rtt_matches_250ms_delay() {
 /// configured one, and `lab status` says calibration is off.
 #[test]
 fn no_calibrate_applies_the_configured_delay() {
+    if !tier::root("no_calibrate_applies_the_configured_delay") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("ncal", &["--delay", "20ms", "--no-calibrate"]);
     let st = lab.status();
@@ -228,6 +241,9 @@ fn no_calibrate_applies_the_configured_delay() {
 /// reads the configured RTT within 0.1 ms once it has had its say.
 #[test]
 fn host_path_is_tracked_by_idle_probes_after_lab_up() {
+    if !tier::root("host_path_is_tracked_by_idle_probes_after_lab_up") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("trk", &["--delay", "10ms"]);
     let tracked = |lab: &LabGuard| lab.status()["counters"]["host_tracking"].clone();

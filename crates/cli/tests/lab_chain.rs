@@ -5,6 +5,7 @@
 //! The two tests run one at a time so they do not load each other's links.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::sync::Mutex;
@@ -83,6 +84,9 @@ fn drops(c: &serde_json::Value, kind: &str) -> u64 {
 
 #[test]
 fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
+    if !tier::root("shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage") {
+        return;
+    }
     let _s = serial();
     let lab = home_network("9mbit");
     let _srv = iperf3_server(&lab);
@@ -133,6 +137,9 @@ fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
 
 #[test]
 fn shaper_above_line_rate_fills_the_modem_fifo() {
+    if !tier::root("shaper_above_line_rate_fills_the_modem_fifo") {
+        return;
+    }
     let _s = serial();
     let lab = home_network("12mbit");
     let _srv = iperf3_server(&lab);

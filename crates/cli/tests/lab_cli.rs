@@ -2,6 +2,7 @@
 //! down; bad input; missing privilege; names in use; a dead emulator.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::os::unix::process::CommandExt;
@@ -10,6 +11,9 @@ use std::time::Duration;
 
 #[test]
 fn up_exec_status_list_down_round_trip() {
+    if !tier::root("up_exec_status_list_down_round_trip") {
+        return;
+    }
     let lab = LabGuard::up("rt", &["--peer", "--clients", "2"]);
     let ns = lab.namespaces();
     assert_eq!(ns.len(), 4, "{ns:?}");
@@ -159,6 +163,9 @@ fn echo_sent_lines(path: &std::path::Path) -> Vec<Vec<String>> {
 
 #[test]
 fn trace_files_hold_every_packet_with_its_sojourn() {
+    if !tier::root("trace_files_hold_every_packet_with_its_sojourn") {
+        return;
+    }
     let dir = trace_five_pings("tr", &["--rate", "10mbit", "--delay", "5ms"]);
     for dir_name in ["up", "down"] {
         let sent = echo_sent_lines(&dir.join(format!("t.{dir_name}.csv")));
@@ -175,6 +182,9 @@ fn trace_files_hold_every_packet_with_its_sojourn() {
 /// (`PREFIX.DIR.STAGE.csv`); each holds the packets that crossed that stage.
 #[test]
 fn trace_files_of_a_chain_hold_every_stage() {
+    if !tier::root("trace_files_of_a_chain_hold_every_stage") {
+        return;
+    }
     let dir = trace_five_pings(
         "trc",
         &[
@@ -261,6 +271,9 @@ fn without_root_the_privilege_is_named_and_exit_is_3() {
 
 #[test]
 fn a_name_in_use_is_refused() {
+    if !tier::root("a_name_in_use_is_refused") {
+        return;
+    }
     let lab = LabGuard::up("dup", &[]);
     let o = bl(&["lab", "up", &lab.name]);
     assert_eq!(o.status.code(), Some(1));
@@ -272,6 +285,9 @@ fn a_name_in_use_is_refused() {
 
 #[test]
 fn a_dead_emulator_is_reported_and_down_still_cleans_up() {
+    if !tier::root("a_dead_emulator_is_reported_and_down_still_cleans_up") {
+        return;
+    }
     let lab = LabGuard::up("dead", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
     assert!(pid > 0);
@@ -293,6 +309,9 @@ fn a_dead_emulator_is_reported_and_down_still_cleans_up() {
 
 #[test]
 fn leftovers_without_state_are_removed_by_exact_name() {
+    if !tier::root("leftovers_without_state_are_removed_by_exact_name") {
+        return;
+    }
     let lab = LabGuard::up("left", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
     // SAFETY: our own emulator.
@@ -307,6 +326,9 @@ fn leftovers_without_state_are_removed_by_exact_name() {
 
 #[test]
 fn foreground_lab_is_torn_down_by_ctrl_c() {
+    if !tier::root("foreground_lab_is_torn_down_by_ctrl_c") {
+        return;
+    }
     let name = unique("fg");
     let _guard = LabGuard { name: name.clone() };
     let mut child = Command::new(BIN)
@@ -331,6 +353,9 @@ fn foreground_lab_is_torn_down_by_ctrl_c() {
 
 #[test]
 fn ecn_and_sysctls_are_per_host() {
+    if !tier::root("ecn_and_sysctls_are_per_host") {
+        return;
+    }
     let lab = LabGuard::up("ecn", &["--ecn", "client"]);
     let read = |host: &str, key: &str| {
         stdout(&lab.exec(host, &["cat", &format!("/proc/sys/net/ipv4/{key}")]))
@@ -349,6 +374,9 @@ fn ecn_and_sysctls_are_per_host() {
 /// caller could wait forever for EOF on a pipe the daemon inherited.
 #[test]
 fn lab_up_daemon_does_not_inherit_the_callers_fds() {
+    if !tier::root("lab_up_daemon_does_not_inherit_the_callers_fds") {
+        return;
+    }
     let name = unique("fd");
     let lock = std::env::temp_dir().join(format!("bloatlab-{name}.lock"));
     let _down = LabGuard { name: name.clone() };
@@ -396,6 +424,9 @@ fn lab_up_daemon_does_not_inherit_the_callers_fds() {
 /// only the loss or silence it causes), and `lab exec` then refuses to run anything.
 #[test]
 fn a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it() {
+    if !tier::root("a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it") {
+        return;
+    }
     let lab = LabGuard::up("h11em", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
     assert!(pid > 0);

@@ -7,6 +7,7 @@
 //! Needs root (CI runs as root), like the other lab tests.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 
@@ -50,6 +51,9 @@ fn ce_marks(lab: &LabGuard, extra: &[&str]) -> u64 {
 
 #[test]
 fn fwmark_gives_one_flow_ecn_through_fq_codel() {
+    if !tier::root("fwmark_gives_one_flow_ecn_through_fq_codel") {
+        return;
+    }
     let lab = LabGuard::up(
         "ecnf",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
@@ -108,6 +112,9 @@ fn fwmark_gives_one_flow_ecn_through_fq_codel() {
 /// host's tcp_ecn, the rule and the route are as before after the run.
 #[test]
 fn test_ecn_mix_gives_half_the_flows_ecn() {
+    if !tier::root("test_ecn_mix_gives_half_the_flows_ecn") {
+        return;
+    }
     use bloatlab_results::schema::DirectionRecord;
     let lab = LabGuard::up(
         "ecnmix",

@@ -4,6 +4,7 @@
 //! see the configured delay, rate and ECN marks over IPv6.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::sync::Mutex;
@@ -83,6 +84,9 @@ fn up_report(lab: &LabGuard) -> serde_json::Value {
 
 #[test]
 fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
+    if !tier::root("ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("v6", &["--rate", "20mbit", "--delay", "10ms"]);
     let env = stdout(&lab.exec(
@@ -167,6 +171,9 @@ fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
 
 #[test]
 fn ipv6_ecn_marks_reach_the_receiver() {
+    if !tier::root("ipv6_ecn_marks_reach_the_receiver") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "v6e",
@@ -189,6 +196,9 @@ fn ipv6_ecn_marks_reach_the_receiver() {
 
 #[test]
 fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
+    if !tier::root("ipv6_passes_the_offloading_emulator_with_valid_checksums") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("v6o", &["--offload", "--rate", "50mbit", "--delay", "2ms"]);
     let _srv = iperf3_server(&lab);
@@ -207,6 +217,9 @@ fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
 /// over IPv6.
 #[test]
 fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
+    if !tier::root("rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("v6r", &["--rate", "20mbit", "--delay", "5ms"]);
     // ICMPv6 echo (RFC 4443) from `bloatlab ping --icmp`: the idle RTT is 10 ms.
@@ -269,6 +282,9 @@ fn nstat_both(lab: &LabGuard, counter: &str) -> u64 {
 /// also shows the lab defaults (BLOATLAB_SERVER, BLOATLAB_SERVER6).
 #[test]
 fn rrul46_carries_load_and_probes_over_both_families() {
+    if !tier::root("rrul46_carries_load_and_probes_over_both_families") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("v46", &["--rate", "20mbit", "--delay", "5ms"]);
     // One `server -V` listens on :: and, with the namespace's default
@@ -370,6 +386,9 @@ fn rrul46_carries_load_and_probes_over_both_families() {
 /// bloatlab's own engine over IPv6 gets the shaped rate.
 #[test]
 fn ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator() {
+    if !tier::root("ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up("v6t", &["--offload", "--rate", "200mbit", "--delay", "2ms"]);
     let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));

@@ -3,12 +3,16 @@
 //! asking for them must fail naming the qdisc and leave nothing behind.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::time::Duration;
 
 #[test]
 fn kernel_backend_shapes_with_tbf() {
+    if !tier::root("kernel_backend_shapes_with_tbf") {
+        return;
+    }
     let lab = LabGuard::up(
         "kern",
         &["--backend", "kernel", "--rate", "20mbit", "--limit", "30kb"],
@@ -52,6 +56,9 @@ fn kernel_backend_shapes_with_tbf() {
 
 #[test]
 fn missing_kernel_qdiscs_are_named_and_nothing_is_left() {
+    if !tier::root("missing_kernel_qdiscs_are_named_and_nothing_is_left") {
+        return;
+    }
     for (args, qdisc) in [
         (vec!["--delay", "10ms"], "netem"),
         (vec!["--rate", "10mbit", "--qdisc", "fq_codel"], "fq_codel"),
@@ -77,6 +84,9 @@ fn missing_kernel_qdiscs_are_named_and_nothing_is_left() {
 /// download from `server -V` work through it.
 #[test]
 fn kernel_backend_carries_ipv6() {
+    if !tier::root("kernel_backend_carries_ipv6") {
+        return;
+    }
     let lab = LabGuard::up("kern6", &["--backend", "kernel", "--rate", "20mbit"]);
     // Reachable within 5 s (neighbour discovery across the bridges).
     let reachable = wait_until(Duration::from_secs(5), || {

@@ -4,6 +4,7 @@
 //! claim; the pure checks are in bloatlab-stats and bloatlab-suite.
 
 mod lab_util;
+mod tier;
 
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DirectionRecord;
@@ -63,6 +64,9 @@ fn dir(
 /// such warning, and the results file carries the lab's view of the run.
 #[test]
 fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
+    if !tier::root("saturated_aqm_lab_reaches_working_conditions_and_is_recorded") {
+        return;
+    }
     let _s = serial();
     for qdisc in ["fq_codel", "cake"] {
         let lab = LabGuard::up(
@@ -126,6 +130,9 @@ fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
 /// no queue, and the warning must still show (no drops, a sliver of the capacity).
 #[test]
 fn window_limited_flow_through_a_deep_fifo_still_warns() {
+    if !tier::root("window_limited_flow_through_a_deep_fifo_still_warns") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "wlim",
@@ -161,6 +168,9 @@ fn window_limited_flow_through_a_deep_fifo_still_warns() {
 /// host's setting is restored afterwards; `lab set --ecn` changes it for good.
 #[test]
 fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
+    if !tier::root("ecn_is_switched_on_a_running_lab_and_marks_are_counted") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "ecn",
@@ -225,6 +235,9 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
 /// it; the run says so (and not for the fast downlink).
 #[test]
 fn probes_taking_over_5_percent_of_a_slow_uplink_are_flagged() {
+    if !tier::root("probes_taking_over_5_percent_of_a_slow_uplink_are_flagged") {
+        return;
+    }
     let _s = serial();
     let lab = LabGuard::up(
         "prb",

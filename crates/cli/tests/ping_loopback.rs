@@ -2,6 +2,7 @@
 //! in one process, the client in another. Every responder process is killed by PID on
 //! drop; each run sends 50 probes at 10 ms (about half a second of traffic).
 
+mod tier;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -174,6 +175,9 @@ fn ping_loopback_json_has_exact_one_way_delays() {
 
 #[test]
 fn ping_icmp_localhost() {
+    if !tier::root("ping_icmp_localhost") {
+        return;
+    }
     let o = ping(&["127.0.0.1", "--icmp", "-c", "20", "--interval", "10ms"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "stdout:\n{out}\nstderr:\n{err}");

@@ -7,6 +7,7 @@
 //! as root), like the other lab tests.
 
 mod lab_util;
+mod tier;
 
 use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
 use lab_util::*;
@@ -15,6 +16,9 @@ const SERVER: &str = "10.77.0.2";
 
 #[test]
 fn recovery_phase_has_no_load_through_a_deep_fifo() {
+    if !tier::root("recovery_phase_has_no_load_through_a_deep_fifo") {
+        return;
+    }
     let lab = LabGuard::up(
         "clean",
         &[

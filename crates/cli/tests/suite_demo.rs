@@ -2,6 +2,7 @@
 //! shows more induced latency than FQ-CoDel, and the lab leaves nothing behind.
 //! Needs root (CI runs as root), like the lab tests.
 
+mod tier;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -19,6 +20,9 @@ fn leftover_namespaces(lab: &str) -> Vec<String> {
 
 #[test]
 fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
+    if !tier::root("short_demo_compares_fifo_and_fq_codel_and_leaves_nothing") {
+        return;
+    }
     let lab = format!("sd{}", std::process::id());
     let dir: PathBuf = std::env::temp_dir().join(format!("bl-suite-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -6,6 +6,7 @@
 //! the other lab tests.
 
 mod lab_util;
+mod tier;
 
 use bloatlab_results::schema::DirectionRecord;
 use lab_util::*;
@@ -14,6 +15,9 @@ const SERVER: &str = "10.77.0.2";
 
 #[test]
 fn download_retransmits_come_from_the_bloatlab_server() {
+    if !tier::root("download_retransmits_come_from_the_bloatlab_server") {
+        return;
+    }
     let lab = LabGuard::up(
         "dlrx",
         &[

@@ -3,6 +3,7 @@
 //! Each test starts its own `bloatlab server` on a free port and kills it by PID when it
 //! ends.
 
+mod tier;
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
@@ -92,6 +93,9 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
+    if !tier::root("rrul_writes_a_results_file_with_8_flows_and_every_probe_series") {
+        return;
+    }
     let port = free_port();
     let _srv = server(port);
     let dir = tmpdir("rrul");
@@ -750,6 +754,9 @@ fn kill_in_phase(args: &[&str], file: &std::path::Path, phase: &str, after: f64)
 /// kill, that `bloatlab report` reads.
 #[test]
 fn a_sigkilled_run_is_recovered_from_its_journal() {
+    if !tier::root("a_sigkilled_run_is_recovered_from_its_journal") {
+        return;
+    }
     let port = free_port();
     let _srv = server(port);
     let dir = tmpdir("journal");

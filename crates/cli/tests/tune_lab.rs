@@ -3,6 +3,7 @@
 //! shaper stage. Tests run one at a time: each loads the machine's two cores.
 
 mod lab_util;
+mod tier;
 
 use lab_util::*;
 use std::sync::Mutex;
@@ -63,6 +64,9 @@ fn tmp(name: &str) -> std::path::PathBuf {
 /// rates on both sides of the line, and the shaper is back at 50 Mbit/s afterwards.
 #[test]
 fn tune_finds_the_hidden_line_rate_behind_the_shaper() {
+    if !tier::root("tune_finds_the_hidden_line_rate_behind_the_shaper") {
+        return;
+    }
     let _s = serial();
     let lab = hidden_line();
     let json = tmp("tune.json");
@@ -148,6 +152,9 @@ fn tune_from_client(lab: &LabGuard, cmd: &str, extra: &[&str]) -> std::process::
 /// at once, one measurement per direction.
 #[test]
 fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
+    if !tier::root("tune_with_a_set_rate_command_tunes_both_directions_and_restores") {
+        return;
+    }
     let _s = serial();
     let lab = hidden_line();
     let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
@@ -212,6 +219,9 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
 /// Bad input: the flag is named, exit 2, and nothing changed in the lab.
 #[test]
 fn tune_bad_input_is_refused_before_anything_starts() {
+    if !tier::root("tune_bad_input_is_refused_before_anything_starts") {
+        return;
+    }
     let _s = serial();
     let lab = hidden_line();
     assert!(untouched(&lab), "{:?}", shaper_rates(&lab));
@@ -252,6 +262,9 @@ fn tune_bad_input_is_refused_before_anything_starts() {
 /// left in the lab and no temporary files.
 #[test]
 fn tune_ctrl_c_restores_the_rate_and_leaves_nothing_behind() {
+    if !tier::root("tune_ctrl_c_restores_the_rate_and_leaves_nothing_behind") {
+        return;
+    }
     let _s = serial();
     let lab = hidden_line();
     let child = std::process::Command::new(BIN)
