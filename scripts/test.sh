@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-# Every tier: a test that needs root fails here instead of skipping (crates/cli/tests/tier).
+# Every tier: a test that needs root fails here instead of skipping (crates/testkit/src/tier.rs).
 export BLOATLAB_TEST_TIER=full
 cargo test --workspace --all-targets
 cargo test --workspace --doc

@@ -154,7 +154,7 @@ mod helpers {
     }
 }
 
-mod tier;
+use bloatlab_testkit::tier;
 use helpers::*;
 use std::time::{Duration, Instant};
 

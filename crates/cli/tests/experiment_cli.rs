@@ -3,7 +3,7 @@
 //! with the key and line before anything starts.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::path::{Path, PathBuf};

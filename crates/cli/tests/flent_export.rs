@@ -3,7 +3,7 @@
 //! netperf). Regression (issue 9): flent's legend read "None UDP EF" because the
 //! exporter looked for the host where no producer wrote it.
 
-mod tier;
+use bloatlab_testkit::tier;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -608,7 +608,7 @@ mod util {
     }
 }
 
-mod tier;
+use bloatlab_testkit::tier;
 use util::*;
 
 // ---------------------------------------------------------------- TCP: our client -> iperf -s

@@ -4,7 +4,7 @@
 //! time (a shared lock) so they do not load each other's links.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::sync::Mutex;

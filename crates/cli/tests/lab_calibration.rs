@@ -35,7 +35,7 @@
 //! either direction.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::sync::Mutex;

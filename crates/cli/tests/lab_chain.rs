@@ -5,7 +5,7 @@
 //! The two tests run one at a time so they do not load each other's links.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::sync::Mutex;

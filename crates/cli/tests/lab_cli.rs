@@ -2,7 +2,7 @@
 //! down; bad input; missing privilege; names in use; a dead emulator.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::os::unix::process::CommandExt;

@@ -7,7 +7,7 @@
 //! Needs root (CI runs as root), like the other lab tests.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 

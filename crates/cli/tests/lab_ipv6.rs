@@ -4,7 +4,7 @@
 //! see the configured delay, rate and ECN marks over IPv6.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::sync::Mutex;

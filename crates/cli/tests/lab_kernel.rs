@@ -3,7 +3,7 @@
 //! asking for them must fail naming the qdisc and leave nothing behind.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! claim; the pure checks are in bloatlab-stats and bloatlab-suite.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DirectionRecord;

@@ -2,7 +2,7 @@
 //! in one process, the client in another. Every responder process is killed by PID on
 //! drop; each run sends 50 probes at 10 ms (about half a second of traffic).
 
-mod tier;
+use bloatlab_testkit::tier;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! as root), like the other lab tests.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
 use lab_util::*;

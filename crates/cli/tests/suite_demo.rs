@@ -2,7 +2,7 @@
 //! shows more induced latency than FQ-CoDel, and the lab leaves nothing behind.
 //! Needs root (CI runs as root), like the lab tests.
 
-mod tier;
+use bloatlab_testkit::tier;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 

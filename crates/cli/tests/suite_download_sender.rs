@@ -6,7 +6,7 @@
 //! the other lab tests.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use bloatlab_results::schema::DirectionRecord;
 use lab_util::*;

@@ -3,7 +3,7 @@
 //! Each test starts its own `bloatlab server` on a free port and kills it by PID when it
 //! ends.
 
-mod tier;
+use bloatlab_testkit::tier;
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;

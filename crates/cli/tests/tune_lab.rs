@@ -3,7 +3,7 @@
 //! shaper stage. Tests run one at a time: each loads the machine's two cores.
 
 mod lab_util;
-mod tier;
+use bloatlab_testkit::tier;
 
 use lab_util::*;
 use std::sync::Mutex;

@@ -275,15 +275,7 @@ mod tests {
 
     #[test]
     fn notsent_lowat_and_congestion_on_a_connected_socket() {
-        // Test tier (crates/cli/tests/tier): needs root; under BLOATLAB_TEST_TIER=full (the
-        // README's test command) a missing privilege fails instead of skipping.
-        if !bloatlab_os::process::is_root() {
-            assert_ne!(
-                std::env::var("BLOATLAB_TEST_TIER").as_deref(),
-                Ok("full"),
-                "needs root"
-            );
-            eprintln!("skipped: needs root; the README's test command runs it");
+        if !bloatlab_testkit::tier::root("notsent_lowat_and_congestion_on_a_connected_socket") {
             return;
         }
         let l = listen_tcp(0, &SocketOptions::default()).unwrap();

@@ -133,15 +133,7 @@ fn udp_echo_server_is_not_mistaken_for_a_responder() {
 
 #[test]
 fn icmp_echo_to_localhost() {
-    // Test tier (crates/cli/tests/tier): needs root; under BLOATLAB_TEST_TIER=full (the
-    // README's test command) a missing privilege fails instead of skipping.
-    if !bloatlab_os::process::is_root() {
-        assert_ne!(
-            std::env::var("BLOATLAB_TEST_TIER").as_deref(),
-            Ok("full"),
-            "needs root"
-        );
-        eprintln!("skipped: needs root; the README's test command runs it");
+    if !bloatlab_testkit::tier::root("icmp_echo_to_localhost") {
         return;
     }
     let mut cfg = ClientConfig::new("127.0.0.1:0".parse().unwrap(), Limit::Count(20));

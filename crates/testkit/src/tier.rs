@@ -3,9 +3,8 @@
 //! congestion control the host does not allow everyone). The README's test command
 //! (`scripts/test.sh`, which CI runs as root) sets `BLOATLAB_TEST_TIER=full`: there a missing
 //! privilege is a failure, never a skip, so nothing is skipped silently where it counts.
-#![allow(dead_code)] // Each test binary uses the part it needs.
 
-/// Whether this test may run here; prints why not when it is skipped.
+/// Whether test `test`, which needs root, may run here; prints why not when it is skipped.
 pub fn root(test: &str) -> bool {
     if bloatlab_os::process::is_root() {
         return true;
