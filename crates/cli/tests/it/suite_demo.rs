@@ -3,8 +3,9 @@
 //! Needs root (CI runs as root), like the lab tests.
 
 use bloatlab_testkit::tier;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use crate::harness::tempdir;
 
 fn leftover_namespaces(lab: &str) -> Vec<String> {
     let prefix = format!("bl-{lab}-");
@@ -23,10 +24,12 @@ fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
     if !tier::root("short_demo_compares_fifo_and_fq_codel_and_leaves_nothing") {
         return;
     }
+    // Labs under load (harness::load).
+    let _load = crate::harness::load::shared();
     let lab = format!("sd{}", std::process::id());
-    let dir: PathBuf = std::env::temp_dir().join(format!("bl-suite-demo-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_bloatlab"))
+    let tmp = tempdir();
+    let dir = tmp.path().join("demo");
+    let out = Command::new(crate::harness::BIN)
         .args(["demo", "-l", "2", "--idle", "1", "--lab", &lab, "-o"])
         .arg(&dir)
         .stdin(Stdio::null())
@@ -40,7 +43,7 @@ fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
         "namespaces left behind"
     );
     assert!(
-        !PathBuf::from(format!("/run/bloatlab/{lab}.json")).exists(),
+        !std::path::Path::new(&format!("/run/bloatlab/{lab}.json")).exists(),
         "lab state left behind"
     );
     assert!(out.status.success(), "stderr: {se}\nstdout: {so}");
@@ -94,5 +97,4 @@ fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
         fifo > fq + 10_000_000,
         "fifo loaded median {fifo} ns vs fq_codel {fq} ns"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,10 +2,10 @@
 //! namespace. This kernel has no netem, fq_codel, codel, pie or cake, so
 //! asking for them must fail naming the qdisc and leave nothing behind.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
+use crate::harness::lab::*;
+use crate::harness::{Listen, load};
 use std::time::Duration;
 
 #[test]
@@ -13,6 +13,8 @@ fn kernel_backend_shapes_with_tbf() {
     if !tier::root("kernel_backend_shapes_with_tbf") {
         return;
     }
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
     let lab = LabGuard::up(
         "kern",
         &["--backend", "kernel", "--rate", "20mbit", "--limit", "30kb"],
@@ -20,10 +22,7 @@ fn kernel_backend_shapes_with_tbf() {
     assert_eq!(lab.namespaces().len(), 3, "{:?}", lab.namespaces());
     let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 5, 50);
     assert!(median(&mut rtts) < 5.0, "{rtts:?}");
-    let _srv = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
-    assert!(wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
-    }));
+    let _srv = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
     let g = iperf3_goodput(&lab, &[]);
     eprintln!(
         "kernel backend TCP goodput {:.2} Mbit/s through tbf 20 Mbit/s",
@@ -107,10 +106,7 @@ fn kernel_backend_carries_ipv6() {
         "ping -6 through the kernel backend: {rtts:?}"
     );
     assert!(median(&mut rtts) < 5.0, "{rtts:?}");
-    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
-    assert!(wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
-    }));
+    let _srv = lab.serve("server", &[BIN, "server", "-V"], Listen::Tcp, 5001);
     // A download (-R): the receiving client counts what the down tbf let
     // through (a sender would count what sits in the tbf's queue too).
     let bps = client_bps(&lab.exec(

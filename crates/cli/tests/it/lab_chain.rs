@@ -4,18 +4,11 @@
 //! modem's FIFO fills and the loaded RTT grows to base + buffer / line rate.
 //! The two tests run one at a time so they do not load each other's links.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::sync::Mutex;
+use crate::harness::lab::*;
+use crate::harness::{Listen, Proc, load};
 use std::time::Duration;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Base RTT 20 ms; the modem: 10 Mbit/s with a 50 KiB FIFO
 /// (51 200 B * 8 / 10 Mbit/s = 40.96 ms of queue).
@@ -34,12 +27,8 @@ fn home_network(router_rate: &str) -> LabGuard {
     )
 }
 
-fn iperf3_server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
-    });
-    assert!(ok, "iperf3 server did not start");
+fn iperf3_server(lab: &LabGuard) -> Proc {
+    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
     bg
 }
 
@@ -87,7 +76,8 @@ fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
     if !tier::root("shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = home_network("9mbit");
     let _srv = iperf3_server(&lab);
     let (mut rtts, g) = rtts_under_load(&lab, 50, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
@@ -140,7 +130,8 @@ fn shaper_above_line_rate_fills_the_modem_fifo() {
     if !tier::root("shaper_above_line_rate_fills_the_modem_fifo") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = home_network("12mbit");
     let _srv = iperf3_server(&lab);
     // 11 Mbit/s of UDP: under the shaper's 12, over the line's 10. The

@@ -4,56 +4,18 @@
 //! exporter looked for the host where no producer wrote it.
 
 use bloatlab_testkit::tier;
-use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_bloatlab")
-}
+use crate::harness::{BIN, Listen, Proc, free_port, tempdir};
 
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-/// The server, killed by PID and reaped on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn server(port: u16) -> Server {
-    let child = Command::new(bin())
-        .args(["server", "-B", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let s = Server(child);
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    s
+/// `bloatlab server -B 127.0.0.1 -p PORT`, accepting flows and probes.
+fn server(port: u16) -> Proc {
+    let p = Proc::bloatlab(&["server", "-B", "127.0.0.1", "-p", &port.to_string()]);
+    p.wait_listening(port, Listen::Both);
+    p
 }
 
 fn run(cmd: &str, args: &[&str]) -> Output {
@@ -89,14 +51,6 @@ for name, d in sorted(st.DATA_SETS.items()):
         print('%s\t%s' % (name, d['id']))
 "#;
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn path(d: &Path, name: &str) -> String {
     d.join(name).to_string_lossy().into_owned()
 }
@@ -106,15 +60,12 @@ fn flent_reads_the_export_of_a_real_run_with_its_host_and_kernel() {
     if !tier::root("flent_reads_the_export_of_a_real_run_with_its_host_and_kernel") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("bl-flent-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = TempDir(dir);
+    let dir = tempdir();
     let port = free_port();
     let srv = server(port);
-    let results = path(&dir.0, "r.json");
+    let results = path(dir.path(), "r.json");
     let o = run(
-        bin(),
+        BIN,
         &[
             "test",
             "rrul",
@@ -132,17 +83,17 @@ fn flent_reads_the_export_of_a_real_run_with_its_host_and_kernel() {
     ok(&o, "bloatlab test rrul");
     drop(srv);
     let file = bloatlab_results::load(Path::new(&results)).unwrap();
-    let export = path(&dir.0, "r.flent.gz");
+    let export = path(dir.path(), "r.flent.gz");
     ok(
         &run(
-            bin(),
+            BIN,
             &["report", &results, "--export", "flent", &export, "-q"],
         ),
         "bloatlab report --export flent",
     );
 
     // flent's metadata view of the file.
-    let meta_out = path(&dir.0, "meta.json");
+    let meta_out = path(dir.path(), "meta.json");
     ok(
         &run("flent", &["-i", &export, "-f", "metadata", "-o", &meta_out]),
         "flent -f metadata",
@@ -162,7 +113,7 @@ fn flent_reads_the_export_of_a_real_run_with_its_host_and_kernel() {
     assert_eq!(m["IP_VERSION"], 4);
 
     // flent's summary lists our RRUL series under its own names.
-    let summary_out = path(&dir.0, "summary.txt");
+    let summary_out = path(dir.path(), "summary.txt");
     ok(
         &run(
             "flent",

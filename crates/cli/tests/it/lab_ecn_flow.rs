@@ -6,10 +6,10 @@
 //! unmarked flow from the same host sees none. The hosts keep the kernel default `tcp_ecn=2` (accept, do not ask).
 //! Needs root (CI runs as root), like the other lab tests.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
+use crate::harness::lab::*;
+use crate::harness::tempdir;
 
 const SERVER: &str = "10.77.0.2";
 
@@ -58,7 +58,7 @@ fn fwmark_gives_one_flow_ecn_through_fq_codel() {
         "ecnf",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
     );
-    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+    let _server = lab.bg("server", &[BIN, "server", "-p", "5001"]);
     // Copy the route to the server into table 77 with ECN on; marked sockets use it.
     let route = ip(&lab, &["-o", "route", "get", SERVER]);
     let words: Vec<&str> = route.split_whitespace().collect();
@@ -123,7 +123,8 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
     let _server = serve_and_wait(&lab, SERVER);
     let ecn_before = stdout(&lab.exec("client", &["cat", "/proc/sys/net/ipv4/tcp_ecn"]));
     let rules_before = ip(&lab, &["rule", "show"]);
-    let file = std::env::temp_dir().join(format!("bl-ecnmix-{}.json", lab.name));
+    let tmp = tempdir();
+    let file = tmp.path().join("ecnmix.json");
     let path = file.to_string_lossy().into_owned();
     let o = lab.exec(
         "client",
@@ -150,7 +151,6 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
     assert!(o.status.success(), "{summary}\n{}", stderr(&o));
     assert!(summary.contains("ECN per flow"), "{summary}");
     let f = bloatlab_results::load(&file).unwrap();
-    let _ = std::fs::remove_file(&file);
     let mut asked = 0;
     for fl in &f.raw.throughput {
         let e = fl

@@ -34,26 +34,20 @@
 //! accuracy). It still fails when every run is off by more than 0.1 ms, in
 //! either direction.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::sync::Mutex;
+use crate::harness::lab::*;
+use crate::harness::{Listen, Proc, load};
 use std::time::Duration;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `irtt server` on the server host (killed on drop), once it listens.
-fn irtt_server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("server", &["irtt", "server", "-b", ":2112"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hlun", "sport = :2112"])).contains("2112")
-    });
-    assert!(ok, "irtt server did not start");
+fn irtt_server(lab: &LabGuard) -> Proc {
+    let bg = lab.serve(
+        "server",
+        &["irtt", "server", "-b", ":2112"],
+        Listen::Udp,
+        2112,
+    );
     bg
 }
 
@@ -107,12 +101,13 @@ fn ping_median(lab: &LabGuard, target: &str, n: u32) -> f64 {
 
 /// An irtt server on the client's loopback (killed on drop), for the tool
 /// overhead.
-fn loopback_irtt_server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("client", &["irtt", "server", "-b", "127.0.0.1:2112"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("client", &["ss", "-Hlun", "sport = :2112"])).contains("2112")
-    });
-    assert!(ok, "loopback irtt server did not start");
+fn loopback_irtt_server(lab: &LabGuard) -> Proc {
+    let bg = lab.serve(
+        "client",
+        &["irtt", "server", "-b", "127.0.0.1:2112"],
+        Listen::Udp,
+        2112,
+    );
     bg
 }
 
@@ -229,7 +224,8 @@ fn irtt_idle_rtt_matches_1ms_delay() {
     if !tier::root("irtt_idle_rtt_matches_1ms_delay") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     assert_calibrated("1ms", 2.0, "10ms", "2s");
 }
 
@@ -238,7 +234,8 @@ fn irtt_idle_rtt_matches_20ms_delay() {
     if !tier::root("irtt_idle_rtt_matches_20ms_delay") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     assert_calibrated("20ms", 40.0, "10ms", "2s");
 }
 
@@ -247,7 +244,8 @@ fn irtt_idle_rtt_matches_250ms_delay() {
     if !tier::root("irtt_idle_rtt_matches_250ms_delay") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     assert_calibrated("250ms", 500.0, "20ms", "3s");
 }
 
@@ -258,7 +256,8 @@ fn no_calibrate_applies_the_configured_delay() {
     if !tier::root("no_calibrate_applies_the_configured_delay") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("ncal", &["--delay", "20ms", "--no-calibrate"]);
     let st = lab.status();
     assert_eq!(st["spec"]["driver"]["calibrate"], false, "{st}");
@@ -284,7 +283,8 @@ fn host_path_is_tracked_by_idle_probes_after_lab_up() {
     if !tier::root("host_path_is_tracked_by_idle_probes_after_lab_up") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("trk", &["--delay", "10ms"]);
     let tracked = |lab: &LabGuard| lab.status()["counters"]["host_tracking"].clone();
     // A probe every ~3 s on an idle link; five are needed before the share may move.

@@ -3,36 +3,24 @@
 //! ECN changed on a running lab, and the probe-load warning. One lab test per physical
 //! claim; the pure checks are in bloatlab-stats and bloatlab-suite.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
+use crate::harness::lab::*;
+use crate::harness::tempdir;
+use crate::harness::{Listen, Proc, load};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DirectionRecord;
-use lab_util::*;
-use std::sync::Mutex;
-use std::time::Duration;
-
-/// These tests saturate links; run them one at a time so the emulator has the CPU.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// `bloatlab server` in the lab's server host, killed (by PID) on drop.
-fn server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("server", &[BIN, "server"]));
-    let ok = wait_until(Duration::from_secs(10), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
-    });
-    assert!(ok, "bloatlab server did not start in {}", lab.name);
-    bg
+fn server(lab: &LabGuard) -> Proc {
+    lab.serve("server", &[BIN, "server"], Listen::Tcp, 5001)
 }
 
 /// Runs `bloatlab test ARGS... 10.77.0.2 -o FILE` from the client host; returns the
 /// summary and the results file.
 fn test_in_lab(lab: &LabGuard, args: &[&str]) -> (String, ResultsFile) {
-    let out = std::env::temp_dir().join(format!("bl-labrun-{}.json", lab.name));
+    let tmp = tempdir();
+    let out = tmp.path().join("run.json");
     let out_s = out.display().to_string();
     let mut v = vec![BIN, "test"];
     v.extend_from_slice(args);
@@ -45,7 +33,6 @@ fn test_in_lab(lab: &LabGuard, args: &[&str]) -> (String, ResultsFile) {
         stderr(&o)
     );
     let file = bloatlab_results::load(&out).expect("results file");
-    let _ = std::fs::remove_file(&out);
     (text, file)
 }
 
@@ -67,7 +54,8 @@ fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
     if !tier::root("saturated_aqm_lab_reaches_working_conditions_and_is_recorded") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     for qdisc in ["fq_codel", "cake"] {
         let lab = LabGuard::up(
             "aqm",
@@ -133,7 +121,8 @@ fn window_limited_flow_through_a_deep_fifo_still_warns() {
     if !tier::root("window_limited_flow_through_a_deep_fifo_still_warns") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "wlim",
         &["--rate", "200mbit", "--delay", "10ms", "--limit", "10000p"],
@@ -171,7 +160,8 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
     if !tier::root("ecn_is_switched_on_a_running_lab_and_marks_are_counted") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "ecn",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
@@ -202,7 +192,8 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
     );
     assert_eq!(ecn_of("client"), "2", "restored after the run");
     // The report shows the same counts.
-    let dir = std::env::temp_dir().join(format!("bl-labrun-rep-{}", lab.name));
+    let tmp = tempdir();
+    let dir = tmp.path().join("rep");
     std::fs::create_dir_all(&dir).unwrap();
     let (json, html) = (dir.join("run.json"), dir.join("run.html"));
     bloatlab_results::save(&json, &file_copy).expect("save");
@@ -214,7 +205,6 @@ fn ecn_is_switched_on_a_running_lab_and_marks_are_counted() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(&html).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         page.contains("lab emulator") && page.contains(&format!("CE-marked {}", up.ce_marked)),
         "the report lacks the lab's counts"
@@ -238,7 +228,8 @@ fn probes_taking_over_5_percent_of_a_slow_uplink_are_flagged() {
     if !tier::root("probes_taking_over_5_percent_of_a_slow_uplink_are_flagged") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "prb",
         &[

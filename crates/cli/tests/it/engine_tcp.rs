@@ -4,114 +4,62 @@
 //! server it started by PID (Drop guard).
 
 mod helpers {
-    use std::io::{BufRead, BufReader};
-    use std::net::TcpListener;
-    use std::process::{Child, Command, Output, Stdio};
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::process::{Command, Output};
+    use std::time::Duration;
+
+    use crate::harness::wait_until;
+    pub use crate::harness::{BIN, Listen, Proc, free_port};
 
     pub fn bin() -> &'static str {
-        env!("CARGO_BIN_EXE_bloatlab")
+        BIN
     }
 
-    /// A port nobody listens on right now.
-    pub fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    /// A running `bloatlab server`, killed on drop.
+    /// A running `bloatlab server`, killed (by PID) on drop.
     pub struct Server {
-        child: Child,
+        proc: Proc,
         pub port: u16,
-        stdout: Arc<Mutex<String>>,
-        stderr: Arc<Mutex<String>>,
-    }
-
-    fn collect(r: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines().map_while(Result::ok) {
-                let mut s = into.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
     }
 
     impl Server {
         pub fn start(extra: &[&str]) -> Server {
             let port = free_port();
-            let mut child = Command::new(bin())
-                .args(["server", "-p", &port.to_string()])
-                .args(extra)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start server");
-            let stdout = Arc::new(Mutex::new(String::new()));
-            let stderr = Arc::new(Mutex::new(String::new()));
-            collect(child.stdout.take().unwrap(), stdout.clone());
-            collect(child.stderr.take().unwrap(), stderr.clone());
-            let s = Server {
-                child,
-                port,
-                stdout,
-                stderr,
-            };
-            let t0 = Instant::now();
-            while !(s.stdout().contains("Server listening")
-                || s.stderr().contains("Server listening"))
-            {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "server did not start"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            s
+            let p = port.to_string();
+            let proc = Proc::bloatlab(&[&["server", "-p", &p][..], extra].concat());
+            assert!(
+                wait_until(Duration::from_secs(10), || {
+                    proc.out().contains("Server listening")
+                        || proc.err().contains("Server listening")
+                }),
+                "server did not start\n{}",
+                proc.transcript()
+            );
+            Server { proc, port }
         }
 
         pub fn stdout(&self) -> String {
-            self.stdout.lock().unwrap().clone()
+            self.proc.out()
         }
 
-        pub fn stderr(&self) -> String {
-            self.stderr.lock().unwrap().clone()
-        }
-
-        /// Waits until stdout contains `needle` (the server prints its final line
-        /// a moment after the client exits).
+        /// Waits (up to 10 s) until stdout contains `needle` (the server prints its
+        /// final line a moment after the client exits).
         pub fn wait_for(&self, needle: &str) -> String {
-            let t0 = Instant::now();
-            loop {
-                let s = self.stdout();
-                if s.contains(needle) || t0.elapsed() > Duration::from_secs(10) {
-                    return s;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            self.proc
+                .poll_out(Duration::from_secs(10), |s| s.contains(needle))
+                .unwrap_or_else(|s| s)
         }
 
         /// Waits (up to 10 s) until stderr contains `needle`.
         pub fn wait_for_stderr(&self, needle: &str) -> String {
-            let t0 = Instant::now();
-            loop {
-                let s = self.stderr();
-                if s.contains(needle) || t0.elapsed() > Duration::from_secs(10) {
-                    return s;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            self.proc
+                .poll_err(Duration::from_secs(10), |s| s.contains(needle))
+                .unwrap_or_else(|s| s)
         }
-    }
 
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        /// Waits (up to 10 s) until stderr satisfies `done`.
+        pub fn wait_err_until(&self, done: impl Fn(&str) -> bool) -> String {
+            self.proc
+                .poll_err(Duration::from_secs(10), done)
+                .unwrap_or_else(|s| s)
         }
     }
 
@@ -461,8 +409,8 @@ fn bad_clients_are_dropped_and_the_server_keeps_serving() {
         final_lines(&out).iter().any(|l| l.contains("bits/sec")),
         "{out}"
     );
-    std::thread::sleep(Duration::from_millis(1500));
-    let err = srv.stderr();
+    // The 1 s header timeout drops the bad ones.
+    let err = srv.wait_err_until(|e| e.matches("dropping connection").count() >= 5);
     let drops = err.matches("dropping connection").count();
     assert!(drops >= 5, "expected 5 dropped connections:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
@@ -473,31 +421,10 @@ fn bad_clients_are_dropped_and_the_server_keeps_serving() {
 #[test]
 fn one_off_server_exits_after_one_test() {
     let port = free_port();
-    let mut child = std::process::Command::new(bin())
-        .args(["server", "-1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    let mut out = client(port, &["-t", "1", "-P", "2"]);
-    while !out.status.success() && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(100));
-        out = client(port, &["-t", "1", "-P", "2"]);
-    }
-    ok(&out);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            assert!(st.success());
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server -1 did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut srv = Proc::bloatlab(&["server", "-1", "-p", &port.to_string()]);
+    srv.wait_listening(port, Listen::Tcp);
+    ok(&client(port, &["-t", "1", "-P", "2"]));
+    assert!(srv.wait_exit(Duration::from_secs(5)).success());
 }
 
 #[test]
@@ -513,26 +440,14 @@ fn byte_count_mode_sends_exactly_n_bytes_including_the_header() {
 #[test]
 fn iperf_role_flags_work() {
     let port = free_port();
-    let mut child = std::process::Command::new(bin())
-        .args(["-s", "-1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
+    let srv = Proc::bloatlab(&["-s", "-1", "-p", &port.to_string()]);
+    srv.wait_listening(port, Listen::Tcp);
+    let out = std::process::Command::new(bin())
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+        .output()
         .unwrap();
-    let t0 = Instant::now();
-    let run = || {
-        std::process::Command::new(bin())
-            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
-            .output()
-            .unwrap()
-    };
-    let mut out = run();
-    while !out.status.success() && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(100));
-        out = run();
-    }
     let text = ok(&out);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(srv);
     assert!(
         final_lines(&text).iter().any(|l| l.contains("bits/sec")),
         "{text}"

@@ -2,19 +2,11 @@
 //! of a half-done directory, shards merged against the unsharded run, and bad files refused
 //! with the key and line before anything starts.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::path::{Path, PathBuf};
-
-/// A fresh directory under the target dir, removed first.
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bl-exp-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::harness::lab::*;
+use crate::harness::{load, tempdir};
+use std::path::Path;
 
 const FILE: &str = r#"
 [experiment]
@@ -51,7 +43,10 @@ fn run_resume_shards_and_merge() {
     if !tier::root("run_resume_shards_and_merge") {
         return;
     }
-    let d = scratch("e2e");
+    // Labs under load (harness::load).
+    let _load = load::shared();
+    let tmp = tempdir();
+    let d = tmp.path().to_path_buf();
     let file = d.join("tiny.toml");
     std::fs::write(&file, FILE).unwrap();
     let f = file.to_str().unwrap();
@@ -135,12 +130,12 @@ fn run_resume_shards_and_merge() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(identity(&rows(&merged)), identity(&rows(&out)));
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn bad_files_name_key_and_line_and_start_nothing() {
-    let d = scratch("bad");
+    let tmp = tempdir();
+    let d = tmp.path().to_path_buf();
     for (text, want) in [
         (
             "[test]\nname = \"tcp_upload\"\n[labb]\nrate = \"1mbit\"\n",
@@ -187,15 +182,12 @@ fn bad_files_name_key_and_line_and_start_nothing() {
         assert!(e.contains(want), "{text}: want {want:?} in {e}");
         assert!(!out.exists(), "{text}: output directory created");
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Runs built-in `name` with `--quick` into a scratch directory: its stdout and summary rows.
 fn run_quick(name: &str) -> (String, Vec<serde_json::Value>) {
-    let d = scratch(name);
-    let r = run_quick_in(name, &d);
-    let _ = std::fs::remove_dir_all(&d);
-    r
+    let tmp = tempdir();
+    run_quick_in(name, tmp.path())
 }
 
 /// [`run_quick`] into `d/out`, which is kept (the runs' files stay readable).
@@ -237,6 +229,8 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     if !tier::root("builtin_quick_prints_report_numbers_and_a_verdict") {
         return;
     }
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
     let o = bl(&["experiment", "list"]);
     assert!(o.status.success());
     for name in [
@@ -263,6 +257,8 @@ fn builtin_quick_report2_reproduces_netpwr() {
     if !tier::root("builtin_quick_report2_reproduces_netpwr") {
         return;
     }
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
     let (text, rows) = run_quick("report2-netpwr");
     assert_judged(
         &text,
@@ -281,6 +277,8 @@ fn builtin_quick_report3_reproduces_ecn() {
     if !tier::root("builtin_quick_report3_reproduces_ecn") {
         return;
     }
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
     let (text, rows) = run_quick("report3-ecn");
     assert_judged(
         &text,
@@ -311,7 +309,10 @@ fn quick_and_full_runs_do_not_share_a_directory() {
     if !tier::root("quick_and_full_runs_do_not_share_a_directory") {
         return;
     }
-    let d = scratch("variant");
+    // Labs under load (harness::load).
+    let _load = load::shared();
+    let tmp = tempdir();
+    let d = tmp.path().to_path_buf();
     let file = d.join("tiny.toml");
     std::fs::write(
         &file,
@@ -340,7 +341,6 @@ fn quick_and_full_runs_do_not_share_a_directory() {
         "{}",
         stdout(&o)
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Report 1 as a built-in `[client]`/`[server]` experiment, `--quick` end to end: one row per
@@ -352,13 +352,16 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
     if !tier::root("report1_client_runs_quick_print_report_numbers_and_a_verdict") {
         return;
     }
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
     let l = bl(&["experiment", "list"]);
     assert!(
         stdout(&l).contains("report1-near-congestion"),
         "{}",
         stdout(&l)
     );
-    let d = scratch("r1");
+    let tmp = tempdir();
+    let d = tmp.path().to_path_buf();
     let bad = d.join("bad.toml");
     std::fs::write(
         &bad,
@@ -452,7 +455,6 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
     ]);
     assert!(m.status.success(), "{}", stderr(&m));
     assert_eq!(identity(&rows(&merged)), identity(&got));
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Report 4 `--quick` end to end in real labs: the lowest shaper rate and SQM off at least.
@@ -464,7 +466,10 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     if !tier::root("builtin_quick_report4_reproduces_the_sqm_sweep") {
         return;
     }
-    let d = scratch("r4");
+    // Timing-sensitive: alone (harness::load).
+    let _x = load::exclusive();
+    let tmp = tempdir();
+    let d = tmp.path().to_path_buf();
     let out = d.join("out");
     let (text, rows) = run_quick_in("report4-sqm-sweep", &d);
     assert_judged(
@@ -501,5 +506,4 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         up_stage_sojourn(&off, "modem", "p99_ns") > 100_000_000,
         "SQM off: the modem's FIFO did not fill"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -6,11 +6,11 @@
 //! bloatlab server with cubic (loss-based, so the FIFO really fills). Needs root (CI runs
 //! as root), like the other lab tests.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
+use crate::harness::lab::*;
+use crate::harness::tempdir;
 use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
-use lab_util::*;
 
 const SERVER: &str = "10.77.0.2";
 
@@ -26,7 +26,8 @@ fn recovery_phase_has_no_load_through_a_deep_fifo() {
         ],
     );
     let _server = serve_and_wait(&lab, SERVER);
-    let file = std::env::temp_dir().join(format!("bl-clean-{}.json", lab.name));
+    let tmp = tempdir();
+    let file = tmp.path().join("clean.json");
     let path = file.to_string_lossy().into_owned();
     let o = lab.exec(
         "client",
@@ -50,7 +51,6 @@ fn recovery_phase_has_no_load_through_a_deep_fifo() {
     let summary = stdout(&o);
     assert!(o.status.success(), "{summary}\n{}", stderr(&o));
     let f = bloatlab_results::load(&file).unwrap();
-    let _ = std::fs::remove_file(&file);
     // Both senders used cubic, as asked (the download's, read back by the server).
     assert!(
         summary.contains("Load congestion control: cubic x2"),

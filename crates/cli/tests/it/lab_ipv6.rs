@@ -3,28 +3,18 @@
 //! tools (ping -6, iperf3 -6, irtt -6) and bloatlab's own engine and suites
 //! see the configured delay, rate and ECN marks over IPv6.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::sync::Mutex;
+use crate::harness::lab::*;
+use crate::harness::tempdir;
+use crate::harness::{Listen, Proc, load};
 use std::time::Duration;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 const SERVER6: &str = "fd00:77::2";
 
 /// `iperf3 -s -1` on the server, once it listens.
-fn iperf3_server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
-    });
-    assert!(ok, "iperf3 server did not start");
+fn iperf3_server(lab: &LabGuard) -> Proc {
+    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
     bg
 }
 
@@ -87,7 +77,8 @@ fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
     if !tier::root("ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("v6", &["--rate", "20mbit", "--delay", "10ms"]);
     let env = stdout(&lab.exec(
         "client",
@@ -113,11 +104,12 @@ fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
     );
 
     // irtt over IPv6 (its own ~0.15 ms included, see lab_calibration.rs).
-    let _irtt = Bg(lab.spawn("server", &["irtt", "server", "-b", "[fd00:77::2]:2112"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hlun", "sport = :2112"])).contains("2112")
-    });
-    assert!(ok, "irtt server did not start");
+    let _irtt = lab.serve(
+        "server",
+        &["irtt", "server", "-b", "[fd00:77::2]:2112"],
+        Listen::Udp,
+        2112,
+    );
     let o = lab.exec(
         "client",
         &[
@@ -174,7 +166,8 @@ fn ipv6_ecn_marks_reach_the_receiver() {
     if !tier::root("ipv6_ecn_marks_reach_the_receiver") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "v6e",
         &[
@@ -199,7 +192,8 @@ fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
     if !tier::root("ipv6_passes_the_offloading_emulator_with_valid_checksums") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("v6o", &["--offload", "--rate", "50mbit", "--delay", "2ms"]);
     let _srv = iperf3_server(&lab);
     let g = iperf3_goodput6(&lab, &["-t", "2"]);
@@ -220,7 +214,8 @@ fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
     if !tier::root("rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("v6r", &["--rate", "20mbit", "--delay", "5ms"]);
     // ICMPv6 echo (RFC 4443) from `bloatlab ping --icmp`: the idle RTT is 10 ms.
     let o = lab.exec(
@@ -242,12 +237,9 @@ fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
         (9.9..=10.5).contains(&median),
         "ICMPv6 median RTT {median} ms: {text}"
     );
-    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
-    });
-    assert!(ok, "bloatlab server -V did not start");
-    let file = std::env::temp_dir().join(format!("{}-rrul6.json", lab.name));
+    let _srv = lab.serve("server", &[BIN, "server", "-V"], Listen::Tcp, 5001);
+    let tmp = tempdir();
+    let file = tmp.path().join("rrul6.json");
     let f = file.to_str().unwrap();
     let o = lab.exec(
         "client",
@@ -256,7 +248,6 @@ fn rrul_and_icmpv6_probes_run_over_ipv6_in_a_lab() {
         ],
     );
     let text = format!("{}{}", stdout(&o), stderr(&o));
-    let _ = std::fs::remove_file(&file);
     assert!(o.status.success(), "rrul over IPv6 failed: {text}");
     assert!(
         !text.contains("probe icmp"),
@@ -285,17 +276,15 @@ fn rrul46_carries_load_and_probes_over_both_families() {
     if !tier::root("rrul46_carries_load_and_probes_over_both_families") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("v46", &["--rate", "20mbit", "--delay", "5ms"]);
     // One `server -V` listens on :: and, with the namespace's default
     // bindv6only=0, takes IPv4 too (as a dual-stack netserver does for flent).
-    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
-    });
-    assert!(ok, "bloatlab server -V did not start");
+    let _srv = lab.serve("server", &[BIN, "server", "-V"], Listen::Tcp, 5001);
     let v6_before = nstat_both(&lab, "Ip6InReceives");
-    let file = std::env::temp_dir().join(format!("{}-rrul46.json", lab.name));
+    let tmp = tempdir();
+    let file = tmp.path().join("rrul46.json");
     let f = file.to_str().unwrap();
     let o = lab.exec(
         "client",
@@ -315,7 +304,6 @@ fn rrul46_carries_load_and_probes_over_both_families() {
     );
     let text = format!("{}{}", stdout(&o), stderr(&o));
     let loaded = bloatlab_results::load(&file);
-    let _ = std::fs::remove_file(&file);
     assert!(o.status.success(), "rrul46 failed: {text}");
     let v6_packets = nstat_both(&lab, "Ip6InReceives") - v6_before;
     let r = loaded.unwrap_or_else(|e| panic!("results file: {e}: {text}"));
@@ -389,13 +377,10 @@ fn ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator() {
     if !tier::root("ipv6_tso_super_packets_are_segmented_by_the_offloading_emulator") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("v6t", &["--offload", "--rate", "200mbit", "--delay", "2ms"]);
-    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-V"]));
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5001"])).contains("5001")
-    });
-    assert!(ok, "bloatlab server -V did not start");
+    let _srv = lab.serve("server", &[BIN, "server", "-V"], Listen::Tcp, 5001);
     let bps = client_bps(&lab.exec(
         "client",
         &[BIN, "client", "-V", SERVER6, "-t", "2", "--json"],

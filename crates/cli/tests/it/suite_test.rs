@@ -5,78 +5,29 @@
 
 use bloatlab_testkit::tier;
 use std::io::Read;
-use std::net::{TcpListener, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 
+use crate::harness::{BIN, Listen, Proc, free_port, tempdir};
+
 fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_bloatlab")
-}
-
-/// A port free for both TCP and UDP on 127.0.0.1 right now.
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-/// Processes killed (by PID) and reaped on drop.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn spawn_quiet(args: &[&str]) -> Child {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    BIN
 }
 
 /// `bloatlab server` on `port` (TCP flows, and UDP latency probes on the same port).
-fn server(port: u16) -> Procs {
+fn server(port: u16) -> Proc {
     server_with(port, &[])
 }
 
-/// `bloatlab server -p PORT ARGS`, accepting.
-fn server_with(port: u16, args: &[&str]) -> Procs {
+/// `bloatlab server -p PORT ARGS`, accepting flows and probes.
+fn server_with(port: u16, args: &[&str]) -> Proc {
     let p = port.to_string();
-    let procs = Procs(vec![spawn_quiet(
-        &[&["server", "-p", &p][..], args].concat(),
-    )]);
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    procs
-}
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bl-suite-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    let srv = Proc::bloatlab(&[&["server", "-p", &p][..], args].concat());
+    srv.wait_listening(port, Listen::Both);
+    srv
 }
 
 fn run(args: &[&str]) -> Output {
@@ -98,7 +49,8 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     }
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("rrul");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("rrul.json");
     let p = port.to_string();
     let out = run(&[
@@ -205,7 +157,6 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     let loaded = d.throughput.iter().find(|t| t.phase == "loaded").unwrap();
     assert!(loaded.up_bps > 0 && loaded.down_bps > 0);
     sample_has_the_shape_of(&f);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `bloatlab_testkit::sample` (the fixture of the report tests) against a real run: the
@@ -259,7 +210,8 @@ fn sample_has_the_shape_of(real: &bloatlab_results::ResultsFile) {
 fn summary_voip_mos_and_pulses() {
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("voip");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let p = port.to_string();
     let file = dir.join("voip.json");
     let out = run(&[
@@ -337,7 +289,6 @@ fn summary_voip_mos_and_pulses() {
         (3 * 100 * 1024 - 3 * 200..=3 * 100 * 1024).contains(&bytes),
         "{bytes}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `rrul46` needs an address of each family, settled before any traffic:
@@ -440,7 +391,8 @@ fn a_server_that_does_not_answer_probes_is_not_bloatlab() {
 fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("intr");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("cut.json");
     let p = port.to_string();
     let child = Command::new(bin())
@@ -517,7 +469,8 @@ fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
 fn every_test_shape_runs_and_records_its_flows() {
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("shapes");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let p = port.to_string();
     // (test, extra args, expected (up, down) flow counts)
     let cases: [(&str, &[&str], (usize, usize)); 8] = [
@@ -584,7 +537,8 @@ fn every_test_shape_runs_and_records_its_flows() {
 /// report with exit 1), not after the whole test with nothing saved.
 #[test]
 fn unwritable_output_is_refused_before_the_run() {
-    let dir = tmpdir("unwritable");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("x.json");
     std::fs::write(&file, b"a file, not a directory").unwrap();
     let inside_a_file = file.join("y.json");
@@ -613,7 +567,6 @@ fn unwritable_output_is_refused_before_the_run() {
         );
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// PIDs of the direct children of `pid` (from /proc).
@@ -642,7 +595,8 @@ fn running(pid: u32) -> bool {
 fn sigkill_of_test_leaves_no_runner_behind() {
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("kill");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let p = port.to_string();
     let file = dir.join("k.json");
     let mut child = Command::new(bin())
@@ -689,7 +643,6 @@ fn sigkill_of_test_leaves_no_runner_behind() {
     let _ = child.wait();
     assert!(saw_client, "no flow client seen: {kids:?}");
     let left = runners_left_after(&kids, Duration::from_secs(5));
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(left.is_empty(), "runners outlived bloatlab test: {left:?}");
 }
 
@@ -759,7 +712,8 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
     }
     let port = free_port();
     let _srv = server(port);
-    let dir = tmpdir("journal");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("x.json");
     let p = port.to_string();
     let args = [
@@ -837,7 +791,6 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
         text(&o.stderr)
     );
     assert!(!dir.join("bad.json").exists(), "nothing half-written");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A server started with --permit-key serves a test that passes the key to every flow
@@ -847,7 +800,8 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
     let port = free_port();
     let p = port.to_string();
     let _srv = server_with(port, &["--permit-key=h11suitekey"]);
-    let dir = tmpdir("keyed");
+    let tmp = tempdir();
+    let dir = tmp.path().to_path_buf();
     let file = dir.join("k.json");
     let base = [
         "test",
@@ -893,5 +847,4 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
             .any(|l| l.name == "udp_be" && l.samples.iter().any(|s| s.delay_ns.is_some())),
         "the keyed probes were answered"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

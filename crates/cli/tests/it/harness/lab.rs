@@ -1,13 +1,12 @@
-//! Helpers shared by the `lab_*` integration tests: unique lab names, a
-//! guard that always runs `lab down`, and wrappers around the binary.
-
-#![allow(dead_code)]
+//! Labs for the tests: unique lab names, a guard that always runs `lab down`, and
+//! wrappers around the binary.
 
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_bloatlab");
+pub use super::{BIN, stderr, stdout, wait_until};
+use super::{Listen, Proc, load};
 
 static N: AtomicU32 = AtomicU32::new(0);
 
@@ -28,25 +27,26 @@ pub fn bl(args: &[&str]) -> Output {
         .expect("run bloatlab")
 }
 
-pub fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// A lab brought up by a test; `lab down` runs when it is dropped, on every
-/// exit path including a failed assertion.
+/// exit path including a failed assertion. Holds a shared [`load`] guard.
 pub struct LabGuard {
     pub name: String,
+    _load: load::Guard<'static>,
 }
 
 impl LabGuard {
+    /// A guard for lab `name`, which the test brings up itself.
+    pub fn adopt(name: &str) -> LabGuard {
+        LabGuard {
+            name: name.to_string(),
+            _load: load::shared(),
+        }
+    }
+
     /// `lab up NAME ARGS...`, asserting success.
     pub fn up(tag: &str, args: &[&str]) -> LabGuard {
         let name = unique(tag);
-        let g = LabGuard { name: name.clone() };
+        let g = LabGuard::adopt(&name);
         let mut v = vec!["lab", "up", &name];
         v.extend_from_slice(args);
         let o = bl(&v);
@@ -66,7 +66,38 @@ impl LabGuard {
         bl(&v)
     }
 
-    /// Starts `lab exec NAME HOST -- CMD...` in the background.
+    /// Starts `lab exec NAME HOST -- CMD...` in the background, its output drained,
+    /// killed (by PID) when the guard drops.
+    pub fn bg(&self, host: &str, cmd: &[&str]) -> Proc {
+        let mut v = vec!["lab", "exec", &self.name, host, "--"];
+        v.extend_from_slice(cmd);
+        Proc::bloatlab(&v)
+    }
+
+    /// [`LabGuard::bg`], then waits (10 s at most) until `host` has the sockets `listen`
+    /// names open on `port` (read with `ss` inside the host, so nothing connects).
+    pub fn serve(&self, host: &str, cmd: &[&str], listen: Listen, port: u16) -> Proc {
+        let p = self.bg(host, cmd);
+        let open = |flags: &str| {
+            stdout(&self.exec(host, &["ss", flags, &format!("sport = :{port}")]))
+                .contains(&port.to_string())
+        };
+        let ok = wait_until(Duration::from_secs(10), || match listen {
+            Listen::Tcp => open("-Hltn"),
+            Listen::Udp => open("-Hlun"),
+            Listen::Both => open("-Hltn") && open("-Hlun"),
+        });
+        assert!(
+            ok,
+            "{cmd:?} did not open port {port} ({listen:?}) in lab {}\n{}",
+            self.name,
+            p.transcript()
+        );
+        p
+    }
+
+    /// Starts `lab exec NAME HOST -- CMD...` in the background; the caller reaps it
+    /// (`wait_with_output`).
     pub fn spawn(&self, host: &str, cmd: &[&str]) -> std::process::Child {
         let mut v = vec!["lab", "exec", &self.name, host, "--"];
         v.extend_from_slice(cmd);
@@ -128,28 +159,6 @@ pub fn lab_namespaces(name: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A server process started with `lab exec`, killed (by PID) on drop.
-pub struct Bg(pub std::process::Child);
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Polls `f` until it returns true or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }
 
 /// Round-trip times in ms reported by `fping -C N` run inside `host`.
@@ -226,8 +235,8 @@ pub fn client_bps(o: &Output) -> f64 {
 
 /// Starts `bloatlab server -p 5001` on the lab's `server` host and waits (10 s at most) until
 /// the `client` host's probes to `server_ip` get answers; the returned guard ends it.
-pub fn serve_and_wait(lab: &LabGuard, server_ip: &str) -> Bg {
-    let server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+pub fn serve_and_wait(lab: &LabGuard, server_ip: &str) -> Proc {
+    let server = lab.bg("server", &[BIN, "server", "-p", "5001"]);
     assert!(
         wait_until(Duration::from_secs(10), || {
             lab.exec(

@@ -3,47 +3,35 @@
 //! drop; each run sends 50 probes at 10 ms (about half a second of traffic).
 
 use bloatlab_testkit::tier;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::harness::{BIN, Proc, READY};
+
 fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_bloatlab")
+    BIN
 }
 
-/// `bloatlab ping --serve 127.0.0.1:0`, killed on drop.
+/// `bloatlab ping --serve 127.0.0.1:0`, killed on drop, and the port it bound.
 struct Responder {
-    child: Child,
+    _proc: Proc,
     port: u16,
 }
 
 impl Responder {
     fn start() -> Responder {
-        let mut child = Command::new(bin())
-            .args(["ping", "--serve", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn responder");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        // "bloatlab probe responder listening on 127.0.0.1:PORT (UDP)"
+        let proc = Proc::bloatlab(&["ping", "--serve", "127.0.0.1:0"]);
+        // Ready once it prints "bloatlab probe responder listening on 127.0.0.1:PORT (UDP)".
+        let out = proc.wait_out("the responder's address", READY, |s| s.contains('\n'));
+        let line = out.lines().next().unwrap_or_default();
         let port = line
             .split_whitespace()
             .find_map(|w| w.strip_prefix("127.0.0.1:"))
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("no port in {line:?}"));
-        Responder { child, port }
-    }
-}
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Responder { _proc: proc, port }
     }
 }
 
@@ -247,7 +235,7 @@ fn responder_survives_garbage_then_answers() {
 #[test]
 fn ping_exits_1_when_most_probes_are_lost() {
     let run = |extra: &[&str]| {
-        let mut r = Responder::start();
+        let r = Responder::start();
         let port = r.port.to_string();
         let mut args = vec![
             "127.0.0.1",
@@ -269,8 +257,7 @@ fn ping_exits_1_when_most_probes_are_lost() {
             .spawn()
             .expect("run bloatlab ping");
         std::thread::sleep(Duration::from_millis(200));
-        let _ = r.child.kill();
-        let _ = r.child.wait();
+        drop(r);
         child.wait_with_output().unwrap()
     };
     let o = run(&[]);

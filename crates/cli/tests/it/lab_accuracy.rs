@@ -3,27 +3,15 @@
 //! and queueing. Each test is a few seconds of traffic; they run one at a
 //! time (a shared lock) so they do not load each other's links.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::sync::Mutex;
+use crate::harness::lab::*;
+use crate::harness::{Listen, Proc, load};
 use std::time::Duration;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Starts `iperf3 -s -1` on the server and returns it (killed on drop).
-fn iperf3_server(lab: &LabGuard) -> Bg {
-    let bg = Bg(lab.spawn("server", &["iperf3", "-s", "-1"]));
-    // Wait for the listening socket.
-    let ok = wait_until(Duration::from_secs(5), || {
-        stdout(&lab.exec("server", &["ss", "-Hltn", "sport = :5201"])).contains("5201")
-    });
-    assert!(ok, "iperf3 server did not start");
+fn iperf3_server(lab: &LabGuard) -> Proc {
+    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
     bg
 }
 
@@ -47,7 +35,8 @@ fn idle_rtt_is_twice_the_one_way_delay() {
     if !tier::root("idle_rtt_is_twice_the_one_way_delay") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("rtt", &["--delay", "20ms"]);
     let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 20, 50);
     assert!(rtts.len() >= 18, "{rtts:?}");
@@ -73,7 +62,8 @@ fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
     if !tier::root("bulk_tcp_gets_90_to_100_percent_of_the_rate") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("bulk", &["--rate", "20mbit", "--delay", "5ms"]);
     let _srv = iperf3_server(&lab);
     let g = iperf3_goodput(&lab, &[]);
@@ -91,7 +81,8 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
     if !tier::root("fifo_rtt_under_load_is_base_plus_buffer_over_rate") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     // base RTT 20 ms; B = 50 KiB at 20 Mbit/s = 20.48 ms of queue.
     let lab = LabGuard::up(
         "fifo",
@@ -125,7 +116,8 @@ fn fq_codel_keeps_latency_low_at_full_throughput() {
     if !tier::root("fq_codel_keeps_latency_low_at_full_throughput") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "fqc",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
@@ -150,7 +142,8 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
     if !tier::root("ecn_marks_instead_of_drops_and_receiver_agrees") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "ecn",
         &[
@@ -211,7 +204,8 @@ fn offload_keeps_emulated_packets_wire_sized() {
     if !tier::root("offload_keeps_emulated_packets_wire_sized") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up(
         "offl",
         &[
@@ -265,7 +259,8 @@ fn offload_coalesces_and_the_receiver_accepts_the_frames() {
     if !tier::root("offload_coalesces_and_the_receiver_accepts_the_frames") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = LabGuard::up("offu", &["--offload", "--delay", "1ms"]);
     let _srv = iperf3_server(&lab);
     let g = iperf3_goodput(&lab, &["-t", "2"]);

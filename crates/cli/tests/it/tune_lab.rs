@@ -2,18 +2,11 @@
 //! (a deep FIFO stage) behind an fq_codel shaper stage at 50 Mbit/s; tune is told only the
 //! shaper stage. Tests run one at a time: each loads the machine's two cores.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
-use std::sync::Mutex;
+use crate::harness::lab::*;
+use crate::harness::load;
 use std::time::Duration;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// 20 ms base RTT; shaper `shaper` at 50 Mbit/s in front of a 10 Mbit/s line with a
 /// 200-packet FIFO (240 ms of queue), both directions.
@@ -67,7 +60,8 @@ fn tune_finds_the_hidden_line_rate_behind_the_shaper() {
     if !tier::root("tune_finds_the_hidden_line_rate_behind_the_shaper") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = hidden_line();
     let json = tmp("tune.json");
     let html = tmp("tune.html");
@@ -155,9 +149,10 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
     if !tier::root("tune_with_a_set_rate_command_tunes_both_directions_and_restores") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = hidden_line();
-    let _server = Bg(lab.spawn("server", &[BIN, "server", "-p", "5001"]));
+    let _server = lab.bg("server", &[BIN, "server", "-p", "5001"]);
     let log = tmp("cmd.log");
     let cmd = format!(
         "echo {{direction}} {{rate}} >> {log} && {BIN} lab set {lab} --stage-rate shaper={{rate}} --{{direction}}",
@@ -222,7 +217,8 @@ fn tune_bad_input_is_refused_before_anything_starts() {
     if !tier::root("tune_bad_input_is_refused_before_anything_starts") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = hidden_line();
     assert!(untouched(&lab), "{:?}", shaper_rates(&lab));
     for (args, want) in [
@@ -265,7 +261,8 @@ fn tune_ctrl_c_restores_the_rate_and_leaves_nothing_behind() {
     if !tier::root("tune_ctrl_c_restores_the_rate_and_leaves_nothing_behind") {
         return;
     }
-    let _s = serial();
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
     let lab = hidden_line();
     let child = std::process::Command::new(BIN)
         .args([

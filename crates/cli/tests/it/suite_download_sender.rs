@@ -5,11 +5,11 @@
 //! sender's RTT, never `null` (not measured) as before. Needs root (CI runs as root), like
 //! the other lab tests.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
+use crate::harness::lab::*;
+use crate::harness::tempdir;
 use bloatlab_results::schema::DirectionRecord;
-use lab_util::*;
 
 const SERVER: &str = "10.77.0.2";
 
@@ -25,7 +25,8 @@ fn download_retransmits_come_from_the_bloatlab_server() {
         ],
     );
     let _server = serve_and_wait(&lab, SERVER);
-    let file = std::env::temp_dir().join(format!("bl-dlrx-{}.json", lab.name));
+    let tmp = tempdir();
+    let file = tmp.path().join("dlrx.json");
     let path = file.to_string_lossy().into_owned();
     let o = lab.exec(
         "client",
@@ -54,7 +55,6 @@ fn download_retransmits_come_from_the_bloatlab_server() {
         stderr(&o)
     );
     let f = bloatlab_results::load(&file).unwrap();
-    let _ = std::fs::remove_file(&file);
     // The server named itself (its hello): the remote software is known, not empty.
     assert_eq!(
         f.metadata.hosts.remote.software.as_deref(),

@@ -1,10 +1,11 @@
 //! `bloatlab lab` lifecycle in real namespaces: up, list, status, exec,
 //! down; bad input; missing privilege; names in use; a dead emulator.
 
-mod lab_util;
 use bloatlab_testkit::tier;
 
-use lab_util::*;
+use crate::harness::Proc;
+use crate::harness::lab::*;
+use crate::harness::tempdir;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -67,8 +68,8 @@ fn up_exec_status_list_down_round_trip() {
 
     // A command left running with `lab exec` is ended by `lab down` (by
     // its PID, recorded under the state dir), not orphaned in a namespace.
-    let mut left = Bg(lab.spawn("server", &["sleep", "300"]));
-    let exec_dir = format!("/run/bloatlab/{}.exec/{}", lab.name, left.0.id());
+    let mut left = lab.bg("server", &["sleep", "300"]);
+    let exec_dir = format!("/run/bloatlab/{}.exec/{}", lab.name, left.pid());
     assert!(
         wait_until(Duration::from_secs(5), || std::path::Path::new(&exec_dir)
             .exists()),
@@ -77,19 +78,18 @@ fn up_exec_status_list_down_round_trip() {
 
     // A process started with plain `ip netns exec` is not ours to end:
     // `lab down` names it instead (it keeps the namespace alive).
-    let stray = Bg(Command::new("ip")
-        .args([
+    let stray = Proc::spawn(
+        "ip",
+        &[
             "netns",
             "exec",
             &format!("bl-{}-server", lab.name),
             "sleep",
             "300",
-        ])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn ip netns exec"));
+        ],
+    );
     assert!(wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string(format!("/proc/{}/comm", stray.0.id()))
+        std::fs::read_to_string(format!("/proc/{}/comm", stray.pid()))
             .is_ok_and(|c| c.trim() == "sleep")
     }));
 
@@ -98,7 +98,7 @@ fn up_exec_status_list_down_round_trip() {
     let warned = format!(
         "still running in bl-{}-server: {} (sleep)",
         lab.name,
-        stray.0.id()
+        stray.pid()
     );
     assert!(stderr(&o).contains(&warned), "{}", stderr(&o));
     drop(stray);
@@ -108,12 +108,7 @@ fn up_exec_status_list_down_round_trip() {
         stdout(&o)
     );
     assert!(
-        wait_until(Duration::from_secs(5), || left
-            .0
-            .try_wait()
-            .ok()
-            .flatten()
-            .is_some()),
+        wait_until(Duration::from_secs(5), || left.try_wait().is_some()),
         "the lab exec command survived lab down"
     );
     assert!(lab.namespaces().is_empty());
@@ -330,7 +325,7 @@ fn foreground_lab_is_torn_down_by_ctrl_c() {
         return;
     }
     let name = unique("fg");
-    let _guard = LabGuard { name: name.clone() };
+    let _guard = LabGuard::adopt(&name);
     let mut child = Command::new(BIN)
         .args(["lab", "up", &name, "--foreground"])
         .stdin(Stdio::null())
@@ -379,7 +374,7 @@ fn lab_up_daemon_does_not_inherit_the_callers_fds() {
     }
     let name = unique("fd");
     let lock = std::env::temp_dir().join(format!("bloatlab-{name}.lock"));
-    let _down = LabGuard { name: name.clone() };
+    let _down = LabGuard::adopt(&name);
     // flock(1) holds the lock on an fd that `bloatlab lab up` inherits.
     let o = Command::new("flock")
         .arg(&lock)
@@ -401,9 +396,7 @@ fn lab_up_daemon_does_not_inherit_the_callers_fds() {
     );
     // $(...) returns: the shell reads lab up's stdout to EOF.
     let name2 = unique("fs");
-    let _down2 = LabGuard {
-        name: name2.clone(),
-    };
+    let _down2 = LabGuard::adopt(&name2);
     let mut sh = Command::new("sh")
         .args(["-c", &format!("x=$({BIN} lab up {name2}); echo done")])
         .stdin(Stdio::null())
@@ -430,7 +423,7 @@ fn a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it() {
     let lab = LabGuard::up("h11em", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
     assert!(pid > 0);
-    let _srv = Bg(lab.spawn("server", &[BIN, "server", "-p", "5201"]));
+    let _srv = lab.bg("server", &[BIN, "server", "-p", "5201"]);
     // The server answers through the live lab first: these runs are real.
     assert!(wait_until(Duration::from_secs(10), || {
         lab.exec(
@@ -471,7 +464,8 @@ fn a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it() {
     let o = lab.exec("client", &["true"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains(&want), "{}", stderr(&o));
-    let out = std::env::temp_dir().join(format!("bl-h11em-{}.json", std::process::id()));
+    let tmp = tempdir();
+    let out = tmp.path().join("run.json");
     for args in [
         vec!["ping", "127.0.0.1", "-c", "1"],
         vec!["client", "127.0.0.1", "-t", "1"],

@@ -9,50 +9,15 @@ use std::process::{Command, Output};
 use bloatlab_report::results;
 use bloatlab_testkit::sample::{Queue, rrul_like};
 
-/// A fresh directory under the system temp dir, removed on drop (the CLI crate has no
-/// tempfile dependency).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir() -> TempDir {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let p = std::env::temp_dir().join(format!(
-        "bl-report-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    TempDir(p)
-}
+use crate::harness::{stderr, stdout, tempdir};
 
 fn bl(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bloatlab"));
+    let mut c = Command::new(crate::harness::BIN);
     c.args(args);
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().expect("bloatlab runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn v1() -> PathBuf {

@@ -6,78 +6,39 @@
 //! could shift them.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BIN, Listen, Proc, free_port};
+
 fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_bloatlab")
+    BIN
 }
 
-/// A UDP port nobody uses right now.
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A running `bloatlab server -u`, killed (by PID, via the Child) on drop.
+/// A running `bloatlab server -u`, killed (by PID) on drop.
 struct Server {
-    child: Child,
+    proc: Proc,
     port: u16,
-    stdout: Arc<Mutex<String>>,
-    stderr: Arc<Mutex<String>>,
-}
-
-fn collect(r: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines().map_while(Result::ok) {
-            let mut s = into.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
 }
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let port = free_udp_port();
-        let mut child = Command::new(bin())
-            .args(["server", "-u", "-p", &port.to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start server");
-        let stdout = Arc::new(Mutex::new(String::new()));
-        let stderr = Arc::new(Mutex::new(String::new()));
-        collect(child.stdout.take().unwrap(), stdout.clone());
-        collect(child.stderr.take().unwrap(), stderr.clone());
-        let s = Server {
-            child,
-            port,
-            stdout,
-            stderr,
-        };
+        let port = free_port();
+        let p = port.to_string();
+        let proc = Proc::bloatlab(&[&["server", "-u", "-p", &p][..], extra].concat());
+        let s = Server { proc, port };
         if !extra.contains(&"--json") {
             s.wait_for("Server listening");
         } else {
-            // No banner with --json: give the socket a moment to bind.
-            std::thread::sleep(Duration::from_millis(300));
+            // No banner with --json: ready once the socket is bound.
+            s.proc.wait_listening(port, Listen::Udp);
         }
         s
     }
 
-    fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
-    }
-
     fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.proc.err()
     }
 
     /// Waits (up to 10 s) until stdout contains `needle` `n` times.
@@ -87,14 +48,9 @@ impl Server {
 
     /// Waits (up to 10 s) until stdout satisfies `done`.
     fn wait_until(&self, done: impl Fn(&str) -> bool) -> String {
-        let t0 = Instant::now();
-        loop {
-            let s = self.stdout();
-            if done(&s) || t0.elapsed() > Duration::from_secs(10) {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.proc
+            .poll_out(Duration::from_secs(10), done)
+            .unwrap_or_else(|s| s)
     }
 
     fn wait_for(&self, needle: &str) -> String {
@@ -102,14 +58,7 @@ impl Server {
     }
 
     fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.alive()
     }
 }
 
@@ -159,6 +108,8 @@ fn lost_total(line: &str) -> (u64, u64) {
 
 #[test]
 fn paced_rate_is_within_a_few_percent_of_b() {
+    // A rate within a few percent: alone (harness::load).
+    let _x = crate::harness::load::exclusive();
     let s = Server::start(&[]);
     let j = json(&client(s.port, &["-b", "10m", "-t", "2", "--json"]));
     let st = &j["streams"][0];
@@ -374,7 +325,7 @@ fn silent_flow_without_fin_is_finalized_after_the_idle_timeout() {
 
 #[test]
 fn no_server_is_a_clear_error_after_the_fin_retries() {
-    let port = free_udp_port();
+    let port = free_port();
     let t0 = Instant::now();
     let o = client(port, &["-b", "1m", "-t", "0.3"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -496,7 +447,7 @@ fn reverse_with_a_byte_amount_ends_on_the_servers_fin() {
 
 #[test]
 fn reverse_without_a_server_fails_after_the_header_retries() {
-    let port = free_udp_port();
+    let port = free_port();
     let t0 = Instant::now();
     let o = client(port, &["-R", "-t", "1"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -562,7 +513,7 @@ fn full_duplex_both_ends_send_and_receive_and_the_counts_agree() {
 
 #[test]
 fn full_duplex_without_a_server_fails_with_a_clear_error() {
-    let port = free_udp_port();
+    let port = free_port();
     let t0 = Instant::now();
     let o = client(port, &["--full-duplex", "-t", "0.5", "-b", "1m"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -5,61 +5,22 @@
 //! pinning, resource requests) are in `bench/attack.sh`.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::harness::{BIN, Listen, Proc, free_port};
+
 fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_bloatlab")
+    BIN
 }
 
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-/// A server killed by PID on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn server(port: u16, args: &[&str]) -> Server {
-    let child = Command::new(bin())
-        .args(["server", "-p", &port.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let s = Server(child);
-    // Wait for the listener without starting a test: look for LISTEN in /proc.
-    let hex = format!(":{port:04X}");
-    let t0 = Instant::now();
-    while !std::fs::read_to_string("/proc/net/tcp")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| {
-            let c: Vec<&str> = l.split_whitespace().collect();
-            c.len() > 3 && c[1].ends_with(&hex) && c[3] == "0A"
-        })
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// `bloatlab server -p PORT ARGS`, once it listens (read from /proc: waiting does not
+/// start a test on it).
+fn server(port: u16, args: &[&str]) -> Proc {
+    let p = port.to_string();
+    let s = Proc::bloatlab(&[&["server", "-p", &p][..], args].concat());
+    s.wait_listening(port, Listen::Tcp);
     s
 }
 
@@ -107,7 +68,7 @@ fn settle(pid: u32, within: Duration, pred: impl Fn((u64, u64, u64)) -> bool) ->
 fn silent_connections_are_released_after_the_header_timeout() {
     let port = free_port();
     let srv = server(port, &["--header-timeout", "1", "--no-probes"]);
-    let pid = srv.0.id();
+    let pid = srv.pid();
     let (threads0, fds0, _) = settle(pid, Duration::from_secs(2), |_| false);
     let conns: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
@@ -131,7 +92,7 @@ fn silent_connections_are_released_after_the_header_timeout() {
 fn garbage_tcp_costs_neither_threads_nor_memory_and_a_real_test_passes() {
     let port = free_port();
     let srv = server(port, &["--header-timeout", "1", "--no-probes"]);
-    let pid = srv.0.id();
+    let pid = srv.pid();
     let (threads0, fds0, rss0) = settle(pid, Duration::from_secs(2), |_| false);
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..500 {

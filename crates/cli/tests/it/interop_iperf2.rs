@@ -9,16 +9,14 @@
 
 mod util {
     use serde_json::Value;
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::{Child, Command, ExitStatus, Stdio};
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::process::Command;
+    use std::time::Duration;
 
     /// Generous: the machine has 2 cores shared with parallel builds.
     pub const TIMEOUT: Duration = Duration::from_secs(30);
 
     pub fn bloatlab() -> &'static str {
-        env!("CARGO_BIN_EXE_bloatlab")
+        crate::harness::BIN
     }
 
     /// Fails loudly (the test command installs iperf; a silent skip would hide a gap).
@@ -36,158 +34,25 @@ mod util {
         );
     }
 
-    /// A port free for both TCP and UDP right now, from a per-process range
-    /// so parallel test binaries rarely collide.
-    pub fn free_port() -> u16 {
-        loop {
-            let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let port = t.local_addr().unwrap().port();
-            if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-                return port;
-            }
-        }
-    }
+    pub use crate::harness::{Listen, Proc, free_port};
 
-    /// True once something listens on `port` (TCP, state LISTEN) or has it bound (UDP).
-    /// Reads /proc so that probing does not start a test on the server.
-    pub fn port_bound(udp: bool, port: u16) -> bool {
-        let files: &[&str] = if udp {
-            &["/proc/net/udp", "/proc/net/udp6"]
-        } else {
-            &["/proc/net/tcp", "/proc/net/tcp6"]
-        };
-        let hex = format!(":{port:04X}");
-        files.iter().any(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .skip(1)
-                .any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3 && cols[1].ends_with(&hex) && (udp || cols[3] == "0A")
-                })
-        })
-    }
-
-    /// A child process whose output is collected in the background, killed on drop.
-    pub struct Proc {
-        pub name: String,
-        child: Child,
-        out: Arc<Mutex<String>>,
-        err: Arc<Mutex<String>>,
-    }
-
-    fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines().map_while(Result::ok) {
-                let mut s = into.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-    }
-
-    impl Proc {
-        pub fn spawn(name: &str, program: &str, args: &[String]) -> Proc {
-            let mut child = Command::new(program)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-            let out = Arc::new(Mutex::new(String::new()));
-            let err = Arc::new(Mutex::new(String::new()));
-            collect(child.stdout.take().unwrap(), out.clone());
-            collect(child.stderr.take().unwrap(), err.clone());
-            Proc {
-                name: format!("{name} ({program} {})", args.join(" ")),
-                child,
-                out,
-                err,
-            }
-        }
-
-        pub fn out(&self) -> String {
-            self.out.lock().unwrap().clone()
-        }
-
-        pub fn err(&self) -> String {
-            self.err.lock().unwrap().clone()
-        }
-
-        /// Everything it printed, for assertion messages.
-        pub fn transcript(&self) -> String {
-            format!(
-                "--- {} stdout:\n{}--- stderr:\n{}",
-                self.name,
-                self.out(),
-                self.err()
-            )
-        }
-
-        /// Waits (up to TIMEOUT) for the process to exit and for its pipes to drain.
-        pub fn wait(&mut self) -> ExitStatus {
-            let t0 = Instant::now();
-            loop {
-                if let Some(st) = self.child.try_wait().unwrap() {
-                    std::thread::sleep(Duration::from_millis(100));
-                    return st;
-                }
-                if t0.elapsed() > TIMEOUT {
-                    let _ = self.child.kill();
-                    panic!(
-                        "{} did not exit within {TIMEOUT:?}\n{}",
-                        self.name,
-                        self.transcript()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-
-        /// Waits until `pred(stdout)` holds, then returns stdout.
-        pub fn wait_out(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-            self.wait_for(what, Self::out, pred)
-        }
-
-        /// Waits until `pred(stderr)` holds, then returns stderr.
-        pub fn wait_out_err(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-            self.wait_for(what, Self::err, pred)
-        }
-
-        fn wait_for(
-            &self,
-            what: &str,
-            read: fn(&Proc) -> String,
-            pred: impl Fn(&str) -> bool,
-        ) -> String {
-            let t0 = Instant::now();
-            loop {
-                let s = read(self);
-                if pred(&s) {
-                    return s;
-                }
-                assert!(
-                    t0.elapsed() < TIMEOUT,
-                    "timed out waiting for {what}\n{}",
-                    self.transcript()
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-
+    /// What the iperf tests read from a [`Proc`] beyond the harness's checks.
+    pub trait ProcExt {
         /// Waits until the JSON documents on stdout hold at least `n` stream
         /// records, and returns them merged into one document. (Our server
         /// prints one document per connection, so `-P 4` gives four.)
-        pub fn wait_json_streams(&self, n: usize) -> Value {
+        fn wait_json_streams(&self, n: usize) -> Value;
+    }
+
+    impl ProcExt for Proc {
+        fn wait_json_streams(&self, n: usize) -> Value {
             let count = |s: &str| -> usize {
                 json_docs(s)
                     .iter()
                     .map(|d| d["streams"].as_array().map_or(0, Vec::len))
                     .sum()
             };
-            let out = self.wait_out(&format!("JSON with {n} stream record(s)"), |s| {
+            let out = self.wait_out(&format!("JSON with {n} stream record(s)"), TIMEOUT, |s| {
                 count(s) >= n
             });
             let docs = json_docs(&out);
@@ -201,14 +66,6 @@ mod util {
         }
     }
 
-    impl Drop for Proc {
-        fn drop(&mut self) {
-            // Kill exactly the process we started (by its PID), then reap it.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
     /// Complete JSON documents in a stream of concatenated documents.
     pub fn json_docs(s: &str) -> Vec<Value> {
         serde_json::Deserializer::from_str(s)
@@ -218,15 +75,7 @@ mod util {
     }
 
     fn wait_bound(p: &Proc, udp: bool, port: u16) {
-        let t0 = Instant::now();
-        while !port_bound(udp, port) {
-            assert!(
-                t0.elapsed() < TIMEOUT,
-                "server never bound {port}\n{}",
-                p.transcript()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        p.wait_listening(port, if udp { Listen::Udp } else { Listen::Tcp });
     }
 
     fn strings(a: &[&str]) -> Vec<String> {
@@ -249,7 +98,7 @@ mod util {
             a.push("-u".into());
         }
         a.extend(strings(args));
-        let p = Proc::spawn("iperf server", "stdbuf", &a);
+        let p = Proc::spawn_labelled("iperf server", "stdbuf", &a);
         wait_bound(&p, udp, port);
         p
     }
@@ -268,8 +117,8 @@ mod util {
             "B",
         ]);
         a.extend(strings(args));
-        let mut p = Proc::spawn("iperf client", "stdbuf", &a);
-        let st = p.wait();
+        let mut p = Proc::spawn_labelled("iperf client", "stdbuf", &a);
+        let st = p.wait_exit(TIMEOUT);
         assert!(
             st.success(),
             "iperf client failed: {st}\n{}",
@@ -285,7 +134,7 @@ mod util {
             a.push("-u".into());
         }
         a.extend(strings(args));
-        let p = Proc::spawn("bloatlab server", bloatlab(), &a);
+        let p = Proc::spawn_labelled("bloatlab server", bloatlab(), &a);
         wait_bound(&p, udp, port);
         p
     }
@@ -294,8 +143,8 @@ mod util {
     pub fn our_client(port: u16, args: &[&str]) -> (Proc, Value) {
         let mut a = strings(&["client", "127.0.0.1", "-p", &port.to_string(), "--json"]);
         a.extend(strings(args));
-        let mut p = Proc::spawn("bloatlab client", bloatlab(), &a);
-        let st = p.wait();
+        let mut p = Proc::spawn_labelled("bloatlab client", bloatlab(), &a);
+        let st = p.wait_exit(TIMEOUT);
         assert!(
             st.success(),
             "bloatlab client failed: {st}\n{}",
@@ -443,9 +292,11 @@ mod util {
 
     /// Waits for `n` final report lines of `kind` on an iperf server.
     pub fn wait_lines(p: &Proc, kind: Kind, n: usize) -> Vec<Line> {
-        let out = p.wait_out(&format!("{n} iperf report line(s) of kind {kind:?}"), |s| {
-            stream_lines(s, kind).len() >= n
-        });
+        let out = p.wait_out(
+            &format!("{n} iperf report line(s) of kind {kind:?}"),
+            TIMEOUT,
+            |s| stream_lines(s, kind).len() >= n,
+        );
         stream_lines(&out, kind)
     }
 
@@ -745,7 +596,7 @@ fn our_tcp_client_to_iperf_server_full_duplex() {
 #[test]
 fn our_tcp_client_to_iperf_server_parallel_4() {
     let (server, doc) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-P", "4"], 4);
-    let sum = lines(&server.wait_out("[SUM] line", |s| s.contains("[SUM]")))
+    let sum = lines(&server.wait_out("[SUM] line", TIMEOUT, |s| s.contains("[SUM]")))
         .into_iter()
         .find(|l| l.id == "SUM")
         .unwrap();
@@ -1005,7 +856,7 @@ fn our_udp_reverse_client_vs_iperf(server_args: &[&str], client_args: &[&str]) {
     args.extend_from_slice(client_args);
     let (client, doc) = our_client(port, &args);
     // "Sent N" follows the final line (Write/Err columns with -e, plain without).
-    let out = server.wait_out("Sent N datagrams", |s| sent_datagrams(s).is_some());
+    let out = server.wait_out("Sent N datagrams", TIMEOUT, |s| sent_datagrams(s).is_some());
     let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
     let theirs = lines(&out)
         .into_iter()
@@ -1103,7 +954,7 @@ fn our_udp_full_duplex_client_to_iperf_server() {
         port,
         &["-u", "--full-duplex", "-t", "1", "-b", "2m", "-l", "500"],
     );
-    let out = server.wait_out("Sent N and the FD line", |s| {
+    let out = server.wait_out("Sent N and the FD line", TIMEOUT, |s| {
         sent_datagrams(s).is_some() && s.contains("[FD1]")
     });
     let ctx = format!("{}\n{}\n{doc}", client.transcript(), server.transcript());
@@ -1309,13 +1160,13 @@ fn keyed_iperf_server_refusing_our_client_makes_it_exit_1() {
             "1".into(),
         ];
         args.extend(key.map(str::to_owned));
-        let mut client = Proc::spawn("bloatlab client", bloatlab(), &args);
-        let st = client.wait();
+        let mut client = Proc::spawn_labelled("bloatlab client", bloatlab(), &args);
+        let st = client.wait_exit(TIMEOUT);
         let ctx = format!("{key:?}\n{}\n{}", client.transcript(), server.transcript());
         assert_eq!(st.code(), Some(1), "{ctx}");
         assert!(client.err().contains("it refused the test"), "{ctx}");
     }
-    server.wait_out("iperf's two permit key refusals", |s| {
+    server.wait_out("iperf's two permit key refusals", TIMEOUT, |s| {
         s.matches("(permit key fail)").count() >= 2
     });
 }
@@ -1346,10 +1197,10 @@ fn iperf_client_sees_our_keyed_refusal_as_iperfs_own() {
         assert_eq!(want, (true, true), "iperf vs iperf {args:?}\n{t1}");
         assert_eq!(got, want, "iperf vs ours {args:?}\n{t2}\n{t1}");
     }
-    ours_srv.wait_out_err("our two refusals", |s| {
+    ours_srv.wait_err("our two refusals", TIMEOUT, |s| {
         s.matches("permit key fail").count() >= 2
     });
-    theirs.wait_out("iperf's two refusals", |s| {
+    theirs.wait_out("iperf's two refusals", TIMEOUT, |s| {
         s.matches("(permit key fail)").count() >= 2
     });
 }
@@ -1387,7 +1238,7 @@ fn our_keyed_server_refuses_iperf_clients_without_the_key() {
     // iperf 2.1.8 clients exit 0 even when refused; the server is what tells.
     iperf_client(port, &["-t", "1"]);
     iperf_client(port, &["-t", "1", "--permit-key=abcd9999"]);
-    let err = server.wait_out_err("two refusals", |s| {
+    let err = server.wait_err("two refusals", TIMEOUT, |s| {
         s.matches("permit key fail").count() >= 2
     });
     assert!(err.contains("the client sent no key"), "{err}");

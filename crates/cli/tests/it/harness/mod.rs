@@ -1,0 +1,72 @@
+//! What every integration test shares, in one place:
+//!
+//! * [`Proc`]: a child process killed by PID and reaped on drop, its stdout and stderr
+//!   drained by threads (so a chatty child never blocks on a full pipe), with readiness
+//!   checks: wait for a line ([`Proc::wait_out`]) or for a listening port
+//!   ([`Proc::wait_listening`]) instead of sleeping a fixed time.
+//! * [`free_port`]: a loopback port free for TCP and UDP alike.
+//! * [`tempdir`]: a fresh directory (`tempfile`), removed when the guard drops.
+//! * [`lab`]: labs brought up for a test and always torn down.
+//! * [`load`]: the load lock. Cargo used to run each test file as its own binary, one
+//!   after another, so a timing-sensitive lab measurement never ran beside a loopback
+//!   flow at 17 Gbit/s. In one binary it would; the lock keeps it apart (rules in its
+//!   module doc).
+
+// Every module uses a different part of the harness.
+#![allow(dead_code)]
+
+pub mod lab;
+pub mod load;
+mod proc;
+
+pub use proc::{Listen, Proc, READY};
+
+use std::net::{TcpListener, UdpSocket};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_bloatlab");
+
+/// A loopback port free for both TCP and UDP right now (servers listen on both: TCP
+/// flows and UDP latency probes share the port).
+pub fn free_port() -> u16 {
+    loop {
+        let t = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral TCP port");
+        let port = t.local_addr().expect("local address").port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A fresh directory under the system temp dir, removed with everything in it when the
+/// guard drops (also when the test fails).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("bl-it-")
+        .tempdir()
+        .expect("create a temp dir")
+}
+
+/// Polls `f` every 50 ms until it returns true or `timeout` passes; the last answer.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+/// A process's stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A process's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -1,0 +1,32 @@
+//! The integration tests of the `bloatlab` binary, as one test binary: one module per
+//! area (`engine_tcp`, `lab_calibration`, ...) and a shared [`harness`] (process guards
+//! with readiness checks, free ports, temp dirs, labs, and the load lock that keeps
+//! timing-sensitive tests away from load-generating ones).
+//!
+//! Run one area with `cargo test -p bloatlab --test it engine_tcp::`. Tests that need
+//! root skip for a normal user and fail under `BLOATLAB_TEST_TIER=full` (the README's test
+//! command): `bloatlab_testkit::tier`.
+
+mod harness;
+
+mod attacks;
+mod engine_tcp;
+mod engine_udp;
+mod experiment_cli;
+mod flent_export;
+mod interop_iperf2;
+mod lab_accuracy;
+mod lab_calibration;
+mod lab_chain;
+mod lab_cli;
+mod lab_ecn_flow;
+mod lab_ipv6;
+mod lab_kernel;
+mod lab_run;
+mod ping_loopback;
+mod report_cli;
+mod suite_clean_phases;
+mod suite_demo;
+mod suite_download_sender;
+mod suite_test;
+mod tune_lab;
