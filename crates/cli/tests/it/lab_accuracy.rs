@@ -6,14 +6,8 @@
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
-use crate::harness::{Listen, Proc, load};
+use crate::harness::load;
 use std::time::Duration;
-
-/// Starts `iperf3 -s -1` on the server and returns it (killed on drop).
-fn iperf3_server(lab: &LabGuard) -> Proc {
-    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
-    bg
-}
 
 /// fping from the client to the server while `load` runs; returns RTTs (ms).
 /// fping's timeout with `-C` is the period, so `period_ms` must exceed the
@@ -65,7 +59,7 @@ fn bulk_tcp_gets_90_to_100_percent_of_the_rate() {
     // Timing-sensitive: alone (harness::load).
     let _s = load::exclusive();
     let lab = LabGuard::up("bulk", &["--rate", "20mbit", "--delay", "5ms"]);
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput(&lab, &[]);
     eprintln!("TCP goodput {:.2} Mbit/s through 20 Mbit/s", g / 1e6);
     let r = 20e6;
@@ -90,7 +84,7 @@ fn fifo_rtt_under_load_is_base_plus_buffer_over_rate() {
             "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fifo", "--limit", "50kb",
         ],
     );
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     // A UDP flood above the rate keeps the FIFO full (TCP's sawtooth would
     // drain it after each loss), so every echo request that gets in waits
     // behind B bytes. The expected 40.5 ms is too close to a 50 ms fping
@@ -122,7 +116,7 @@ fn fq_codel_keeps_latency_low_at_full_throughput() {
         "fqc",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
     );
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let (mut rtts, g) = rtts_under_load(&lab, 50, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
     assert!(rtts.len() >= 25, "{rtts:?}");
     let m = median(&mut rtts);
@@ -150,7 +144,7 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
             "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel", "--ecn", "all",
         ],
     );
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput(&lab, &["-P", "2"]);
     assert!(g > 0.5 * 20e6, "goodput {g}");
     // Let the queues drain and the counters be published.
@@ -220,7 +214,7 @@ fn offload_keeps_emulated_packets_wire_sized() {
             "100p",
         ],
     );
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let (rtts, g) = rtts_under_load(&lab, 120, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
     eprintln!("offload: goodput {:.2} Mbit/s, RTTs {rtts:?}", g / 1e6);
     assert!(rtts.len() >= 8, "too few echo replies under load: {rtts:?}");
@@ -262,7 +256,7 @@ fn offload_coalesces_and_the_receiver_accepts_the_frames() {
     // Timing-sensitive: alone (harness::load).
     let _s = load::exclusive();
     let lab = LabGuard::up("offu", &["--offload", "--delay", "1ms"]);
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput(&lab, &["-t", "2"]);
     assert!(g > 0.0, "goodput {g}");
     let io = &up_report(&lab)["io"];

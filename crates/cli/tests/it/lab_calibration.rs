@@ -42,13 +42,12 @@ use std::time::Duration;
 
 /// `irtt server` on the server host (killed on drop), once it listens.
 fn irtt_server(lab: &LabGuard) -> Proc {
-    let bg = lab.serve(
+    lab.serve(
         "server",
         &["irtt", "server", "-b", ":2112"],
         Listen::Udp,
         2112,
-    );
-    bg
+    )
 }
 
 /// Median and p99 RTT (ms) of an irtt run from `client` to `target`.
@@ -102,13 +101,12 @@ fn ping_median(lab: &LabGuard, target: &str, n: u32) -> f64 {
 /// An irtt server on the client's loopback (killed on drop), for the tool
 /// overhead.
 fn loopback_irtt_server(lab: &LabGuard) -> Proc {
-    let bg = lab.serve(
+    lab.serve(
         "client",
         &["irtt", "server", "-b", "127.0.0.1:2112"],
         Listen::Udp,
         2112,
-    );
-    bg
+    )
 }
 
 /// irtt's own round trip, beyond the stack's: irtt's loopback median minus

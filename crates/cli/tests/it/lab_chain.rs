@@ -7,7 +7,7 @@
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
-use crate::harness::{Listen, Proc, load};
+use crate::harness::load;
 use std::time::Duration;
 
 /// Base RTT 20 ms; the modem: 10 Mbit/s with a 50 KiB FIFO
@@ -25,11 +25,6 @@ fn home_network(router_rate: &str) -> LabGuard {
             "name=modem rate=10mbit qdisc=fifo limit=50kb",
         ],
     )
-}
-
-fn iperf3_server(lab: &LabGuard) -> Proc {
-    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
-    bg
 }
 
 /// fping RTTs (ms) sampled for ~1.5 s after 1 s of `load`.
@@ -79,7 +74,7 @@ fn shaper_below_line_rate_keeps_the_queue_in_the_aqm_stage() {
     // Timing-sensitive: alone (harness::load).
     let _s = load::exclusive();
     let lab = home_network("9mbit");
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let (mut rtts, g) = rtts_under_load(&lab, 50, || iperf3_goodput(&lab, &["-P", "2", "-t", "4"]));
     assert!(rtts.len() >= 20, "{rtts:?}");
     let m = median(&mut rtts);
@@ -133,7 +128,7 @@ fn shaper_above_line_rate_fills_the_modem_fifo() {
     // Timing-sensitive: alone (harness::load).
     let _s = load::exclusive();
     let lab = home_network("12mbit");
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     // 11 Mbit/s of UDP: under the shaper's 12, over the line's 10. The
     // router never queues; the modem's FIFO stays full, so every echo
     // request waits behind its whole buffer.

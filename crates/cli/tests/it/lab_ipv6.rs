@@ -7,16 +7,10 @@ use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
 use crate::harness::tempdir;
-use crate::harness::{Listen, Proc, load};
+use crate::harness::{Listen, load};
 use std::time::Duration;
 
 const SERVER6: &str = "fd00:77::2";
-
-/// `iperf3 -s -1` on the server, once it listens.
-fn iperf3_server(lab: &LabGuard) -> Proc {
-    let bg = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
-    bg
-}
 
 /// Receiver goodput (bit/s) of `iperf3 -6` from the client to the server.
 fn iperf3_goodput6(lab: &LabGuard, extra: &[&str]) -> f64 {
@@ -144,7 +138,7 @@ fn ipv6_addresses_ping_iperf3_and_irtt_see_the_configured_link() {
     );
 
     // Rate: TCP over IPv6 gets 90-100 % of 20 Mbit/s.
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput6(&lab, &[]);
     eprintln!("iperf3 -6 goodput {:.2} Mbit/s", g / 1e6);
     assert!(
@@ -174,7 +168,7 @@ fn ipv6_ecn_marks_reach_the_receiver() {
             "--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel", "--ecn", "all",
         ],
     );
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput6(&lab, &["-P", "2"]);
     assert!(g > 0.5 * 20e6, "goodput {g}");
     let link = &up_report(&lab)["link"];
@@ -195,7 +189,7 @@ fn ipv6_passes_the_offloading_emulator_with_valid_checksums() {
     // Timing-sensitive: alone (harness::load).
     let _s = load::exclusive();
     let lab = LabGuard::up("v6o", &["--offload", "--rate", "50mbit", "--delay", "2ms"]);
-    let _srv = iperf3_server(&lab);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput6(&lab, &["-t", "2"]);
     eprintln!("iperf3 -6 with --offload: {:.1} Mbit/s", g / 1e6);
     assert!(g >= 0.85 * 50e6, "goodput {:.1} Mbit/s", g / 1e6);

@@ -22,7 +22,7 @@ fn kernel_backend_shapes_with_tbf() {
     assert_eq!(lab.namespaces().len(), 3, "{:?}", lab.namespaces());
     let mut rtts = fping_rtts(&lab, "client", "10.77.0.2", 5, 50);
     assert!(median(&mut rtts) < 5.0, "{rtts:?}");
-    let _srv = lab.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201);
+    let _srv = lab.iperf3_server();
     let g = iperf3_goodput(&lab, &[]);
     eprintln!(
         "kernel backend TCP goodput {:.2} Mbit/s through tbf 20 Mbit/s",

@@ -96,6 +96,11 @@ impl LabGuard {
         p
     }
 
+    /// `iperf3 -s -1` on the `server` host, once it listens on 5201.
+    pub fn iperf3_server(&self) -> Proc {
+        self.serve("server", &["iperf3", "-s", "-1"], Listen::Tcp, 5201)
+    }
+
     /// Starts `lab exec NAME HOST -- CMD...` in the background; the caller reaps it
     /// (`wait_with_output`).
     pub fn spawn(&self, host: &str, cmd: &[&str]) -> std::process::Child {
