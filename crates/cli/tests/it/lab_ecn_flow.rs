@@ -9,6 +9,7 @@
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
+use crate::harness::load;
 use crate::harness::tempdir;
 
 const SERVER: &str = "10.77.0.2";
@@ -54,6 +55,8 @@ fn fwmark_gives_one_flow_ecn_through_fq_codel() {
     if !tier::root("fwmark_gives_one_flow_ecn_through_fq_codel") {
         return;
     }
+    // A saturated link (a rate bound): alone (harness::load).
+    let _x = load::exclusive();
     let lab = LabGuard::up(
         "ecnf",
         &["--rate", "20mbit", "--delay", "10ms", "--qdisc", "fq_codel"],
@@ -115,6 +118,8 @@ fn test_ecn_mix_gives_half_the_flows_ecn() {
     if !tier::root("test_ecn_mix_gives_half_the_flows_ecn") {
         return;
     }
+    // A saturated link (a rate bound): alone (harness::load).
+    let _x = load::exclusive();
     use bloatlab_results::schema::DirectionRecord;
     let lab = LabGuard::up(
         "ecnmix",

@@ -9,6 +9,7 @@
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
+use crate::harness::load;
 use crate::harness::tempdir;
 use bloatlab_results::schema::{DirectionRecord, PhaseKindRecord};
 
@@ -19,6 +20,8 @@ fn recovery_phase_has_no_load_through_a_deep_fifo() {
     if !tier::root("recovery_phase_has_no_load_through_a_deep_fifo") {
         return;
     }
+    // A saturated link (a rate bound): alone (harness::load).
+    let _x = load::exclusive();
     let lab = LabGuard::up(
         "clean",
         &[

@@ -12,9 +12,6 @@
 //!   flow at 17 Gbit/s. In one binary it would; the lock keeps it apart (rules in its
 //!   module doc).
 
-// Every module uses a different part of the harness.
-#![allow(dead_code)]
-
 pub mod lab;
 pub mod load;
 mod proc;

@@ -219,15 +219,6 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-
-    /// Sends `sig` to the process (by its PID).
-    pub fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill(2) on the PID of our own child, which is not reaped before the
-        // guard drops, so the PID cannot have been reused.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, sig);
-        }
-    }
 }
 
 impl Drop for Proc {
