@@ -350,7 +350,7 @@ mod tests {
             max_us: 1234.0,
         };
         let up = DirectionReport {
-            lateness: lateness.clone(),
+            lateness,
             link: LinkCounters::single(link()),
             running: true,
             realtime: true,
@@ -423,7 +423,10 @@ mod tests {
             realtime: true,
             ..DirectionReport::default()
         };
-        let text = render(&report(&spec, Some(counters(&spec, vec![("up".into(), up)]))));
+        let text = render(&report(
+            &spec,
+            Some(counters(&spec, vec![("up".into(), up)])),
+        ));
         let lines: Vec<&str> = text.lines().skip(6).collect();
         assert_eq!(
             lines,

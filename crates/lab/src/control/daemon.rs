@@ -63,7 +63,11 @@ pub fn spawn(dir: &StateDir, name: &str, args: &[&str]) -> std::result::Result<(
     result
 }
 
-fn start_and_wait(dir: &StateDir, name: &str, args: &[&str]) -> std::result::Result<(), SpawnError> {
+fn start_and_wait(
+    dir: &StateDir,
+    name: &str,
+    args: &[&str],
+) -> std::result::Result<(), SpawnError> {
     let exe = std::env::current_exe()?;
     let log = std::fs::File::create(dir.log(name))?;
     let mut child = Command::new(exe);
@@ -189,7 +193,10 @@ mod tests {
         assert_eq!(serde_json::from_str::<Readiness>(&line).unwrap(), failed);
         for garbage in ["", "thread 'main' panicked", "{}"] {
             let r: Readiness = serde_json::from_str(garbage).unwrap_or_default();
-            assert!(!r.ok && r.code.is_none() && r.message.is_none(), "{garbage}");
+            assert!(
+                !r.ok && r.code.is_none() && r.message.is_none(),
+                "{garbage}"
+            );
         }
     }
 }

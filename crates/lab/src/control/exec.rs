@@ -16,9 +16,7 @@ pub enum ExecError {
     #[error(transparent)]
     Lab(#[from] LabError),
     /// The lab's emulator is not running (`source` is [`LabError::EmulatorDead`]).
-    #[error(
-        "{source}: nothing would reach the other hosts; `bloatlab lab down {lab}` removes it"
-    )]
+    #[error("{source}: nothing would reach the other hosts; `bloatlab lab down {lab}` removes it")]
     EmulatorDead { lab: String, source: LabError },
     /// `execvp` failed: the command does not exist, or cannot be run.
     #[error("cannot run {program:?}: {source}")]
@@ -122,7 +120,8 @@ mod tests {
 
     #[test]
     fn refusals_before_entering_a_namespace_name_what_is_wrong() {
-        let dir = StateDir(std::env::temp_dir().join(format!("bl-exec-{}", std::process::id())));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir(tmp.path().to_path_buf());
         let argv = ["true".to_string()];
         let e = exec(&dir, "h14nolab", "client", &argv);
         assert!(matches!(e, ExecError::Lab(LabError::NoSuchLab(_))), "{e}");
@@ -134,8 +133,9 @@ mod tests {
             "lab \"h14ex\" has no host \"router\" (hosts: client, server)"
         );
         let e = exec(&dir, "h14ex", "client", &[]);
-        assert!(matches!(e, ExecError::Run { .. }) && !e.is_not_found(), "{e}");
-        dir.remove("h14ex");
-        let _ = std::fs::remove_dir_all(&dir.0);
+        assert!(
+            matches!(e, ExecError::Run { .. }) && !e.is_not_found(),
+            "{e}"
+        );
     }
 }

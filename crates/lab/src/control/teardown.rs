@@ -165,18 +165,20 @@ mod tests {
 
     #[test]
     fn exec_commands_are_ended_by_their_recorded_pid() {
-        let dir = StateDir(std::env::temp_dir().join(format!("bl-down-{}", std::process::id())));
-        // Stands in for a `lab exec` command: a child of ours, ended through its record.
-        let mut cmd = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        dir.register_exec("h14ex", cmd.id()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir(tmp.path().to_path_buf());
+        // Stands in for a `lab exec` command: a child of ours, ended through its record
+        // (and by its guard if the test fails first).
+        let mut cmd = bloatlab_os::child::ChildGuard(
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap(),
+        );
+        dir.register_exec("h14ex", cmd.0.id()).unwrap();
         assert_eq!(stop_exec_processes(&dir, "h14ex"), 1);
-        let status = cmd.wait().unwrap();
+        let status = cmd.0.wait().unwrap();
         assert!(!status.success(), "ended by a signal: {status:?}");
         assert_eq!(stop_exec_processes(&dir, "h14ex"), 0);
-        dir.remove("h14ex");
-        let _ = std::fs::remove_dir_all(&dir.0);
     }
 }

@@ -3,8 +3,8 @@
 
 use crate::error::{LabError, Result};
 use crate::lab::check_privilege;
-use crate::netns;
 use crate::names;
+use crate::netns;
 use crate::spec::{Backend, LabSpec};
 use crate::state::{LabState, StateDir};
 use std::io::Write;
@@ -115,14 +115,13 @@ mod tests {
 
     #[test]
     fn a_taken_name_is_refused_naming_its_state_file() {
-        let dir = StateDir(std::env::temp_dir().join(format!("bl-up-{}", std::process::id())));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = StateDir(tmp.path().to_path_buf());
         let spec = LabSpec::new("h14free");
         assert!(check_free(&dir, "h14free").is_ok());
         dir.claim(&LabState::new(&spec, &dir)).unwrap();
         let e = check_free(&dir, "h14free").unwrap_err();
         assert!(matches!(e, LabError::NameInUse { .. }), "{e}");
         assert!(e.to_string().contains("h14free.json exists"), "{e}");
-        dir.remove("h14free");
-        let _ = std::fs::remove_dir_all(&dir.0);
     }
 }
