@@ -45,6 +45,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
             ..TestInfo::default()
         },
         out: cfg.out.clone(),
+        err: cfg.err.clone(),
     });
     let mut core = ServerCore::new(
         cfg,
