@@ -372,10 +372,9 @@ mod tests {
         down.io.tx_coalesced = 4;
         let mut c = counters(&spec, vec![("up".into(), up), ("down".into(), down)]);
         // 46 of 48 echo requests answered, 100 us over the probe delays, 40 us of it lateness.
-        c.calibration = Some(path_probe::derive(
-            vec![2 * path_probe::PROBE_DELAY + US(100); 46],
-            US(40),
-        ));
+        let rtt = 2 * path_probe::PROBE_DELAY + US(100);
+        let bursts = [vec![rtt; 12], vec![rtt; 12], vec![rtt; 12], vec![rtt; 10]];
+        c.calibration = Some(path_probe::derive(&bursts, US(40)));
         let mut tracker = HostTracker::new(US(30));
         tracker.discarded();
         tracker.sample(US(80));
