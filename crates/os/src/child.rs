@@ -117,6 +117,43 @@ pub fn stop_all(children: &mut [&mut Child], grace: Duration) -> Vec<Stopped> {
     }
 }
 
+/// Stops processes that are not this process's children (a lab daemon, the recorded PIDs
+/// of `lab exec` commands) by the same rule: `first` to each, SIGKILL to those still
+/// `alive` after `grace`. Returns once none is alive, or `grace` after the SIGKILLs, with
+/// the PIDs that had to be killed. `alive` must identify the process, not just the PID
+/// (a start time check), so a recycled PID is never signalled.
+pub fn stop_pids(
+    pids: &[u32],
+    first: i32,
+    grace: Duration,
+    mut alive: impl FnMut(u32) -> bool,
+) -> Vec<u32> {
+    let mut esc = vec![Escalation::new(first, grace); pids.len()];
+    let mut killed = Vec::new();
+    let mut give_up: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        let mut any = false;
+        for (&pid, e) in pids.iter().zip(&mut esc) {
+            if !alive(pid) {
+                continue;
+            }
+            any = true;
+            if let Some(sig) = e.next(now) {
+                let _ = crate::process::signal(pid, sig);
+                if sig == libc::SIGKILL {
+                    killed.push(pid);
+                    give_up.get_or_insert(now + grace);
+                }
+            }
+        }
+        if !any || give_up.is_some_and(|t| now > t) {
+            return killed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `cmd` to completion with stdout and stderr captured (stdin from /dev/null). Once
 /// `stop` is raised the child gets SIGINT, and SIGKILL `grace` later if still running.
 pub fn run_stoppable(cmd: &mut Command, stop: &AtomicBool, grace: Duration) -> io::Result<Output> {
@@ -297,6 +334,46 @@ mod tests {
         assert!(out[0].at <= out[1].at, "{out:?}");
         assert!(took >= Duration::from_millis(300), "{took:?}");
         assert!(took < Duration::from_secs(5), "{took:?}");
+    }
+
+    #[test]
+    fn stop_pids_asks_then_kills_only_who_ignores_it() {
+        // Two processes known by PID only (as a lab's daemon and exec commands are): one
+        // ends on SIGTERM, one ignores it and is killed after the grace.
+        let mut polite = Command::new("sleep").arg("20").spawn().unwrap();
+        let deaf_ready =
+            std::env::temp_dir().join(format!("bloatlab-os-pids-{}", std::process::id()));
+        let deaf_script = format!(
+            "trap '' TERM; touch {}; exec sleep 20",
+            deaf_ready.display()
+        );
+        let mut deaf = Command::new("sh")
+            .args(["-c", &deaf_script])
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while !deaf_ready.exists() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&deaf_ready);
+        let (p, d) = (polite.id(), deaf.id());
+        // Our children stay zombies until reaped: "alive" reaps them as it looks.
+        let mut gone = std::collections::BTreeSet::new();
+        let t = Instant::now();
+        let killed = stop_pids(&[p, d], libc::SIGTERM, Duration::from_millis(300), |pid| {
+            let c = if pid == p { &mut polite } else { &mut deaf };
+            if !gone.contains(&pid) && matches!(c.try_wait(), Ok(Some(_))) {
+                gone.insert(pid);
+            }
+            !gone.contains(&pid)
+        });
+        let took = t.elapsed();
+        assert_eq!(killed, vec![d]);
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(polite.wait().unwrap().signal(), Some(libc::SIGTERM));
+        assert_eq!(deaf.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 
     #[test]

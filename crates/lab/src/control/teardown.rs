@@ -6,8 +6,9 @@ use crate::error::{LabError, Result};
 use crate::lab::{check_privilege, remove_by_name};
 use crate::state::StateDir;
 use crate::{names, netns};
+use bloatlab_os::child::stop_pids;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long the emulator gets to tear its lab down after SIGTERM.
 const EMULATOR_GRACE: Duration = Duration::from_secs(10);
@@ -71,18 +72,12 @@ pub fn down(dir: &StateDir, name: &str, warnings: &mut dyn Write) -> Result<Remo
     if let Some(st) = &st
         && st.emulator_alive()
     {
-        // A PID verified by its start time.
-        let _ = bloatlab_os::process::signal(st.pid, libc::SIGTERM);
-        let deadline = Instant::now() + EMULATOR_GRACE;
-        while st.emulator_alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if st.emulator_alive() {
-            tracing::warn!("emulator pid {} ignored SIGTERM; killing it", st.pid);
-            let _ = bloatlab_os::process::signal(st.pid, libc::SIGKILL);
-            while st.emulator_alive() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        // A PID verified by its start time (emulator_alive).
+        let killed = stop_pids(&[st.pid], libc::SIGTERM, EMULATOR_GRACE, |_| {
+            st.emulator_alive()
+        });
+        if !killed.is_empty() {
+            tracing::warn!("emulator pid {} ignored SIGTERM; killed it", st.pid);
         }
         emulator_stopped = true;
     }
@@ -124,18 +119,13 @@ fn warn_about_stragglers(namespaces: &[String], warnings: &mut dyn Write) {
 /// after 2 s), by their recorded PIDs only: not their children, which may
 /// have left for other process groups. Returns how many there were.
 pub fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
+    // PIDs verified by their start times (exec_processes lists only live ones).
     let pids = dir.exec_processes(name);
-    for &pid in &pids {
-        // A PID verified by its start time.
-        let _ = bloatlab_os::process::signal(pid, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + EXEC_GRACE;
-    while !dir.exec_processes(name).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for pid in dir.exec_processes(name) {
-        tracing::warn!("lab exec process {pid} ignored SIGTERM; killing it");
-        let _ = bloatlab_os::process::signal(pid, libc::SIGKILL);
+    let killed = stop_pids(&pids, libc::SIGTERM, EXEC_GRACE, |pid| {
+        dir.exec_processes(name).contains(&pid)
+    });
+    for pid in killed {
+        tracing::warn!("lab exec process {pid} ignored SIGTERM; killed it");
     }
     pids.len()
 }
