@@ -32,6 +32,7 @@ pub mod status;
 pub mod sysctl;
 pub mod trace_file;
 pub mod tun;
+pub mod userspace;
 
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus};

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use bloatlab_emu::Spelled;
 use bloatlab_lab::LinkSpec;
 use bloatlab_lab::hostctl;
 use bloatlab_lab::lab::LabStatus;
@@ -400,44 +401,31 @@ impl LabWatch {
 /// Gilbert-Elliott loss model, not a single fraction). The qdisc's parameters keep tc's
 /// spelling; a bare flag (`ecn`) reads `on`.
 pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
-    use bloatlab_lab::model::{Limit, parse_time};
-    let time = |v: &Option<String>| {
-        v.as_deref()
-            .and_then(|t| parse_time(t).ok())
-            .map(bloatlab_results::convert::nanos)
+    use bloatlab_emu::{Limit, LossModel};
+    let time = |v: &Option<Spelled<Duration>>| {
+        v.as_ref()
+            .map(|t| bloatlab_results::convert::nanos(*t.get()))
     };
-    let limit = l
-        .limit
-        .as_deref()
-        .and_then(|v| {
-            bloatlab_lab::model::parse_direction(&LinkSpec {
-                limit: Some(v.to_string()),
-                ..LinkSpec::default()
-            })
-            .ok()
-        })
-        .and_then(|d| d.limit);
+    let limit = l.limit.as_ref().map(|v| *v.get());
     let mut parameters = BTreeMap::new();
     let mut overhead = None;
     for p in &l.params {
-        let (k, v) = match p.split_once('=') {
-            Some((k, v)) => (k.trim(), v.trim()),
-            None => (p.trim(), "on"),
-        };
-        if k == "overhead" {
+        let p = p.get();
+        let v = p.value.as_deref().unwrap_or("on");
+        if p.key == "overhead" {
             overhead = v.parse().ok();
         }
-        parameters.insert(k.to_owned(), v.to_owned());
+        parameters.insert(p.key.clone(), v.to_owned());
     }
     LinkDirectionRecord {
-        rate_bps: rate_bps(l),
+        rate_bps: l.rate.as_ref().map(|r| r.get().0),
         delay_ns: time(&l.delay),
         jitter_ns: time(&l.jitter),
-        loss_fraction: l
-            .loss
-            .as_deref()
-            .and_then(|v| bloatlab_lab::model::parse_percent(v).ok())
-            .map(|p| p.get()),
+        loss_fraction: l.loss.as_ref().and_then(|v| match v.get() {
+            LossModel::None => Some(0.0),
+            LossModel::Random { p } => Some(p.get()),
+            LossModel::GilbertElliott { .. } => None,
+        }),
         limit_packets: match limit {
             Some(Limit::Packets(n)) => Some(u64::from(n)),
             _ => None,
@@ -448,22 +436,14 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
         },
         overhead_bytes: overhead,
         qdisc: Some(QdiscRecord {
-            kind: l.qdisc.clone().unwrap_or_else(|| "fifo".into()),
+            kind: l
+                .qdisc
+                .as_ref()
+                .map_or_else(|| "fifo".into(), |q| q.text().to_string()),
             interface: None,
             parameters,
         }),
     }
-}
-
-fn rate_bps(l: &LinkSpec) -> Option<u64> {
-    let r = l.rate.as_deref()?;
-    bloatlab_lab::model::parse_direction(&LinkSpec {
-        rate: Some(r.to_string()),
-        ..LinkSpec::default()
-    })
-    .ok()?
-    .rate
-    .map(|r| r.0)
 }
 
 fn dir_record(d: &str) -> DirectionRecord {
@@ -485,7 +465,7 @@ mod tests {
     fn watch(samples: Vec<Snap>) -> LabWatch {
         let spec = {
             let mut s = bloatlab_lab::LabSpec::new("w");
-            s.up.rate = Some("10mbit".into());
+            s.up.rate = Some("10mbit".parse().unwrap());
             s
         };
         let st = bloatlab_lab::state::LabState::new(&spec, &StateDir::default());
