@@ -400,11 +400,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     Ok(spec)
 }
 
+/// Why `check_up_args` refused the options.
+#[derive(Debug)]
+pub struct UpArgsError {
+    /// The flags at fault, when known: clap's argument (`--down-loss`), or the
+    /// lab spec's field (`--rate/--up-rate` gives both).
+    pub flags: Vec<String>,
+    /// The message as `lab up` prints it (clap's starts with `error: `).
+    pub message: String,
+}
+
 /// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap with the emulator's
-/// value parsers, then the lab spec and its backend's check), without building anything. For `experiment run`, which
-/// checks every point before it starts.
-pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
+/// value parsers, then the lab spec and its backend's check), without building anything.
+/// For `experiment run`, which checks every point before it starts.
+pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
     use clap::Parser;
+    use clap::error::{ContextKind, ContextValue};
     #[derive(Debug, Parser)]
     struct Up {
         #[command(flatten)]
@@ -412,8 +423,34 @@ pub fn check_up_args(name: &str, args: &[String]) -> Result<(), String> {
     }
     let mut argv = vec!["up".to_string(), name.to_string()];
     argv.extend(args.iter().cloned());
-    let a = Up::try_parse_from(argv).map_err(|e| e.to_string())?;
-    build_spec(&a.up).map(|_| ()).map_err(|e| e.to_string())
+    let a = Up::try_parse_from(argv).map_err(|e| UpArgsError {
+        // `--down-loss <DOWN_LOSS>`: the flag is the first word.
+        flags: match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(arg)) => arg
+                .split_whitespace()
+                .next()
+                .map(str::to_string)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        },
+        message: e.to_string(),
+    })?;
+    build_spec(&a.up).map(|_| ()).map_err(|e| UpArgsError {
+        // `--rate/--up-rate`, `--stage/--up-stage 2 key name`: the flags are the first word.
+        flags: match &e {
+            LabError::Spec { field, .. } => field
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .split('/')
+                .filter(|f| f.starts_with("--"))
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        },
+        message: e.to_string(),
+    })
 }
 
 /// `--trace PREFIX` made absolute (the emulator may run in the background
@@ -1320,11 +1357,18 @@ mod tests {
                 "{flag} {value}: {m}"
             );
         }
-        // check_up_args (experiment run) reports the same first line.
+        // check_up_args (experiment run) reports the same, and the flags at fault.
         let e = check_up_args("x", &["--down-loss".into(), "150%".into()]).unwrap_err();
+        assert_eq!(e.flags, ["--down-loss"]);
         assert!(
-            e.starts_with("error: invalid value '150%' for '--down-loss"),
-            "{e}"
+            e.message
+                .starts_with("error: invalid value '150%' for '--down-loss"),
+            "{e:?}"
         );
+        let argv = ["--stage=rate=9mbit", "--up-limit=10p"].map(String::from);
+        let e = check_up_args("x", &argv).unwrap_err();
+        assert_eq!(e.flags, ["--limit", "--up-limit"], "{e:?}");
+        let e = check_up_args("x", &["--lenght=5".into()]).unwrap_err();
+        assert_eq!(e.flags, ["--lenght"], "{e:?}");
     }
 }
