@@ -1,12 +1,12 @@
 //! Chained links in the lab: a direction given as `--stage` words becomes a
 //! `bloatlab_emu::Chain` (userspace backend only; the kernel backend
-//! refuses stages in `kernel::validate`).
+//! refuses stages in `kernel::check`).
 //!
 //! The direction's own `--delay`, `--jitter` and `--loss` stay meaningful
 //! with stages: they form one more stage, `path`, after the user's stages
 //! (no rate, so it only delays and loses). `--rate`, `--limit`, `--qdisc`
 //! and `--qdisc-param` describe a single bottleneck and are refused next to
-//! `--stage`, naming both flags.
+//! `--stage`, naming both flags (`LinkSpec::check`).
 
 use crate::error::{LabError, Result};
 use crate::model::LinkModel;
