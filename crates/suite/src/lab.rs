@@ -542,4 +542,42 @@ mod tests {
         assert_eq!(w.rate_bps("up"), Some(10_000_000));
         assert_eq!(w.rate_bps("down"), None);
     }
+
+    /// The results record of a direction comes from the typed link values.
+    #[test]
+    fn direction_record_reads_the_parsed_values() {
+        let l = LinkSpec {
+            rate: Some("20mbit".parse().unwrap()),
+            delay: Some("10ms".parse().unwrap()),
+            jitter: Some("250us".parse().unwrap()),
+            loss: Some("0.5%".parse().unwrap()),
+            limit: Some("64kb".parse().unwrap()),
+            qdisc: Some("fq_codel".parse().unwrap()),
+            params: vec![
+                "target=3ms".parse().unwrap(),
+                "ecn".parse().unwrap(),
+                "overhead=44".parse().unwrap(),
+            ],
+            ..LinkSpec::default()
+        };
+        let r = direction_record(&l);
+        assert_eq!(r.rate_bps, Some(20_000_000));
+        assert_eq!((r.delay_ns, r.jitter_ns), (Some(10_000_000), Some(250_000)));
+        assert_eq!(r.loss_fraction, Some(0.005));
+        assert_eq!((r.limit_packets, r.limit_bytes), (None, Some(65_536)));
+        assert_eq!(r.overhead_bytes, Some(44));
+        let q = r.qdisc.unwrap();
+        assert_eq!(q.kind, "fq_codel");
+        assert_eq!(q.parameters["target"], "3ms");
+        assert_eq!(q.parameters["ecn"], "on");
+        let l = LinkSpec {
+            loss: Some("gemodel 1% 10%".parse().unwrap()),
+            limit: Some("100p".parse().unwrap()),
+            ..LinkSpec::default()
+        };
+        let r = direction_record(&l);
+        assert_eq!((r.loss_fraction, r.limit_packets), (None, Some(100)));
+        assert_eq!(r.rate_bps, None);
+        assert_eq!(r.qdisc.unwrap().kind, "fifo");
+    }
 }
