@@ -102,7 +102,7 @@ impl From<BitRate> for Spelled<BitRate> {
             (1_000, "kbit"),
         ]
         .into_iter()
-        .find(|&(k, _)| r.0 != 0 && r.0 % k == 0)
+        .find(|&(k, _)| r.0 != 0 && r.0.is_multiple_of(k))
         .map_or_else(|| format!("{}bit", r.0), |(k, u)| format!("{}{u}", r.0 / k));
         Spelled { value: r, text }
     }
