@@ -45,7 +45,6 @@ mod link;
 mod loss;
 pub mod packet;
 pub mod qdisc;
-pub mod sim;
 pub mod spec;
 pub mod spelled;
 pub mod trace;

@@ -153,6 +153,9 @@ pub struct ClientConfig {
     pub stop: StopToken,
     /// Where the report goes (stdout by default).
     pub out: Out,
+    /// Where warnings and per-stream errors go (stderr by default), so `--json` on `out`
+    /// stays clean and an embedding program sees them too.
+    pub err: Out,
 }
 
 impl ClientConfig {
@@ -180,6 +183,7 @@ impl ClientConfig {
             permit_key: None,
             stop: StopToken::new(),
             out: Out::stdout(),
+            err: Out::stderr(),
         }
     }
 
@@ -243,6 +247,8 @@ pub struct ServerConfig {
     pub permit_key: Option<String>,
     /// Where the reports go (stdout by default).
     pub out: Out,
+    /// Where warnings, refusals and per-stream errors go (stderr by default).
+    pub err: Out,
 }
 
 impl Default for ServerConfig {
@@ -264,6 +270,7 @@ impl Default for ServerConfig {
             limits: crate::limits::ServerLimits::default(),
             permit_key: None,
             out: Out::stdout(),
+            err: Out::stderr(),
         }
     }
 }

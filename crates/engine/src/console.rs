@@ -20,6 +20,11 @@ impl Out {
         Out::to(std::io::stdout())
     }
 
+    /// The process's stderr (the default for warnings and errors).
+    pub fn stderr() -> Out {
+        Out::to(std::io::stderr())
+    }
+
     /// Any writer.
     pub fn to(w: impl Write + Send + 'static) -> Out {
         Out(Arc::new(Mutex::new(Box::new(w))))

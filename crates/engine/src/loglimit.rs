@@ -6,6 +6,7 @@
 //! are counted, and the next line that gets through says how many were
 //! suppressed. [`SharedLogLimit`] wraps one for threads that share a budget.
 
+use crate::console::Out;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -70,24 +71,32 @@ impl Default for LogLimit {
     }
 }
 
-/// A [`LogLimit`] shared by threads, on the process's monotonic clock.
+/// A [`LogLimit`] shared by threads, on the process's monotonic clock,
+/// writing to the run's error writer.
 #[derive(Debug)]
 pub struct SharedLogLimit {
     origin: Instant,
     limit: Mutex<LogLimit>,
+    err: Out,
 }
 
 impl Default for SharedLogLimit {
     fn default() -> Self {
-        SharedLogLimit {
-            origin: Instant::now(),
-            limit: Mutex::new(LogLimit::default()),
-        }
+        SharedLogLimit::new(Out::stderr())
     }
 }
 
 impl SharedLogLimit {
-    /// Prints `line` to stderr unless the budget is used up; a printed line
+    /// A limit with the default budget, writing to `err`.
+    pub fn new(err: Out) -> SharedLogLimit {
+        SharedLogLimit {
+            origin: Instant::now(),
+            limit: Mutex::new(LogLimit::default()),
+            err,
+        }
+    }
+
+    /// Prints `line` to the error writer unless the budget is used up; a printed line
     /// first says how many were suppressed before it.
     pub fn eprint(&self, line: impl FnOnce() -> String) {
         let now = self.origin.elapsed();
@@ -97,9 +106,11 @@ impl SharedLogLimit {
         };
         if let Gate::Print { suppressed } = gate {
             if suppressed > 0 {
-                eprintln!("bloatlab server: ({suppressed} similar lines suppressed)");
+                self.err.line(&format!(
+                    "bloatlab server: ({suppressed} similar lines suppressed)"
+                ));
             }
-            eprintln!("{}", line());
+            self.err.line(&line());
         }
     }
 }

@@ -356,7 +356,7 @@ impl Lab {
             .map(|(_, r)| (r.lateness.p50_us * 1e3) as u64)
             .sum();
         em.stop();
-        let cal = path_probe::derive(rtts, Duration::from_nanos(lateness));
+        let cal = path_probe::derive(&rtts, Duration::from_nanos(lateness));
         if cal.answered == 0 {
             tracing::warn!(
                 "calibration: no echo reply from {}; delay not trimmed",

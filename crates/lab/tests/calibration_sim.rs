@@ -14,7 +14,7 @@
 use bloatlab_lab::driver::calibrate::Calibrated;
 use bloatlab_lab::driver::host_track::{HostTracker, SharedShare};
 use bloatlab_lab::driver::idle_probe::{LinkSnapshot, probe_overhead};
-use bloatlab_lab::driver::path_probe::{self, PROBE_DELAY, PROBES};
+use bloatlab_lab::driver::path_probe::{self, BURSTS, PROBE_DELAY, PROBES};
 use bloatlab_lab::model::{self, LinkModel};
 use bloatlab_lab::spec::LinkSpec;
 use std::time::Duration;
@@ -88,19 +88,24 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 /// What lab up measures: echo probes through links set to the probe delay,
-/// 3 ms apart, from `t` on; returns each direction's share.
+/// 3 ms apart in bursts 25 ms apart, from `t` on; returns each direction's share.
 fn lab_up_share(m: &mut Machine, t: &mut Duration) -> Duration {
     let probe = format!("{}us", PROBE_DELAY.as_micros());
     let mut pu = model::build("up", &spec(&probe), 1, None).unwrap();
     let mut pd = model::build("down", &spec(&probe), 2, None).unwrap();
-    let rtts: Vec<Duration> = (0..PROBES)
+    let bursts: Vec<Vec<Duration>> = (0..BURSTS)
         .map(|_| {
-            let r = ping(pu.as_mut(), pd.as_mut(), m, *t);
-            *t += r + US(3000);
-            r
+            *t += US(25_000);
+            (0..PROBES / BURSTS)
+                .map(|_| {
+                    let r = ping(pu.as_mut(), pd.as_mut(), m, *t);
+                    *t += r + US(3000);
+                    r
+                })
+                .collect()
         })
         .collect();
-    Duration::from_nanos(path_probe::derive(rtts, US(10)).share_ns)
+    Duration::from_nanos(path_probe::derive(&bursts, US(10)).share_ns)
 }
 
 /// Median ping RTT over 2000 pings after a lab up with `delay` each way.

@@ -104,6 +104,7 @@ impl ServerArgs {
             },
             permit_key: self.permit_key.clone(),
             out: bloatlab_engine::config::Out::stdout(),
+            err: bloatlab_engine::config::Out::stderr(),
         }
     }
 }

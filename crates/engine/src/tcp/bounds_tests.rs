@@ -185,9 +185,44 @@ fn a_peer_reset_fails_the_run() {
         // SO_LINGER 0: close() sends RST.
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
     });
-    let out = client::run(&client_cfg(addr, 2.0)).unwrap();
+    let mut cfg = client_cfg(addr, 2.0);
+    let (err, said) = Out::capture();
+    cfg.err = err;
+    let out = client::run(&cfg).unwrap();
     assert_eq!(out.failures.len(), 1, "{out:?}");
     assert!(out.failures[0].1.contains("reset"), "{:?}", out.failures);
+    // The failure is said on the run's error writer, not the process's stderr.
+    let said = String::from_utf8(said.lock().unwrap().clone()).unwrap();
+    assert!(
+        said.starts_with("[  1] ") && said.contains("reset"),
+        "{said}"
+    );
+}
+
+/// The engine embedded: the server's readiness line (stdout carries only JSON) and its
+/// rate-limited complaints about bad peers go to the writer in its config.
+#[test]
+fn a_servers_complaints_go_to_its_own_error_writer() {
+    let (err, said) = Out::capture();
+    let addr = start(ServerConfig {
+        err,
+        header_timeout: Duration::from_millis(200),
+        ..ServerConfig::default()
+    });
+    let text = || String::from_utf8(said.lock().unwrap().clone()).unwrap();
+    let said_within_5s = |what: &str| {
+        let t0 = Instant::now();
+        while !text().contains(what) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        text().contains(what)
+    };
+    let ready = format!("Server listening on TCP port {}", addr.port());
+    assert!(said_within_5s(&ready), "{}", text());
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[0xff; 200]).unwrap();
+    let complaint = "bloatlab server: dropping connection from 127.0.0.1:";
+    assert!(said_within_5s(complaint), "{}", text());
 }
 
 #[test]

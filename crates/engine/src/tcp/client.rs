@@ -52,6 +52,7 @@ pub fn run(cfg: &ClientConfig) -> Result<Collected, ClientError> {
         full_duplex: cfg.direction == Direction::FullDuplex,
         test: test_info(cfg, addr),
         out: cfg.out.clone(),
+        err: cfg.err.clone(),
     })
     .map_err(ClientError::Spawn)?;
     let mut handles = Vec::new();
@@ -346,15 +347,15 @@ fn query_peer_sender(
                 summary,
             });
         }
-        Err(e) => {
-            eprintln!("bloatlab client: [{id:3}] the server's sender TCP_INFO is not measured: {e}")
-        }
+        Err(e) => cfg.err.line(&format!(
+            "bloatlab client: [{id:3}] the server's sender TCP_INFO is not measured: {e}"
+        )),
     }
 }
 
 /// `-Z` on a test where the server sends: say so when the server did not
 /// confirm it (an iperf 2 server cannot be asked; a bloatlab server's kernel
-/// may lack the algorithm). Goes to stderr, so `--json` stays clean.
+/// may lack the algorithm). Goes to `cfg.err`, so `--json` stays clean.
 fn warn_unconfirmed_congestion(
     cfg: &ClientConfig,
     hello: Option<&bloatlab_metrics::json::SenderHello>,
@@ -367,15 +368,15 @@ fn warn_unconfirmed_congestion(
     }
     match hello.map(|h| h.congestion_control.as_deref()) {
         Some(Some(got)) if got == want => {}
-        Some(got) => eprintln!(
+        Some(got) => cfg.err.line(&format!(
             "bloatlab client: warning: -Z {want} was asked of the server, but its sender uses {}",
             got.unwrap_or("an unknown congestion control")
-        ),
-        None => eprintln!(
+        )),
+        None => cfg.err.line(&format!(
             "bloatlab client: warning: -Z {want} applies to this end only: the server sends on \
              this test and is not bloatlab (an iperf 2 server cannot be asked), so it uses its own \
              default congestion control"
-        ),
+        )),
     }
 }
 

@@ -35,6 +35,8 @@ pub struct ReportSettings {
     pub full_duplex: bool,
     /// Where the lines go.
     pub out: crate::console::Out,
+    /// Where a stream's failure is said.
+    pub err: crate::console::Out,
 }
 
 /// Everything a test reported, for `--json` and for the caller's checks.
@@ -264,7 +266,7 @@ impl Reporter {
                 self.out.peer_sender_info.insert(stream, summary);
             }
             Event::Failed { stream, error } => {
-                eprintln!("[{stream:3}] {error}");
+                self.s.err.line(&format!("[{stream:3}] {error}"));
                 self.out.failures.push((stream, error));
             }
         }

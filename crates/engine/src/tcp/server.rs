@@ -98,14 +98,15 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     } else {
         // stdout carries only CSV/JSON; say we are ready on stderr.
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(cfg.port);
-        eprintln!("Server listening on TCP port {port}");
+        cfg.err
+            .line(&format!("Server listening on TCP port {port}"));
     }
     listener
         .set_nonblocking(true)
         .map_err(ServerError::Accept)?;
     let one = Arc::new(OneOff::default());
     let groups = Arc::new(Groups::default());
-    let log = Arc::new(SharedLogLimit::default());
+    let log = Arc::new(SharedLogLimit::new(cfg.err.clone()));
     let admission = Admission::new(cfg.max_connections, cfg.max_per_source);
     // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
@@ -302,7 +303,7 @@ fn test(
         };
     }
     if req.direction != Direction::Forward {
-        prepare_sender(s, peer, req, flow.is_some())?;
+        prepare_sender(s, peer, req, flow.is_some(), &cfg.err)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
     let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
@@ -314,6 +315,7 @@ fn test(
             full_duplex: req.direction == Direction::FullDuplex,
             test,
             out: cfg.out.clone(),
+            err: cfg.err.clone(),
         })
     })?;
     let sink = member.sink.clone();
@@ -483,17 +485,20 @@ fn prepare_sender(
     peer: SocketAddr,
     req: &TestRequest,
     flow_recorded: bool,
+    err: &crate::console::Out,
 ) -> Result<(), handshake::HandshakeError> {
     let want = &req.sender;
     if let Some(cc) = &want.congestion
         && let Err(e) = sock::set_congestion(s, cc)
     {
-        eprintln!("bloatlab server: {peer} asked for congestion control {cc}: {e}");
+        err.line(&format!(
+            "bloatlab server: {peer} asked for congestion control {cc}: {e}"
+        ));
     }
     if let Some(n) = want.notsent_lowat
         && let Err(e) = sock::set_notsent_lowat(&*s, n)
     {
-        eprintln!("bloatlab server: {peer}: {e}");
+        err.line(&format!("bloatlab server: {peer}: {e}"));
     }
     if want.flags.contains(BlabBlockFlags::HELLO) {
         let mut hello = SenderHello::new(

@@ -69,6 +69,7 @@ pub fn run_client(cfg: &ClientConfig) -> Result<Collected, UdpError> {
         reverse,
         test: test_info(cfg, rate, len, start_wall),
         out: cfg.out.clone(),
+        err: cfg.err.clone(),
     })
     .map_err(|e| UdpError::Io {
         op: "thread spawn",

@@ -107,6 +107,8 @@ pub struct ReportSettings {
     pub format: OutputFormat,
     /// Where the lines go.
     pub out: crate::console::Out,
+    /// Where a stream's failure is said.
+    pub err: crate::console::Out,
     /// Client streams (`[SUM]` lines when more than one).
     pub streams: u32,
     /// A client receiving a reverse (`-R`) test: its lines are labelled
@@ -375,7 +377,7 @@ impl Reporter {
                 }
             }
             Event::Failed { stream, error } => {
-                eprintln!("[{stream:3}] {error}");
+                self.s.err.line(&format!("[{stream:3}] {error}"));
                 self.out.failures.push((stream, error));
             }
             Event::Joined {

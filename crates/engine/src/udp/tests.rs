@@ -396,6 +396,7 @@ fn quiet_server_reporter() -> Reporter {
         reverse: false,
         test: TestInfo::default(),
         out: crate::console::Out::capture().0,
+        err: crate::console::Out::capture().0,
     })
 }
 
@@ -550,6 +551,7 @@ fn reverse_client_sums_its_receive_streams() {
         reverse: true,
         test: TestInfo::default(),
         out: crate::console::Out::capture().0,
+        err: crate::console::Out::capture().0,
     });
     let snap = |end_ms: u64, bytes: u64| UdpRecvSnapshot {
         span: bloatlab_metrics::interval::Span::new(Duration::ZERO, Duration::from_millis(end_ms)),

@@ -15,13 +15,18 @@
 //! Same [`SimConfig`] and seed, same [`SimResult`], on every machine: there is no wall clock, no
 //! thread and no floating-point function beyond IEEE basic operations and `sqrt` on the paths the
 //! results depend on.
+//!
+//! It lives in its own crate, a dev-dependency only, so the emulator's public API carries no
+//! test fixtures; it uses nothing of the emulator that is not public.
 
-use crate::chain::{Chain, StageConfig, StageError};
-use crate::counters::SojournHistogram;
-use crate::packet::{Ecn, IpView};
-use crate::qdisc::DropReason;
-use crate::trace::Verdict;
-use crate::{Link, LinkConfig, SpecError};
+#![forbid(unsafe_code)]
+
+use bloatlab_emu::chain::{Chain, StageConfig, StageError};
+use bloatlab_emu::counters::SojournHistogram;
+use bloatlab_emu::packet::{Ecn, IpView};
+use bloatlab_emu::qdisc::DropReason;
+use bloatlab_emu::trace::Verdict;
+use bloatlab_emu::{Link, LinkConfig, SpecError};
 use bloatlab_units::BitRate;
 use bloatlab_wire::checksum;
 use std::collections::{BTreeSet, VecDeque};

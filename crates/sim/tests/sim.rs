@@ -1,8 +1,8 @@
 //! Deterministic simulations: every qdisc under the same load on a virtual clock, with the
 //! result table pinned as a snapshot and the expectations that matter asserted with numbers.
 
-use bloatlab_emu::sim::{FlowSpec, SimConfig, SimResult, run};
 use bloatlab_emu::{LinkConfig, QdiscConfig, parse_rate};
+use bloatlab_sim::{FlowSpec, SimConfig, SimResult, run};
 use std::time::Duration;
 
 const RATE: &str = "20mbit";
@@ -272,7 +272,7 @@ fn print_tables() {
 /// Report 4's home network as a chain: a shaper at `router_rate` with fq_codel in front of a
 /// 10 Mbit/s "modem" with a 100-packet FIFO (B/R = 100 * 1500 * 8 / 10 Mbit/s = 120 ms) and
 /// the path's 15 ms one-way delay.
-fn shaper_in_front_of_modem(router_rate: &str) -> bloatlab_emu::sim::SimResult {
+fn shaper_in_front_of_modem(router_rate: &str) -> bloatlab_sim::SimResult {
     use bloatlab_emu::parse_stage;
     let stages = [
         parse_stage(&format!("name=router rate={router_rate} qdisc=fq_codel"), 1).unwrap(),
@@ -287,7 +287,7 @@ fn shaper_in_front_of_modem(router_rate: &str) -> bloatlab_emu::sim::SimResult {
         flows: renos(4, false),
         probe_interval: Some(Duration::from_millis(10)),
     };
-    bloatlab_emu::sim::run_chain(&cfg, &stages).unwrap()
+    bloatlab_sim::run_chain(&cfg, &stages).unwrap()
 }
 
 #[test]
@@ -339,7 +339,7 @@ fn chain_shaper_above_line_rate_fills_the_modem_fifo() {
 /// Report 4's uplink (`report4-sqm-sweep`): four Reno flows and a ping every 200 ms through
 /// the router's fq_codel at 737 kbit/s in front of the modem's 864 kbit/s FIFO, both ATM + 44,
 /// and the path's 15 ms.
-fn report4_uplink(router: &str) -> bloatlab_emu::sim::SimResult {
+fn report4_uplink(router: &str) -> bloatlab_sim::SimResult {
     use bloatlab_emu::parse_stage;
     let stages = [
         parse_stage(
@@ -362,7 +362,7 @@ fn report4_uplink(router: &str) -> bloatlab_emu::sim::SimResult {
         flows: renos(4, false),
         probe_interval: Some(Duration::from_millis(200)),
     };
-    bloatlab_emu::sim::run_chain(&cfg, &stages).unwrap()
+    bloatlab_sim::run_chain(&cfg, &stages).unwrap()
 }
 
 /// Why report 4's built-in measured ~12 ms more than the report: its router stage was a
