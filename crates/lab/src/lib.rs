@@ -38,6 +38,7 @@ pub mod status_text;
 pub mod sysctl;
 pub mod trace_file;
 pub mod tun;
+pub mod userspace;
 
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus};

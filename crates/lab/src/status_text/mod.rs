@@ -98,7 +98,9 @@ pub fn render(r: &StatusReport) -> String {
 /// The configured link of each direction (a chain stage by stage) and the
 /// hosts with TCP ECN on.
 fn settings(out: &mut String, r: &StatusReport) {
-    let f = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    fn f<T>(o: &Option<bloatlab_emu::Spelled<T>>) -> String {
+        o.as_ref().map_or_else(|| "-".into(), |v| v.to_string())
+    }
     for (dir, l) in [("up", &r.spec.up), ("down", &r.spec.down)] {
         if l.stages.is_empty() {
             let _ = writeln!(
@@ -110,7 +112,7 @@ fn settings(out: &mut String, r: &StatusReport) {
                 f(&l.loss),
                 f(&l.limit),
                 f(&l.qdisc),
-                l.params.join(" ")
+                bloatlab_emu::Spelled::join(&l.params, " ")
             );
             continue;
         }
