@@ -62,15 +62,41 @@ pub struct StageError {
 pub const STAGE_KEYS: &str =
     "name, rate, delay, jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
 
+/// One stage as written (a `--stage` value), before it has a position in a chain: its name
+/// if one was given, and its link. [`StageSpec::at`] places it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StageSpec {
+    /// `name=` if given.
+    pub name: Option<String>,
+    /// The stage's link.
+    pub link: LinkConfig,
+}
+
+impl StageSpec {
+    /// The stage at 1-based `position`, named after it unless it has a name.
+    pub fn at(self, position: usize) -> StageConfig {
+        StageConfig {
+            name: self.name.unwrap_or_else(|| position.to_string()),
+            link: self.link,
+        }
+    }
+}
+
 /// Parses one stage from `key=value` words separated by spaces or commas, e.g.
 /// `rate=9mbit qdisc=fq_codel overhead=44 framing=atm` or `rate=10mbit qdisc=fifo limit=1000p`.
 /// Keys are those of [`LinkConfig::set`] (qdisc parameters as in `--qdisc-param`, flags such
 /// as `ecn` bare) plus `name=`. `qdisc` is applied first wherever it stands.
 pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageError> {
-    let err = |source| StageError {
-        stage: position,
-        source,
-    };
+    parse_stage_words(text)
+        .map(|s| s.at(position))
+        .map_err(|source| StageError {
+            stage: position,
+            source,
+        })
+}
+
+/// [`parse_stage`] without a position: the stage as written.
+pub fn parse_stage_words(text: &str) -> Result<StageSpec, SpecError> {
     let mut name = None;
     let mut pairs = Vec::new();
     for word in text
@@ -88,11 +114,11 @@ pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageErro
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             {
-                return Err(err(SpecError::new(
+                return Err(SpecError::new(
                     "name",
                     v,
                     Problem::OutOfRange("letters, digits, '-' and '_'".into()),
-                )));
+                ));
             }
             name = Some(v.to_string());
         } else {
@@ -100,17 +126,22 @@ pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageErro
         }
     }
     if pairs.is_empty() {
-        return Err(err(SpecError::new(
+        return Err(SpecError::new(
             "stage",
             text,
             Problem::UnknownName(format!("KEY=VALUE words with keys {STAGE_KEYS}")),
-        )));
+        ));
     }
-    let link = LinkConfig::from_pairs(pairs).map_err(err)?;
-    Ok(StageConfig {
-        name: name.unwrap_or_else(|| position.to_string()),
-        link,
+    Ok(StageSpec {
+        name,
+        link: LinkConfig::from_pairs(pairs)?,
     })
+}
+
+impl crate::spelled::TcValue for StageSpec {
+    fn parse_tc(text: &str) -> Result<Self, SpecError> {
+        parse_stage_words(text)
+    }
 }
 
 /// One direction made of stages in series.

@@ -46,9 +46,10 @@ mod loss;
 pub mod packet;
 pub mod qdisc;
 pub mod spec;
+pub mod spelled;
 pub mod trace;
 
-pub use chain::{Chain, StageConfig, StageError, parse_stage};
+pub use chain::{Chain, StageConfig, StageError, StageSpec, parse_stage, parse_stage_words};
 pub use config::{Framing, JitterDistribution, LinkConfig, LossModel, Overhead};
 pub use counters::{Counters, Drops, PacketBytes, SojournHistogram, SojournSummary};
 pub use link::Link;
@@ -57,4 +58,5 @@ pub use spec::{
     Limit, Probability, Problem, SpecError, parse_limit, parse_percent, parse_rate, parse_size,
     parse_time,
 };
+pub use spelled::{QdiscParam, Spelled, TcValue};
 pub use trace::{TraceEvent, TraceFn, Verdict};

@@ -302,30 +302,12 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
         line.push(num(r, "tput.loaded.down_mbit"));
         body.push(line);
     }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| {
-            body.iter()
-                .map(|l| l[i].len())
-                .chain([head[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
     let mut out = String::new();
     if let Some(s) = &series {
         let _ = writeln!(out, "latency under load (ms), series {s}, loaded phase:");
     }
-    let fmt = |l: &[String]| {
-        l.iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let _ = writeln!(out, "{}", fmt(&head));
-    for l in &body {
-        let _ = writeln!(out, "{}", fmt(l));
-    }
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    out.push_str(&bloatlab_report::table::render_right(&head, &body));
     out
 }
 

@@ -24,13 +24,13 @@
 //! [`LabError::MissingQdisc`] naming the qdisc.
 
 use crate::error::{LabError, Result};
-use crate::model::{self, Limit};
 use crate::names;
 use crate::netlink::Netlink;
 use crate::netlink::msg::RTM_NEWQDISC;
 use crate::netns;
 use crate::spec::{Host, LabSpec, LinkSpec, Side, spec_err};
-use bloatlab_units::Bytes;
+use bloatlab_emu::{Limit, Qdisc, Spelled};
+use bloatlab_units::{BitRate, Bytes};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const TC_H_ROOT: u32 = 0xFFFF_FFFF;
@@ -39,25 +39,55 @@ const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_BURST: u16 = 6;
 
 /// Checks what the kernel backend cannot do at all (independent of the
-/// running kernel's qdiscs).
-pub fn validate(spec: &LabSpec) -> Result<()> {
+/// running kernel's qdiscs, which `configure_router` finds out): chained
+/// links, qdisc parameters, offloads, per-packet traces, rates its `tbf`
+/// cannot hold.
+pub fn check(spec: &LabSpec) -> Result<()> {
     for (dir, l) in [("up", &spec.up), ("down", &spec.down)] {
         if !l.stages.is_empty() {
             return Err(spec_err(
                 &format!("--{dir}-stage"),
-                &l.stages.join(" | "),
+                &Spelled::join(&l.stages, " | "),
                 "chained links (--stage) need the userspace backend".into(),
             ));
         }
         if !l.params.is_empty() {
             return Err(spec_err(
                 &format!("--{dir}-qdisc-param"),
-                &l.params.join(" "),
+                &Spelled::join(&l.params, " "),
                 "qdisc parameters are only supported by the userspace backend".into(),
             ));
         }
+        if let Some(r) = &l.rate {
+            tbf_rate(dir, r)?;
+        }
+    }
+    if spec.driver.offload {
+        return Err(spec_err(
+            "--offload",
+            "on",
+            "needs the userspace backend (the kernel backend's veth offloads are off)".into(),
+        ));
+    }
+    if let Some(t) = &spec.driver.trace {
+        return Err(spec_err(
+            "--trace",
+            &t.display().to_string(),
+            "needs the userspace backend (a kernel qdisc cannot report each packet)".into(),
+        ));
     }
     Ok(())
+}
+
+/// A rate in bytes per second as `tbf` takes it (32 bits).
+fn tbf_rate(dir: &str, r: &Spelled<BitRate>) -> Result<u32> {
+    u32::try_from(r.get().0 / 8).map_err(|_| {
+        spec_err(
+            &LinkSpec::flag(dir, "rate"),
+            r.text(),
+            "at most 34 Gbit/s for the kernel backend".into(),
+        )
+    })
 }
 
 pub fn router_ns(spec: &LabSpec) -> String {
@@ -107,8 +137,8 @@ pub fn configure_router(spec: &LabSpec) -> Result<()> {
         }
         nl.set_link(brc, None, None)?;
         nl.set_link(brs, None, None)?;
-        add_qdiscs(&mut nl, up, &spec.up, spec.mtu)?;
-        add_qdiscs(&mut nl, down, &spec.down, spec.mtu)?;
+        add_qdiscs(&mut nl, up, "up", &spec.up, spec.mtu)?;
+        add_qdiscs(&mut nl, down, "down", &spec.down, spec.mtu)?;
         Ok(())
     })
 }
@@ -147,9 +177,10 @@ fn push_nla(out: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     out.resize((out.len() + 3) & !3, 0);
 }
 
-fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<()> {
-    let typed = model::parse_direction(l)?;
-    if typed.delay.is_some() || typed.jitter.is_some() || typed.loss.is_some() {
+fn add_qdiscs(nl: &mut Netlink, ifindex: i32, dir: &str, l: &LinkSpec, mtu: u32) -> Result<()> {
+    let nonzero =
+        |d: &Option<Spelled<std::time::Duration>>| d.as_ref().is_some_and(|d| !d.get().is_zero());
+    if nonzero(&l.delay) || nonzero(&l.jitter) || l.loss.is_some() {
         // Delay, jitter and loss are netem's; probe it so the error names it.
         nl.add_tc(RTM_NEWQDISC, ifindex, 0x0001_0000, TC_H_ROOT, "netem", &[])?;
         return Err(LabError::Sys {
@@ -159,18 +190,13 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<
             ),
         });
     }
-    let qdisc = l.qdisc.as_deref().unwrap_or("fifo");
+    let qdisc = l.qdisc.as_ref().map_or(Qdisc::Fifo, |q| *q.get());
+    let limit = l.limit.as_ref().map(|v| *v.get());
     let child_parent;
-    if let Some(rate) = typed.rate {
-        let bps = u32::try_from(rate.0 / 8).map_err(|_| {
-            spec_err(
-                "--rate",
-                &rate.to_string(),
-                "at most 34 Gbit/s for the kernel backend".into(),
-            )
-        })?;
+    if let Some(rate) = &l.rate {
+        let bps = tbf_rate(dir, rate)?;
         let burst = (2 * mtu).max(bps / 1000);
-        let limit = match typed.limit {
+        let limit = match limit {
             Some(Limit::Bytes(Bytes(b))) => u32::try_from(b).unwrap_or(u32::MAX),
             // 1000 packets' worth unless a packet limit below replaces it.
             _ => 1000 * mtu,
@@ -194,7 +220,7 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<
         0x0001_0000
     };
     match qdisc {
-        "fifo" => match typed.limit {
+        Qdisc::Fifo => match limit {
             Some(Limit::Packets(n)) => nl.add_tc(
                 RTM_NEWQDISC,
                 ifindex,
@@ -217,7 +243,14 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, l: &LinkSpec, mtu: u32) -> Result<
             _ => {}
         },
         other => {
-            nl.add_tc(RTM_NEWQDISC, ifindex, handle, parent, other, &[])?;
+            nl.add_tc(
+                RTM_NEWQDISC,
+                ifindex,
+                handle,
+                parent,
+                &other.to_string(),
+                &[],
+            )?;
         }
     }
     Ok(())
@@ -269,6 +302,48 @@ fn offloads_off(ifname: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What only the userspace backend can do is refused before anything is
+    /// built, naming the option; the same spec passes the plain checks.
+    #[test]
+    fn check_refuses_what_the_kernel_backend_cannot_do() {
+        let kernel = |edit: &dyn Fn(&mut LabSpec)| {
+            let mut s = LabSpec::new("h15k");
+            s.backend = crate::spec::Backend::Kernel;
+            edit(&mut s);
+            s.validate().unwrap();
+            match check(&s) {
+                Err(LabError::Spec { field, value, why }) => (field, value, why),
+                other => panic!("{other:?}"),
+            }
+        };
+        let (field, value, _) = kernel(&|s| s.down.stages = vec!["rate=9mbit".parse().unwrap()]);
+        assert_eq!(
+            (field.as_str(), value.as_str()),
+            ("--down-stage", "rate=9mbit")
+        );
+        let (field, value, _) =
+            kernel(&|s| s.up.params = vec!["ecn".parse().unwrap(), "target=5ms".parse().unwrap()]);
+        assert_eq!(
+            (field.as_str(), value.as_str()),
+            ("--up-qdisc-param", "ecn target=5ms")
+        );
+        let (field, _, why) = kernel(&|s| s.driver.offload = true);
+        assert!(field == "--offload" && why.contains("userspace"), "{why}");
+        let (field, value, _) = kernel(&|s| s.driver.trace = Some("/tmp/t".into()));
+        assert_eq!((field.as_str(), value.as_str()), ("--trace", "/tmp/t"));
+        let (field, value, why) = kernel(&|s| s.up.rate = Some("40gbit".parse().unwrap()));
+        assert_eq!(
+            (field.as_str(), value.as_str()),
+            ("--rate/--up-rate", "40gbit")
+        );
+        assert!(why.contains("34 Gbit/s"), "{why}");
+        let mut s = LabSpec::new("h15k");
+        s.backend = crate::spec::Backend::Kernel;
+        s.up.rate = Some("30gbit".parse().unwrap());
+        s.down.qdisc = Some("fq_codel".parse().unwrap());
+        check(&s).unwrap();
+    }
 
     #[test]
     fn tbf_options_layout() {

@@ -162,10 +162,21 @@ pub(crate) fn host_sysctls(spec: &LabSpec, host: &Host) -> Result<()> {
     Ok(())
 }
 
+/// Checks `spec` before anything is built: its fields against each other
+/// ([`LabSpec::validate`]), then what its backend can do (the backend
+/// module's `check`: [`crate::userspace::check`], [`crate::kernel::check`]).
+pub fn check(spec: &LabSpec) -> Result<()> {
+    spec.validate()?;
+    match spec.backend {
+        Backend::Userspace => crate::userspace::check(spec),
+        Backend::Kernel => kernel::check(spec),
+    }
+}
+
 impl Lab {
-    /// Builds the lab described by `spec` (validated first).
+    /// Builds the lab described by `spec` (checked first, see [`check`]).
     pub fn build(spec: &LabSpec) -> Result<Lab> {
-        spec.validate()?;
+        check(spec)?;
         let mut lab = Lab {
             spec: spec.clone(),
             started: Instant::now(),
@@ -299,12 +310,7 @@ impl Lab {
         let (Some(client), Some(server)) = (client, server) else {
             return Ok(None);
         };
-        let rate = |d: &LinkSpec| {
-            d.rate
-                .as_deref()
-                .and_then(|r| bloatlab_emu::parse_rate(r).ok())
-                .map(|r| r.0)
-        };
+        let rate = |d: &LinkSpec| d.rate.as_ref().map(|r| r.get().0);
         let serialization =
             idle_probe::serialization(rate(up)) + idle_probe::serialization(rate(down));
         let socket = netns::run_in(&client.netns, path_probe::icmp_socket)?;
@@ -323,7 +329,7 @@ impl Lab {
     /// (driver/path_probe.rs), then stops them again.
     fn measure_path(&self, up: &DirectionIo, down: &DirectionIo) -> Result<PathCalibration> {
         let probe_link = LinkSpec {
-            delay: Some(format!("{}us", path_probe::PROBE_DELAY.as_micros())),
+            delay: Some(path_probe::PROBE_DELAY.into()),
             ..LinkSpec::default()
         };
         let models = vec![

@@ -8,11 +8,16 @@
 //! * [`netns`], [`netlink`], [`tun`], [`sysctl`]: thin syscall modules
 //!   (no shelling out to `ip` or `tc`).
 //! * [`state`]: `/run/bloatlab/NAME.json`, the record `lab status`,
-//!   `lab down` and `lab list` read.
+//!   `lab down` and `lab list` read; [`status`] reads it as one typed
+//!   record and [`status_text`] renders that as `lab status` text.
+//! * [`control`]: the `bloatlab lab` subcommands (the emulator daemon and
+//!   its readiness report, `exec`, `down`, `list`, `set`) as functions the
+//!   binary calls after parsing its flags.
 //!
 //! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
 //! lab namespaces only, so nothing outside the lab is ever touched.
 
+pub mod control;
 pub mod driver;
 pub mod error;
 pub mod hostctl;
@@ -29,9 +34,11 @@ pub mod spec;
 pub mod stages;
 pub mod state;
 pub mod status;
+pub mod status_text;
 pub mod sysctl;
 pub mod trace_file;
 pub mod tun;
+pub mod userspace;
 
 pub use error::{LabError, Result};
 pub use lab::{Lab, LabStatus};

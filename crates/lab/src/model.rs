@@ -103,7 +103,7 @@ impl LinkModel for PassThrough {
     }
 }
 
-use bloatlab_emu::{Counters, LinkConfig, SpecError};
+use bloatlab_emu::{Counters, LinkConfig, QdiscConfig, SpecError};
 pub use bloatlab_emu::{Limit, Probability, parse_percent, parse_time};
 
 impl LinkModel for bloatlab_emu::Link {
@@ -127,117 +127,56 @@ impl LinkModel for bloatlab_emu::Link {
     }
 }
 
-/// Maps an emulator error to the CLI flag that carried the value.
+/// An emulator error about direction `dir`'s config, attributed to the
+/// option that set the field (`SpecError::field` is the emulator's key:
+/// `rate`, `delay`, ... or a qdisc parameter's name).
 fn flag_error(dir: &str, e: SpecError) -> LabError {
     let why = e.problem.to_string();
-    let flag = match e.field.as_str() {
-        f @ ("rate" | "delay" | "jitter" | "loss" | "limit" | "qdisc") => f.to_string(),
-        _ => "qdisc-param".to_string(),
-    };
-    let field = if flag == "qdisc-param" {
-        format!("--qdisc-param/--{dir}-qdisc-param {}", e.field)
-    } else if dir.is_empty() {
-        format!("--{flag}")
-    } else {
-        format!("--{flag}/--{dir}-{flag}")
+    let field = match e.field.as_str() {
+        f @ ("rate" | "delay" | "jitter" | "loss" | "limit" | "qdisc") => LinkSpec::flag(dir, f),
+        key => format!("{} {key}", LinkSpec::flag(dir, "qdisc-param")),
     };
     LabError::Spec {
         field,
-        value: e.value.clone(),
+        value: e.value,
         why,
     }
 }
 
-/// The emulator configuration of one direction. Fields are applied in the
-/// order qdisc, limit, qdisc parameters, rate, delay, jitter, loss, so the
-/// qdisc kind's defaults are set before its parameters override them.
-/// Parameters are `key=value` or a bare flag; besides the qdisc's own
-/// (`target`, `ecn`, ...) the link keys `overhead`, `mpu`, `framing`,
-/// `distribution`, `reorder` and `shaper` are accepted.
+/// The emulator configuration of one direction. The qdisc kind comes
+/// first, then the limit and the qdisc parameters (in order, so the kind's
+/// defaults are set before its parameters override them), then rate,
+/// delay, jitter and loss. Besides the qdisc's own parameters (`target`,
+/// `ecn`, ...) the link keys `overhead`, `mpu`, `framing`, `distribution`,
+/// `reorder` and `shaper` are accepted. A parameter the chosen qdisc does
+/// not have, or parameters that contradict each other, are refused here.
 pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
     let mut cfg = LinkConfig::default();
-    let err = |e| flag_error(dir, e);
     if let Some(q) = &s.qdisc {
-        cfg.set("qdisc", Some(q)).map_err(err)?;
+        cfg.qdisc = QdiscConfig::defaults(*q.get());
     }
-    if let Some(v) = &s.limit {
-        cfg.set("limit", Some(v)).map_err(err)?;
+    if let Some(l) = &s.limit {
+        cfg.qdisc.set_limit(*l.get());
     }
     for p in &s.params {
-        let (k, v) = match p.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (p.trim(), None),
-        };
-        if matches!(k, "rate" | "delay" | "jitter" | "loss" | "qdisc") {
-            return Err(LabError::Spec {
-                field: format!("--qdisc-param/--{dir}-qdisc-param"),
-                value: p.clone(),
-                why: format!("use --{k} for {k}"),
-            });
-        }
-        cfg.set(k, v).map_err(err)?;
+        let p = p.get();
+        cfg.set(&p.key, p.value.as_deref())
+            .map_err(|e| flag_error(dir, e))?;
     }
-    for (k, v) in [
-        ("rate", &s.rate),
-        ("delay", &s.delay),
-        ("jitter", &s.jitter),
-        ("loss", &s.loss),
-    ] {
-        if let Some(v) = v {
-            cfg.set(k, Some(v)).map_err(err)?;
-        }
+    if let Some(r) = &s.rate {
+        cfg.rate = Some(*r.get());
     }
-    cfg.validate().map_err(err)?;
+    if let Some(d) = &s.delay {
+        cfg.delay = *d.get();
+    }
+    if let Some(j) = &s.jitter {
+        cfg.jitter = *j.get();
+    }
+    if let Some(l) = &s.loss {
+        cfg.loss = *l.get();
+    }
+    cfg.validate().map_err(|e| flag_error(dir, e))?;
     Ok(cfg)
-}
-
-/// Checks one direction's fields with the emulator's tc-style parsers.
-/// With `--stage`, checks every stage instead (crate::stages).
-pub fn validate_direction(dir: &str, s: &LinkSpec) -> Result<()> {
-    if crate::stages::stage_configs(dir, s)?.is_some() {
-        return Ok(());
-    }
-    link_config(dir, s).map(|_| ())
-}
-
-/// One direction's fields, parsed (for the kernel backend).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Direction {
-    pub rate: Option<bloatlab_units::BitRate>,
-    pub delay: Option<Duration>,
-    pub jitter: Option<Duration>,
-    pub loss: Option<String>,
-    pub limit: Option<Limit>,
-}
-
-/// Parses one direction's tc-style fields.
-pub fn parse_direction(s: &LinkSpec) -> Result<Direction> {
-    use bloatlab_emu::{parse_limit, parse_rate};
-    let err = |e| flag_error("", e);
-    Ok(Direction {
-        rate: s.rate.as_deref().map(parse_rate).transpose().map_err(err)?,
-        delay: s
-            .delay
-            .as_deref()
-            .map(parse_time)
-            .transpose()
-            .map_err(err)?
-            .filter(|d| !d.is_zero()),
-        jitter: s
-            .jitter
-            .as_deref()
-            .map(parse_time)
-            .transpose()
-            .map_err(err)?
-            .filter(|d| !d.is_zero()),
-        loss: s.loss.clone(),
-        limit: s
-            .limit
-            .as_deref()
-            .map(parse_limit)
-            .transpose()
-            .map_err(err)?,
-    })
 }
 
 /// Opens the per-packet trace of one queue, given the name of its file part: `up` for a
@@ -280,39 +219,46 @@ mod tests {
         assert_eq!(m.counters().total.backlog.packets, 0);
     }
 
+    fn parsed<T: bloatlab_emu::TcValue>(text: &str) -> Option<bloatlab_emu::Spelled<T>> {
+        Some(text.parse().unwrap())
+    }
+
+    /// Values were parsed when they were read; what is left for the
+    /// emulator's model is how they combine, named by the option.
     #[test]
-    fn bad_fields_are_named() {
+    fn link_config_applies_the_fields_and_names_the_option_of_a_conflict() {
         let s = LinkSpec {
-            rate: Some("0mbit".into()),
+            rate: parsed("20mbit"),
+            delay: parsed("10ms"),
+            qdisc: parsed("codel"),
+            limit: parsed("100p"),
+            params: vec!["target=3ms".parse().unwrap(), "ecn".parse().unwrap()],
             ..LinkSpec::default()
         };
-        let e = validate_direction("up", &s).unwrap_err().to_string();
-        assert!(e.contains("rate") && e.contains("0mbit"), "{e}");
+        let c = link_config("up", &s).unwrap();
+        assert_eq!(c.to_string(), "rate 20 Mbit/s delay 10ms codel");
+        let bloatlab_emu::QdiscConfig::Codel(q) = &c.qdisc else {
+            panic!("{c:?}")
+        };
+        assert_eq!((q.limit, q.ecn), (Limit::Packets(100), true));
+        assert_eq!(q.target, Duration::from_millis(3));
         let s = LinkSpec {
-            delay: Some("-5ms".into()),
+            qdisc: parsed("fifo"),
+            params: vec!["target=5ms".parse().unwrap()],
             ..LinkSpec::default()
         };
-        let e = validate_direction("down", &s).unwrap_err().to_string();
-        assert!(e.contains("delay") && e.contains("-5ms"), "{e}");
+        let LabError::Spec { field, value, .. } = link_config("down", &s).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(field, "--qdisc-param/--down-qdisc-param qdisc parameter");
+        assert_eq!(value, "target");
         let s = LinkSpec {
-            qdisc: Some("red".into()),
+            loss: parsed("gemodel 1% 0%"),
             ..LinkSpec::default()
         };
-        let e = validate_direction("up", &s).unwrap_err().to_string();
-        assert!(e.contains("qdisc") && e.contains("red"), "{e}");
-        let s = LinkSpec {
-            qdisc: Some("codel".into()),
-            params: vec!["target=-1ms".into()],
-            ..LinkSpec::default()
+        let LabError::Spec { field, .. } = link_config("up", &s).unwrap_err() else {
+            panic!()
         };
-        let e = validate_direction("up", &s).unwrap_err().to_string();
-        assert!(e.contains("target") && e.contains("-1ms"), "{e}");
-        let s = LinkSpec {
-            qdisc: Some("fq_codel".into()),
-            params: vec!["bogus=1".into()],
-            ..LinkSpec::default()
-        };
-        let e = validate_direction("up", &s).unwrap_err().to_string();
-        assert!(e.contains("bogus"), "{e}");
+        assert_eq!(field, "--loss/--up-loss");
     }
 }

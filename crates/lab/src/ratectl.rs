@@ -261,8 +261,8 @@ mod tests {
     fn lab(stages: &[&str]) -> LabState {
         let mut spec = LabSpec::new("h12t");
         for l in [&mut spec.up, &mut spec.down] {
-            l.stages = stages.iter().map(|s| s.to_string()).collect();
-            l.delay = Some("10ms".into());
+            l.stages = stages.iter().map(|s| s.parse().unwrap()).collect();
+            l.delay = Some(Duration::from_millis(10).into());
         }
         LabState::new(&spec, &StateDir(std::env::temp_dir()))
     }

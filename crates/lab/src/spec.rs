@@ -1,7 +1,9 @@
 //! What a lab is made of: hosts, the two directions of the emulated link,
 //! per-host settings. A [`LabSpec`] is plain data (stored in the state
 //! file and handed to the background emulator); [`LabSpec::validate`]
-//! checks everything before any object is created.
+//! checks the fields against each other, and each backend's `check`
+//! (`crate::lab::check` calls both) what that backend can build, before any
+//! object is created.
 //!
 //! Topology (userspace backend):
 //!
@@ -19,6 +21,8 @@
 
 use crate::error::{LabError, Result};
 use crate::names;
+use bloatlab_emu::{Limit, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
+use bloatlab_units::BitRate;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -38,33 +42,95 @@ pub enum Backend {
     Kernel,
 }
 
-/// One direction of the link in tc spellings, exactly as the user wrote
-/// them (validated by [`LabSpec::validate`], converted by
-/// [`crate::model`]). `None` means "not limited" / the qdisc's default.
+/// One direction of the link: every value parsed by the emulator's parser
+/// for it when it was read (`lab up` does it in clap), kept with the user's
+/// spelling ([`Spelled`]), which is what the state file stores and `lab
+/// status` shows. `None` means "not limited" / the qdisc's default.
+/// Cross-field checks: [`LinkSpec::check`]; what a backend can do: its
+/// module's `check` (crate::lab::check).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkSpec {
     /// Bottleneck rate (`20mbit`); `None` = unshaped.
-    pub rate: Option<String>,
+    pub rate: Option<Spelled<BitRate>>,
     /// One-way propagation delay (`20ms`).
-    pub delay: Option<String>,
+    pub delay: Option<Spelled<Duration>>,
     /// Delay jitter (`1ms`).
-    pub jitter: Option<String>,
-    /// Random loss (`0.5%`).
-    pub loss: Option<String>,
+    pub jitter: Option<Spelled<Duration>>,
+    /// Random loss (`0.5%`, `gemodel 1% 10%`).
+    pub loss: Option<Spelled<LossModel>>,
     /// Queue limit (`1000p`, `64kb`).
-    pub limit: Option<String>,
+    pub limit: Option<Spelled<Limit>>,
     /// Queue discipline (`fifo`, `codel`, `fq_codel`, `pie`, `cake`).
-    pub qdisc: Option<String>,
+    pub qdisc: Option<Spelled<Qdisc>>,
     /// Queue discipline parameters as `key=value` or bare flags
     /// (`target=5ms`, `interval=100ms`, `ecn`, `noecn`).
-    pub params: Vec<String>,
+    pub params: Vec<Spelled<QdiscParam>>,
     /// A chain of stages instead of one bottleneck (userspace backend),
     /// each as `key=value` words (`rate=9mbit qdisc=fq_codel`), in the
     /// order packets cross them; see `bloatlab_emu::parse_stage`. With
     /// stages, `delay`, `jitter` and `loss` form a final stage `path`, and
     /// `rate`, `limit`, `qdisc` and `params` must be empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stages: Vec<String>,
+    pub stages: Vec<Spelled<StageSpec>>,
+}
+
+impl LinkSpec {
+    /// The flag that sets `what` for direction `dir` (`--rate/--up-rate`),
+    /// as errors name it.
+    pub fn flag(dir: &str, what: &str) -> String {
+        if dir.is_empty() {
+            format!("--{what}")
+        } else {
+            format!("--{what}/--{dir}-{what}")
+        }
+    }
+
+    /// Checks the fields of direction `dir` against each other: `--rate`,
+    /// `--limit`, `--qdisc` and `--qdisc-param` describe a single bottleneck
+    /// and are refused next to stages, naming both flags; stage names are
+    /// unique and not `path` (the stage `--delay` adds).
+    pub fn check(&self, dir: &str) -> Result<()> {
+        if self.stages.is_empty() {
+            return Ok(());
+        }
+        let single = [
+            ("rate", self.rate.as_ref().map(|v| v.text().to_string())),
+            ("limit", self.limit.as_ref().map(|v| v.text().to_string())),
+            ("qdisc", self.qdisc.as_ref().map(|v| v.text().to_string())),
+            (
+                "qdisc-param",
+                (!self.params.is_empty()).then(|| Spelled::join(&self.params, " ")),
+            ),
+        ];
+        for (what, value) in single {
+            if let Some(value) = value {
+                return Err(spec_err(
+                    &LinkSpec::flag(dir, what),
+                    &value,
+                    format!(
+                        "conflicts with {}: with stages, give {what} inside a stage",
+                        LinkSpec::flag(dir, "stage")
+                    ),
+                ));
+            }
+        }
+        let names: Vec<String> = self
+            .stages
+            .iter()
+            .zip(1..)
+            .map(|(st, pos)| st.get().name.clone().unwrap_or_else(|| pos.to_string()))
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) || name == "path" {
+                return Err(spec_err(
+                    &format!("{} {} key name", LinkSpec::flag(dir, "stage"), i + 1),
+                    name,
+                    "stage names must be unique and not `path`".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Driver options of the userspace emulator.
@@ -180,8 +246,9 @@ impl LabSpec {
         v
     }
 
-    /// Checks names, host references and every link field (through the
-    /// emulator's parsers), before anything is created.
+    /// Checks names, counts, host references and each direction's fields
+    /// against each other ([`LinkSpec::check`]). Plain data checks only:
+    /// what a backend cannot do is its own `check`'s (crate::lab::check).
     pub fn validate(&self) -> Result<()> {
         names::validate(&self.name)?;
         if self.clients == 0 || self.clients > MAX_CLIENTS {
@@ -223,12 +290,8 @@ impl LabSpec {
                 ));
             }
         }
-        crate::model::validate_direction("up", &self.up)?;
-        crate::model::validate_direction("down", &self.down)?;
-        if self.backend == Backend::Kernel {
-            crate::kernel::validate(self)?;
-        }
-        Ok(())
+        self.up.check("up")?;
+        self.down.check("down")
     }
 }
 
@@ -348,5 +411,23 @@ mod tests {
         assert!(s.validate().unwrap_err().to_string().contains("--clients"));
         let s = LabSpec::new("Bad");
         assert!(matches!(s.validate(), Err(LabError::InvalidName { .. })));
+    }
+
+    /// A stored spec reads back equal, its link values in the user's spelling.
+    #[test]
+    fn link_values_are_stored_as_spelled() {
+        let mut s = LabSpec::new("t");
+        s.up.rate = Some("20mbit".parse().unwrap());
+        s.up.loss = Some("gemodel 1% 10%".parse().unwrap());
+        s.up.params = vec!["target=5ms".parse().unwrap()];
+        s.down.stages = vec!["name=modem rate=10mbit".parse().unwrap()];
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["up"]["rate"], "20mbit");
+        assert_eq!(v["up"]["loss"], "gemodel 1% 10%");
+        assert_eq!(v["up"]["params"][0], "target=5ms");
+        assert_eq!(v["down"]["stages"][0], "name=modem rate=10mbit");
+        assert_eq!(v["down"]["rate"], serde_json::Value::Null);
+        let back: LabSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
     }
 }

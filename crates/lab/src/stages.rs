@@ -1,34 +1,26 @@
 //! Chained links in the lab: a direction given as `--stage` words becomes a
 //! `bloatlab_emu::Chain` (userspace backend only; the kernel backend
-//! refuses stages in `kernel::validate`).
+//! refuses stages in `kernel::check`).
 //!
 //! The direction's own `--delay`, `--jitter` and `--loss` stay meaningful
 //! with stages: they form one more stage, `path`, after the user's stages
 //! (no rate, so it only delays and loses). `--rate`, `--limit`, `--qdisc`
 //! and `--qdisc-param` describe a single bottleneck and are refused next to
-//! `--stage`, naming both flags.
+//! `--stage`, naming both flags (`LinkSpec::check`).
 
 use crate::error::{LabError, Result};
 use crate::model::LinkModel;
 use crate::spec::LinkSpec;
-use bloatlab_emu::{Chain, LinkConfig, StageConfig, StageError, parse_stage};
+use bloatlab_emu::qdisc::fifo::FifoConfig;
+use bloatlab_emu::{Chain, Limit, LinkConfig, LossModel, QdiscConfig, StageConfig, StageError};
 use std::time::Duration;
-
-/// The flag that sets stages for `dir` (`--stage/--up-stage`).
-fn stage_flag(dir: &str) -> String {
-    if dir.is_empty() {
-        "--stage".into()
-    } else {
-        format!("--stage/--{dir}-stage")
-    }
-}
 
 fn stage_error(dir: &str, text: &str, e: StageError) -> LabError {
     let why = e.source.problem.to_string();
     LabError::Spec {
         field: format!(
             "{} {} ({text:?}) key {}",
-            stage_flag(dir),
+            LinkSpec::flag(dir, "stage"),
             e.stage,
             e.source.field
         ),
@@ -43,69 +35,24 @@ pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>
     if s.stages.is_empty() {
         return Ok(None);
     }
-    for (flag, set) in [
-        ("rate", s.rate.is_some()),
-        ("limit", s.limit.is_some()),
-        ("qdisc", s.qdisc.is_some()),
-        ("qdisc-param", !s.params.is_empty()),
-    ] {
-        if set {
-            return Err(LabError::Spec {
-                field: format!("--{flag}/--{dir}-{flag}"),
-                value: match flag {
-                    "rate" => s.rate.clone(),
-                    "limit" => s.limit.clone(),
-                    "qdisc" => s.qdisc.clone(),
-                    _ => Some(s.params.join(" ")),
-                }
-                .unwrap_or_default(),
-                why: format!(
-                    "conflicts with {}: with stages, give {flag} inside a stage",
-                    stage_flag(dir)
-                ),
-            });
-        }
-    }
-    let mut stages = Vec::new();
-    for (i, text) in s.stages.iter().enumerate() {
-        let st = parse_stage(text, i + 1).map_err(|e| stage_error(dir, text, e))?;
-        if stages.iter().any(|o: &StageConfig| o.name == st.name) || st.name == "path" {
-            return Err(LabError::Spec {
-                field: format!("{} {} key name", stage_flag(dir), i + 1),
-                value: st.name,
-                why: "stage names must be unique and not `path`".into(),
-            });
-        }
-        stages.push(st);
-    }
-    let mut path = LinkConfig::default();
-    let mut any = false;
-    for (k, v) in [
-        ("delay", &s.delay),
-        ("jitter", &s.jitter),
-        ("loss", &s.loss),
-    ] {
-        if let Some(v) = v {
-            path.set(k, Some(v)).map_err(|e| LabError::Spec {
-                field: format!("--{k}/--{dir}-{k}"),
-                value: v.clone(),
-                why: e.to_string(),
-            })?;
-            any = true;
-        }
-    }
-    if any
-        && (path.delay > Duration::ZERO
-            || path.jitter > Duration::ZERO
-            || path.loss != Default::default())
-    {
+    s.check(dir)?;
+    let mut stages: Vec<StageConfig> = s
+        .stages
+        .iter()
+        .zip(1..)
+        .map(|(st, pos)| st.get().clone().at(pos))
+        .collect();
+    let path = LinkConfig {
+        delay: s.delay.as_ref().map_or(Duration::ZERO, |d| *d.get()),
+        jitter: s.jitter.as_ref().map_or(Duration::ZERO, |d| *d.get()),
+        loss: s.loss.as_ref().map_or(LossModel::None, |l| *l.get()),
         // A huge limit: the path stage has no rate, so nothing ever queues in it.
-        path.set("limit", Some("1000000p"))
-            .map_err(|e| LabError::Spec {
-                field: "limit".into(),
-                value: "1000000p".into(),
-                why: e.to_string(),
-            })?;
+        qdisc: QdiscConfig::Fifo(FifoConfig {
+            limit: Limit::Packets(PATH_LIMIT),
+        }),
+        ..LinkConfig::default()
+    };
+    if path.delay > Duration::ZERO || path.jitter > Duration::ZERO || path.loss != LossModel::None {
         stages.push(StageConfig {
             name: "path".into(),
             link: path,
@@ -113,6 +60,9 @@ pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>
     }
     Ok(Some(stages))
 }
+
+/// Queue limit of the `path` stage, packets.
+const PATH_LIMIT: u32 = 1_000_000;
 
 /// Builds the chain of one direction.
 pub fn build_chain(
@@ -192,7 +142,7 @@ mod tests {
 
     fn spec(stages: &[&str]) -> LinkSpec {
         LinkSpec {
-            stages: stages.iter().map(|s| s.to_string()).collect(),
+            stages: stages.iter().map(|s| s.parse().unwrap()).collect(),
             ..LinkSpec::default()
         }
     }
@@ -203,7 +153,7 @@ mod tests {
             "rate=9mbit qdisc=fq_codel",
             "rate=10mbit qdisc=fifo limit=1000p",
         ]);
-        s.delay = Some("15ms".into());
+        s.delay = Some("15ms".parse().unwrap());
         let st = stage_configs("up", &s).unwrap().unwrap();
         let names: Vec<_> = st.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["1", "2", "path"]);
@@ -227,7 +177,7 @@ mod tests {
     #[test]
     fn calibration_trims_the_last_stages_delay() {
         let mut s = spec(&["delay=5ms"]);
-        s.delay = Some("15ms".into());
+        s.delay = Some("15ms".parse().unwrap());
         let st = stage_configs("up", &s).unwrap().unwrap();
         let m = build_chain("up", &st, 1, None).unwrap();
         assert_eq!(m.delay(), Some(Duration::from_millis(15)));
@@ -255,7 +205,7 @@ mod tests {
             "name=router rate=100mbit qdisc=fq_codel",
             "name=modem rate=1mbit qdisc=fifo limit=2p",
         ]);
-        s.delay = Some("5ms".into());
+        s.delay = Some("5ms".parse().unwrap());
         let st = stage_configs("up", &s).unwrap().unwrap();
         // (file part, events seen) per trace opened.
         type Seen = Vec<(String, Vec<bloatlab_emu::Verdict>)>;
@@ -300,28 +250,30 @@ mod tests {
     }
 
     #[test]
-    fn bad_stages_and_conflicts_name_flag_stage_and_key() {
-        let e = stage_configs(
-            "up",
-            &spec(&["rate=9mbit", "rate=10mbit qdisc=fifo limit=0p"]),
-        )
-        .unwrap_err()
-        .to_string();
+    fn conflicts_name_both_flags_and_stage_names_must_differ() {
+        let mut s = spec(&["rate=9mbit"]);
+        s.rate = Some("5mbit".parse().unwrap());
+        let e = stage_configs("up", &s).unwrap_err().to_string();
         assert!(
-            e.contains("--up-stage 2") && e.contains("limit") && e.contains("0p"),
+            e.contains("--rate/--up-rate") && e.contains("--stage"),
             "{e}"
         );
-        let e = stage_configs("down", &spec(&["rate=9mbit wat=1"]))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--down-stage 1") && e.contains("wat"), "{e}");
         let mut s = spec(&["rate=9mbit"]);
-        s.rate = Some("5mbit".into());
-        let e = stage_configs("up", &s).unwrap_err().to_string();
-        assert!(e.contains("--rate") && e.contains("--stage"), "{e}");
+        s.params = vec!["ecn".parse().unwrap()];
+        let e = stage_configs("down", &s).unwrap_err().to_string();
+        assert!(e.contains("--qdisc-param/--down-qdisc-param"), "{e}");
         let e = stage_configs("up", &spec(&["name=a rate=1mbit", "name=a rate=2mbit"]))
             .unwrap_err()
             .to_string();
+        assert!(e.contains("unique") && e.contains("--up-stage 2"), "{e}");
+        // An unnamed stage is named after its position: `2` is taken.
+        let e = stage_configs("up", &spec(&["name=2 rate=1mbit", "rate=2mbit"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unique"), "{e}");
+        let e = stage_configs("up", &spec(&["name=path rate=1mbit"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("path"), "{e}");
     }
 }

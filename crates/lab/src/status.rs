@@ -121,7 +121,7 @@ pub fn read_counters(dir: &StateDir, name: &str) -> Option<LabStatus> {
     }
 }
 
-fn report(st: LabState, counters: Option<LabStatus>) -> StatusReport {
+pub(crate) fn report(st: LabState, counters: Option<LabStatus>) -> StatusReport {
     let alive = st.emulator_alive();
     let problem = (!alive).then(|| {
         format!(

@@ -77,7 +77,7 @@ fn ping(
 
 fn spec(delay: &str) -> LinkSpec {
     LinkSpec {
-        delay: Some(delay.into()),
+        delay: Some(delay.parse().expect("a tc time")),
         ..LinkSpec::default()
     }
 }

@@ -46,6 +46,23 @@ pub fn monotonic_now() -> Duration {
     ClockId::Monotonic.now()
 }
 
+/// The local time zone's offset from UTC, in seconds, at `unix` since the epoch
+/// (`tm_gmtoff` of localtime_r(3)); 0 when it is unknown. iperf 2's CSV timestamps are
+/// local time.
+pub fn utc_offset_secs(unix: Duration) -> i32 {
+    let t = libc::time_t::try_from(unix.as_secs()).unwrap_or(0);
+    // SAFETY: tm is plain data for which all-zero is valid.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers refer to live locals; localtime_r writes only into tm and is
+    // thread-safe.
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    if ok {
+        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 pub(crate) fn from_timespec(ts: libc::timespec) -> Duration {
     Duration::new(
         u64::try_from(ts.tv_sec).unwrap_or(0),
@@ -63,6 +80,12 @@ pub(crate) fn to_timespec(d: Duration) -> libc::timespec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_offset_is_within_a_day() {
+        let o = utc_offset_secs(realtime_now());
+        assert!(o.abs() <= 14 * 3600, "{o}");
+    }
 
     #[test]
     fn realtime_is_after_2020_and_monotonic_agrees_with_instant() {

@@ -26,6 +26,54 @@ pub fn signal(pid: u32, sig: i32) -> io::Result<()> {
     }
 }
 
+/// `uname(2)`: sysname, release, version, machine and nodename, or `None` if it failed.
+pub fn uname() -> Option<[String; 5]> {
+    // SAFETY: uname fills a zeroed struct of NUL-terminated arrays.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Some([
+        field(&u.sysname),
+        field(&u.release),
+        field(&u.version),
+        field(&u.machine),
+        field(&u.nodename),
+    ])
+}
+
+/// Makes the child that `cmd` starts receive `sig` when the *thread* that spawns it exits
+/// (Linux's `PR_SET_PDEATHSIG`, prctl(2)), so a runner cannot outlive a SIGKILLed parent
+/// and keep sending traffic. Spawn from a thread that outlives the child.
+pub fn on_parent_death(cmd: &mut Command, sig: i32) -> &mut Command {
+    // SAFETY: getpid has no preconditions and is called before the fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect: then we were
+            // already reparented and no signal will come.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Makes `cmd`'s child a daemon once it execs: its own session (so a Ctrl-C at the caller's
 /// terminal does not reach it) and every inherited fd above stderr closed on exec (a daemon
 /// that outlives its caller must not hold the caller's files open: `flock L bloatlab lab up`

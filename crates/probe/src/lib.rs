@@ -15,6 +15,8 @@
 //! same clock domain and one-way delays are exact; across hosts the offset and drift are
 //! estimated (see [`clock`]).
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod client;
 pub mod clock;

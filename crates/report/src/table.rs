@@ -2,8 +2,18 @@
 
 use crate::view::{Comparison, RunView};
 
-/// Left-aligned first column, right-aligned others, two spaces between columns.
+/// Left-aligned first column (a name), right-aligned others, two spaces between columns.
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
+    layout(header, rows, true)
+}
+
+/// Every column right-aligned (tables whose leading columns are numbers too, such as an
+/// experiment's swept parameters), two spaces between columns.
+pub fn render_right(header: &[&str], rows: &[Vec<String>]) -> String {
+    layout(header, rows, false)
+}
+
+fn layout(header: &[&str], rows: &[Vec<String>], first_left: bool) -> String {
     let cols = header.len();
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -18,7 +28,7 @@ pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
             if i > 0 {
                 s.push_str("  ");
             }
-            if i == 0 {
+            if i == 0 && first_left {
                 s.push_str(c);
                 if i + 1 < cells.len() {
                     s.push_str(&" ".repeat(pad));
@@ -180,5 +190,20 @@ mod tests {
             ],
         );
         assert_eq!(t, "a           bb\nlong name    1\nx          123\n");
+    }
+
+    #[test]
+    fn right_aligned_tables_align_every_column_right() {
+        let t = render_right(
+            &["rate", "rep", "median"],
+            &[
+                vec!["9mbit".into(), "1".into(), "38.0".into()],
+                vec!["10000kbit".into(), "12".into(), "-".into()],
+            ],
+        );
+        assert_eq!(
+            t,
+            "     rate  rep  median\n    9mbit    1    38.0\n10000kbit   12       -\n"
+        );
     }
 }

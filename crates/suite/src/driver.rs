@@ -17,10 +17,11 @@
 //! measured), wait up to [`STOP_GRACE`], and SIGKILL what is left. Every child is reaped
 //! on every path (a [`Drop`] guard kills stragglers).
 
+use bloatlab_os::child::ChildGuard;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -248,7 +249,8 @@ pub fn secs_arg(d: Duration) -> String {
 
 /// A running subprocess with threads draining its pipes.
 struct Proc {
-    child: Child,
+    /// Killed by PID and reaped if the driver unwinds with it still running.
+    child: ChildGuard,
     spawned: Duration,
     out: Option<JoinHandle<Vec<u8>>>,
     err: Option<JoinHandle<Vec<u8>>>,
@@ -335,7 +337,7 @@ impl Proc {
         let out = child.stdout.take().map(drain);
         let err = child.stderr.take().map(drain);
         Ok(Proc {
-            child,
+            child: ChildGuard(child),
             spawned,
             out,
             err,
@@ -343,23 +345,15 @@ impl Proc {
         })
     }
 
-    fn signal(&self, sig: libc::c_int) {
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: plain syscall on the PID of a child we have not reaped yet.
-            unsafe {
-                libc::kill(pid, sig);
-            }
-        }
-    }
-
     /// `Some(output)` once the child has exited.
     fn poll(&mut self, now: Duration) -> Option<Output> {
-        let status = match self.child.try_wait() {
+        let child = &mut self.child.0;
+        let status = match child.try_wait() {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(_) => {
-                let _ = self.child.kill();
-                self.child.wait().ok()?
+                let _ = child.kill();
+                child.wait().ok()?
             }
         };
         Some(self.finish(now, status.code()))
@@ -384,15 +378,6 @@ impl Proc {
             status,
             stdout,
             stderr,
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }
@@ -513,32 +498,24 @@ pub fn drive(
         on_event(DriveEvent::Tick(now));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Interrupt what is still running and collect its output.
-    for s in slots.iter_mut() {
-        if let Some(p) = s.running.as_ref() {
-            p.signal(libc::SIGINT);
-        }
-    }
-    let stop_at = Instant::now();
-    for s in slots.iter_mut() {
-        if let Some(mut p) = s.running.take() {
-            let out = loop {
-                if let Some(o) = p.poll(t0.elapsed()) {
-                    break o;
-                }
-                if stop_at.elapsed() > STOP_GRACE {
-                    p.signal(libc::SIGKILL);
-                    let status = p.child.wait().ok().and_then(|st| st.code());
-                    break p.finish(t0.elapsed(), status);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            on_event(DriveEvent::Finished {
-                runner: &s.result.runner,
-                output: &out,
-            });
-            s.result.outputs.push(out);
-        }
+    // Interrupt what is still running, all at once, and collect its output.
+    let mut still: Vec<(&mut RunnerResult, Proc)> = slots
+        .iter_mut()
+        .filter_map(|s| Some((&mut s.result, s.running.take()?)))
+        .collect();
+    let stopped = {
+        let mut children: Vec<&mut std::process::Child> =
+            still.iter_mut().map(|(_, p)| &mut p.child.0).collect();
+        bloatlab_os::child::stop_all(&mut children, STOP_GRACE)
+    };
+    for ((result, mut p), st) in still.into_iter().zip(stopped) {
+        let exited = st.at.saturating_duration_since(t0);
+        let out = p.finish(exited, st.status.and_then(|s| s.code()));
+        on_event(DriveEvent::Finished {
+            runner: &result.runner,
+            output: &out,
+        });
+        result.outputs.push(out);
     }
     Ok(DriveResult {
         runners: slots.into_iter().map(|s| s.result).collect(),

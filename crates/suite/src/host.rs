@@ -45,33 +45,9 @@ pub fn read_cpu() -> Option<CpuTimes> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
-/// `uname(2)`, or `None` if it failed.
-fn uname() -> Option<[String; 5]> {
-    // SAFETY: uname fills a zeroed struct of NUL-terminated arrays.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    let field = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    Some([
-        field(&u.sysname),
-        field(&u.release),
-        field(&u.version),
-        field(&u.machine),
-        field(&u.nodename),
-    ])
-}
-
 /// This kernel's sysname, release, version and machine (all unknown if `uname` failed).
 pub fn kernel() -> KernelRecord {
-    match uname() {
+    match bloatlab_os::process::uname() {
         Some([sysname, release, version, machine, _]) => KernelRecord {
             sysname: Some(sysname),
             release: Some(release),
@@ -84,7 +60,9 @@ pub fn kernel() -> KernelRecord {
 
 /// This host's node name (`uname -n`).
 pub fn node_name() -> Option<String> {
-    uname().map(|[.., n]| n).filter(|n| !n.is_empty())
+    bloatlab_os::process::uname()
+        .map(|[.., n]| n)
+        .filter(|n| !n.is_empty())
 }
 
 /// The sysctls that change what a latency-under-load test measures.

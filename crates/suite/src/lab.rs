@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use bloatlab_emu::Spelled;
 use bloatlab_lab::LinkSpec;
 use bloatlab_lab::hostctl;
 use bloatlab_lab::lab::LabStatus;
@@ -400,44 +401,31 @@ impl LabWatch {
 /// Gilbert-Elliott loss model, not a single fraction). The qdisc's parameters keep tc's
 /// spelling; a bare flag (`ecn`) reads `on`.
 pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
-    use bloatlab_lab::model::{Limit, parse_time};
-    let time = |v: &Option<String>| {
-        v.as_deref()
-            .and_then(|t| parse_time(t).ok())
-            .map(bloatlab_results::convert::nanos)
+    use bloatlab_emu::{Limit, LossModel};
+    let time = |v: &Option<Spelled<Duration>>| {
+        v.as_ref()
+            .map(|t| bloatlab_results::convert::nanos(*t.get()))
     };
-    let limit = l
-        .limit
-        .as_deref()
-        .and_then(|v| {
-            bloatlab_lab::model::parse_direction(&LinkSpec {
-                limit: Some(v.to_string()),
-                ..LinkSpec::default()
-            })
-            .ok()
-        })
-        .and_then(|d| d.limit);
+    let limit = l.limit.as_ref().map(|v| *v.get());
     let mut parameters = BTreeMap::new();
     let mut overhead = None;
     for p in &l.params {
-        let (k, v) = match p.split_once('=') {
-            Some((k, v)) => (k.trim(), v.trim()),
-            None => (p.trim(), "on"),
-        };
-        if k == "overhead" {
+        let p = p.get();
+        let v = p.value.as_deref().unwrap_or("on");
+        if p.key == "overhead" {
             overhead = v.parse().ok();
         }
-        parameters.insert(k.to_owned(), v.to_owned());
+        parameters.insert(p.key.clone(), v.to_owned());
     }
     LinkDirectionRecord {
-        rate_bps: rate_bps(l),
+        rate_bps: l.rate.as_ref().map(|r| r.get().0),
         delay_ns: time(&l.delay),
         jitter_ns: time(&l.jitter),
-        loss_fraction: l
-            .loss
-            .as_deref()
-            .and_then(|v| bloatlab_lab::model::parse_percent(v).ok())
-            .map(|p| p.get()),
+        loss_fraction: l.loss.as_ref().and_then(|v| match v.get() {
+            LossModel::None => Some(0.0),
+            LossModel::Random { p } => Some(p.get()),
+            LossModel::GilbertElliott { .. } => None,
+        }),
         limit_packets: match limit {
             Some(Limit::Packets(n)) => Some(u64::from(n)),
             _ => None,
@@ -448,22 +436,14 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
         },
         overhead_bytes: overhead,
         qdisc: Some(QdiscRecord {
-            kind: l.qdisc.clone().unwrap_or_else(|| "fifo".into()),
+            kind: l
+                .qdisc
+                .as_ref()
+                .map_or_else(|| "fifo".into(), |q| q.text().to_string()),
             interface: None,
             parameters,
         }),
     }
-}
-
-fn rate_bps(l: &LinkSpec) -> Option<u64> {
-    let r = l.rate.as_deref()?;
-    bloatlab_lab::model::parse_direction(&LinkSpec {
-        rate: Some(r.to_string()),
-        ..LinkSpec::default()
-    })
-    .ok()?
-    .rate
-    .map(|r| r.0)
 }
 
 fn dir_record(d: &str) -> DirectionRecord {
@@ -485,7 +465,7 @@ mod tests {
     fn watch(samples: Vec<Snap>) -> LabWatch {
         let spec = {
             let mut s = bloatlab_lab::LabSpec::new("w");
-            s.up.rate = Some("10mbit".into());
+            s.up.rate = Some("10mbit".parse().unwrap());
             s
         };
         let st = bloatlab_lab::state::LabState::new(&spec, &StateDir::default());
@@ -561,5 +541,43 @@ mod tests {
         assert_eq!(b.p90_packets, Some(85));
         assert_eq!(w.rate_bps("up"), Some(10_000_000));
         assert_eq!(w.rate_bps("down"), None);
+    }
+
+    /// The results record of a direction comes from the typed link values.
+    #[test]
+    fn direction_record_reads_the_parsed_values() {
+        let l = LinkSpec {
+            rate: Some("20mbit".parse().unwrap()),
+            delay: Some("10ms".parse().unwrap()),
+            jitter: Some("250us".parse().unwrap()),
+            loss: Some("0.5%".parse().unwrap()),
+            limit: Some("64kb".parse().unwrap()),
+            qdisc: Some("fq_codel".parse().unwrap()),
+            params: vec![
+                "target=3ms".parse().unwrap(),
+                "ecn".parse().unwrap(),
+                "overhead=44".parse().unwrap(),
+            ],
+            ..LinkSpec::default()
+        };
+        let r = direction_record(&l);
+        assert_eq!(r.rate_bps, Some(20_000_000));
+        assert_eq!((r.delay_ns, r.jitter_ns), (Some(10_000_000), Some(250_000)));
+        assert_eq!(r.loss_fraction, Some(0.005));
+        assert_eq!((r.limit_packets, r.limit_bytes), (None, Some(65_536)));
+        assert_eq!(r.overhead_bytes, Some(44));
+        let q = r.qdisc.unwrap();
+        assert_eq!(q.kind, "fq_codel");
+        assert_eq!(q.parameters["target"], "3ms");
+        assert_eq!(q.parameters["ecn"], "on");
+        let l = LinkSpec {
+            loss: Some("gemodel 1% 10%".parse().unwrap()),
+            limit: Some("100p".parse().unwrap()),
+            ..LinkSpec::default()
+        };
+        let r = direction_record(&l);
+        assert_eq!((r.loss_fraction, r.limit_packets), (None, Some(100)));
+        assert_eq!(r.rate_bps, None);
+        assert_eq!(r.qdisc.unwrap().kind, "fifo");
     }
 }

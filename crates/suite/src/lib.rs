@@ -20,6 +20,8 @@
 //! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
 //! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
 
+#![forbid(unsafe_code)]
+
 pub mod catalog;
 pub mod collect;
 pub mod demo;

@@ -8,39 +8,18 @@
 //! from a thread that outlives it: the main thread (the driver, demo) or a
 //! scoped thread that waits for the child (preflight).
 
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// Makes the child that `cmd` starts receive SIGKILL when this thread dies.
 pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
-    on_parent_death(cmd, libc::SIGKILL)
+    bloatlab_os::process::on_parent_death(cmd, libc::SIGKILL)
 }
 
 /// Makes the child that `cmd` starts receive SIGTERM when this thread dies: a runner
 /// whose output goes to a file (a journaled run) then stops as on Ctrl-C, writing its
 /// report of the time until then where `--recover` finds it, and exits.
 pub fn stop_with_parent(cmd: &mut Command) -> &mut Command {
-    on_parent_death(cmd, libc::SIGTERM)
-}
-
-fn on_parent_death(cmd: &mut Command, sig: libc::c_int) -> &mut Command {
-    // SAFETY: getpid is async-signal-safe and is called before the fork.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect: then we were
-            // already reparented and no signal will come.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        })
-    }
+    bloatlab_os::process::on_parent_death(cmd, libc::SIGTERM)
 }
 
 #[cfg(test)]
@@ -59,31 +38,25 @@ mod tests {
     fn child_is_killed_when_its_parent_dies() {
         // The kernel sends the signal when the spawning thread exits, which
         // stands in for the parent process being killed.
-        let pid = std::thread::spawn(|| {
-            let child = die_with_parent(Command::new("sleep").arg("30"))
+        let mut child = std::thread::spawn(|| {
+            die_with_parent(Command::new("sleep").arg("30"))
                 .spawn()
-                .unwrap();
-            let pid = child.id() as i32;
-            // Reaped below with waitpid, by PID, once the thread is gone.
-            std::mem::forget(child);
-            pid
+                .unwrap()
             // The spawning thread ends here: PDEATHSIG fires.
         })
         .join()
         .unwrap();
+        let pid = child.id() as i32;
         let t0 = Instant::now();
         while alive(pid) && t0.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let gone = !alive(pid);
-        // Reap it (it is our child) so no zombie is left; kill by PID if it survived.
-        // SAFETY: plain syscalls on a PID we started.
-        unsafe {
-            if !gone {
-                libc::kill(pid, libc::SIGKILL);
-            }
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        // Reap it (it is our child) so no zombie is left; kill it if it survived.
+        if !gone {
+            let _ = child.kill();
         }
+        let _ = child.wait();
         assert!(gone, "the child outlived the thread that started it");
     }
 }

@@ -142,6 +142,16 @@ fn line_of(message: &str, args: &[(String, usize)], fallback: usize) -> usize {
         .unwrap_or(fallback)
 }
 
+/// The line of the option among `args` that is one of `flags` (the longest when several
+/// are: `--up-rate` rather than `--rate`).
+fn line_of_flags(flags: &[String], args: &[(String, usize)]) -> Option<usize> {
+    args.iter()
+        .map(|(a, l)| (a.split('=').next().unwrap_or(a), *l))
+        .filter(|(a, _)| flags.iter().any(|f| f == a))
+        .max_by_key(|(a, _)| a.len())
+        .map(|(_, l)| l)
+}
+
 fn first_line(s: &str) -> &str {
     s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
 }
@@ -154,8 +164,10 @@ fn check_points(exp: &Experiment, variant: &str) -> Result<(), String> {
     for p in matrix::points(exp) {
         let lab = matrix::argv(exp, Section::Lab, &p);
         let words: Vec<String> = lab.iter().map(|(s, _)| s.clone()).collect();
-        if let Err(e) = crate::cmd::lab::check_up_args("check", &words) {
-            let line = line_of(&e, &lab, lab_line);
+        if let Err(crate::cmd::lab::UpArgsError { flags, message: e }) =
+            crate::cmd::lab::check_up_args("check", &words)
+        {
+            let line = line_of_flags(&flags, &lab).unwrap_or_else(|| line_of(&e, &lab, lab_line));
             return Err(format!(
                 "{}:{line}: [lab] of point {} ({}){variant}: {}",
                 exp.file,

@@ -157,6 +157,16 @@ fn bad_files_name_key_and_line_and_start_nothing() {
             "[lab]\nstage = [\"rate=9mbit limit=0p\"]\n[test]\nname = \"tcp_upload\"\n",
             "bad.toml:2:",
         ),
+        // A bad link value is clap's, naming the exact flag, at its key's line.
+        (
+            "[lab]\nloss = \"1%\"\ndown-loss = \"150%\"\n[test]\nname = \"tcp_upload\"\n",
+            "bad.toml:3: [lab] of point p001 ((single point)): invalid value '150%' for '--down-loss <DOWN_LOSS>'",
+        ),
+        // A conflict between keys is the lab spec's, at the line of the key it names.
+        (
+            "[lab]\nstage = [\"rate=9mbit\"]\ndelay = \"5ms\"\nup-limit = \"10p\"\n[test]\nname = \"tcp_upload\"\n",
+            "bad.toml:4: [lab] of point p001 ((single point)): invalid --limit/--up-limit \"10p\": conflicts with --stage/--up-stage",
+        ),
         // A bad [quick] is refused without --quick too.
         (
             "[test]\nname = \"tcp_upload\"\n[quick]\nlenght = 5\n",

@@ -213,6 +213,18 @@ fn invalid_link_specs_exit_2_naming_field_and_value() {
         (vec!["--down-rate", "20mbits"], "rate", "20mbits"),
         (vec!["--loss", "150%"], "loss", "150%"),
         (vec!["--limit", "10 furlongs"], "limit", "10 furlongs"),
+        // Each flag family's bad value is clap's, naming the exact flag.
+        (vec!["--down-loss", "150%"], "for '--down-loss <", "'150%'"),
+        (
+            vec!["--up-stage", "rate=9mbit limit=0p"],
+            "for '--up-stage <",
+            "limit: \"0p\"",
+        ),
+        (
+            vec!["--qdisc-param", "bogus=1"],
+            "for '--qdisc-param <",
+            "\"bogus\" is not known",
+        ),
         (
             vec!["--trace", "/nonexistent-bl/t"],
             "--trace",

@@ -15,27 +15,13 @@ pub fn row(c: &ConnInfo, role: Role, enhanced: bool, id: u32, span: Span, bytes:
     };
     let now = wall_now();
     CsvRow {
-        timestamp: CsvTimestamp::from_unix(now, utc_offset_secs(now.as_secs())),
+        timestamp: CsvTimestamp::from_unix(now, bloatlab_os::clock::utc_offset_secs(now)),
         enhanced,
         client,
         server,
         transfer_id: id,
     }
     .tcp(span, bytes)
-}
-
-/// The local time zone's offset from UTC at `unix_secs` (`tm_gmtoff`).
-fn utc_offset_secs(unix_secs: u64) -> i32 {
-    let t = libc::time_t::try_from(unix_secs).unwrap_or(0);
-    // SAFETY: tm is plain data; localtime_r only writes into it and is thread-safe.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers refer to live locals.
-    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-    if ok {
-        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
-    } else {
-        0
-    }
 }
 
 #[cfg(test)]

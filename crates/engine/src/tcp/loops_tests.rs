@@ -38,6 +38,27 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
     }
 }
 
+/// A plain send of `amount` in writes of `len` bytes: stream 1, no trip-times, pacing,
+/// TCP_INFO, intervals or deadlines. Tests override what they exercise.
+fn send_plan(len: usize, amount: Amount) -> SendPlan {
+    SendPlan {
+        stream: 1,
+        len,
+        amount,
+        trip_times: false,
+        start_wall: wall_now(),
+        near_congestion: None,
+        rate: None,
+        tcpinfo: false,
+        interval: None,
+        already_sent: Bytes(0),
+        deadline: None,
+        stall_timeout: None,
+        watch_peer_close: false,
+        stop: StopToken::new(),
+    }
+}
+
 #[test]
 fn trip_times_bursts_are_deframed_counted_and_timed() {
     let (c, s) = pair();
@@ -45,20 +66,9 @@ fn trip_times_bursts_are_deframed_counted_and_timed() {
     let len = 64 * 1024;
     let bursts = 40u64;
     let plan = SendPlan {
-        stream: 1,
-        len,
-        amount: Amount::Bytes(Bytes(bursts * len as u64)),
         trip_times: true,
-        start_wall: wall_now(),
-        near_congestion: None,
-        rate: None,
         tcpinfo: true,
-        interval: None,
-        already_sent: Bytes(0),
-        deadline: None,
-        stall_timeout: None,
-        watch_peer_close: false,
-        stop: StopToken::new(),
+        ..send_plan(len, Amount::Bytes(Bytes(bursts * len as u64)))
     };
     let t0 = Instant::now();
     let tx2 = tx.clone();
@@ -134,20 +144,8 @@ fn rate_cap_paces_tcp_writes() {
         recv::run(&s, &recv_plan(false), Instant::now(), &tx).unwrap()
     });
     let plan = SendPlan {
-        stream: 1,
-        len: 10_000,
-        amount: Amount::Bytes(Bytes(100_000)),
-        trip_times: false,
-        start_wall: wall_now(),
-        near_congestion: None,
         rate: Some(bloatlab_units::BitRate(4_000_000)),
-        tcpinfo: false,
-        interval: None,
-        already_sent: Bytes(0),
-        deadline: None,
-        stall_timeout: None,
-        watch_peer_close: false,
-        stop: StopToken::new(),
+        ..send_plan(10_000, Amount::Bytes(Bytes(100_000)))
     };
     let t0 = Instant::now();
     send::run(&c, &plan, t0, &tx).unwrap();
@@ -171,20 +169,9 @@ fn a_raised_stop_token_ends_the_send_loop() {
     });
     let stop = StopToken::new();
     let plan = SendPlan {
-        stream: 1,
-        len: 10_000,
-        amount: Amount::Time(Duration::from_secs(30)),
-        trip_times: false,
-        start_wall: wall_now(),
-        near_congestion: None,
         rate: Some(bloatlab_units::BitRate(8_000_000)),
-        tcpinfo: false,
-        interval: None,
-        already_sent: Bytes(0),
-        deadline: None,
-        stall_timeout: None,
-        watch_peer_close: false,
         stop: stop.clone(),
+        ..send_plan(10_000, Amount::Time(Duration::from_secs(30)))
     };
     let raiser = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

@@ -31,26 +31,11 @@ pub fn csv_row(c: &ConnInfo, id: u32, local_is_client: bool, enhanced: bool) -> 
     };
     let now = bloatlab_os::clock::realtime_now();
     CsvRow {
-        timestamp: CsvTimestamp::from_unix(now, utc_offset_secs(now)),
+        timestamp: CsvTimestamp::from_unix(now, bloatlab_os::clock::utc_offset_secs(now)),
         enhanced,
         client,
         server,
         transfer_id: id,
-    }
-}
-
-/// The local time zone's offset from UTC at `unix` (`tm_gmtoff`).
-fn utc_offset_secs(unix: std::time::Duration) -> i32 {
-    let t = unix.as_secs() as libc::time_t;
-    // SAFETY: tm is plain data for which all-zero is valid; localtime_r
-    // writes only into it and is thread-safe.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers refer to live locals.
-    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-    if ok {
-        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
-    } else {
-        0
     }
 }
 

@@ -9,11 +9,13 @@
 //!
 //! Receive timestamps: with `SO_TIMESTAMPNS` enabled the kernel attaches an
 //! `SCM_TIMESTAMPNS` control message (CLOCK_REALTIME, ns) to every datagram;
-//! when it is missing the caller falls back to `clock_gettime`.
+//! when it is missing the caller falls back to `clock_gettime`. The control
+//! messages and addresses are decoded by `bloatlab_os::sockmsg`, shared with
+//! the probes.
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -132,82 +134,17 @@ impl RecvBatch {
         let wire_len = h.msg_len as usize;
         let start = i * self.cap;
         let data = &self.bufs[start..start + wire_len.min(self.cap)];
-        let (kernel_rx, local) = cmsgs(&h.msg_hdr);
+        // SAFETY: recvmmsg just filled this header's control buffer (`self.ctrl`, live
+        // and cmsghdr-aligned), which the header points at.
+        let anc = unsafe { bloatlab_os::sockmsg::ancillary(&h.msg_hdr) };
+        let (kernel_rx, local) = (anc.kernel_rx, anc.local);
         Some(Received {
             data,
             wire_len,
-            from: sockaddr_to_std(&self.addrs[i], h.msg_hdr.msg_namelen),
+            from: bloatlab_os::sockmsg::sockaddr_to_std(&self.addrs[i], h.msg_hdr.msg_namelen),
             kernel_rx,
             local,
         })
-    }
-}
-
-/// Walks the control messages of `hdr` for `SCM_TIMESTAMPNS` and the
-/// packet-info destination address.
-fn cmsgs(hdr: &libc::msghdr) -> (Option<Duration>, Option<IpAddr>) {
-    let (mut ts, mut dst) = (None, None);
-    if hdr.msg_control.is_null() || hdr.msg_controllen == 0 {
-        return (ts, dst);
-    }
-    // SAFETY: the kernel filled `msg_control` up to `msg_controllen`; the
-    // CMSG_* helpers stay within that length and every payload is read
-    // unaligned with the size its (level, type) pair defines.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(hdr);
-        while !c.is_null() {
-            let data = libc::CMSG_DATA(c);
-            match ((*c).cmsg_level, (*c).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
-                    let t: libc::timespec = std::ptr::read_unaligned(data.cast());
-                    if let (Ok(s), Ok(n)) = (u64::try_from(t.tv_sec), u32::try_from(t.tv_nsec))
-                        && (s, n) != (0, 0)
-                    {
-                        ts = Some(Duration::new(s, n));
-                    }
-                }
-                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
-                    let p: libc::in_pktinfo = std::ptr::read_unaligned(data.cast());
-                    dst = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(p.ipi_addr.s_addr))));
-                }
-                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
-                    let p: libc::in6_pktinfo = std::ptr::read_unaligned(data.cast());
-                    let a = Ipv6Addr::from(p.ipi6_addr.s6_addr);
-                    dst = Some(match a.to_ipv4_mapped() {
-                        Some(v4) => IpAddr::V4(v4),
-                        None => IpAddr::V6(a),
-                    });
-                }
-                _ => {}
-            }
-            c = libc::CMSG_NXTHDR(hdr, c);
-        }
-    }
-    (ts, dst)
-}
-
-fn sockaddr_to_std(sa: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
-    let len = len as usize;
-    match sa.ss_family as libc::c_int {
-        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
-            // SAFETY: family and length say this storage holds a sockaddr_in.
-            let a: &libc::sockaddr_in = unsafe { &*(sa as *const _ as *const libc::sockaddr_in) };
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                u32::from_be(a.sin_addr.s_addr).into(),
-                u16::from_be(a.sin_port),
-            )))
-        }
-        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: family and length say this storage holds a sockaddr_in6.
-            let a: &libc::sockaddr_in6 = unsafe { &*(sa as *const _ as *const libc::sockaddr_in6) };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                a.sin6_addr.s6_addr.into(),
-                u16::from_be(a.sin6_port),
-                a.sin6_flowinfo,
-                a.sin6_scope_id,
-            )))
-        }
-        _ => None,
     }
 }
 
@@ -318,41 +255,7 @@ impl SendBatch {
     }
 }
 
-/// Enables `SO_TIMESTAMPNS` (kernel receive timestamps in ns).
-pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
-    set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
-}
-
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: passes a pointer to a live c_int with its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Asks for each datagram's destination address (`IP_PKTINFO`, and
-/// `IPV6_RECVPKTINFO` on IPv6 sockets).
-pub fn enable_pktinfo(fd: RawFd, v6: bool) -> io::Result<()> {
-    if v6 {
-        set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)?;
-        // Dual-stack sockets also see IPv4 (v4-mapped) traffic; best effort.
-        let _ = set_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO);
-        Ok(())
-    } else {
-        set_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO)
-    }
-}
+pub use bloatlab_os::sockmsg::{enable_pktinfo, enable_rx_timestamps};
 
 /// Waits until `fd` is readable or `timeout` passes. Returns whether it is
 /// readable. EINTR counts as "not yet".
@@ -384,8 +287,8 @@ mod tests {
     #[test]
     fn batch_round_trip_with_kernel_timestamps() {
         let rx = UdpSocket::bind("0.0.0.0:0").unwrap();
-        enable_rx_timestamps(rx.as_raw_fd()).unwrap();
-        enable_pktinfo(rx.as_raw_fd(), false).unwrap();
+        enable_rx_timestamps(&rx).unwrap();
+        enable_pktinfo(&rx, false).unwrap();
         let port = rx.local_addr().unwrap().port();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.connect(("127.0.0.1", port)).unwrap();
@@ -407,7 +310,7 @@ mod tests {
                         assert_eq!(r.wire_len, 100);
                         assert_eq!(r.data.len(), 64);
                         assert_eq!(r.from, Some(tx.local_addr().unwrap()));
-                        assert_eq!(r.local, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+                        assert_eq!(r.local, Some(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
                         let ts = r.kernel_rx.expect("SO_TIMESTAMPNS cmsg");
                         let now = bloatlab_os::clock::realtime_now();
                         assert!(ts <= now && now - ts < Duration::from_secs(5));

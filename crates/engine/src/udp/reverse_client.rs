@@ -104,7 +104,7 @@ pub(crate) fn reverse_stream(
 
 /// Kernel receive timestamps and a larger receive queue on a stream's socket.
 pub(crate) fn prepare_receive(cfg: &ClientConfig, sock: &UdpSocket) -> Result<(), UdpError> {
-    mmsg::enable_rx_timestamps(sock.as_raw_fd()).map_err(|e| UdpError::SocketOption {
+    mmsg::enable_rx_timestamps(sock).map_err(|e| UdpError::SocketOption {
         option: "SO_TIMESTAMPNS",
         source: e,
     })?;

@@ -29,7 +29,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
         op: "getsockname",
         source: e,
     })?;
-    let _ = mmsg::enable_pktinfo(sock.as_raw_fd(), local.is_ipv6());
+    let _ = mmsg::enable_pktinfo(&sock, local.is_ipv6());
     if cfg.format == OutputFormat::Console {
         print_banner(cfg, local);
     }

@@ -87,11 +87,9 @@ pub fn server_socket(port: u16, opts: &SocketOptions) -> Result<UdpSocket, UdpEr
     sock.bind(&addr.into())
         .map_err(|e| UdpError::Bind { addr, source: e })?;
     let sock: UdpSocket = sock.into();
-    super::mmsg::enable_rx_timestamps(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| {
-        UdpError::SocketOption {
-            option: "SO_TIMESTAMPNS",
-            source: e,
-        }
+    super::mmsg::enable_rx_timestamps(&sock).map_err(|e| UdpError::SocketOption {
+        option: "SO_TIMESTAMPNS",
+        source: e,
     })?;
     Ok(sock)
 }
