@@ -131,6 +131,30 @@ fn paced_rate_is_within_a_few_percent_of_b() {
     );
 }
 
+/// `-l 64` datagrams cut the test header short (as iperf 2.1.8's do); the server still
+/// takes the test, and the run ends with its report (the load benchmark's UDP case).
+#[test]
+fn small_datagrams_that_cut_the_header_still_run_a_test() {
+    let s = Server::start(&[]);
+    let j = json(&client(
+        s.port,
+        &["-l", "64", "-b", "2m", "-t", "1", "--json"],
+    ));
+    let r = &j["streams"][0]["server_side"]["summary"]["udp_recv"];
+    let got = u(&j["streams"][0]["server_side"]["summary"]["bytes"]);
+    assert!(got > 200_000, "{j}");
+    assert_eq!(got % 64, 0, "64-byte datagrams: {j}");
+    assert_eq!(u(&r["lost"]), 0, "{r}");
+    // A reverse test needs the rate the cut takes away: refused, and the server says why.
+    let o = client(s.port, &["-l", "64", "-t", "1", "-R"]);
+    assert!(!o.status.success());
+    let log = s.stderr();
+    assert!(
+        log.contains("cut short by -l 64: its rate is missing"),
+        "{log}"
+    );
+}
+
 #[test]
 fn low_rate_on_loopback_has_no_loss_and_small_nonnegative_latency() {
     let s = Server::start(&["-e"]);

@@ -237,6 +237,8 @@ fn invalid_link_specs_exit_2_naming_field_and_value() {
         ),
     ] {
         let name = unique("bad");
+        // Takes the lab down if a case is wrongly accepted, before the assertion fails.
+        let _lab = LabGuard::adopt(&name);
         let mut v = vec!["lab", "up", &name];
         v.extend_from_slice(&args);
         let o = bl(&v);

@@ -10,10 +10,11 @@ use super::UdpError;
 use crate::config::{Amount, ClientConfig, Direction};
 use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::bloatlab::BLOATLAB_EXT_VERSION;
+use bloatlab_wire::client_hdr::{CORE_LEN, V1_LEN, field as core_field};
 use bloatlab_wire::udp::PREFIX_LEN;
 use bloatlab_wire::{
-    Amount as WireAmount, ClientHeaderRepr, HeaderFlags, Rate, StartFqRepr, UdpDatagram,
-    UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr, UpperFlags, WallTime,
+    Amount as WireAmount, ClientHeader, ClientHeaderRepr, HeaderFlags, Rate, StartFqRepr,
+    UdpDatagram, UdpDatagramRepr, UdpHeaderRepr, UdpTestsRepr, UpperFlags, WallTime,
 };
 use std::time::Duration;
 
@@ -108,14 +109,18 @@ impl Template {
                 "-l {len}: a UDP datagram must be {PREFIX_LEN}..={MAX_DATAGRAM} bytes"
             )));
         }
-        let mut bytes: Vec<u8> = (0..len).map(|i| b'0' + (i % 10) as u8).collect();
+        // Built at least header-long and cut to `len`: a short datagram carries the first
+        // `len - 16` bytes of the header, exactly like iperf 2's (which a server needs to
+        // recognise the test).
+        let full = len.max(MAX_HEADER_DATAGRAM);
+        let mut bytes: Vec<u8> = (0..full).map(|i| b'0' + (i % 10) as u8).collect();
         let repr = UdpDatagramRepr {
             seqno: 0,
             timestamp: WallTime::default(),
             header: Some(header),
         };
-        // Short datagrams get a truncated header, exactly like iperf 2's.
         repr.emit(&mut UdpDatagram::new_unchecked(&mut bytes[..]));
+        bytes.truncate(len);
         Ok(Template { bytes })
     }
 }
@@ -166,6 +171,10 @@ pub struct HeaderInfo {
     pub buf_len: Bytes,
     /// Flag `HEADER_EXTEND`, which every iperf 2.x client sets.
     pub extend: bool,
+    /// Bytes of the 60-byte header core the datagram carried: less than 60 when the client's
+    /// `-l` cut it short (iperf 2 truncates the header of datagrams smaller than it), and
+    /// then the fields beyond are zero here (no rate, no upper flags, maybe no version).
+    pub core_len: usize,
 }
 
 /// Largest id a flow's first datagram may carry: a client's first
@@ -189,9 +198,20 @@ pub enum NotAHeader {
     NoAmount,
     #[error("header says -l {said} but the datagram is {wire} bytes")]
     Length { said: u64, wire: usize },
+    #[error("a -R / --full-duplex header cut short by -l {0}: its rate is missing")]
+    TruncatedSender(usize),
 }
 
+/// The longest datagram an iperf 2.1.8 header fills: prefix, core, isoch, start/fq and
+/// isoch settings blocks (16 + 60 + 32 + 20 + 32 bytes).
+pub const MAX_HEADER_DATAGRAM: usize = 160;
+
 impl HeaderInfo {
+    /// Whether the datagram carried the whole 60-byte header core.
+    pub fn complete(&self) -> bool {
+        self.core_len >= CORE_LEN
+    }
+
     /// Checks that a flow's first datagram (id `first_id`, `wire_len`
     /// bytes) looks like an iperf 2 test header, before any state exists:
     /// random bytes almost never pass all of these at once.
@@ -202,8 +222,22 @@ impl HeaderInfo {
         if !self.extend {
             return Err(NotAHeader::NoExtend);
         }
-        if self.version.major != 2 {
+        if self.core_len >= core_field::VERSION_U.end && self.version.major != 2 {
             return Err(NotAHeader::Version(self.version.major));
+        }
+        if !self.complete() {
+            // Only an explicit -l cuts the header (the default is 1470 bytes), and the
+            // client writes it into the header: it must be this datagram's length.
+            if self.buf_len.0 != wire_len as u64 {
+                return Err(NotAHeader::Length {
+                    said: self.buf_len.0,
+                    wire: wire_len,
+                });
+            }
+            // A test that makes the server send needs the rate the cut took away.
+            if self.reverse || self.full_duplex {
+                return Err(NotAHeader::TruncatedSender(wire_len));
+            }
         }
         if !(1..=1024).contains(&self.parallel) {
             return Err(NotAHeader::Streams(self.parallel));
@@ -215,7 +249,10 @@ impl HeaderInfo {
         if zero {
             return Err(NotAHeader::NoAmount);
         }
-        if self.buf_len.0 != 0 && self.buf_len.0 != wire_len as u64 {
+        // iperf 2.1.8 sends its first datagram whole (`SendFirstPayload`: 76 bytes or more)
+        // even when -l is smaller; only then may the datagram be longer than -l.
+        let whole_first = (self.buf_len.0 as usize) < wire_len && wire_len <= MAX_HEADER_DATAGRAM;
+        if self.buf_len.0 != 0 && self.buf_len.0 != wire_len as u64 && !whole_first {
             return Err(NotAHeader::Length {
                 said: self.buf_len.0,
                 wire: wire_len,
@@ -237,10 +274,21 @@ pub fn parse_incoming(data: &[u8]) -> Result<Incoming, bloatlab_wire::WireError>
     })
 }
 
-/// The repeated test header, when the datagram carries all 60 bytes of it.
+/// The repeated test header: all 60 bytes of its core, or at least the 24-byte
+/// `client_hdr_v1` when a small `-l` cut it short (iperf 2.1.8's `-l 64` datagrams carry 48
+/// bytes of it, up to the TOS; the missing fields read as zero, see
+/// [`HeaderInfo::core_len`]).
 pub fn parse_header(data: &[u8]) -> Option<HeaderInfo> {
-    let c = ClientHeaderRepr::parse(&UdpDatagram::new_unchecked(data).core()?).ok()?;
+    let got = data.get(PREFIX_LEN..)?;
+    let core_len = got.len().min(CORE_LEN);
+    if core_len < V1_LEN {
+        return None;
+    }
+    let mut core = [0u8; CORE_LEN];
+    core[..core_len].copy_from_slice(&got[..core_len]);
+    let c = ClientHeaderRepr::parse(&ClientHeader::new_unchecked(&core[..])).ok()?;
     Some(HeaderInfo {
+        core_len,
         trip_times: c.upper_flags.contains(UpperFlags::TRIPTIME),
         bloatlab: c.bloatlab_ext().is_some(),
         parallel: c.num_threads,
@@ -363,9 +411,10 @@ mod tests {
             Err(NotAHeader::FirstId(1 << 40))
         );
         assert!(matches!(
-            parse_first(&[0u8; 40], 0, 40),
-            Err(NotAHeader::Short(40))
+            parse_first(&[0u8; 39], 0, 39),
+            Err(NotAHeader::Short(39))
         ));
+        assert_eq!(parse_first(&[0u8; 40], 0, 40), Err(NotAHeader::NoExtend));
         // Pseudo-random datagrams (xorshift): none looks like a header.
         let mut x = 0x9e37_79b9_7f4a_7c15_u64;
         let mut passed = 0;
@@ -379,6 +428,74 @@ mod tests {
             }
             let id = parse_incoming(&b).unwrap().seqno;
             passed += usize::from(parse_first(&b, id, 200).is_ok());
+        }
+        assert_eq!(passed, 0);
+    }
+
+    /// iperf 2.1.8 with `-l 64` sends its first datagram whole (76 bytes, `-l` 64 in the
+    /// header) and then 64-byte datagrams whose header is cut after 48 bytes. Either starts
+    /// a forward test, as iperf 2's server takes it; a cut header only with `-l` equal to
+    /// its length, and never a test that makes the server send, whose rate was cut off.
+    #[test]
+    fn a_header_cut_short_by_a_small_l_starts_only_a_forward_test() {
+        // The first two datagrams of `iperf -c 127.0.0.1 -u -l 64 -b 1m -t 1` (2.1.8),
+        // captured on loopback: the 76-byte first one, the 64-byte second one's header part.
+        const IPERF_FIRST: &str = "000000016b11b66b000b8f5d000000004801009800000001000054330000\
+            004000000000ffffff9c000000000000000000000000000200010008000300000000000f42400000000000000000";
+        let first: Vec<u8> = (0..IPERF_FIRST.len() / 2)
+            .map(|i| u8::from_str_radix(&IPERF_FIRST[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(first.len(), 76);
+        let h = parse_first(&first, 1, 76).unwrap();
+        assert!(h.complete() && h.buf_len == Bytes(64), "{h:?}");
+        assert_eq!(h.rate, Rate::Bits(BitRate(1_000_000)));
+        let mut second = first[..64].to_vec();
+        second[3] = 2;
+        let h = parse_first(&second, 2, 64).unwrap();
+        assert!(!h.complete() && !h.reverse, "{h:?}");
+        assert_eq!(
+            parse_first(&second, 2, 65),
+            Err(NotAHeader::Length { said: 64, wire: 65 })
+        );
+        // Ours, at every short length from client_hdr_v1 up.
+        for len in [40u64, 50, 64, 75] {
+            let mut cfg = w07_config();
+            cfg.trip_times = false;
+            cfg.buffer_len = Some(Bytes(len));
+            let t =
+                Template::new(header_repr(&cfg, Duration::ZERO, BitRate(1)), Bytes(len)).unwrap();
+            let mut b = t.bytes.clone();
+            stamp(&mut b, 1, Duration::ZERO);
+            let h = parse_first(&b, 1, len as usize).unwrap();
+            assert!(!h.complete() && !h.reverse, "{len}");
+        }
+        for d in [Direction::Reverse, Direction::FullDuplex] {
+            let mut cfg = w07_config();
+            cfg.direction = d;
+            cfg.buffer_len = Some(Bytes(64));
+            let t =
+                Template::new(header_repr(&cfg, Duration::ZERO, BitRate(1)), Bytes(64)).unwrap();
+            let mut b = t.bytes.clone();
+            stamp(&mut b, 1, Duration::ZERO);
+            assert_eq!(
+                parse_first(&b, 1, 64),
+                Err(NotAHeader::TruncatedSender(64)),
+                "{d:?}"
+            );
+        }
+        // Random 64-byte datagrams still never pass.
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut passed = 0;
+        for _ in 0..20_000 {
+            let mut b = vec![0u8; 64];
+            for c in b.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_be_bytes());
+            }
+            let id = parse_incoming(&b).unwrap().seqno;
+            passed += usize::from(parse_first(&b, id, 64).is_ok());
         }
         assert_eq!(passed, 0);
     }
@@ -401,11 +518,21 @@ mod tests {
         d[3] = 9;
         let inc = parse_incoming(&d).unwrap();
         assert_eq!((inc.seqno, parse_header(&d)), (9, None));
-        // 64-byte datagrams carry a truncated header: no header info, still data.
+        // 64-byte datagrams carry a truncated header, as iperf 2.1.8's do: the 48 bytes of
+        // it that fit, up to the TOS.
         let h = header_repr(&w07_config(), Duration::ZERO, BitRate(1));
         let t = Template::new(h, Bytes(64)).unwrap();
-        assert_eq!(parse_header(&t.bytes), None);
+        assert_eq!(t.bytes.len(), 64);
+        let cut = parse_header(&t.bytes).unwrap();
+        assert_eq!((cut.core_len, cut.complete()), (48, false));
+        assert_eq!(cut.version, bloatlab_wire::PeerVersion::IPERF_2_1_8);
+        assert_eq!(cut.rate, Rate::Bits(BitRate(0)), "the rate was cut off");
         assert_eq!(parse_incoming(&t.bytes).unwrap().seqno, 0);
+        // The same bytes as the whole header's first 64.
+        let whole = Template::new(h, Bytes(200)).unwrap();
+        assert_eq!(&t.bytes[..], &whole.bytes[..64]);
+        // Less than client_hdr_v1: no header at all.
+        assert_eq!(parse_header(&t.bytes[..39]), None);
         assert!(Template::new(h, Bytes(15)).is_err());
         assert!(Template::new(h, Bytes(70_000)).is_err());
     }

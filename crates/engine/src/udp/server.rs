@@ -35,6 +35,7 @@ use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
 use bloatlab_units::Bytes;
 use bloatlab_wire::Rate;
 use bloatlab_wire::bloatlab::{ReportFrame, ReportFrameRepr};
+use bloatlab_wire::client_hdr::field as core_field;
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -459,7 +460,8 @@ impl ServerCore {
         if header.is_some_and(|h| h.trip_times) {
             tags.push("(trip-times)".to_owned());
         }
-        if let Some(h) = header {
+        // A header cut short by a small -l may stop before the version.
+        if let Some(h) = header.filter(|h| h.core_len >= core_field::VERSION_L.end) {
             tags.push(format!("(peer {})", h.version));
         }
         let id = self.connected(d, tags);
