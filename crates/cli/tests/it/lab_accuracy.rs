@@ -168,27 +168,6 @@ fn ecn_marks_instead_of_drops_and_receiver_agrees() {
     );
 }
 
-/// The absolute value of one `nstat` counter in `host`'s namespace.
-fn nstat(lab: &LabGuard, host: &str, counter: &str) -> u64 {
-    let o = lab.exec(host, &["nstat", "-asz", counter]);
-    let text = stdout(&o);
-    text.lines()
-        .find_map(|l| l.strip_prefix(counter))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {counter} in nstat output: {text}"))
-}
-
-/// The `up` direction's report in `lab status --json`, once counters have
-/// been published after the traffic.
-fn up_report(lab: &LabGuard) -> serde_json::Value {
-    std::thread::sleep(Duration::from_millis(1200));
-    let st = lab.status();
-    let up = &st["counters"]["directions"][0];
-    assert_eq!(up[0], "up", "{st}");
-    up[1].clone()
-}
-
 /// `--offload`: the hosts hand the emulator 64 KB super-packets, but the
 /// emulated FIFO still holds wire packets: 100 packets at 20 Mbit/s are
 /// 60 ms of queue, where 100 super-packets would be seconds

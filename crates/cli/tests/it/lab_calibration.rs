@@ -83,12 +83,7 @@ fn ping_median(lab: &LabGuard, target: &str, n: u32) -> f64 {
         "for i in $(seq {n}); do (ping -n -c 1 -W 3 {target} | tail -1) & sleep 0.05; done; wait"
     );
     let o = lab.exec("client", &["sh", "-c", &script]);
-    // rtt min/avg/max/mdev = 40.027/40.027/40.027/0.000 ms
-    let mut rtts: Vec<f64> = stdout(&o)
-        .lines()
-        .filter_map(|l| l.split(" = ").nth(1))
-        .filter_map(|v| v.split('/').nth(1)?.parse().ok())
-        .collect();
+    let mut rtts = ping_summary_rtts(&o);
     assert!(
         rtts.len() as u32 >= n / 2,
         "ping: {}{}",

@@ -8,7 +8,6 @@ use bloatlab_testkit::tier;
 use crate::harness::lab::*;
 use crate::harness::tempdir;
 use crate::harness::{Listen, load};
-use std::time::Duration;
 
 const SERVER6: &str = "fd00:77::2";
 
@@ -33,11 +32,7 @@ fn ping6_median(lab: &LabGuard, n: u32) -> f64 {
         "for i in $(seq {n}); do ping -6 -n -c 1 -W 3 \"$BLOATLAB_SERVER6\" | tail -1; sleep 0.01; done"
     );
     let o = lab.exec("client", &["sh", "-c", &script]);
-    let mut rtts: Vec<f64> = stdout(&o)
-        .lines()
-        .filter_map(|l| l.split(" = ").nth(1))
-        .filter_map(|v| v.split('/').nth(1)?.parse().ok())
-        .collect();
+    let mut rtts = ping_summary_rtts(&o);
     assert!(
         rtts.len() as u32 >= n / 2,
         "ping -6: {}{}",
@@ -45,25 +40,6 @@ fn ping6_median(lab: &LabGuard, n: u32) -> f64 {
         stderr(&o)
     );
     median(&mut rtts)
-}
-
-/// The absolute value of one `nstat` counter in `host`'s namespace.
-fn nstat(lab: &LabGuard, host: &str, counter: &str) -> u64 {
-    let text = stdout(&lab.exec(host, &["nstat", "-asz", counter]));
-    text.lines()
-        .find_map(|l| l.strip_prefix(counter))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {counter} in nstat output: {text}"))
-}
-
-/// The `up` direction's report, once counters were published.
-fn up_report(lab: &LabGuard) -> serde_json::Value {
-    std::thread::sleep(Duration::from_millis(1200));
-    let st = lab.status();
-    let up = &st["counters"]["directions"][0];
-    assert_eq!(up[0], "up", "{st}");
-    up[1].clone()
 }
 
 #[test]

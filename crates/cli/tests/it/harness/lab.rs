@@ -198,6 +198,36 @@ pub fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The RTTs (ms) in the summary lines of `ping` runs (`rtt min/avg/max/mdev = a/b/c/d ms`: the
+/// average of each run, with microseconds, where per-reply lines round to three digits).
+pub fn ping_summary_rtts(o: &Output) -> Vec<f64> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| l.split(" = ").nth(1))
+        .filter_map(|v| v.split('/').nth(1)?.parse().ok())
+        .collect()
+}
+
+/// The absolute value of one `nstat` counter in `host`'s namespace.
+pub fn nstat(lab: &LabGuard, host: &str, counter: &str) -> u64 {
+    let text = stdout(&lab.exec(host, &["nstat", "-asz", counter]));
+    text.lines()
+        .find_map(|l| l.strip_prefix(counter))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {counter} in nstat output: {text}"))
+}
+
+/// The `up` direction's report in `lab status --json`, once counters have been published
+/// after the traffic (the forwarding threads publish every 200 ms; 1.2 s is a safe margin).
+pub fn up_report(lab: &LabGuard) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(1200));
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0];
+    assert_eq!(up[0], "up", "{st}");
+    up[1].clone()
+}
+
 /// Runs an iperf3 client from `client` and returns the receiver's goodput
 /// in bit/s (first second omitted: slow start is not the steady state).
 pub fn iperf3_goodput(lab: &LabGuard, extra: &[&str]) -> f64 {
