@@ -160,7 +160,8 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         Some(h) => h.clone(),
         None => std::env::var("BLOATLAB_SERVER").map_err(|_| {
             exit::usage(
-                "HOST is required (the host running `bloatlab server`); inside a lab,                  `lab exec` sets BLOATLAB_SERVER, which is the default",
+                "HOST is required (the host running `bloatlab server`); inside a lab, \
+                 `lab exec` sets BLOATLAB_SERVER, which is the default",
             )
         })?,
     };
@@ -350,7 +351,8 @@ fn endpoints(
     if !test.dual_stack() {
         return match v6 {
             Some(_) => Err(exit::usage(format!(
-                "--v6 is for tests over both IP families (rrul46); {test} runs over HOST's                  family only (give HOST as an IPv6 address to run it over IPv6)"
+                "--v6 is for tests over both IP families (rrul46); {test} runs over HOST's \
+                 family only (give HOST as an IPv6 address to run it over IPv6)"
             ))),
             None => Ok((host, None)),
         };

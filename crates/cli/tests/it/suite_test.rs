@@ -316,8 +316,12 @@ fn rrul46_without_an_ipv6_address_and_misplaced_v6_exit_2() {
         "{}",
         text(&o.stderr)
     );
+    // Both messages are wrapped in the source: a lost line continuation once put
+    // 18 spaces in the middle of them.
+    let no_runs_of_spaces = |e: &str| assert!(!e.contains("  "), "stray spaces in: {e:?}");
     let o = bare(&["test", "rrul", "127.0.0.1", "--v6", "::1"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    no_runs_of_spaces(&text(&o.stderr));
     let o = bare(&["test", "rrul"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(
@@ -325,6 +329,7 @@ fn rrul46_without_an_ipv6_address_and_misplaced_v6_exit_2() {
         "{}",
         text(&o.stderr)
     );
+    no_runs_of_spaces(&text(&o.stderr));
 }
 
 #[test]
