@@ -904,7 +904,8 @@ fn our_udp_reverse_client_to_iperf_server_enhanced_trip_times() {
 fn iperf_udp_reverse_client_vs_ours(client_args: &[&str]) -> (Proc, serde_json::Value) {
     require_iperf2();
     let port = free_port();
-    let server = our_server(port, true, &["-e"]);
+    // iperf 2 cannot do the cookie exchange: the operator opts in.
+    let server = our_server(port, true, &["-e", "--unverified-reverse-rate", "2m"]);
     let mut args = vec!["-u", "-R", "-t", "1", "-b", "2m", "-l", "500"];
     args.extend_from_slice(client_args);
     let client = iperf_client(port, &args);
@@ -993,7 +994,8 @@ fn our_udp_full_duplex_client_to_iperf_server() {
 fn iperf_udp_full_duplex_client_to_our_server() {
     require_iperf2();
     let port = free_port();
-    let server = our_server(port, true, &["-e"]);
+    // iperf 2 cannot do the cookie exchange: the operator opts in.
+    let server = our_server(port, true, &["-e", "--unverified-reverse-rate", "2m"]);
     let client = iperf_client(
         port,
         &[
