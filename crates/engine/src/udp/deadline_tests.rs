@@ -169,3 +169,51 @@ fn the_deadline_is_on_the_servers_timer_list() {
     assert_eq!(r.core.cut_at_deadline(), 1);
     assert_eq!(r.core.take_outgoing().len(), 1);
 }
+
+/// AckFINs and report frames are paid from the bytes the flow sent: a
+/// forged header and FIN, and short repeated FINs, never get more bytes
+/// back than they cost (issue 19, deliverable 1).
+#[test]
+fn ack_fin_replies_never_outweigh_what_the_flow_sent() {
+    for bloatlab in [false, true] {
+        let mut core = server(Duration::from_secs(3600));
+        let mut tmpl = template(Amount::Time(Duration::from_secs(1)));
+        if !bloatlab {
+            tmpl[40..48].fill(0); // an iperf 2 header: no BLAB marker
+        }
+        let peer = SocketAddr::from(([127, 0, 0, 1], 40_001));
+        let (mut bytes_in, mut bytes_out, mut sends) = (0u64, 0u64, 0);
+        // Header, FIN, then 20 repeated FINs cut to 20 bytes.
+        for (k, seq) in [1i64, -2]
+            .into_iter()
+            .chain((3..23).map(|i| -i))
+            .enumerate()
+        {
+            let mut d = tmpl.clone();
+            stamp(&mut d, seq, T0 + GAP * k as u32);
+            if k >= 2 {
+                d.truncate(20);
+            }
+            bytes_in += d.len() as u64;
+            let dg = Datagram {
+                from: peer,
+                to: None,
+                data: &d,
+                wire_len: d.len(),
+                rx: T0 + GAP * k as u32,
+            };
+            if let Some(out) = core.on_datagram(&dg) {
+                assert!(parse_ack_fin(&out.bytes).is_ok());
+                bytes_out += out.bytes.len() as u64;
+                sends += 1;
+            }
+            assert!(
+                bytes_out <= bytes_in,
+                "{bytes_out} > {bytes_in} (bloatlab {bloatlab})"
+            );
+        }
+        // The real FIN got its AckFIN; the 20 short repeats (400 bytes) buy
+        // at most 3 more of 128 bytes, not 9.
+        assert!((1..=4).contains(&sends), "{sends} sends");
+    }
+}

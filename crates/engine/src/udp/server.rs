@@ -103,6 +103,10 @@ struct Flow {
     awaiting_cookie: Option<ReverseStart>,
     /// When we last sent that flow its cookie.
     cookie_sent: Duration,
+    /// Bytes this flow may still be sent (AckFINs and report frames): what
+    /// it sent us, less what we answered, so no reply amplifies (set at
+    /// its end; each repeated FIN adds its own length).
+    reply_budget: u64,
     /// When the server ends the flow if its FIN has not come
     /// (CLOCK_REALTIME; `None` for a reverse flow: its sender has its own).
     deadline: Option<Duration>,
@@ -425,11 +429,13 @@ impl ServerCore {
             // A full-duplex flow after its FIN: nothing to resend (NOUDPFIN).
             Verdict::ResendAck([]) => None,
             Verdict::ResendAck(bytes) => {
+                let bytes = bytes.to_vec();
+                // Each repeated FIN buys at most its own length back.
+                let flow = self.table.get_mut(&d.from)?;
+                flow.reply_budget = flow.reply_budget.saturating_add(d.wire_len as u64);
+                flow.reply_budget = flow.reply_budget.checked_sub(bytes.len() as u64)?;
                 tracing::debug!(peer = %d.from, "client repeated its FIN; resending the AckFIN");
-                Some(Outgoing {
-                    to: d.from,
-                    bytes: bytes.to_vec(),
-                })
+                Some(Outgoing { to: d.from, bytes })
             }
             Verdict::Ignore => None,
             Verdict::StaleFin => {
@@ -505,6 +511,7 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            reply_budget: 0,
             deadline: None,
         }
     }
@@ -535,6 +542,7 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            reply_budget: 0,
             deadline: None,
         }
     }
@@ -577,15 +585,16 @@ impl ServerCore {
             self.table.ack(d.rx, &d.from, Vec::new());
             return None;
         }
-        let bytes = self.ack_bytes(&d.from, &total);
+        let bytes = self.ack_bytes(d.rx, &d.from, &total);
         self.table.ack(d.rx, &d.from, bytes.clone());
-        Some(Outgoing { to: d.from, bytes })
+        (!bytes.is_empty()).then_some(Outgoing { to: d.from, bytes })
     }
 
     /// The AckFIN (and, for a bloatlab peer, its report frame) that ends
     /// `peer`'s finalized flow; empty for a full-duplex flow (NOUDPFIN).
     fn ack_bytes(
         &mut self,
+        now: Duration,
         peer: &SocketAddr,
         total: &bloatlab_metrics::udp_recv::UdpRecvSnapshot,
     ) -> Vec<u8> {
@@ -599,14 +608,37 @@ impl ServerCore {
         let header = flow.header;
         let extended = enhanced || header.is_some_and(|h| h.trip_times);
         let mut bytes = ack_fin_bytes(total, extended);
+        // Replies never outweigh what the flow sent: the AckFIN and its
+        // report frame are paid from the bytes it delivered, so a forged
+        // header and FIN (a few hundred bytes) get no AckFIN and no frame.
+        let mut budget = total.bytes.0;
         if header.is_some_and(|h| h.bloatlab) {
             let report = ServerSideReport::new(
                 flow.recv.id,
                 std::mem::take(&mut flow.recv.records),
                 IntervalRecord::from_udp_recv(total, true),
             );
-            append_report_frame(&mut bytes, &report);
+            let mut framed = bytes.clone();
+            append_report_frame(&mut framed, &report);
+            if framed.len() as u64 <= budget {
+                bytes = framed;
+            }
         }
+        match budget.checked_sub(bytes.len() as u64) {
+            Some(left) => budget = left,
+            None => {
+                let id = flow.recv.id;
+                let peer = *peer;
+                self.warn(now, || {
+                    format!(
+                        "no AckFIN for UDP flow {id} from {peer}: it sent {budget} bytes, \
+                         fewer than the reply (no amplification)"
+                    )
+                });
+                return Vec::new();
+            }
+        }
+        flow.reply_budget = budget;
         bytes
     }
 
@@ -627,7 +659,7 @@ impl ServerCore {
             let (id, secs) = (flow.recv.id, flow.recv.offset(now).as_secs_f64());
             let last = flow.recv.last_rx;
             let total = flow.recv.finalize(last, &mut self.events);
-            let bytes = self.ack_bytes(&peer, &total);
+            let bytes = self.ack_bytes(now, &peer, &total);
             let sends = u32::from(!bytes.is_empty());
             if !bytes.is_empty() {
                 self.outgoing.push(Outgoing {
