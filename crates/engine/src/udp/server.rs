@@ -19,6 +19,11 @@
 //! flow (or per unknown source) and logged once; nothing here panics on
 //! network input. A flow silent for its idle timeout without a FIN is
 //! finalized and reported (no AckFIN: nobody is waiting for one).
+//!
+//! **Bounds** (issue 19). A receive flow ends at its deadline (its `-t`, or
+//! `--max-duration` for `-n`, plus [`DEADLINE_GRACE`]) whatever its client
+//! does; its AckFINs and report frame are paid from the bytes it sent (no
+//! reply outweighs its flow); every log line goes through one [`LogLimit`].
 
 use super::conn::ConnInfo;
 use super::cookie::{CookieJar, ECHO_MIN_LEN};
