@@ -14,6 +14,11 @@
 #   udp-rev   200 valid UDP `-R` requests from sockets closed at once (as a
 #             spoofed source would: the traffic goes to a port nobody reads)
 #   pin       4400 UDP flows claiming 1 bit/s, one per source port
+#   udp-refl  (issue 19) one 200-byte iperf-style UDP `-R` request (-t 10 at
+#             10 Mbit/s) from a socket that reads what comes back for 3 s: a
+#             default server must send nothing (it sent 8,501 datagrams)
+# The UDP server's stderr is kept and its lines counted: every line goes
+# through the log budget (issue 19: 24,576 idle-end lines in 50 s).
 # Attacks come from 127.0.0.2 and the real tests from 127.0.0.1, as an attacker
 # and a user would be different sources (the servers' caps are per source).
 # Prints a table (threads / fds / RSS MiB of each server after each attack)
@@ -30,9 +35,11 @@ UDP_PORT=${UDP_PORT:-47812}
 
 "$BL" server -p "$TCP_PORT" >/dev/null 2>&1 &
 TCP_PID=$!
-"$BL" server -u -p "$UDP_PORT" >/dev/null 2>&1 &
+UDP_LOG=$(mktemp)
+"$BL" server -u -p "$UDP_PORT" >/dev/null 2>"$UDP_LOG" &
 UDP_PID=$!
-cleanup() { kill "$TCP_PID" "$UDP_PID" 2>/dev/null || true; wait 2>/dev/null || true; }
+START=$(date +%s)
+cleanup() { kill "$TCP_PID" "$UDP_PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -f "$UDP_LOG" "$UDP_LOG.refl"; }
 trap cleanup EXIT
 sleep 1
 
@@ -47,7 +54,7 @@ usage() { # pid -> "threads fds rss_mib" or "dead"
 }
 
 attack() { # name -> runs the python attack
-    python3 - "$1" "$TCP_PORT" "$UDP_PORT" <<'PY'
+    REFL_OUT="$UDP_LOG.refl" python3 - "$1" "$TCP_PORT" "$UDP_PORT" <<'PY'
 import os, random, socket, struct, sys, time
 name, tcp, udp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(11)
@@ -114,12 +121,27 @@ elif name == "pin":
         if len(socks) > 500:
             socks.pop(0).close()
     time.sleep(2)
+elif name == "udp-refl":
+    hdr = header(flags=0x6c010078, upper=0x0400, buf_len=200, amount=-1000, rate=10_000_000)
+    s = udp_sock()
+    s.settimeout(0.1)
+    s.sendto(udp_datagram(hdr), ("127.0.0.1", udp))
+    n = got = 0
+    end = time.time() + 3
+    while time.time() < end:
+        try:
+            got += len(s.recv(65536))
+            n += 1
+        except socket.timeout:
+            pass
+    with open(os.environ["REFL_OUT"], "w") as f:
+        f.write(f"{n} {got}\n")
 PY
 }
 
 printf '| attack | TCP server threads/fds/RSS MiB | UDP server threads/fds/RSS MiB |\n|---|---|---|\n'
 printf '| (start) | %s | %s |\n' "$(usage $TCP_PID)" "$(usage $UDP_PID)"
-for a in silent garbage big-ask udp-rand udp-rev pin; do
+for a in silent garbage big-ask udp-rand udp-rev pin udp-refl; do
     t0=$(date +%s.%N)
     attack "$a" || echo "attack $a: python failed" >&2
     printf '| %s (%.1f s) | %s | %s |\n' "$a" "$(echo "$(date +%s.%N) - $t0" | bc)" \
@@ -137,6 +159,11 @@ check "TCP server threads <= $LIMIT_THREADS ($tth)" '[ "$tth" != dead ] && [ "$t
 check "UDP server threads <= $LIMIT_THREADS ($uth)" '[ "$uth" != dead ] && [ "$uth" -le "$LIMIT_THREADS" ]'
 check "TCP server RSS <= $LIMIT_RSS_MB MiB ($trss)" '[ "$tth" != dead ] && [ "$trss" -le "$LIMIT_RSS_MB" ]'
 check "UDP server RSS <= $LIMIT_RSS_MB MiB ($urss)" '[ "$uth" != dead ] && [ "$urss" -le "$LIMIT_RSS_MB" ]'
+read -r refl_n refl_b <"$UDP_LOG.refl" || { refl_n=missing; refl_b=0; }
+check "UDP -R without a cookie got nothing ($refl_n datagrams, $refl_b bytes)" '[ "$refl_n" = 0 ]'
+log_lines=$(wc -l <"$UDP_LOG")
+log_cap=$(( 20 + 2 * ($(date +%s) - START) + 5 ))
+check "UDP server log within its budget ($log_lines lines <= $log_cap)" '[ "$log_lines" -le "$log_cap" ]'
 check "a real TCP test passes" '"$BL" client 127.0.0.1 -p "$TCP_PORT" -t 1 >/dev/null 2>&1'
 check "a real UDP test passes" '"$BL" client 127.0.0.1 -u -p "$UDP_PORT" -t 1 -b 10m >/dev/null 2>&1'
 exit "$fail"

@@ -41,6 +41,12 @@ fuzz_target!(|data: &[u8]| {
             assert!(is_cookie || parse_ack_fin(&out.bytes).is_ok());
         }
         core.on_timer(now);
+        // AckFINs of flows ended at their deadline (issue 19): to a flow's
+        // own source, and nothing else.
+        for out in core.take_outgoing() {
+            assert!((40_000..40_008).contains(&out.to.port()));
+            assert!(parse_ack_fin(&out.bytes).is_ok());
+        }
         let _ = core.take_events();
         assert!(core.active_flows() <= 8);
         rest = next;

@@ -31,7 +31,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 pub const DEFAULT_MAX_PER_SOURCE: usize = 128;
 /// Default `--unverified-reverse-rate`: the fastest a server sends to a UDP
 /// peer that did not prove it receives at its address (an iperf 2 client).
-pub const DEFAULT_UNVERIFIED_REVERSE_RATE: BitRate = BitRate(10_000_000);
+/// 0, refused: a forged source address would make the server a reflector
+/// (issue 19: 164,445 datagrams from one 76-byte request); the operator
+/// opts in with a rate.
+pub const DEFAULT_UNVERIFIED_REVERSE_RATE: BitRate = BitRate(0);
 /// Default `--unverified-reverse-time`: the longest such a test may run.
 pub const DEFAULT_UNVERIFIED_REVERSE_TIME: Duration = Duration::from_secs(30);
 
@@ -165,9 +168,16 @@ impl ServerLimits {
         if !ask.verified {
             let cap = self.unverified_reverse_rate;
             if ask.rate.is_none_or(|r| r > cap) {
+                let asked = ask.rate.map_or("unpaced".into(), |r| format!("{r}"));
                 return Err(Refusal::Unverified {
-                    what: ask.rate.map_or("unpaced".into(), |r| format!("{r}"))
-                        + &format!(" (cap {cap})"),
+                    what: if cap.0 == 0 {
+                        format!(
+                            "{asked} (off unless the operator opts in with \
+                             --unverified-reverse-rate RATE)"
+                        )
+                    } else {
+                        format!("{asked} (cap {cap})")
+                    },
                     option: "rate",
                 });
             }
@@ -343,7 +353,11 @@ mod tests {
 
     #[test]
     fn unverified_peers_get_only_a_slow_short_reverse_test() {
-        let l = ServerLimits::default();
+        // Opted in (the default is off, below).
+        let l = ServerLimits {
+            unverified_reverse_rate: BitRate(10_000_000),
+            ..ServerLimits::default()
+        };
         let mut a = ask(Amount::Time(Duration::from_secs(10)));
         a.server_sends = true;
         a.verified = false;
@@ -370,12 +384,13 @@ mod tests {
         assert_eq!(l.check(&a), Ok(()));
         a.amount = Amount::Bytes(Bytes(37_500_001));
         assert!(l.check(&a).is_err());
-        let off = ServerLimits {
-            unverified_reverse_rate: BitRate(0),
-            ..ServerLimits::default()
-        };
+        // The default refuses every unverified reverse test, and says how
+        // to opt in.
+        let off = ServerLimits::default();
         a.amount = Amount::Time(Duration::from_secs(1));
-        assert!(off.check(&a).is_err());
+        a.rate = Some(BitRate(1));
+        let e = off.check(&a).unwrap_err().to_string();
+        assert!(e.contains("opts in with --unverified-reverse-rate"), "{e}");
     }
 
     #[test]

@@ -91,13 +91,17 @@ impl ResponderCore {
         if req.kind != Kind::Request {
             return Err(Ignored::NotRequest);
         }
-        if !self.budget.admit(from, rx) {
-            return Err(Ignored::OverBudget);
-        }
+        // The tag first, then the budget: verification is one HMAC over a
+        // fixed-size header (bounded cost), and charging the source first
+        // let an unkeyed flood from a keyed client's own address spend its
+        // budget (issue 19: 4,000 unkeyed requests/s -> 12.7 % probe loss).
         if let Some(key) = &self.key
             && !crate::auth::verify(datagram, key)
         {
             return Err(Ignored::Unauthenticated);
+        }
+        if !self.budget.admit(from, rx) {
+            return Err(Ignored::OverBudget);
         }
         let st = self.clients.touch(
             (from, req.session),
@@ -469,5 +473,27 @@ mod tests {
             Err(Ignored::NotRequest)
         );
         assert_eq!(core.sessions(), 0);
+    }
+
+    #[test]
+    fn unkeyed_requests_from_a_keyed_clients_address_do_not_spend_its_budget() {
+        let key = b"abcd1234".to_vec();
+        let mut core = ResponderCore::new(1).with_key(Some(key.clone()));
+        let (rx, tx) = (Duration::from_secs(20), Duration::from_secs(21));
+        // Far more unkeyed requests than the source's burst, at one instant,
+        // from the keyed client's own address (addr() is 127.0.0.1).
+        for s in 0..u64::from(SOURCE_BURST) * 4 {
+            let mut b = request(9_000_000 + s, 0, 96);
+            assert_eq!(
+                core.respond(addr(7), &mut b, rx, true, tx),
+                Err(Ignored::Unauthenticated)
+            );
+        }
+        // The keyed client's probes at that same instant are still answered.
+        for seq in 0..100 {
+            let mut good = request(5, seq, 96);
+            crate::auth::sign(&mut good, &key);
+            assert_eq!(core.respond(addr(1), &mut good, rx, true, tx), Ok(()));
+        }
     }
 }

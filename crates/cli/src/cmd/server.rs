@@ -52,9 +52,10 @@ pub struct ServerArgs {
     /// requests without -b (full speed) are refused (default: no cap).
     #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
     pub max_reverse_rate: Option<BitRate>,
-    /// Largest UDP -R / --full-duplex rate for a client that cannot prove it
-    /// receives at its address (iperf 2 clients); 0 refuses them.
-    #[arg(long = "unverified-reverse-rate", default_value = "10m", value_parser = opts::rate)]
+    /// Opt-in: largest UDP -R / --full-duplex rate for a client that cannot
+    /// prove it receives at its address (iperf 2 clients). Default 0 refuses
+    /// them: a forged source would make the server a reflector.
+    #[arg(long = "unverified-reverse-rate", default_value = "0", value_parser = opts::rate)]
     pub unverified_reverse_rate: BitRate,
     /// Longest UDP -R / --full-duplex test for such a client, in seconds.
     #[arg(long = "unverified-reverse-time", default_value = "30", value_parser = opts::positive_seconds)]
@@ -234,7 +235,7 @@ mod tests {
             "--max-reverse-rate",
             "50m",
             "--unverified-reverse-rate",
-            "0",
+            "3m",
             "--idle-timeout",
             "5",
             "--max-connections",
@@ -250,7 +251,7 @@ mod tests {
         assert_eq!(c.limits.max_streams, 4);
         assert_eq!(c.limits.max_rate, Some(BitRate(100_000_000)));
         assert_eq!(c.limits.max_reverse_rate, Some(BitRate(50_000_000)));
-        assert_eq!(c.limits.unverified_reverse_rate, BitRate(0));
+        assert_eq!(c.limits.unverified_reverse_rate, BitRate(3_000_000));
         assert_eq!((c.max_connections, c.max_per_source), (10, 2));
         assert_eq!(c.idle_timeout, Duration::from_secs(5));
         let e = T::try_parse_from(["t", "--max-connections", "0"])

@@ -904,7 +904,8 @@ fn our_udp_reverse_client_to_iperf_server_enhanced_trip_times() {
 fn iperf_udp_reverse_client_vs_ours(client_args: &[&str]) -> (Proc, serde_json::Value) {
     require_iperf2();
     let port = free_port();
-    let server = our_server(port, true, &["-e"]);
+    // iperf 2 cannot do the cookie exchange: the operator opts in.
+    let server = our_server(port, true, &["-e", "--unverified-reverse-rate", "2m"]);
     let mut args = vec!["-u", "-R", "-t", "1", "-b", "2m", "-l", "500"];
     args.extend_from_slice(client_args);
     let client = iperf_client(port, &args);
@@ -939,6 +940,49 @@ fn iperf_udp_reverse_client_to_our_server() {
         "{}",
         client.transcript()
     );
+}
+
+/// iperf 2.1.8 `-u -R` cannot do the return-routability cookie exchange:
+/// a default server (no `--unverified-reverse-rate`) refuses it with one
+/// clear log line and sends it nothing (issue 19: it was a reflector).
+#[test]
+fn iperf_udp_reverse_client_is_refused_by_a_default_server_with_a_log_line() {
+    require_iperf2();
+    let port = free_port();
+    let server = our_server(port, true, &[]);
+    let port_s = port.to_string();
+    let client = Proc::spawn_labelled(
+        "iperf client",
+        "iperf",
+        &[
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port_s,
+            "-u",
+            "-R",
+            "-t",
+            "1",
+            "-b",
+            "2m",
+        ],
+    );
+    let log = server.wait_err("the refusal", TIMEOUT, |e| {
+        e.contains("refusing a UDP test from")
+    });
+    assert!(
+        log.contains("off unless the operator opts in with --unverified-reverse-rate RATE"),
+        "{log}"
+    );
+    // Let the client retry its header a while: still nothing sent to it.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !server.out().contains("\"direction\": \"send\""),
+        "{}\n{}",
+        server.transcript(),
+        client.transcript()
+    );
+    drop(client);
 }
 
 #[test]
@@ -993,7 +1037,8 @@ fn our_udp_full_duplex_client_to_iperf_server() {
 fn iperf_udp_full_duplex_client_to_our_server() {
     require_iperf2();
     let port = free_port();
-    let server = our_server(port, true, &["-e"]);
+    // iperf 2 cannot do the cookie exchange: the operator opts in.
+    let server = our_server(port, true, &["-e", "--unverified-reverse-rate", "2m"]);
     let client = iperf_client(
         port,
         &[

@@ -19,8 +19,9 @@
 //! random key: unforgeable without the key for the cookie's 20 s life,
 //! and nothing is stored per request.
 //!
-//! iperf 2 clients do not know the exchange; they are "unverified" and get
-//! only what `--unverified-reverse-rate/-time` allow (docs/security.md).
+//! iperf 2 clients do not know the exchange; they are "unverified" and are
+//! refused unless the operator opts in with `--unverified-reverse-rate/-time`
+//! (off by default since issue 19; docs/security.md, "Amplification").
 //! Nor can a bloatlab client whose `-l` is below [`ECHO_MIN_LEN`] carry a
 //! cookie: it is treated like an iperf 2 client.
 

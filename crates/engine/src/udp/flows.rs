@@ -20,6 +20,11 @@
 //!   silence windows, at most 10 sends);
 //! * a receiving flow silent for `idle_timeout` is finalized without an ack
 //!   ([`Expired::Idle`]): a client that died must not hold state forever;
+//! * a receiving flow past its deadline (its `-t`, or `--max-duration`, plus a
+//!   grace) is ended by the server with [`FlowTable::end`]: its AckFIN is
+//!   ready, the client's further data is absorbed ([`Verdict::Ignore`]) so
+//!   it cannot start a new flow, and its FIN gets the AckFIN as usual; the
+//!   entry leaves after `idle_timeout` of silence (issue 19);
 //! * flows are counted per source ([`FlowTable::from_source`], an IPv4
 //!   address or an IPv6 /64) so a server can cap what one source holds.
 //!
@@ -76,6 +81,12 @@ enum Phase {
         ack: Vec<u8>,
         sends: u32,
         quiet_until: Duration,
+    },
+    /// Ended by the server at its deadline while the client still sends:
+    /// data is absorbed, a FIN moves the flow to `Acking`.
+    Ended {
+        ack: Vec<u8>,
+        sends: u32,
     },
 }
 
@@ -147,6 +158,24 @@ impl<F> FlowTable<F> {
                 Verdict::Start
             };
         };
+        if let Phase::Ended { ack, sends } = &mut entry.phase {
+            entry.last_rx = entry.last_rx.max(now);
+            if id >= 0 {
+                return Verdict::Ignore;
+            }
+            // The FIN is answered as in the acking phase.
+            let (ack, sends) = (std::mem::take(ack), *sends);
+            let send = sends < MAX_ACK_SENDS && !ack.is_empty();
+            entry.phase = Phase::Acking {
+                ack,
+                sends: sends + u32::from(send),
+                quiet_until: now + ACK_QUIET,
+            };
+            return match &entry.phase {
+                Phase::Acking { ack, .. } if send => Verdict::ResendAck(ack),
+                _ => Verdict::ResendAck(&[]),
+            };
+        }
         match &mut entry.phase {
             Phase::Receiving => {
                 entry.last_rx = entry.last_rx.max(now);
@@ -168,6 +197,8 @@ impl<F> FlowTable<F> {
                 *quiet_until = now + ACK_QUIET;
                 Verdict::ResendAck(ack)
             }
+            // Handled above.
+            Phase::Ended { .. } => Verdict::Ignore,
         }
     }
 
@@ -226,6 +257,19 @@ impl<F> FlowTable<F> {
         }
     }
 
+    /// Ends a receiving flow at the server's deadline: `ack` (already sent
+    /// once by the caller, `sends` times; empty for a flow that gets no
+    /// AckFIN) answers its FIN later. Returns false if the flow is unknown.
+    pub fn end(&mut self, peer: &SocketAddr, ack: Vec<u8>, sends: u32) -> bool {
+        match self.flows.get_mut(peer) {
+            Some(e) => {
+                e.phase = Phase::Ended { ack, sends };
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The earliest time at which [`expire`](Self::expire) has work.
     pub fn next_deadline(&self) -> Option<Duration> {
         self.flows.values().map(deadline_of).min()
@@ -245,7 +289,9 @@ impl<F> FlowTable<F> {
                 self.forget_source(&peer);
                 let why = match e.phase {
                     Phase::Receiving => Expired::Idle,
-                    Phase::Acking { sends, .. } => Expired::Acked { sends },
+                    Phase::Acking { sends, .. } | Phase::Ended { sends, .. } => {
+                        Expired::Acked { sends }
+                    }
                 };
                 out.push((peer, why, e.state));
             }
@@ -261,7 +307,9 @@ impl<F> FlowTable<F> {
             .map(|(a, e)| {
                 let why = match e.phase {
                     Phase::Receiving => Expired::Idle,
-                    Phase::Acking { sends, .. } => Expired::Acked { sends },
+                    Phase::Acking { sends, .. } | Phase::Ended { sends, .. } => {
+                        Expired::Acked { sends }
+                    }
                 };
                 (a, why, e.state)
             })
@@ -271,7 +319,7 @@ impl<F> FlowTable<F> {
 
 fn deadline_of<F>(e: &Entry<F>) -> Duration {
     match &e.phase {
-        Phase::Receiving => e.last_rx + e.idle_timeout,
+        Phase::Receiving | Phase::Ended { .. } => e.last_rx + e.idle_timeout,
         Phase::Acking { quiet_until, .. } => *quiet_until,
     }
 }
@@ -396,5 +444,43 @@ mod tests {
         t.insert(ms(0), peer(2), 2);
         assert_eq!(t.expire(ms(29_999)), vec![(peer(2), Expired::Idle, 2)]);
         assert_eq!(t.expire(ms(30_000)), vec![(peer(1), Expired::Idle, 1)]);
+    }
+
+    #[test]
+    fn an_ended_flow_absorbs_data_and_answers_its_fin_with_the_ack() {
+        let mut t: FlowTable<u8> = FlowTable::new(IDLE);
+        t.insert(ms(0), peer(1), 1);
+        assert!(t.end(&peer(1), vec![0xAB; 128], 1));
+        // The client keeps sending: absorbed, never a new flow.
+        for k in 1..100 {
+            assert_eq!(t.classify(ms(10 * k), peer(1), k as i64), Verdict::Ignore);
+        }
+        assert_eq!(t.next_deadline(), Some(ms(990) + IDLE));
+        // Its FIN gets the ready AckFIN, then the usual quiet window.
+        match t.classify(ms(1000), peer(1), -100) {
+            Verdict::ResendAck(b) => assert_eq!(b, &[0xAB; 128][..]),
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(t.next_deadline(), Some(ms(1000) + ACK_QUIET));
+        assert_eq!(
+            t.expire(ms(1000) + ACK_QUIET),
+            vec![(peer(1), Expired::Acked { sends: 2 }, 1)]
+        );
+    }
+
+    #[test]
+    fn an_ended_flow_without_an_ack_answers_nothing_and_leaves_when_silent() {
+        let mut t: FlowTable<u8> = FlowTable::new(IDLE);
+        t.insert(ms(0), peer(1), 1);
+        assert!(t.end(&peer(1), Vec::new(), 0));
+        assert_eq!(t.classify(ms(5), peer(1), 3), Verdict::Ignore);
+        assert_eq!(t.classify(ms(6), peer(1), -4), Verdict::ResendAck(&[]));
+        assert_eq!(t.expire(ms(6) + ACK_QUIET).len(), 1);
+        t.insert(ms(0), peer(2), 2);
+        assert!(t.end(&peer(2), Vec::new(), 0));
+        assert_eq!(
+            t.expire(IDLE),
+            vec![(peer(2), Expired::Acked { sends: 0 }, 2)]
+        );
     }
 }

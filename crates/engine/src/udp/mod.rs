@@ -48,6 +48,8 @@ pub mod clock;
 mod conn;
 pub mod cookie;
 pub mod datagram;
+#[cfg(test)]
+mod deadline_tests;
 mod error;
 pub mod flows;
 #[doc(hidden)]

@@ -143,8 +143,13 @@ impl ReverseSenders {
         self.threads.retain(|h| !h.is_finished());
         for s in core.take_reverse_starts() {
             if self.threads.len() >= MAX_REVERSE_SENDERS {
-                tracing::warn!(peer = %s.peer, max = MAX_REVERSE_SENDERS,
-                    "too many concurrent reverse UDP tests; ignoring this one");
+                core.warn(realtime_now(), || {
+                    format!(
+                        "too many concurrent reverse UDP tests ({MAX_REVERSE_SENDERS}); \
+                         ignoring the one from {}",
+                        s.peer
+                    )
+                });
                 continue;
             }
             let sent = spawn_sender(
@@ -157,8 +162,9 @@ impl ReverseSenders {
             );
             match sent {
                 Ok(h) => self.threads.push(h),
-                Err(e) => tracing::warn!(peer = %s.peer, error = %e,
-                    "could not start the reverse UDP sender"),
+                Err(e) => core.warn(realtime_now(), || {
+                    format!("could not start the reverse UDP sender for {}: {e}", s.peer)
+                }),
             }
         }
     }

@@ -19,6 +19,11 @@
 //! flow (or per unknown source) and logged once; nothing here panics on
 //! network input. A flow silent for its idle timeout without a FIN is
 //! finalized and reported (no AckFIN: nobody is waiting for one).
+//!
+//! **Bounds** (issue 19). A receive flow ends at its deadline (its `-t`, or
+//! `--max-duration` for `-n`, plus [`DEADLINE_GRACE`]) whatever its client
+//! does; its AckFINs and report frame are paid from the bytes it sent (no
+//! reply outweighs its flow); every log line goes through one [`LogLimit`].
 
 use super::conn::ConnInfo;
 use super::cookie::{CookieJar, ECHO_MIN_LEN};
@@ -54,6 +59,11 @@ pub const MAX_FLOWS_PER_SOURCE: usize = 256;
 /// Longest idle timeout a flow gets, whatever rate its header claims
 /// (a claimed 1 bit/s must not pin a table entry for days).
 pub const MAX_FLOW_IDLE: Duration = Duration::from_secs(30);
+/// How long past its deadline (its own `-t`, or `--max-duration` for
+/// `-n` and for a `-t` above it) a receiving flow is still taken: a client
+/// that started a little late, or whose datagrams queue in a slow link,
+/// is not cut short (issue 19).
+pub const DEADLINE_GRACE: Duration = Duration::from_secs(2);
 /// Gap between cookie replies to a full-duplex flow still unverified.
 const COOKIE_RESEND: Duration = Duration::from_millis(200);
 /// Longest the driver blocks without checking the stop flag.
@@ -98,6 +108,13 @@ struct Flow {
     awaiting_cookie: Option<ReverseStart>,
     /// When we last sent that flow its cookie.
     cookie_sent: Duration,
+    /// Bytes this flow may still be sent (AckFINs and report frames): what
+    /// it sent us, less what we answered, so no reply amplifies (set at
+    /// its end; each repeated FIN adds its own length).
+    reply_budget: u64,
+    /// When the server ends the flow if its FIN has not come
+    /// (CLOCK_REALTIME; `None` for a reverse flow: its sender has its own).
+    deadline: Option<Duration>,
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -134,6 +151,11 @@ pub struct ServerCore {
     refused: u64,
     /// Sources refused lately, and when (one log line per request).
     recently_refused: std::collections::HashMap<SocketAddr, Duration>,
+    /// Datagrams [`on_timer`](Self::on_timer) wants sent (AckFINs of flows
+    /// ended at their deadline).
+    outgoing: Vec<Outgoing>,
+    /// Flows ended at their deadline.
+    cut_at_deadline: u64,
 }
 
 impl ServerCore {
@@ -162,7 +184,20 @@ impl ServerCore {
             not_headers: 0,
             refused: 0,
             recently_refused: std::collections::HashMap::new(),
+            outgoing: Vec::new(),
+            cut_at_deadline: 0,
         }
+    }
+
+    /// Flows the server ended at their deadline (`-t` or `--max-duration`
+    /// plus [`DEADLINE_GRACE`]) before their FIN.
+    pub fn cut_at_deadline(&self) -> u64 {
+        self.cut_at_deadline
+    }
+
+    /// Datagrams to send that [`on_timer`](Self::on_timer) produced.
+    pub fn take_outgoing(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.outgoing)
     }
 
     /// Datagrams from unknown sources that did not look like a test header.
@@ -175,8 +210,9 @@ impl ServerCore {
         self.refused
     }
 
-    /// Logs a warning within the log budget (a flood must not flood stderr).
-    fn warn(&mut self, now: Duration, msg: impl FnOnce() -> String) {
+    /// Logs a warning within the log budget (a flood must not flood
+    /// stderr). Every line the UDP server logs goes through here.
+    pub(crate) fn warn(&mut self, now: Duration, msg: impl FnOnce() -> String) {
         if let Gate::Print { suppressed } = self.log.gate(now) {
             if suppressed > 0 {
                 tracing::warn!(suppressed, "similar warnings suppressed");
@@ -282,6 +318,11 @@ impl ServerCore {
             return None;
         }
         let mut flow = self.start_flow(d, Some(header));
+        let amount = match header.amount {
+            bloatlab_wire::Amount::Time(t) => Amount::Time(t),
+            bloatlab_wire::Amount::Bytes(b) => Amount::Bytes(b),
+        };
+        flow.deadline = Some(d.rx + self.limits.deadline(amount) + DEADLINE_GRACE);
         let mut out = None;
         if header.full_duplex {
             // Both ways at once: receive as usual and send as for -R.
@@ -393,11 +434,13 @@ impl ServerCore {
             // A full-duplex flow after its FIN: nothing to resend (NOUDPFIN).
             Verdict::ResendAck([]) => None,
             Verdict::ResendAck(bytes) => {
+                let bytes = bytes.to_vec();
+                // Each repeated FIN buys at most its own length back.
+                let flow = self.table.get_mut(&d.from)?;
+                flow.reply_budget = flow.reply_budget.saturating_add(d.wire_len as u64);
+                flow.reply_budget = flow.reply_budget.checked_sub(bytes.len() as u64)?;
                 tracing::debug!(peer = %d.from, "client repeated its FIN; resending the AckFIN");
-                Some(Outgoing {
-                    to: d.from,
-                    bytes: bytes.to_vec(),
-                })
+                Some(Outgoing { to: d.from, bytes })
             }
             Verdict::Ignore => None,
             Verdict::StaleFin => {
@@ -473,6 +516,8 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            reply_budget: 0,
+            deadline: None,
         }
     }
 
@@ -502,6 +547,8 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            reply_budget: 0,
+            deadline: None,
         }
     }
 
@@ -543,19 +590,98 @@ impl ServerCore {
             self.table.ack(d.rx, &d.from, Vec::new());
             return None;
         }
+        let bytes = self.ack_bytes(d.rx, &d.from, &total);
+        self.table.ack(d.rx, &d.from, bytes.clone());
+        (!bytes.is_empty()).then_some(Outgoing { to: d.from, bytes })
+    }
+
+    /// The AckFIN (and, for a bloatlab peer, its report frame) that ends
+    /// `peer`'s finalized flow; empty for a full-duplex flow (NOUDPFIN).
+    fn ack_bytes(
+        &mut self,
+        now: Duration,
+        peer: &SocketAddr,
+        total: &bloatlab_metrics::udp_recv::UdpRecvSnapshot,
+    ) -> Vec<u8> {
+        let enhanced = self.enhanced;
+        let Some(flow) = self.table.get_mut(peer) else {
+            return Vec::new();
+        };
+        if flow.full_duplex {
+            return Vec::new();
+        }
         let header = flow.header;
-        let extended = self.enhanced || header.is_some_and(|h| h.trip_times);
-        let mut bytes = ack_fin_bytes(&total, extended);
+        let extended = enhanced || header.is_some_and(|h| h.trip_times);
+        let mut bytes = ack_fin_bytes(total, extended);
+        // Replies never outweigh what the flow sent: the AckFIN and its
+        // report frame are paid from the bytes it delivered, so a forged
+        // header and FIN (a few hundred bytes) get no AckFIN and no frame.
+        let mut budget = total.bytes.0;
         if header.is_some_and(|h| h.bloatlab) {
             let report = ServerSideReport::new(
                 flow.recv.id,
                 std::mem::take(&mut flow.recv.records),
-                IntervalRecord::from_udp_recv(&total, true),
+                IntervalRecord::from_udp_recv(total, true),
             );
-            append_report_frame(&mut bytes, &report);
+            let mut framed = bytes.clone();
+            append_report_frame(&mut framed, &report);
+            if framed.len() as u64 <= budget {
+                bytes = framed;
+            }
         }
-        self.table.ack(d.rx, &d.from, bytes.clone());
-        Some(Outgoing { to: d.from, bytes })
+        match budget.checked_sub(bytes.len() as u64) {
+            Some(left) => budget = left,
+            None => {
+                let id = flow.recv.id;
+                let peer = *peer;
+                self.warn(now, || {
+                    format!(
+                        "no AckFIN for UDP flow {id} from {peer}: it sent {budget} bytes, \
+                         fewer than the reply (no amplification)"
+                    )
+                });
+                return Vec::new();
+            }
+        }
+        flow.reply_budget = budget;
+        bytes
+    }
+
+    /// Ends every receiving flow past its deadline: final report now, the
+    /// AckFIN sent once now and again for the client's FIN, its further
+    /// data absorbed (`FlowTable::end`).
+    fn end_overdue(&mut self, now: Duration) {
+        let overdue: Vec<SocketAddr> = self
+            .table
+            .iter_mut()
+            .filter(|(_, f)| !f.recv.finished && f.deadline.is_some_and(|t| t <= now))
+            .map(|(a, _)| *a)
+            .collect();
+        for peer in overdue {
+            let Some(flow) = self.table.get_mut(&peer) else {
+                continue;
+            };
+            let (id, secs) = (flow.recv.id, flow.recv.offset(now).as_secs_f64());
+            let last = flow.recv.last_rx;
+            let total = flow.recv.finalize(last, &mut self.events);
+            let bytes = self.ack_bytes(now, &peer, &total);
+            let sends = u32::from(!bytes.is_empty());
+            if !bytes.is_empty() {
+                self.outgoing.push(Outgoing {
+                    to: peer,
+                    bytes: bytes.clone(),
+                });
+            }
+            self.table.end(&peer, bytes, sends);
+            self.cut_at_deadline += 1;
+            self.warn(now, || {
+                format!(
+                    "ending UDP flow {id} from {peer} after {secs:.1} s: past its deadline \
+                     (its -t, or --max-duration for -n, plus {} s)",
+                    DEADLINE_GRACE.as_secs()
+                )
+            });
+        }
     }
 
     fn bad(&mut self, from: SocketAddr, e: &bloatlab_wire::WireError, now: Duration) {
@@ -563,8 +689,12 @@ impl ServerCore {
             flow.recv.bad += 1;
             if !flow.logged_bad {
                 flow.logged_bad = true;
-                tracing::warn!(peer = %from, flow = flow.recv.id, error = %e,
-                    "ignoring malformed UDP datagrams from this flow (logged once)");
+                let id = flow.recv.id;
+                self.warn(now, || {
+                    format!(
+                        "ignoring malformed UDP datagrams from {from}, flow {id} (logged once): {e}"
+                    )
+                });
             }
             return;
         }
@@ -581,6 +711,7 @@ impl ServerCore {
     /// Emits due intervals and expires flows at `now`.
     pub fn on_timer(&mut self, now: Duration) {
         self.close_groups(now);
+        self.end_overdue(now);
         for (_, flow) in self.table.iter_mut() {
             if !flow.recv.finished {
                 let off = flow.recv.offset(now);
@@ -594,8 +725,15 @@ impl ServerCore {
                         "reverse test's header retries over");
                 }
                 Expired::Idle => {
-                    tracing::warn!(peer = %peer, flow = flow.recv.id,
-                        "no datagram and no FIN for the idle timeout; finalizing the flow");
+                    // Within the log budget: an attacker's one-datagram
+                    // flows each end this way (issue 19: 24,576 lines in 50 s).
+                    let id = flow.recv.id;
+                    self.warn(now, || {
+                        format!(
+                            "UDP flow {id} from {peer}: no datagram and no FIN for the idle \
+                             timeout; finalizing the flow"
+                        )
+                    });
                     let last = flow.recv.last_rx;
                     flow.recv.finalize(last, &mut self.events);
                 }
@@ -615,8 +753,15 @@ impl ServerCore {
             .filter(|f| !f.recv.finished)
             .filter_map(|f| f.recv.next_report.map(|b| f.recv.start + b))
             .min();
+        let deadlines = self
+            .table
+            .states()
+            .filter(|f| !f.recv.finished)
+            .filter_map(|f| f.deadline)
+            .min();
         [
             intervals,
+            deadlines,
             self.table.next_deadline(),
             self.groups.next_deadline(),
         ]

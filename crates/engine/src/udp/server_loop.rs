@@ -74,7 +74,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
                             rx: r.kernel_rx.unwrap_or_else(realtime_now),
                         };
                         if let Some(out) = core.on_datagram(&d) {
-                            send(&sock, &out);
+                            send(&sock, &out, &mut core);
                         }
                     }
                     senders.start(&sock, &mut core);
@@ -83,14 +83,18 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    // Unconnected UDP sockets only see transient errors here.
-                    tracing::warn!(error = %e, "UDP receive failed");
+                    // Unconnected UDP sockets only see transient errors here
+                    // (ICMP errors a peer can provoke: within the log budget).
+                    core.warn(realtime_now(), || format!("UDP receive failed: {e}"));
                     break;
                 }
             }
         }
         let now = realtime_now();
         core.on_timer(now);
+        for out in core.take_outgoing() {
+            send(&sock, &out, &mut core);
+        }
         flush(&mut core, &mut reporter, cfg.format);
         senders.report(&mut reporter, cfg.format);
         if cfg.one_off
@@ -117,9 +121,11 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
     Ok(())
 }
 
-fn send(sock: &std::net::UdpSocket, out: &Outgoing) {
+fn send(sock: &std::net::UdpSocket, out: &Outgoing, core: &mut ServerCore) {
     if let Err(e) = sock.send_to(&out.bytes, out.to) {
-        tracing::warn!(peer = %out.to, error = %e, "sending the AckFIN failed");
+        core.warn(realtime_now(), || {
+            format!("sending a reply to {} failed: {e}", out.to)
+        });
     }
 }
 
