@@ -116,7 +116,7 @@ fn https_self_signed_prints_the_fingerprint_openssl_sees_and_serves_h2_and_h1() 
         &format!("{base}/api/v1/small"),
     ]);
     assert_eq!(stdout(&o), "1.1 1", "{}", stderr(&o));
-    // A large download streams (curl stops it after 20 MB).
+    // A large download streams (curl stops it after 3 s).
     let o = curl(&[
         "-k",
         "--http2",
