@@ -8,7 +8,8 @@
 #   bench/http_loopback.sh              # uses target/release/bloatlab (builds it)
 #   BLOATLAB=target/debug/bloatlab ROUNDS=5 SECONDS_EACH=8 bench/http_loopback.sh
 #
-# Needs nginx (apt-get install nginx-light or nginx), curl and openssl.
+# Needs nginx (apt-get install nginx, or NGINX_BIN=path to one unpacked with
+# apt-get download nginx && dpkg-deb -x), curl and openssl.
 # Prints each round's goodput (Mbit/s) and the median ratio bloatlab/nginx;
 # issue 20's target is >= 0.9. Record results in docs/benchmarks.md.
 set -euo pipefail
@@ -19,8 +20,9 @@ ROUNDS=${ROUNDS:-5}
 SECS=${SECONDS_EACH:-8}
 BL_PORT=${BL_PORT:-47911}
 NG_PORT=${NG_PORT:-47912}
-NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
-[ -x "$NGINX" ] || { echo "nginx not found (apt-get install nginx-light)" >&2; exit 1; }
+# Not NGINX: nginx reads that variable as inherited listening sockets.
+NGINX_BIN=${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}
+[ -x "$NGINX_BIN" ] || { echo "nginx not found (apt-get install nginx-light)" >&2; exit 1; }
 
 DIR=$(mktemp -d /tmp/bl-bench-http.XXXXXX)
 chmod 755 "$DIR"
@@ -65,7 +67,7 @@ http {
     }
 }
 CONF
-"$NGINX" -p "$DIR" -c "$DIR/nginx.conf" -g 'daemon off;' &
+"$NGINX_BIN" -p "$DIR" -c "$DIR/nginx.conf" -g 'daemon off;' &
 NG_PID=$!
 "$BL" server -B 127.0.0.1 --no-iperf --https "$BL_PORT" \
     --tls-cert "$DIR/cert.pem" --tls-key "$DIR/key.pem" >/dev/null &
