@@ -47,8 +47,16 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
         return;
     };
     let sock = socket2::SockRef::from(&stream);
-    if let Err(e) = sock.set_tcp_notsent_lowat(NOTSENT_LOWAT) {
-        tracing::debug!(%peer, "TCP_NOTSENT_LOWAT: {e}");
+    // Read back: what counts is the value in effect, not the call's success.
+    match sock
+        .set_tcp_notsent_lowat(NOTSENT_LOWAT)
+        .and_then(|()| sock.tcp_notsent_lowat())
+    {
+        Ok(v) if v == NOTSENT_LOWAT => {
+            shared.stats.lowat_set.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(v) => tracing::debug!(%peer, "TCP_NOTSENT_LOWAT reads back {v}"),
+        Err(e) => tracing::debug!(%peer, "TCP_NOTSENT_LOWAT: {e}"),
     }
     // Small responses (probes) go out at once.
     let _ = stream.set_nodelay(true);

@@ -17,6 +17,9 @@ pub struct Stats {
     pub downloaded: AtomicU64,
     /// Upload bytes received and discarded.
     pub uploaded: AtomicU64,
+    /// Connections (admitted or refused) whose `TCP_NOTSENT_LOWAT` reads
+    /// back as [`crate::conn::NOTSENT_LOWAT`].
+    pub lowat_set: AtomicU64,
 }
 
 /// A copy of [`Stats`] at one moment.
@@ -27,6 +30,7 @@ pub struct StatsSnapshot {
     pub requests: u64,
     pub downloaded: u64,
     pub uploaded: u64,
+    pub lowat_set: u64,
 }
 
 impl Stats {
@@ -38,6 +42,7 @@ impl Stats {
             requests: g(&self.requests),
             downloaded: g(&self.downloaded),
             uploaded: g(&self.uploaded),
+            lowat_set: g(&self.lowat_set),
         }
     }
 }

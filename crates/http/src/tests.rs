@@ -253,7 +253,11 @@ async fn every_route_over_h1_h2_plain_and_tls() {
         assert_eq!(v["received_bytes"], 24 << 20, "{what}");
         assert_eq!(svc.stats().uploaded - before, 24 << 20, "{what}");
     }
-    assert!(svc.stats().downloaded >= 4 * (16 << 20));
+    let st = svc.stats();
+    assert!(st.downloaded >= 4 * (16 << 20));
+    // Every test connection got the draft's TCP_NOTSENT_LOWAT (read back).
+    assert_eq!(st.accepted, 8);
+    assert_eq!(st.lowat_set, st.accepted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
