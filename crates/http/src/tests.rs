@@ -369,6 +369,39 @@ async fn download_rate_cap_paces_the_large_object() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_rate_cap_paces_the_sink() {
+    let pki = Pki::new();
+    // 16 Mbit/s = 2 MB/s: the sink answers a 3 MB upload after >= 1.5 s.
+    let rate = bloatlab_units::BitRate(16_000_000);
+    let svc = serve(
+        Caps {
+            upload_rate: Some(rate),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    for h2 in [false, true] {
+        let mut c = Client::connect(addr, h2, None).await;
+        let t0 = Instant::now();
+        let up = Request::post(format!("http://{addr}{UPLOAD}"))
+            .header("host", addr.to_string())
+            .body(Payload::Large(LargeBody::new(
+                3_000_000,
+                None,
+                Arc::new(crate::stats::Stats::default()),
+            )))
+            .unwrap();
+        let r = c.send(up).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(v["received_bytes"], 3_000_000, "h2={h2}");
+        let dt = t0.elapsed();
+        assert!(dt >= Duration::from_millis(1400), "h2={h2}: {dt:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permit_key_by_header_or_query_and_carried_in_the_config_urls() {
     let pki = Pki::new();
     let svc = serve(caps(), &pki, Some("s3cretKey"));
