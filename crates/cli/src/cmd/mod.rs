@@ -10,6 +10,7 @@ pub mod opts;
 pub mod ping;
 pub mod report;
 pub mod server;
+pub mod server_http;
 pub mod test;
 pub mod tune;
 

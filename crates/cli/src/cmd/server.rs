@@ -71,6 +71,24 @@ pub struct ServerArgs {
     #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
           default_missing_value = "", value_parser = opts::server_permit_key)]
     pub permit_key: Option<String>,
+    /// Also serve HTTP/1.1 and h2c (prior knowledge) on this TCP port: the
+    /// responsiveness (RPM) test endpoints, config at /.well-known/nq
+    /// (docs/http.md).
+    #[arg(long = "http", value_name = "PORT")]
+    pub http: Option<u16>,
+    /// Also serve HTTPS (TLS 1.3, ALPN h2 and http/1.1) on this TCP port; without
+    /// --tls-cert a self-signed certificate is made and its SHA-256 fingerprint printed.
+    #[arg(long = "https", value_name = "PORT")]
+    pub https: Option<u16>,
+    /// PEM certificate chain (leaf first) for --https.
+    #[arg(long = "tls-cert", value_name = "FILE", requires_all = ["https", "tls_key"])]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --tls-cert.
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Serve only --http / --https, not the iperf-compatible service.
+    #[arg(long = "no-iperf")]
+    pub no_iperf: bool,
     /// Accepted for iperf 2 habits; client-only, ignored with a warning.
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
@@ -114,6 +132,11 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.near_congestion.is_some() {
         eprintln!("WARN: option of --near-congestion not supported on the server");
     }
+    if args.no_iperf && args.http.is_none() && args.https.is_none() {
+        return Err(crate::exit::usage(
+            "--no-iperf needs --http PORT or --https PORT (otherwise nothing would be served)",
+        ));
+    }
     let mut cfg = args.to_config();
     if let Some(key) = &mut cfg.permit_key {
         if cfg.protocol == Protocol::Udp {
@@ -131,6 +154,13 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         } else {
             eprintln!("{line}");
         }
+    }
+    let http = super::server_http::start(&args, &cfg)?;
+    if args.no_iperf {
+        if let Some(service) = http {
+            service.wait();
+        }
+        return Ok(());
     }
     match cfg.protocol {
         Protocol::Tcp => {
@@ -258,6 +288,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--max-connections"), "{e}");
+    }
+
+    #[test]
+    fn http_service_flags_parse_and_tls_files_need_https_and_each_other() {
+        let a = T::try_parse_from(["t", "--http", "8080", "--https", "8443", "--no-iperf"])
+            .unwrap()
+            .a;
+        assert_eq!(
+            (a.http, a.https, a.no_iperf),
+            (Some(8080), Some(8443), true)
+        );
+        assert!(a.tls_cert.is_none());
+        let a = T::try_parse_from(["t", "--https", "0", "--tls-cert", "c", "--tls-key", "k"])
+            .unwrap()
+            .a;
+        assert_eq!(a.tls_key.as_deref(), Some(std::path::Path::new("k")));
+        for bad in [
+            &["t", "--https", "1", "--tls-cert", "c"][..],
+            &["t", "--https", "1", "--tls-key", "k"],
+            &["t", "--tls-cert", "c", "--tls-key", "k"],
+        ] {
+            assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
 mod flent_export;
+mod http_service;
 mod interop_iperf2;
 mod lab_accuracy;
 mod lab_calibration;

@@ -1,0 +1,100 @@
+//! `bloatlab server --http PORT / --https PORT`: wires the server's flags to
+//! the HTTP test service (crate `bloatlab-http`) and tells the operator
+//! where it listens and which certificate it serves.
+
+use super::server::ServerArgs;
+use bloatlab_engine::config::{OutputFormat, ServerConfig};
+use bloatlab_http::{Caps, HttpConfig, Service, TlsSource};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Starts the HTTP service when --http or --https is given.
+pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Service>> {
+    if args.http.is_none() && args.https.is_none() {
+        return Ok(None);
+    }
+    let ip = listen_ip(cfg);
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => TlsSource::SelfSigned {
+            names: self_signed_names(ip),
+        },
+    };
+    let service = bloatlab_http::start(HttpConfig {
+        http: args.http.map(|p| SocketAddr::new(ip, p)),
+        https: args.https.map(|p| SocketAddr::new(ip, p)),
+        tls,
+        caps: Caps {
+            max_connections: cfg.max_connections,
+            max_per_source: cfg.max_per_source,
+            max_duration: cfg.limits.max_duration,
+            idle_timeout: cfg.idle_timeout,
+            header_timeout: cfg.header_timeout,
+            download_rate: cfg.limits.max_reverse_rate,
+            upload_rate: cfg.limits.max_rate,
+        },
+        permit_key: cfg.permit_key.clone(),
+    })?;
+    let mut lines = Vec::new();
+    if let Some(a) = service.http_addr {
+        lines.push(format!(
+            "HTTP (RPM) service listening on http://{a}/.well-known/nq"
+        ));
+    }
+    if let Some(a) = service.https_addr {
+        lines.push(format!(
+            "HTTPS (RPM) service listening on https://{a}/.well-known/nq"
+        ));
+    }
+    if let Some(fp) = &service.fingerprint {
+        let kind = if service.self_signed {
+            "self-signed"
+        } else {
+            "from --tls-cert"
+        };
+        lines.push(format!(
+            "HTTPS certificate ({kind}) SHA-256 fingerprint {fp}"
+        ));
+    }
+    if cfg.permit_key.is_some() {
+        lines.push(
+            "HTTP requests need the permit key (header x-bloatlab-permit-key or ?key=)".into(),
+        );
+    }
+    for line in lines {
+        // Like the permit key line: stdout stays JSON/CSV-only otherwise.
+        if cfg.format == OutputFormat::Console {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+    Ok(Some(service))
+}
+
+/// The address the iperf service would bind (-B, -V), without its port.
+fn listen_ip(cfg: &ServerConfig) -> IpAddr {
+    match cfg.socket.bind {
+        Some(b) => b.ip(),
+        None if cfg.socket.ipv6 => Ipv6Addr::UNSPECIFIED.into(),
+        None => Ipv4Addr::UNSPECIFIED.into(),
+    }
+}
+
+/// Names a self-signed certificate covers: loopback, the bound address and
+/// this host's name. Clients pin it by fingerprint or skip verification.
+fn self_signed_names(ip: IpAddr) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if !ip.is_unspecified() && !ip.is_loopback() {
+        names.push(ip.to_string());
+    }
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        let h = h.trim();
+        if !h.is_empty() && h != "localhost" {
+            names.push(h.to_string());
+        }
+    }
+    names
+}

@@ -1,0 +1,48 @@
+//! What the service has done, for the operator and the tests. Counters only
+//! grow, except `open`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Shared counters, updated with relaxed atomics (they are statistics, not
+/// synchronisation).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections admitted.
+    pub accepted: AtomicU64,
+    /// Connections over a cap (answered with 429 or, beyond that, closed).
+    pub refused: AtomicU64,
+    /// Requests answered, any status.
+    pub requests: AtomicU64,
+    /// Large-object bytes handed to the connections (sent or queued).
+    pub downloaded: AtomicU64,
+    /// Upload bytes received and discarded.
+    pub uploaded: AtomicU64,
+    /// Connections (admitted or refused) whose `TCP_NOTSENT_LOWAT` reads
+    /// back as [`crate::conn::NOTSENT_LOWAT`].
+    pub lowat_set: AtomicU64,
+}
+
+/// A copy of [`Stats`] at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatsSnapshot {
+    pub accepted: u64,
+    pub refused: u64,
+    pub requests: u64,
+    pub downloaded: u64,
+    pub uploaded: u64,
+    pub lowat_set: u64,
+}
+
+impl Stats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            accepted: g(&self.accepted),
+            refused: g(&self.refused),
+            requests: g(&self.requests),
+            downloaded: g(&self.downloaded),
+            uploaded: g(&self.uploaded),
+            lowat_set: g(&self.lowat_set),
+        }
+    }
+}

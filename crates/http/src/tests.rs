@@ -1,0 +1,458 @@
+//! Loopback tests of the whole service with a hyper client: HTTP/1.1 and
+//! HTTP/2, plain and over TLS, every route, and every cap.
+
+use crate::body::{LargeBody, Payload};
+use crate::routes::{LARGE, PERMIT_HEADER, SMALL, UPLOAD, WELL_KNOWN};
+use crate::service::{Caps, HttpConfig, Service, start};
+use crate::tls::TlsSource;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::{Request, Response, StatusCode, Version};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+fn caps() -> Caps {
+    Caps {
+        max_connections: 64,
+        max_per_source: 16,
+        max_duration: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        header_timeout: Duration::from_secs(4),
+        download_rate: None,
+        upload_rate: None,
+    }
+}
+
+/// A CA and a leaf for "localhost" signed by it, written as PEM files, so
+/// the client verifies the chain for real.
+struct Pki {
+    dir: PathBuf,
+    ca: CertificateDer<'static>,
+    source: TlsSource,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("bloatlab-http-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&leaf_key, &issuer)
+            .unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::write(&cert, leaf.pem()).unwrap();
+        std::fs::write(&key, leaf_key.serialize_pem()).unwrap();
+        Pki {
+            dir,
+            ca: ca.der().clone(),
+            source: TlsSource::Files { cert, key },
+        }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn serve(caps: Caps, pki: &Pki, key: Option<&str>) -> Service {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    start(HttpConfig {
+        http: Some(any),
+        https: Some(any),
+        tls: pki.source.clone(),
+        caps,
+        permit_key: key.map(str::to_string),
+    })
+    .unwrap()
+}
+
+/// A client connection: HTTP/1.1 or HTTP/2, plain or TLS.
+enum Client {
+    H1(hyper::client::conn::http1::SendRequest<Payload>),
+    H2(hyper::client::conn::http2::SendRequest<Payload>),
+}
+
+impl Client {
+    async fn connect(addr: SocketAddr, h2: bool, tls: Option<&Pki>) -> Client {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        match tls {
+            None => Client::over(TokioIo::new(tcp), h2).await,
+            Some(pki) => {
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add(pki.ca.clone()).unwrap();
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_protocol_versions(&[&rustls::version::TLS13])
+                    .unwrap()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                cfg.alpn_protocols = vec![if h2 {
+                    b"h2".to_vec()
+                } else {
+                    b"http/1.1".to_vec()
+                }];
+                let conn = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+                let name = ServerName::try_from("localhost").unwrap();
+                let s = conn.connect(name, tcp).await.unwrap();
+                let alpn = s.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                assert_eq!(
+                    alpn.as_deref(),
+                    Some(if h2 { &b"h2"[..] } else { b"http/1.1" })
+                );
+                Client::over(TokioIo::new(s), h2).await
+            }
+        }
+    }
+
+    async fn over<I>(io: TokioIo<I>, h2: bool) -> Client
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        if h2 {
+            let (s, c) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+            tokio::spawn(c);
+            Client::H2(s)
+        } else {
+            let (s, c) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(c);
+            Client::H1(s)
+        }
+    }
+
+    async fn send(
+        &mut self,
+        req: Request<Payload>,
+    ) -> hyper::Result<Response<hyper::body::Incoming>> {
+        match self {
+            Client::H1(s) => {
+                // The previous response's end reaches the connection task
+                // asynchronously; wait until it takes a new request.
+                s.ready().await?;
+                s.send_request(req).await
+            }
+            Client::H2(s) => s.send_request(req).await,
+        }
+    }
+}
+
+fn get(addr: SocketAddr, path: &str, tls: bool) -> Request<Payload> {
+    let scheme = if tls { "https" } else { "http" };
+    let host = if tls {
+        format!("localhost:{}", addr.port())
+    } else {
+        addr.to_string()
+    };
+    Request::get(format!("{scheme}://{host}{path}"))
+        .header("host", host)
+        .header("accept-encoding", "gzip, br")
+        .body(Payload::full(Bytes::new()))
+        .unwrap()
+}
+
+async fn body(r: Response<hyper::body::Incoming>) -> Bytes {
+    r.into_body().collect().await.unwrap().to_bytes()
+}
+
+/// Reads up to `want` bytes of a streamed body, then drops it.
+async fn read_some(r: Response<hyper::body::Incoming>, want: u64) -> u64 {
+    let mut b = r.into_body();
+    let mut got = 0;
+    while got < want {
+        match b.frame().await {
+            Some(Ok(f)) => got += f.data_ref().map_or(0, |d| d.len() as u64),
+            _ => break,
+        }
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_over_h1_h2_plain_and_tls() {
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, None);
+    for (h2, tls) in [(false, false), (true, false), (false, true), (true, true)] {
+        let addr = if tls { svc.https_addr } else { svc.http_addr }.unwrap();
+        let what = format!("h2={h2} tls={tls}");
+        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+        // The config names the Host the client used, with the right scheme.
+        let r = c.send(get(addr, WELL_KNOWN, tls)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{what}");
+        assert_eq!(
+            r.version(),
+            if h2 {
+                Version::HTTP_2
+            } else {
+                Version::HTTP_11
+            },
+            "{what}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        let base = if tls {
+            format!("https://localhost:{}", addr.port())
+        } else {
+            format!("http://{addr}")
+        };
+        assert_eq!(
+            v["urls"]["large_download_url"],
+            format!("{base}{LARGE}"),
+            "{what}"
+        );
+        assert_eq!(
+            v["urls"]["https_upload_url"],
+            format!("{base}{UPLOAD}"),
+            "{what}"
+        );
+        // The small object is one byte, not encoded although gzip was offered.
+        let r = c.send(get(addr, SMALL, tls)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().get("content-encoding").is_none());
+        assert!(r.headers().get("location").is_none());
+        assert_eq!(body(r).await.len(), 1, "{what}");
+        // The large object declares >= 8 GB and streams.
+        let r = c.send(get(addr, LARGE, tls)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let len: u64 = r.headers()["content-length"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(len >= 8_000_000_000, "{what}: {len}");
+        assert!(read_some(r, 16 << 20).await >= 16 << 20, "{what}");
+        drop(c);
+        // An upload on a fresh connection is read to its end and counted.
+        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+        let before = svc.stats().uploaded;
+        let up = Request::post(format!("{base}{UPLOAD}"))
+            .header("host", base.split("://").nth(1).unwrap())
+            .body(Payload::Large(LargeBody::new(
+                24 << 20,
+                None,
+                Arc::new(crate::stats::Stats::default()),
+            )))
+            .unwrap();
+        let r = c.send(up).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{what}");
+        let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(v["received_bytes"], 24 << 20, "{what}");
+        assert_eq!(svc.stats().uploaded - before, 24 << 20, "{what}");
+    }
+    let st = svc.stats();
+    assert!(st.downloaded >= 4 * (16 << 20));
+    // Every test connection got the draft's TCP_NOTSENT_LOWAT (read back).
+    assert_eq!(st.accepted, 8);
+    assert_eq!(st.lowat_set, st.accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_source_cap_answers_429_with_retry_after() {
+    let pki = Pki::new();
+    let svc = serve(
+        Caps {
+            max_per_source: 2,
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = Client::connect(addr, true, None).await;
+        let r = c.send(get(addr, SMALL, false)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        held.push(c);
+    }
+    for h2 in [false, true] {
+        let mut c = Client::connect(addr, h2, None).await;
+        let r = c.send(get(addr, LARGE, false)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "h2={h2}");
+        assert_eq!(r.headers()["retry-after"], "5");
+        let text = String::from_utf8(body(r).await.to_vec()).unwrap();
+        assert!(text.contains("--max-per-source (2)"), "{text}");
+    }
+    // A slot given back is usable again.
+    held.pop();
+    let ok = async {
+        loop {
+            let mut c = Client::connect(addr, false, None).await;
+            if c.send(get(addr, SMALL, false)).await.unwrap().status() == StatusCode::OK {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), ok)
+        .await
+        .unwrap();
+    assert!(svc.stats().refused >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_ends_at_max_duration_and_a_silent_connection_at_idle_timeout() {
+    let pki = Pki::new();
+    let svc = serve(
+        Caps {
+            max_duration: Duration::from_secs(1),
+            idle_timeout: Duration::from_millis(700),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    let t0 = Instant::now();
+    let mut c = Client::connect(addr, true, None).await;
+    let r = c.send(get(addr, LARGE, false)).await.unwrap();
+    let mut b = r.into_body();
+    let ended = loop {
+        match b.frame().await {
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => break t0.elapsed(),
+        }
+    };
+    assert!(
+        ended >= Duration::from_millis(900) && ended < Duration::from_secs(5),
+        "{ended:?}"
+    );
+    // A connection that sends nothing is closed after the idle timeout.
+    use tokio::io::AsyncReadExt;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+    assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "{n:?}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn download_rate_cap_paces_the_large_object() {
+    let pki = Pki::new();
+    // 16 Mbit/s = 2 MB/s: 3 MB take at least 1.5 s (minus one chunk's time).
+    let rate = bloatlab_units::BitRate(16_000_000);
+    let svc = serve(
+        Caps {
+            download_rate: Some(rate),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    let mut c = Client::connect(addr, false, None).await;
+    let t0 = Instant::now();
+    let r = c.send(get(addr, LARGE, false)).await.unwrap();
+    let got = read_some(r, 3_000_000).await;
+    let dt = t0.elapsed();
+    assert!(got >= 3_000_000);
+    assert!(dt >= Duration::from_millis(1400), "{dt:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_rate_cap_paces_the_sink() {
+    let pki = Pki::new();
+    // 16 Mbit/s = 2 MB/s: the sink answers a 3 MB upload after >= 1.5 s.
+    let rate = bloatlab_units::BitRate(16_000_000);
+    let svc = serve(
+        Caps {
+            upload_rate: Some(rate),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    for h2 in [false, true] {
+        let mut c = Client::connect(addr, h2, None).await;
+        let t0 = Instant::now();
+        let up = Request::post(format!("http://{addr}{UPLOAD}"))
+            .header("host", addr.to_string())
+            .body(Payload::Large(LargeBody::new(
+                3_000_000,
+                None,
+                Arc::new(crate::stats::Stats::default()),
+            )))
+            .unwrap();
+        let r = c.send(up).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(v["received_bytes"], 3_000_000, "h2={h2}");
+        let dt = t0.elapsed();
+        assert!(dt >= Duration::from_millis(1400), "h2={h2}: {dt:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permit_key_by_header_or_query_and_carried_in_the_config_urls() {
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, Some("s3cretKey"));
+    let addr = svc.http_addr.unwrap();
+    let mut c = Client::connect(addr, false, None).await;
+    let r = c.send(get(addr, SMALL, false)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let _ = body(r).await;
+    let r = c
+        .send(get(addr, &format!("{SMALL}?key=wrongKey1"), false))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let _ = body(r).await;
+    let mut req = get(addr, SMALL, false);
+    req.headers_mut()
+        .insert(PERMIT_HEADER, "s3cretKey".parse().unwrap());
+    let r = c.send(req).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = body(r).await;
+    let r = c
+        .send(get(addr, &format!("{WELL_KNOWN}?key=s3cretKey"), false))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+    assert_eq!(
+        v["urls"]["small_download_url"],
+        format!("http://{addr}{SMALL}?key=s3cretKey")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_paths_and_wrong_methods_are_not_redirected() {
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, None);
+    let addr = svc.http_addr.unwrap();
+    let mut c = Client::connect(addr, false, None).await;
+    let r = c.send(get(addr, "/api/v1/large/", false)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let _ = body(r).await;
+    let r = c.send(get(addr, UPLOAD, false)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "POST, PUT");
+    let _ = body(r).await;
+    // Origin-form, as HTTP/1.1 clients send it: the Host header is what counts
+    // (with an absolute-form URI its authority would, RFC 9112 section 3.2.2).
+    let bad = Request::get(WELL_KNOWN)
+        .header("host", "evil\"host")
+        .body(Payload::full(Bytes::new()))
+        .unwrap();
+    let r = c.send(bad).await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
