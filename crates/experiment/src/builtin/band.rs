@@ -107,13 +107,16 @@ impl fmt::Display for Effect {
             Some(Fit::TooLarge) => "TOO LARGE",
             None => "not measured",
         };
+        let band = if self.lo == f64::NEG_INFINITY {
+            format!("at most {}{u}", num(self.hi))
+        } else {
+            format!("band {}{u}..{}{u}", num(self.lo), num(self.hi))
+        };
         write!(
             f,
-            "{}: ours {ours}, report {}{u}, band {}{u}..{}{u}: {word}",
+            "{}: ours {ours}, report {}{u}, {band}: {word}",
             self.what,
-            num(self.report),
-            num(self.lo),
-            num(self.hi)
+            num(self.report)
         )
     }
 }
