@@ -29,6 +29,20 @@ fn needs_log(values: impl Iterator<Item = f64>) -> bool {
     lo.is_finite() && hi / lo > 100.0
 }
 
+/// An axis label: whole numbers from 10 up, three significant digits below (a linear axis
+/// ticks at quarters of its maximum: 6.5593 is 6.56), a log axis's powers of ten as they are.
+fn tick(v: f64, log: bool) -> String {
+    if v == 0.0 || v.abs() >= 100.0 || (log && v >= 1.0) {
+        format!("{v:.0}")
+    } else if log {
+        format!("{v}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// Legend column width (px), right of the plot area: entries never cross the data.
 const LEGEND_W: f64 = 180.0;
 
@@ -84,11 +98,7 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
             w - right,
             left - 5.0,
             y(v) + 4.0,
-            if v >= 10.0 || v == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v}")
-            },
+            tick(v, log),
             y = y(v)
         );
     }
@@ -373,7 +383,7 @@ mod tests {
         assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
         assert!(html.contains("probes lost"), "loss chart");
         // 20 % lost: the loss axis goes to 22 (10 % headroom).
-        assert!(html.contains(">22</text>"), "20 % lost");
+        assert!(html.contains(">22.0</text>"), "20 % lost");
         assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
         // Within two decades: linear.
         let near = [
@@ -396,6 +406,17 @@ mod tests {
         let params = vec!["load".to_string(), "lab.ecn".to_string()];
         let l = point_labels(&rows, &["p001_x".to_string()], &params);
         assert_eq!(l, ["load=one_vs_one lab.ecn=all"]);
+    }
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(tick(6.5593, false), "6.56");
+        assert_eq!(tick(4.919475, false), "4.92");
+        assert_eq!(tick(16.5, false), "16.5");
+        assert_eq!(tick(4217.6, false), "4218");
+        assert_eq!(tick(0.0, false), "0");
+        assert_eq!(tick(0.1, true), "0.1");
+        assert_eq!(tick(1000.0, true), "1000");
     }
 
     #[test]

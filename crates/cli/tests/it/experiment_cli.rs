@@ -254,7 +254,11 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     let (text, rows) = run_quick("report5-directions");
     assert_judged(
         &text,
-        &["report ms", "~147 (statistic not named)", "median 2.73 (1.8-3.6)"],
+        &[
+            "report ms",
+            "~147 (statistic not named)",
+            "median 2.73 (1.8-3.6)",
+        ],
         "the report's effects within a factor of 2",
         "REPRODUCED: bloated side: induced median",
     );

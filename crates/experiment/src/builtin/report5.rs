@@ -94,8 +94,15 @@ mod tests {
             v.table.contains("median 2.73"),
             "the report's median, named: {v}"
         );
-        assert!(v.because.contains("report 146 ms, band 73.0 ms..292 ms"), "{v}");
-        assert!(v.because.contains("report 1.73 ms, at most 3.46 ms: within"), "{v}");
+        assert!(
+            v.because.contains("report 146 ms, band 73.0 ms..292 ms"),
+            "{v}"
+        );
+        assert!(
+            v.because
+                .contains("report 1.73 ms, at most 3.46 ms: within"),
+            "{v}"
+        );
         // The bloated side too small (+30 ms) or too large (+400 ms).
         let v = judge(32.0, 3.0);
         assert_eq!(v.reproduced, Some(false), "{v}");
