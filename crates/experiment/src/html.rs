@@ -55,7 +55,13 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     let n = points.len().max(1);
     let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
     let log = needs_log(all().map(|(m, _)| *m));
-    let ymax = all().map(|(m, s)| m + s).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    // Nothing above zero (no probe lost): an axis to 1, not to a rounding error.
+    let top_value = all().map(|(m, s)| m + s).fold(0.0f64, f64::max);
+    let ymax = if top_value > 0.0 {
+        top_value * 1.1
+    } else {
+        1.0
+    };
     // Log axis: from the decade below the smallest positive value to the one above the largest.
     let (lmin, lmax) = if log {
         let lo = all()
@@ -110,7 +116,28 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     );
     let step = n.div_ceil(30);
     for (i, p) in points.iter().enumerate() {
-        if i % step == 0 {
+        if i % step != 0 {
+            continue;
+        }
+        if n <= 8 {
+            // Few points: upright under the point, one line per `name=value`.
+            let _ = write!(
+                s,
+                r#"<text x="{:.1}" y="{}" text-anchor="middle">"#,
+                x(i),
+                h - bottom + 16.0
+            );
+            for (k, part) in p.split('\n').enumerate() {
+                let dy = if k == 0 { 0.0 } else { 13.0 };
+                let _ = write!(
+                    s,
+                    r#"<tspan x="{:.1}" dy="{dy}">{}</tspan>"#,
+                    x(i),
+                    esc(part)
+                );
+            }
+            s.push_str("</text>");
+        } else {
             let _ = write!(
                 s,
                 r#"<text x="{:.1}" y="{}" text-anchor="end" transform="rotate(-30 {:.1} {})">{}</text>"#,
@@ -118,7 +145,7 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
                 h - bottom + 14.0,
                 x(i),
                 h - bottom + 14.0,
-                esc(p)
+                esc(&p.replace('\n', " "))
             );
         }
     }
@@ -168,8 +195,8 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     s
 }
 
-/// Each point's x label: its parameters' values (`shaper=SQM off`, or with several
-/// parameters `load=one_vs_one lab.ecn=all`). A parameter's own fields (`shaper.down` of
+/// Each point's x label: its parameters' values (`SQM off`, or with several parameters one
+/// line each: `load=one_vs_one` / `lab.ecn=all`). A parameter's own fields (`shaper.down` of
 /// `shaper`) are left out: the parameter's label already names the point.
 fn point_labels(rows: &[Row], points: &[String], params: &[String]) -> Vec<String> {
     let shown: Vec<&String> = params
@@ -204,7 +231,7 @@ fn point_labels(rows: &[Row], points: &[String], params: &[String]) -> Vec<Strin
             if parts.is_empty() {
                 p.split('_').next().unwrap_or(p).to_string()
             } else {
-                parts.join(" ")
+                parts.join("\n")
             }
         })
         .collect()
@@ -375,11 +402,11 @@ mod tests {
         ];
         let html = report("r4", &rows, &params);
         assert!(
-            html.contains(">6089kbit/737kbit</text>"),
+            html.contains(">6089kbit/737kbit</tspan>"),
             "x label by value"
         );
-        assert!(html.contains(">SQM off</text>"));
-        assert!(!html.contains(">p001</text>"), "not the point number");
+        assert!(html.contains(">SQM off</tspan>"));
+        assert!(!html.contains(">p001</tspan>"), "not the point number");
         assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
         assert!(html.contains("probes lost"), "loss chart");
         // 20 % lost: the loss axis goes to 22 (10 % headroom).
@@ -405,7 +432,21 @@ mod tests {
         }];
         let params = vec!["load".to_string(), "lab.ecn".to_string()];
         let l = point_labels(&rows, &["p001_x".to_string()], &params);
-        assert_eq!(l, ["load=one_vs_one lab.ecn=all"]);
+        assert_eq!(l, ["load=one_vs_one\nlab.ecn=all"]);
+    }
+
+    #[test]
+    fn an_all_zero_chart_has_an_axis_to_one() {
+        let s = chart(
+            "t",
+            "%",
+            &["a".into()],
+            &[("l".into(), vec![Some((0.0, 0.0))])],
+        );
+        assert!(
+            s.contains(">1.00</text>") && !s.contains(">0.00</text>"),
+            "{s}"
+        );
     }
 
     #[test]
