@@ -164,7 +164,7 @@ mod tests {
         let ok = Effect::factor2("a", 10.0, Some(10.0), " ms");
         let big = Effect::factor2("b", 10.0, Some(30.0), " ms");
         let missing = Effect::factor2("c", 10.0, None, " ms");
-        assert_eq!(judge(&[ok.clone()]).0, Some(true));
+        assert_eq!(judge(std::slice::from_ref(&ok)).0, Some(true));
         assert_eq!(judge(&[ok.clone(), big.clone()]).0, Some(false));
         assert_eq!(judge(&[ok.clone(), missing]).0, None);
         assert_eq!(judge(&[]).0, None);
