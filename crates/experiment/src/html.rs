@@ -1,8 +1,9 @@
-//! `report.html`: the summary table and two plots against the swept parameters (latency
-//! percentiles of the reference series under load; throughput up and down), one x position
-//! per point, repetitions as mean with a +-1 standard deviation error bar. Self-contained
-//! (inline SVG, no scripts), readable with tens of points: the x labels are the point
-//! numbers and a legend table maps them to parameter values.
+//! `report.html`: the summary table and plots against the swept parameters (latency of the
+//! reference series idle and under load, on a log axis when it spans more than two decades;
+//! its probes lost; NetPwr for a NetPwr experiment; throughput up and down), one x position
+//! per point labelled with the point's parameter values, repetitions as mean with a +-1
+//! standard deviation error bar, legends beside the plot area. Self-contained (inline SVG, no
+//! scripts); the points table maps point numbers to parameter values.
 
 use crate::summary::{self, Row};
 use std::fmt::Write as _;
@@ -19,18 +20,67 @@ type Series = (String, Vec<Option<(f64, f64)>>);
 
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
-/// A line chart: `series` of (label, per-point (mean, sd)) over `points` x positions.
+/// Whether a y axis over positive `values` needs a log scale: they span more than two
+/// decades (issue 18: report 4's 40 ms shaped points lay flat under SQM off's seconds).
+fn needs_log(values: impl Iterator<Item = f64>) -> bool {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    lo.is_finite() && hi / lo > 100.0
+}
+
+/// An axis label: whole numbers from 10 up, three significant digits below (a linear axis
+/// ticks at quarters of its maximum: 6.5593 is 6.56), a log axis's powers of ten as they are.
+fn tick(v: f64, log: bool) -> String {
+    if v == 0.0 || v.abs() >= 100.0 || (log && v >= 1.0) {
+        format!("{v:.0}")
+    } else if log {
+        format!("{v}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Legend column width (px), right of the plot area: entries never cross the data.
+const LEGEND_W: f64 = 180.0;
+
+/// A line chart: `series` of (label, per-point (mean, sd)) over `points` x positions, one
+/// category per point labelled with its parameter values; a log y axis when the values span
+/// more than two decades.
 fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> String {
-    let (w, h, left, right, top, bottom) = (900.0, 320.0, 70.0, 20.0, 30.0, 60.0);
+    let (w, h, left, top, bottom) = (900.0 + LEGEND_W, 340.0, 70.0, 30.0, 90.0);
+    let right = LEGEND_W + 10.0;
     let n = points.len().max(1);
-    let ymax = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().flatten().map(|(m, s)| m + s))
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+    let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
+    let log = needs_log(all().map(|(m, _)| *m));
+    // Nothing above zero (no probe lost): an axis to 1, not to a rounding error.
+    let top_value = all().map(|(m, s)| m + s).fold(0.0f64, f64::max);
+    let ymax = if top_value > 0.0 {
+        top_value * 1.1
+    } else {
+        1.0
+    };
+    // Log axis: from the decade below the smallest positive value to the one above the largest.
+    let (lmin, lmax) = if log {
+        let lo = all()
+            .map(|(m, _)| *m)
+            .filter(|m| *m > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        (lo.log10().floor(), ymax.log10().ceil())
+    } else {
+        (0.0, 1.0)
+    };
     let x = |i: usize| left + (w - left - right) * (i as f64 + 0.5) / n as f64;
-    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / ymax);
+    let y = |v: f64| {
+        let f = if log {
+            (v.max(10f64.powf(lmin)).log10() - lmin) / (lmax - lmin)
+        } else {
+            v / ymax
+        };
+        top + (h - top - bottom) * (1.0 - f)
+    };
     let mut s = String::new();
     let _ = write!(
         s,
@@ -38,17 +88,23 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     );
     let _ = write!(
         s,
-        r#"<text x="{left}" y="18" font-size="14">{}</text>"#,
-        esc(title)
+        r#"<text x="{left}" y="18" font-size="14">{}{}</text>"#,
+        esc(title),
+        if log { " (log scale)" } else { "" }
     );
-    for k in 0..=4 {
-        let v = ymax * k as f64 / 4.0;
+    let ticks: Vec<f64> = if log {
+        (lmin as i32..=lmax as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        (0..=4).map(|k| ymax * k as f64 / 4.0).collect()
+    };
+    for v in ticks {
         let _ = write!(
             s,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{v:.1}</text>"##,
+            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             w - right,
             left - 5.0,
             y(v) + 4.0,
+            tick(v, log),
             y = y(v)
         );
     }
@@ -60,15 +116,36 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     );
     let step = n.div_ceil(30);
     for (i, p) in points.iter().enumerate() {
-        if i % step == 0 {
+        if i % step != 0 {
+            continue;
+        }
+        if n <= 8 {
+            // Few points: upright under the point, one line per `name=value`.
             let _ = write!(
                 s,
-                r#"<text x="{:.1}" y="{}" text-anchor="end" transform="rotate(-45 {:.1} {})">{}</text>"#,
+                r#"<text x="{:.1}" y="{}" text-anchor="middle">"#,
+                x(i),
+                h - bottom + 16.0
+            );
+            for (k, part) in p.split('\n').enumerate() {
+                let dy = if k == 0 { 0.0 } else { 13.0 };
+                let _ = write!(
+                    s,
+                    r#"<tspan x="{:.1}" dy="{dy}">{}</tspan>"#,
+                    x(i),
+                    esc(part)
+                );
+            }
+            s.push_str("</text>");
+        } else {
+            let _ = write!(
+                s,
+                r#"<text x="{:.1}" y="{}" text-anchor="end" transform="rotate(-30 {:.1} {})">{}</text>"#,
                 x(i),
                 h - bottom + 14.0,
                 x(i),
                 h - bottom + 14.0,
-                esc(p)
+                esc(&p.replace('\n', " "))
             );
         }
     }
@@ -103,18 +180,61 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
                 }
             }
         }
+        // The legend sits right of the plot area, outside every line.
         let _ = write!(
             s,
             r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-            w - right - 160.0,
+            w - LEGEND_W,
             top + 14.0 * si as f64,
-            w - right - 145.0,
+            w - LEGEND_W + 15.0,
             top + 9.0 + 14.0 * si as f64,
             esc(label)
         );
     }
     s.push_str("</svg>");
     s
+}
+
+/// Each point's x label: its parameters' values (`SQM off`, or with several parameters one
+/// line each: `load=one_vs_one` / `lab.ecn=all`). A parameter's own fields (`shaper.down` of
+/// `shaper`) are left out: the parameter's label already names the point.
+fn point_labels(rows: &[Row], points: &[String], params: &[String]) -> Vec<String> {
+    let shown: Vec<&String> = params
+        .iter()
+        .filter(|p| {
+            !params.iter().any(|q| {
+                p.len() > q.len() && p.starts_with(q.as_str()) && p[q.len()..].starts_with('.')
+            })
+        })
+        .collect();
+    points
+        .iter()
+        .map(|p| {
+            let row = rows
+                .iter()
+                .find(|r| r.get("point").and_then(|v| v.as_str()) == Some(p));
+            let parts: Vec<String> = shown
+                .iter()
+                .filter_map(|k| {
+                    let v = row?.get(k)?;
+                    let v = match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    };
+                    Some(if shown.len() == 1 {
+                        v
+                    } else {
+                        format!("{k}={v}")
+                    })
+                })
+                .collect();
+            if parts.is_empty() {
+                p.split('_').next().unwrap_or(p).to_string()
+            } else {
+                parts.join("\n")
+            }
+        })
+        .collect()
 }
 
 /// Per point, (mean, sd) of `column`, aligned with `points`.
@@ -150,22 +270,71 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         rows.len(),
         points.len()
     );
+    let labels = point_labels(rows, &points, params);
+    let x_desc = params
+        .iter()
+        .filter(|p| !p.contains('.') || !params.iter().any(|q| p.starts_with(&format!("{q}."))))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if let Some(series) = summary::reference_series(rows) {
-        let lat: Vec<Series> = ["median", "p90", "p99"]
-            .iter()
-            .map(|s| {
-                (
-                    format!("loaded {s}"),
-                    stat(rows, &points, &format!("lat.{series}.loaded.{s}_ms")),
-                )
-            })
-            .collect();
+        let col = |phase: &str, s: &str| format!("lat.{series}.{phase}.{s}_ms");
+        let mut lat: Vec<Series> = vec![(
+            "idle median".into(),
+            stat(rows, &points, &col("idle", "median")),
+        )];
+        lat.extend(["median", "p90", "p99"].iter().map(|s| {
+            (
+                format!("loaded {s}"),
+                stat(rows, &points, &col("loaded", s)),
+            )
+        }));
         html.push_str(&chart(
-            &format!("latency under load ({series}) vs point"),
+            &format!("latency ({series}) vs {x_desc}"),
             "ms",
-            &short,
+            &labels,
             &lat,
         ));
+        // Lost probes, so a point whose latency looks fine but lost its probes shows it.
+        let loss: Vec<Series> = ["idle", "loaded"]
+            .iter()
+            .map(|ph| {
+                let v = stat(rows, &points, &format!("lat.{series}.{ph}.loss"));
+                let pct = v
+                    .into_iter()
+                    .map(|o| o.map(|(m, sd)| (m * 100.0, sd * 100.0)));
+                (format!("{ph} probes lost"), pct.collect())
+            })
+            .collect();
+        html.push_str("<br>");
+        html.push_str(&chart(
+            &format!("probe loss ({series}) vs {x_desc}"),
+            "% lost",
+            &labels,
+            &loss,
+        ));
+        // NetPwr (iperf 2: bytes/s over RTT in us) of the upload, the quantity report 2 is about.
+        if name.contains("netpwr") {
+            let mbit = stat(rows, &points, "tput.loaded.up_mbit");
+            let rtt = stat(rows, &points, &col("loaded", "median"));
+            let np: Vec<Option<(f64, f64)>> = mbit
+                .iter()
+                .zip(&rtt)
+                .map(|(m, r)| match (m, r) {
+                    (Some((m, _)), Some((r, _))) if *r > 0.0 => {
+                        Some((m * 1e6 / 8.0 / (r * 1e3), 0.0))
+                    }
+                    _ => None,
+                })
+                .collect();
+            html.push_str("<br>");
+            html.push_str(&chart(
+                &format!("NetPwr (upload bytes/s / loaded median RTT in us) vs {x_desc}"),
+                "NetPwr",
+                &labels,
+                &[("NetPwr up".into(), np)],
+            ));
+        }
     }
     let tput: Vec<Series> = [
         ("up", "tput.loaded.up_mbit"),
@@ -176,9 +345,9 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
     .collect();
     html.push_str("<br>");
     html.push_str(&chart(
-        "throughput under load vs point",
+        &format!("throughput under load vs {x_desc}"),
         "Mbit/s",
-        &short,
+        &labels,
         &tput,
     ));
     html.push_str("<h2>points</h2><table><tr><th>point</th>");
@@ -204,4 +373,102 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
     html.push_str(&esc(&summary::table(rows, params)));
     html.push_str("</pre></body></html>\n");
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(point: &str, shaper: &str, median: f64, loss: f64) -> Row {
+        Row {
+            cells: vec![
+                ("point".into(), point.into()),
+                ("shaper".into(), shaper.into()),
+                ("shaper.down".into(), "1gbit".into()),
+                ("lat.udp_ef.rtt.idle.median_ms".into(), 33.0.into()),
+                ("lat.udp_ef.rtt.loaded.median_ms".into(), median.into()),
+                ("lat.udp_ef.rtt.loaded.loss".into(), loss.into()),
+                ("tput.loaded.up_mbit".into(), 0.5.into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn sweep_plots_label_points_by_value_use_a_log_axis_past_two_decades_and_show_loss() {
+        let params = vec!["shaper".to_string(), "shaper.down".to_string()];
+        let rows = [
+            row("p001_a", "6089kbit/737kbit", 44.0, 0.2),
+            row("p005_b", "SQM off", 4900.0, 0.0),
+        ];
+        let html = report("r4", &rows, &params);
+        assert!(
+            html.contains(">6089kbit/737kbit</tspan>"),
+            "x label by value"
+        );
+        assert!(html.contains(">SQM off</tspan>"));
+        assert!(!html.contains(">p001</tspan>"), "not the point number");
+        assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
+        assert!(html.contains("probes lost"), "loss chart");
+        // 20 % lost: the loss axis goes to 22 (10 % headroom).
+        assert!(html.contains(">22.0</text>"), "20 % lost");
+        assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
+        // Within two decades: linear.
+        let near = [
+            row("p001_a", "a", 44.0, 0.0),
+            row("p002_b", "b", 300.0, 0.0),
+        ];
+        assert!(!report("x", &near, &params).contains("(log scale)"));
+        assert!(report("report2-netpwr", &near, &params).contains("NetPwr up"));
+    }
+
+    #[test]
+    fn several_parameters_make_one_labelled_category_per_point() {
+        let rows = [Row {
+            cells: vec![
+                ("point".into(), "p001_x".into()),
+                ("load".into(), "one_vs_one".into()),
+                ("lab.ecn".into(), "all".into()),
+            ],
+        }];
+        let params = vec!["load".to_string(), "lab.ecn".to_string()];
+        let l = point_labels(&rows, &["p001_x".to_string()], &params);
+        assert_eq!(l, ["load=one_vs_one\nlab.ecn=all"]);
+    }
+
+    #[test]
+    fn an_all_zero_chart_has_an_axis_to_one() {
+        let s = chart(
+            "t",
+            "%",
+            &["a".into()],
+            &[("l".into(), vec![Some((0.0, 0.0))])],
+        );
+        assert!(
+            s.contains(">1.00</text>") && !s.contains(">0.00</text>"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(tick(6.5593, false), "6.56");
+        assert_eq!(tick(4.919475, false), "4.92");
+        assert_eq!(tick(16.5, false), "16.5");
+        assert_eq!(tick(4217.6, false), "4218");
+        assert_eq!(tick(0.0, false), "0");
+        assert_eq!(tick(0.1, true), "0.1");
+        assert_eq!(tick(1000.0, true), "1000");
+    }
+
+    #[test]
+    fn the_legend_is_right_of_the_plot_area() {
+        let s = chart(
+            "t",
+            "ms",
+            &["a".into(), "b".into()],
+            &[("line".into(), vec![Some((1.0, 0.0)), Some((2.0, 0.0))])],
+        );
+        // Plot area ends at w - LEGEND_W - 10; the legend starts at w - LEGEND_W.
+        assert!(s.contains(&format!(r#"<rect x="{}""#, 900.0)), "{s}");
+    }
 }
