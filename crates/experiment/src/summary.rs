@@ -86,6 +86,7 @@ pub fn row(
             }
         }
     }
+    push_completeness_facts(&mut r, file);
     // TCP retransmits per flow, from the sender's TCP_INFO (absent when not sampled).
     for f in &file.raw.throughput {
         if let Some(n) = f.tcp.sender.and_then(|t| t.retransmits) {
@@ -94,6 +95,41 @@ pub fn row(
     }
     push_emu(&mut r, lab_counters);
     r
+}
+
+/// The facts [`crate::completeness`] judges that only the results file knows: per load flow
+/// that failed (`metadata.extra.flow_failures`), `failed.FLOW` = why; per loaded phase in
+/// which the test's flows moved no byte, `nodata.PHASE`.
+fn push_completeness_facts(r: &mut Row, file: &ResultsFile) {
+    for f in file
+        .metadata
+        .extra
+        .get("flow_failures")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let flow = f["flow"].as_str().unwrap_or("?");
+        let why = f["why"].as_str().unwrap_or("failed");
+        r.push(format!("failed.{flow}"), why);
+    }
+    if file.raw.throughput.is_empty() {
+        return;
+    }
+    let Some(d) = &file.derived else { return };
+    for p in &file.raw.phases {
+        if p.kind != bloatlab_results::schema::PhaseKindRecord::Loaded {
+            continue;
+        }
+        let moved = d
+            .throughput
+            .iter()
+            .find(|t| t.phase == p.name)
+            .is_some_and(|t| t.flows.iter().any(|f| f.bytes > 0));
+        if !moved {
+            r.push(format!("nodata.{}", p.name), "the flows moved no byte");
+        }
+    }
 }
 
 /// A `[client]` run's row: its identity, parameters, the client's `--json` document
