@@ -731,3 +731,6 @@ fn short_hash(h: &Option<String>) -> String {
     let h = h.as_deref().unwrap_or("?");
     format!("sha256 {}", &h[..h.len().min(12)])
 }
+
+#[cfg(test)]
+mod merge_tests;

@@ -171,10 +171,12 @@ impl std::fmt::Display for Judgement {
                 writeln!(f, "incomplete point {}: {}", p.point, p.causes.join("; "))?;
             }
         }
-        if self.because.is_empty() {
-            writeln!(f, "{}", self.headline)
-        } else {
-            writeln!(f, "{}: {}", self.headline, self.because)
+        match (&self.outcome, self.because.is_empty()) {
+            (_, true) => writeln!(f, "{}", self.headline),
+            (Outcome::NotJudged, false) => {
+                writeln!(f, "{} (the numbers alone: {})", self.headline, self.because)
+            }
+            _ => writeln!(f, "{}: {}", self.headline, self.because),
         }
     }
 }
