@@ -316,6 +316,13 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
     ] {
         head.push(h.into());
     }
+    // Completeness, once rows are annotated (crate::completeness): the causes follow the
+    // table.
+    let annotated = rows.iter().any(|r| r.get(crate::completeness::COMPLETE).is_some());
+    if annotated {
+        head.push("complete".into());
+    }
+    let mut causes: Vec<String> = Vec::new();
     let mut body: Vec<Vec<String>> = Vec::new();
     for r in rows {
         let mut line: Vec<String> = params
@@ -336,6 +343,23 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
         }
         line.push(num(r, "tput.loaded.up_mbit"));
         line.push(num(r, "tput.loaded.down_mbit"));
+        if annotated {
+            let complete = r.get(crate::completeness::COMPLETE).and_then(Value::as_bool);
+            line.push(match complete {
+                Some(true) => "yes".into(),
+                Some(false) => {
+                    causes.push(format!(
+                        "{}: {}",
+                        r.get("run").and_then(Value::as_str).unwrap_or("?"),
+                        r.get(crate::completeness::INCOMPLETE_BECAUSE)
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                    ));
+                    "NO".into()
+                }
+                None => "-".into(),
+            });
+        }
         body.push(line);
     }
     let mut out = String::new();
@@ -344,6 +368,9 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
     }
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     out.push_str(&bloatlab_report::table::render_right(&head, &body));
+    for c in causes {
+        let _ = writeln!(out, "incomplete {c}");
+    }
     out
 }
 
@@ -475,5 +502,24 @@ mod tests {
         let t = table(&rows, &["rate".into()]);
         assert!(t.contains("udp.rtt"), "{t}");
         assert!(t.lines().nth(2).unwrap().contains("30.0"), "{t}");
+        assert!(!t.contains("complete"), "not annotated: {t}");
+    }
+
+    #[test]
+    fn the_table_shows_each_runs_completeness_and_why_not() {
+        let mut rows = vec![r("p001", 1, 30.0), r("p002", 1, 50.0)];
+        rows[1]
+            .cells
+            .push(("failed.tcp_up_1".into(), "stalled: the server read nothing".into()));
+        crate::completeness::annotate(&mut rows, 0.05);
+        let t = table(&rows, &["rate".into()]);
+        assert!(t.lines().next().unwrap().contains("udp.rtt"), "{t}");
+        assert!(t.lines().nth(1).unwrap().ends_with("complete"), "{t}");
+        assert!(t.lines().nth(2).unwrap().ends_with("yes"), "{t}");
+        assert!(t.lines().nth(3).unwrap().ends_with("NO"), "{t}");
+        assert!(
+            t.contains("incomplete p002_r1: flow tcp_up_1 failed: stalled"),
+            "{t}"
+        );
     }
 }
