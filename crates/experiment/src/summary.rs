@@ -318,7 +318,9 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
     }
     // Completeness, once rows are annotated (crate::completeness): the causes follow the
     // table.
-    let annotated = rows.iter().any(|r| r.get(crate::completeness::COMPLETE).is_some());
+    let annotated = rows
+        .iter()
+        .any(|r| r.get(crate::completeness::COMPLETE).is_some());
     if annotated {
         head.push("complete".into());
     }
@@ -344,7 +346,9 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
         line.push(num(r, "tput.loaded.up_mbit"));
         line.push(num(r, "tput.loaded.down_mbit"));
         if annotated {
-            let complete = r.get(crate::completeness::COMPLETE).and_then(Value::as_bool);
+            let complete = r
+                .get(crate::completeness::COMPLETE)
+                .and_then(Value::as_bool);
             line.push(match complete {
                 Some(true) => "yes".into(),
                 Some(false) => {
@@ -492,6 +496,55 @@ mod tests {
     }
 
     #[test]
+    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
+        use bloatlab_results::schema::{
+            DirectionRecord, FlowRecord, FlowTcpRecord, PhaseKindRecord, PhaseRecord,
+            TransferRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        let phase = |kind, name: &str, a: u64, b: u64| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a,
+            end_ns: b,
+        };
+        let raw = Raw {
+            phases: vec![
+                phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
+                phase(
+                    PhaseKindRecord::Loaded,
+                    "loaded",
+                    1_000_000_000,
+                    3_000_000_000,
+                ),
+            ],
+            latency: vec![],
+            throughput: vec![FlowRecord {
+                name: "tcp_up_1".into(),
+                ecn: None,
+                direction: DirectionRecord::Up,
+                // Bytes in the idle phase only: the loaded phase moved nothing.
+                samples: vec![TransferRecord {
+                    start_ns: 0,
+                    end_ns: 900_000_000,
+                    bytes: 1000,
+                }],
+                tcp: FlowTcpRecord::default(),
+            }],
+        };
+        let mut meta = Metadata::new("tcp_upload", vec![], Default::default());
+        meta.extra.insert(
+            "flow_failures".into(),
+            serde_json::json!([{"flow": "tcp_up_1", "why": "stalled: x"}]),
+        );
+        let file = ResultsFile::new(meta, raw).with_derived().unwrap();
+        let r = row("p001_r1", "p001", 1, &[], &file, &Value::Null);
+        assert_eq!(r.get("failed.tcp_up_1"), Some(&Value::from("stalled: x")));
+        assert!(r.get("nodata.loaded").is_some(), "{r:?}");
+        assert!(r.get("nodata.idle").is_none(), "idle is not a loaded phase");
+    }
+
+    #[test]
     fn repetitions_give_mean_and_spread() {
         let rows = [r("p001", 1, 30.0), r("p001", 2, 34.0), r("p002", 1, 50.0)];
         let s = per_point(&rows, "lat.udp.rtt.loaded.median_ms");
@@ -508,9 +561,10 @@ mod tests {
     #[test]
     fn the_table_shows_each_runs_completeness_and_why_not() {
         let mut rows = vec![r("p001", 1, 30.0), r("p002", 1, 50.0)];
-        rows[1]
-            .cells
-            .push(("failed.tcp_up_1".into(), "stalled: the server read nothing".into()));
+        rows[1].cells.push((
+            "failed.tcp_up_1".into(),
+            "stalled: the server read nothing".into(),
+        ));
         crate::completeness::annotate(&mut rows, 0.05);
         let t = table(&rows, &["rate".into()]);
         assert!(t.lines().next().unwrap().contains("udp.rtt"), "{t}");
