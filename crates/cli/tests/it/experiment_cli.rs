@@ -536,6 +536,14 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         "loaded median RTT",
         "REPRODUCED: induced median",
     );
+    // The verdict is in the files too, and the shaped point lost no more probes than the
+    // file's bound (the up router's 20 ms CoDel target; 18-30 % lost with 5 ms).
+    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+    assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
+    assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"]["outcome"], "reproduced", "{summary}");
     let run_of = |label: &str| {
         rows.iter()
             .find(|r| r["shaper"] == label)
