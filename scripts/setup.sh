@@ -2,10 +2,12 @@
 # Installs what bloatlab's tests and benchmarks need on a fresh Debian machine.
 # Idempotent: skips what is already there. Needs root for apt-get.
 # flent opens our .flent.gz exports in a test (it reads files without netperf).
+# slurm-wlm and munge: the test of docs/experiments.md's Slurm recipe (experiment_slurm) starts
+# a single-node Slurm itself, without systemd.
 set -euo pipefail
 
 need_apt=()
-for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent; do
+for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent slurmctld:slurm-wlm munged:munge; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")

@@ -13,6 +13,7 @@ mod attacks;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
+mod experiment_slurm;
 mod flent_export;
 mod interop_iperf2;
 mod lab_accuracy;
