@@ -524,6 +524,22 @@ mod tests {
     }
 
     #[test]
+    fn without_out_a_run_writes_to_a_directory_named_after_the_experiment() {
+        let e = load(std::path::Path::new("report1")).unwrap();
+        assert_eq!(e.name, "report1-near-congestion", "short name resolved");
+        assert_eq!(
+            default_out(&e, None),
+            PathBuf::from("report1-near-congestion")
+        );
+        let q = e.quick();
+        let shard = "1/2".parse().ok();
+        assert_eq!(
+            default_out(&q, shard),
+            PathBuf::from("report1-near-congestion-quick-shard1-of-2")
+        );
+    }
+
+    #[test]
     fn every_point_is_checked_as_lab_up_and_test_would() {
         let ok = "[lab]\ndelay = \"15ms\"\nstage = [\"rate={r} qdisc=fq_codel\", \"rate=10mbit qdisc=fifo limit=1000p\"]\n[test]\nname = \"tcp_upload\"\nlength = 5\n[matrix]\nr = [\"9mbit\", \"11mbit\"]\n\"test.cc\" = [\"cubic\", \"bbr\"]\n";
         check(ok).unwrap();
