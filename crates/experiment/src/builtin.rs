@@ -41,11 +41,43 @@ pub fn get(name: &str) -> Option<&'static str> {
     BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
-/// The outcome of a built-in's check.
+/// The built-in named `name` or by its short name (`report1` for
+/// `report1-near-congestion`): its full name and file text.
+pub fn resolve(name: &str) -> Option<(&'static str, &'static str)> {
+    BUILTINS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .or_else(|| {
+            BUILTINS
+                .iter()
+                .find(|(n, _)| n.split_once('-').is_some_and(|(short, _)| short == name))
+        })
+        .copied()
+}
+
+/// One quantity of the report beside ours, for the files (`summary.json`'s `verdict`).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+pub struct Compared {
+    /// What is compared, e.g. `induced latency, upload side` or `NetPwr bbr`.
+    pub quantity: String,
+    /// The statistic, named as the report names it (`median`, `max`, `mean`, ...).
+    pub statistic: String,
+    /// Unit of both numbers (`ms`, `Mbit/s`, `MiB`, ...).
+    pub unit: String,
+    /// The report's number, quoted exactly.
+    pub report: Option<f64>,
+    /// Ours (`None`: not measured).
+    pub ours: Option<f64>,
+}
+
+/// The outcome of a built-in's check: what the check fills. Completeness is not its
+/// business: [`crate::verdict::judge`] adds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
-    /// The report's numbers beside ours.
+    /// The report's numbers beside ours, as a text table.
     pub table: String,
+    /// The same comparison, one entry per quantity.
+    pub comparison: Vec<Compared>,
     /// The criterion, as the file states it.
     pub criterion: String,
     /// Whether our numbers meet it (`None`: not enough complete runs to judge).
@@ -125,6 +157,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
     };
     Some(Verdict {
         table: t,
+        comparison: Vec::new(),
         criterion,
         reproduced,
         because,
@@ -153,6 +186,18 @@ mod tests {
         }
         assert!(get("report4-sqm-sweep").is_some());
         assert!(get("nope").is_none());
+    }
+
+    #[test]
+    fn builtins_are_found_by_their_short_names() {
+        assert_eq!(
+            resolve("report1").map(|b| b.0),
+            Some("report1-near-congestion")
+        );
+        assert_eq!(resolve("report4").map(|b| b.0), Some("report4-sqm-sweep"));
+        assert_eq!(resolve("report3-ecn").map(|b| b.0), Some("report3-ecn"));
+        assert!(resolve("report").is_none());
+        assert!(resolve("report9").is_none());
     }
 
     #[test]

@@ -160,6 +160,11 @@ pub struct Experiment {
     /// This is the `--quick` variant ([`Experiment::quick`]): recorded in `DIR/plan.json`, so
     /// a quick run never resumes a full run's directory, nor the reverse.
     pub quick_variant: bool,
+    /// The file's text, as parsed (recorded in `DIR/plan.json` so a merge can judge).
+    pub source: String,
+    /// SHA-256 of the file's text, lowercase hex: `experiment merge` refuses shards of
+    /// different files, whatever their names.
+    pub digest: String,
 }
 
 /// The `[quick]` section: the experiment's own short variant, chosen so that it still shows
@@ -649,6 +654,15 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
 
 const SECTIONS: &str = "experiment, lab, test, client, server, matrix, expect, quick";
 
+/// SHA-256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Parses an experiment file. `file` names it in messages; `stem` is the default name.
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError> {
     let mut starts = vec![0];
@@ -685,6 +699,8 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         expect: BTreeMap::new(),
         quick: None,
         quick_variant: false,
+        source: text.to_string(),
+        digest: sha256_hex(text.as_bytes()),
     };
     if let Some(item) = root.get("experiment") {
         for (k, v, line) in entries(&lines, item, "experiment")? {

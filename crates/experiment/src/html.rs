@@ -250,6 +250,19 @@ fn stat(rows: &[Row], points: &[String], column: &str) -> Vec<Option<(f64, f64)>
         .collect()
 }
 
+/// `html` with `block` (the verdict, [`crate::verdict::Judgement::to_html`]) at the top of
+/// the body, right under the title.
+pub fn with_top_block(mut html: String, block: &str) -> String {
+    match html.find("</h1>") {
+        Some(i) => html.insert_str(i + "</h1>".len(), block),
+        None => match html.find("<body>") {
+            Some(i) => html.insert_str(i + "<body>".len(), block),
+            None => html.insert_str(0, block),
+        },
+    }
+    html
+}
+
 /// The whole report.
 pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
     let mut points: Vec<String> = Vec::new();

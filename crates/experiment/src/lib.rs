@@ -10,12 +10,16 @@
 //!   [`runner::merge`] joins shard directories.
 //! * [`summary`], [`html`]: the combined results.
 //! * [`builtin`]: the field reports as built-in experiments, with their criteria.
+//! * [`completeness`]: whether each run and point happened as asked (stalled flows, lost
+//!   probes, empty phases); [`verdict`]: the verdict with its criterion, table and each
+//!   point's completeness, as written to `verdict.txt`, `summary.json` and `report.html`.
 //!
 //! The format is documented in docs/experiments.md.
 
 #![forbid(unsafe_code)]
 
 pub mod builtin;
+pub mod completeness;
 pub mod file;
 pub mod html;
 pub mod matrix;
@@ -23,6 +27,7 @@ pub mod process;
 pub mod runner;
 pub mod summary;
 pub mod tune;
+pub mod verdict;
 
 pub use file::{Experiment, FileError, parse};
 pub use matrix::{Point, Run, Shard};

@@ -19,10 +19,12 @@
 //! **Ctrl-C** (the `stop` flag): the test in progress gets SIGINT, its run is not marked
 //! complete, the lab is taken down by its guard, and every finished run stays as it is.
 
+use crate::completeness;
 use crate::file::Experiment;
 use crate::matrix::{self, Run, Section, Shard};
 use crate::process::{self, LabGuard};
 use crate::summary::{self, Row};
+use crate::verdict::{self, Judgement};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -76,6 +78,12 @@ pub enum RunError {
         path: String,
         /// What went wrong.
         detail: String,
+    },
+    /// `experiment merge` refused the directories.
+    #[error("experiment merge: {why}")]
+    MergeRefused {
+        /// Why, naming the directories.
+        why: String,
     },
     /// Ctrl-C: finished runs are kept, the lab is down.
     #[error(
@@ -131,8 +139,11 @@ pub enum Event<'a> {
 pub struct Outcome {
     /// Every run of this shard with its status, in run order.
     pub runs: Vec<(Run, RunStatus)>,
-    /// The summary rows of every complete run (kept and new), in run order.
+    /// The summary rows of every complete run (kept and new), in run order, with their
+    /// completeness ([`crate::completeness::annotate`]).
     pub rows: Vec<Row>,
+    /// The verdict (built-ins) and every point's completeness, as written to the files.
+    pub judgement: Judgement,
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> RunError {
@@ -192,6 +203,8 @@ fn prepare(exp: &Experiment, cfg: &RunnerConfig, runs: &[Run]) -> Result<(), Run
         "experiment": exp.name,
         "quick": exp.quick_variant,
         "file": exp.file,
+        "sha256": exp.digest,
+        "text": exp.source,
         "shard": cfg.shard.map(|s| format!("{}/{}", s.k, s.n)),
         "runs": runs.iter().map(Run::name).collect::<Vec<_>>(),
     });
@@ -252,7 +265,7 @@ pub fn run(
         .iter()
         .filter_map(|r| complete_row(&cfg.out, &r.name()))
         .collect();
-    write_summary(&cfg.out, &exp.name, &rows, &param_names(exp))?;
+    let (rows, judgement) = write_summary(&cfg.out, exp, &rows, &param_names(exp), false)?;
     if stop.load(Ordering::Relaxed) {
         return Err(RunError::Interrupted {
             done: rows.len(),
@@ -263,6 +276,7 @@ pub fn run(
     Ok(Outcome {
         runs: statuses,
         rows,
+        judgement,
     })
 }
 
@@ -271,19 +285,37 @@ pub fn param_names(exp: &Experiment) -> Vec<String> {
     exp.matrix.iter().map(|p| p.name.clone()).collect()
 }
 
-/// Writes `summary.csv`, `summary.json` and `report.html` for `rows`.
+/// Writes `summary.csv`, `summary.json`, `verdict.txt` and `report.html` for `rows` of
+/// `exp`; returns the rows with their completeness cells and the verdict. `partial`: a
+/// merge that lacks shards (never judged).
+///
+/// `summary.json` is `{"experiment", "quick", "partial", "verdict": {..}, "columns",
+/// "rows"}`, `verdict` being a [`Judgement`] (outcome, headline, criterion, the report's
+/// numbers beside ours, each point's completeness).
 pub fn write_summary(
     out: &Path,
-    name: &str,
+    exp: &Experiment,
     rows: &[Row],
     params: &[String],
-) -> Result<(), RunError> {
-    write_file(&out.join("summary.csv"), summary::to_csv(rows).as_bytes())?;
-    let json = serde_json::to_vec_pretty(&summary::to_json(name, rows))
-        .map_err(|e| io(&out.join("summary.json"), e))?;
+    partial: bool,
+) -> Result<(Vec<Row>, Judgement), RunError> {
+    let mut rows = rows.to_vec();
+    completeness::annotate(&mut rows, completeness::probe_loss_bound(exp));
+    let judgement = verdict::judge(exp, &rows, partial);
+    write_file(&out.join("summary.csv"), summary::to_csv(&rows).as_bytes())?;
+    let mut doc = summary::to_json(&exp.name, &rows);
+    doc["quick"] = exp.quick_variant.into();
+    doc["partial"] = partial.into();
+    doc["verdict"] = serde_json::to_value(&judgement).unwrap_or_default();
+    let json = serde_json::to_vec_pretty(&doc).map_err(|e| io(&out.join("summary.json"), e))?;
     write_file(&out.join("summary.json"), &json)?;
-    let html = crate::html::report(name, rows, params);
-    write_file(&out.join("report.html"), html.as_bytes())
+    write_file(&out.join("verdict.txt"), judgement.to_text().as_bytes())?;
+    let html = crate::html::with_top_block(
+        crate::html::report(&exp.name, &rows, params),
+        &judgement.to_html(),
+    );
+    write_file(&out.join("report.html"), html.as_bytes())?;
+    Ok((rows, judgement))
 }
 
 /// One run; `Err` carries the failed step and its message.
@@ -486,57 +518,219 @@ pub fn wait_for_server(exe: &Path, lab: &str, port: &str, stop: &AtomicBool) -> 
     }
 }
 
-/// `experiment merge`: the complete rows of several output directories (shards), one row per
-/// run name (the first directory wins), in point and repetition order.
-pub fn merge(dirs: &[PathBuf]) -> Result<(String, Vec<Row>, Vec<String>), RunError> {
-    let mut name: Option<String> = None;
-    let mut rows: Vec<Row> = Vec::new();
-    for d in dirs {
-        let plan = d.join("plan.json");
-        let b = std::fs::read(&plan).map_err(|e| io(&plan, e))?;
-        let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| io(&plan, e))?;
-        let n = v["experiment"].as_str().unwrap_or("").to_string();
-        match &name {
-            None => name = Some(n),
-            Some(m) if *m != n => {
-                return Err(RunError::OtherExperiment {
-                    dir: d.display().to_string(),
-                    found: n,
-                    want: m.clone(),
-                });
-            }
-            Some(_) => {}
+/// What `experiment merge` joined.
+#[derive(Debug)]
+pub struct Merged {
+    /// The experiment (its file as recorded in the shards' `plan.json`; the quick variant
+    /// when the shards ran `--quick`).
+    pub experiment: Experiment,
+    /// The complete rows of every shard, by point number then repetition.
+    pub rows: Vec<Row>,
+    /// The parameter names.
+    pub params: Vec<String>,
+    /// Shards were missing or incomplete (only with `allow_partial`); what was missing.
+    pub partial: Vec<String>,
+}
+
+/// One shard directory's `plan.json`.
+struct ShardPlan {
+    dir: String,
+    experiment: String,
+    quick: bool,
+    sha256: Option<String>,
+    text: Option<String>,
+    shard: Option<Shard>,
+    runs: Vec<String>,
+}
+
+fn read_plan(d: &Path) -> Result<ShardPlan, RunError> {
+    let plan = d.join("plan.json");
+    let b = std::fs::read(&plan).map_err(|e| io(&plan, e))?;
+    let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| io(&plan, e))?;
+    let shard = match v["shard"].as_str() {
+        None => None,
+        Some(s) => Some(s.parse::<Shard>().map_err(|e| io(&plan, e))?),
+    };
+    Ok(ShardPlan {
+        dir: d.display().to_string(),
+        experiment: v["experiment"].as_str().unwrap_or("").to_string(),
+        quick: v["quick"].as_bool().unwrap_or(false),
+        sha256: v["sha256"].as_str().map(str::to_string),
+        text: v["text"].as_str().map(str::to_string),
+        shard,
+        runs: v["runs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect(),
+    })
+}
+
+/// The number of a point or run name (`p1000_rate-8mbit_r1` -> 1000), for sorting.
+pub fn point_number(name: &str) -> u64 {
+    name.strip_prefix('p')
+        .map(|r| {
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+fn refuse(why: String) -> RunError {
+    RunError::MergeRefused { why }
+}
+
+/// `experiment merge`: the complete rows of the shard directories `dirs`, checked to be the
+/// shards of one run of one file: the same file content (SHA-256, not the name), the same
+/// variant (quick or full), the same shard count, no shard twice and no run in two
+/// directories, every shard present and every run of each shard complete. A missing or
+/// incomplete shard is refused unless `allow_partial` (then [`Merged::partial`] says what
+/// is missing). Rows are sorted by point number, then repetition.
+pub fn merge(dirs: &[PathBuf], allow_partial: bool) -> Result<Merged, RunError> {
+    let plans = dirs
+        .iter()
+        .map(|d| read_plan(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(first) = plans.first() else {
+        return Err(refuse("no shard directory given".into()));
+    };
+    for p in &plans {
+        if p.sha256.is_none() || p.text.is_none() {
+            return Err(refuse(format!(
+                "{}: its plan.json does not record the experiment file's content (written by an older bloatlab); run that shard again into a new directory",
+                p.dir
+            )));
         }
-        for run in v["runs"].as_array().into_iter().flatten() {
-            let Some(run) = run.as_str() else { continue };
-            if rows
-                .iter()
-                .any(|r| r.get("run").and_then(|v| v.as_str()) == Some(run))
+    }
+    for p in &plans[1..] {
+        if p.sha256 != first.sha256 {
+            return Err(refuse(format!(
+                "{} and {} ran different experiment files ({} {} vs {} {}: the content differs)",
+                first.dir,
+                p.dir,
+                first.experiment,
+                short_hash(&first.sha256),
+                p.experiment,
+                short_hash(&p.sha256)
+            )));
+        }
+        if p.quick != first.quick {
+            let v = |q: bool| if q { "--quick" } else { "full" };
+            return Err(refuse(format!(
+                "{} holds {} runs and {} {} runs: quick and full runs do not merge",
+                first.dir,
+                v(first.quick),
+                p.dir,
+                v(p.quick)
+            )));
+        }
+        let n =
+            |s: &Option<Shard>| s.map_or("no shards".to_string(), |s| format!("{} shards", s.n));
+        if p.shard.map(|s| s.n) != first.shard.map(|s| s.n) {
+            return Err(refuse(format!(
+                "{} ran {} and {} ran {}: the shard counts differ",
+                first.dir,
+                n(&first.shard),
+                p.dir,
+                n(&p.shard)
+            )));
+        }
+    }
+    // No shard twice, no run in two directories.
+    for (i, a) in plans.iter().enumerate() {
+        for b in &plans[i + 1..] {
+            if let (Some(x), Some(y)) = (a.shard, b.shard)
+                && x.k == y.k
             {
-                continue;
+                return Err(refuse(format!(
+                    "{} and {} are both shard {}/{}",
+                    a.dir, b.dir, x.k, x.n
+                )));
             }
-            if let Some(row) = complete_row(d, run) {
-                rows.push(row);
+            if let Some(r) = a.runs.iter().find(|r| b.runs.contains(r)) {
+                return Err(refuse(format!(
+                    "{} and {} overlap: both hold run {r}",
+                    a.dir, b.dir
+                )));
             }
         }
     }
+    let quick = first.quick;
+    let text = first.text.clone().unwrap_or_default();
+    let mut exp = crate::file::parse(
+        &format!("{}/plan.json", first.dir),
+        &first.experiment,
+        &text,
+    )
+    .map_err(|e| {
+        refuse(format!(
+            "the experiment recorded in {}/plan.json does not parse: {e}",
+            first.dir
+        ))
+    })?;
+    exp.name = first.experiment.clone();
+    if quick {
+        exp = exp.quick();
+    }
+    let mut partial = Vec::new();
+    if let Some(s) = first.shard {
+        let missing: Vec<String> = (0..s.n)
+            .filter(|k| !plans.iter().any(|p| p.shard.is_some_and(|x| x.k == *k)))
+            .map(|k| format!("{k}/{}", s.n))
+            .collect();
+        if !missing.is_empty() {
+            partial.push(format!("shard {} missing", missing.join(", ")));
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for (p, d) in plans.iter().zip(dirs) {
+        let mut absent = Vec::new();
+        for run in &p.runs {
+            match complete_row(d, run) {
+                Some(row) => rows.push(row),
+                None => absent.push(run.clone()),
+            }
+        }
+        if !absent.is_empty() {
+            partial.push(format!(
+                "{}: {} of {} runs not complete ({})",
+                p.dir,
+                absent.len(),
+                p.runs.len(),
+                absent.join(", ")
+            ));
+        }
+    }
+    if !partial.is_empty() && !allow_partial {
+        return Err(refuse(format!(
+            "{}; merge anyway with --allow-partial (the summary is then marked partial and not judged)",
+            partial.join("; ")
+        )));
+    }
     rows.sort_by_key(|r| {
+        let point = r.get("point").and_then(|v| v.as_str()).unwrap_or("");
         (
-            r.get("point")
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string(),
+            point_number(point),
+            point.to_string(),
             r.get("rep").and_then(|v| v.as_u64()).unwrap_or(0),
         )
     });
-    // Parameters: the columns between `rep` and `interrupted`.
-    let cols = summary::columns(&rows);
-    let params = cols
-        .iter()
-        .skip_while(|c| *c != "rep")
-        .skip(1)
-        .take_while(|c| *c != "interrupted")
-        .cloned()
-        .collect();
-    Ok((name.unwrap_or_default(), rows, params))
+    let params = param_names(&exp);
+    Ok(Merged {
+        experiment: exp,
+        rows,
+        params,
+        partial,
+    })
 }
+
+fn short_hash(h: &Option<String>) -> String {
+    let h = h.as_deref().unwrap_or("?");
+    format!("sha256 {}", &h[..h.len().min(12)])
+}
+
+#[cfg(test)]
+mod merge_tests;

@@ -86,6 +86,7 @@ pub fn row(
             }
         }
     }
+    push_completeness_facts(&mut r, file);
     // TCP retransmits per flow, from the sender's TCP_INFO (absent when not sampled).
     for f in &file.raw.throughput {
         if let Some(n) = f.tcp.sender.and_then(|t| t.retransmits) {
@@ -94,6 +95,41 @@ pub fn row(
     }
     push_emu(&mut r, lab_counters);
     r
+}
+
+/// The facts [`crate::completeness`] judges that only the results file knows: per load flow
+/// that failed (`metadata.extra.flow_failures`), `failed.FLOW` = why; per loaded phase in
+/// which the test's flows moved no byte, `nodata.PHASE`.
+fn push_completeness_facts(r: &mut Row, file: &ResultsFile) {
+    for f in file
+        .metadata
+        .extra
+        .get("flow_failures")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let flow = f["flow"].as_str().unwrap_or("?");
+        let why = f["why"].as_str().unwrap_or("failed");
+        r.push(format!("failed.{flow}"), why);
+    }
+    if file.raw.throughput.is_empty() {
+        return;
+    }
+    let Some(d) = &file.derived else { return };
+    for p in &file.raw.phases {
+        if p.kind != bloatlab_results::schema::PhaseKindRecord::Loaded {
+            continue;
+        }
+        let moved = d
+            .throughput
+            .iter()
+            .find(|t| t.phase == p.name)
+            .is_some_and(|t| t.flows.iter().any(|f| f.bytes > 0));
+        if !moved {
+            r.push(format!("nodata.{}", p.name), "the flows moved no byte");
+        }
+    }
 }
 
 /// A `[client]` run's row: its identity, parameters, the client's `--json` document
@@ -280,6 +316,15 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
     ] {
         head.push(h.into());
     }
+    // Completeness, once rows are annotated (crate::completeness): the causes follow the
+    // table.
+    let annotated = rows
+        .iter()
+        .any(|r| r.get(crate::completeness::COMPLETE).is_some());
+    if annotated {
+        head.push("complete".into());
+    }
+    let mut causes: Vec<String> = Vec::new();
     let mut body: Vec<Vec<String>> = Vec::new();
     for r in rows {
         let mut line: Vec<String> = params
@@ -300,6 +345,25 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
         }
         line.push(num(r, "tput.loaded.up_mbit"));
         line.push(num(r, "tput.loaded.down_mbit"));
+        if annotated {
+            let complete = r
+                .get(crate::completeness::COMPLETE)
+                .and_then(Value::as_bool);
+            line.push(match complete {
+                Some(true) => "yes".into(),
+                Some(false) => {
+                    causes.push(format!(
+                        "{}: {}",
+                        r.get("run").and_then(Value::as_str).unwrap_or("?"),
+                        r.get(crate::completeness::INCOMPLETE_BECAUSE)
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                    ));
+                    "NO".into()
+                }
+                None => "-".into(),
+            });
+        }
         body.push(line);
     }
     let mut out = String::new();
@@ -308,6 +372,9 @@ pub fn table(rows: &[Row], params: &[String]) -> String {
     }
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     out.push_str(&bloatlab_report::table::render_right(&head, &body));
+    for c in causes {
+        let _ = writeln!(out, "incomplete {c}");
+    }
     out
 }
 
@@ -429,6 +496,55 @@ mod tests {
     }
 
     #[test]
+    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
+        use bloatlab_results::schema::{
+            DirectionRecord, FlowRecord, FlowTcpRecord, PhaseKindRecord, PhaseRecord,
+            TransferRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        let phase = |kind, name: &str, a: u64, b: u64| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a,
+            end_ns: b,
+        };
+        let raw = Raw {
+            phases: vec![
+                phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
+                phase(
+                    PhaseKindRecord::Loaded,
+                    "loaded",
+                    1_000_000_000,
+                    3_000_000_000,
+                ),
+            ],
+            latency: vec![],
+            throughput: vec![FlowRecord {
+                name: "tcp_up_1".into(),
+                ecn: None,
+                direction: DirectionRecord::Up,
+                // Bytes in the idle phase only: the loaded phase moved nothing.
+                samples: vec![TransferRecord {
+                    start_ns: 0,
+                    end_ns: 900_000_000,
+                    bytes: 1000,
+                }],
+                tcp: FlowTcpRecord::default(),
+            }],
+        };
+        let mut meta = Metadata::new("tcp_upload", vec![], Default::default());
+        meta.extra.insert(
+            "flow_failures".into(),
+            serde_json::json!([{"flow": "tcp_up_1", "why": "stalled: x"}]),
+        );
+        let file = ResultsFile::new(meta, raw).with_derived().unwrap();
+        let r = row("p001_r1", "p001", 1, &[], &file, &Value::Null);
+        assert_eq!(r.get("failed.tcp_up_1"), Some(&Value::from("stalled: x")));
+        assert!(r.get("nodata.loaded").is_some(), "{r:?}");
+        assert!(r.get("nodata.idle").is_none(), "idle is not a loaded phase");
+    }
+
+    #[test]
     fn repetitions_give_mean_and_spread() {
         let rows = [r("p001", 1, 30.0), r("p001", 2, 34.0), r("p002", 1, 50.0)];
         let s = per_point(&rows, "lat.udp.rtt.loaded.median_ms");
@@ -439,5 +555,25 @@ mod tests {
         let t = table(&rows, &["rate".into()]);
         assert!(t.contains("udp.rtt"), "{t}");
         assert!(t.lines().nth(2).unwrap().contains("30.0"), "{t}");
+        assert!(!t.contains("complete"), "not annotated: {t}");
+    }
+
+    #[test]
+    fn the_table_shows_each_runs_completeness_and_why_not() {
+        let mut rows = vec![r("p001", 1, 30.0), r("p002", 1, 50.0)];
+        rows[1].cells.push((
+            "failed.tcp_up_1".into(),
+            "stalled: the server read nothing".into(),
+        ));
+        crate::completeness::annotate(&mut rows, 0.05);
+        let t = table(&rows, &["rate".into()]);
+        assert!(t.lines().next().unwrap().contains("udp.rtt"), "{t}");
+        assert!(t.lines().nth(1).unwrap().ends_with("complete"), "{t}");
+        assert!(t.lines().nth(2).unwrap().ends_with("yes"), "{t}");
+        assert!(t.lines().nth(3).unwrap().ends_with("NO"), "{t}");
+        assert!(
+            t.contains("incomplete p002_r1: flow tcp_up_1 failed: stalled"),
+            "{t}"
+        );
     }
 }

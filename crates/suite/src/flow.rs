@@ -197,7 +197,7 @@ pub fn client_start(run: &ClientRun) -> Option<jiff::Timestamp> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! Fixtures are built by the producer's own code (the engine's `Document` and record
     //! builders from accumulator snapshots), never written by hand.
     use super::*;
@@ -214,7 +214,7 @@ mod tests {
     }
 
     /// An upload's document as `bloatlab client -e --json` builds it.
-    fn upload(sampled: bool) -> Document {
+    pub(crate) fn upload(sampled: bool) -> Document {
         let mut s = TcpSendStats::new();
         let mut intervals = Vec::new();
         for (i, (bytes, retrans, rtt)) in [(1000u64, 2u32, 40u64), (3000, 3, 120)]

@@ -580,6 +580,9 @@ fn assemble(
     let mut lateness = Vec::new();
     let mut pulses = Vec::new();
     let mut first_flow_error = None;
+    // `{"flow", "why"}` of every load runner that did not run as asked (not counting an
+    // interrupted run's stop): readers judge the run incomplete (docs/experiments.md).
+    let mut flow_failures: Vec<serde_json::Value> = Vec::new();
     let mut flows_with_data = 0;
     let mut end_seen = Duration::ZERO;
     for r in &drove.runners {
@@ -601,9 +604,17 @@ fn assemble(
                 };
                 for o in &r.outputs {
                     match (o.status, collect::parse_client(&o.stdout)) {
-                        (Some(code), Ok(c))
-                            if code == 0 || reported_on_stop(drove.interrupted, code) =>
-                        {
+                        // A client that failed after it measured (a stall, a reset) still
+                        // printed what it moved until then: those bytes are kept, and the
+                        // failure is recorded so the run counts as incomplete
+                        // (`flow_failures` in the metadata's extra).
+                        (Some(code), Ok(c)) => {
+                            if code != 0 && !reported_on_stop(drove.interrupted, code) {
+                                let why = o.error_line();
+                                first_flow_error.get_or_insert_with(|| why.clone());
+                                notes.push(format!("flow {}: {why}", r.runner.name));
+                                flow_failures.push(json!({"flow": r.runner.name, "why": why}));
+                            }
                             add_client(&mut samples, &c, o, run_start);
                             // The flow's sender: the client for uploads, the bloatlab
                             // server for downloads (its record, fetched by the client's
@@ -667,6 +678,9 @@ fn assemble(
                             };
                             first_flow_error.get_or_insert_with(|| why.clone());
                             notes.push(format!("flow {}: {why}", r.runner.name));
+                            if !drove.interrupted {
+                                flow_failures.push(json!({"flow": r.runner.name, "why": why}));
+                            }
                         }
                     }
                 }
@@ -747,6 +761,10 @@ fn assemble(
     }
     if !notes.is_empty() {
         meta.extra.insert("notes".into(), json!(notes));
+    }
+    if !flow_failures.is_empty() {
+        meta.extra
+            .insert("flow_failures".into(), json!(flow_failures));
     }
     if let Some(w) = watch {
         let mut per_phase = Vec::new();

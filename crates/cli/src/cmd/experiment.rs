@@ -43,14 +43,11 @@ struct RunArgs {
     /// (a smoke test).
     #[arg(long = "quick")]
     quick: bool,
-    /// Output directory: results files, summary.csv, summary.json, report.html. Running
-    /// again with the same DIR resumes: complete runs are kept.
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        required_unless_present = "list_points"
-    )]
+    /// Output directory: results files, summary.csv, summary.json, verdict.txt,
+    /// report.html. Running again with the same DIR resumes: complete runs are kept.
+    /// Default: `./NAME` (`./NAME-quick` with --quick, `./NAME-shardK-of-N` with --shard),
+    /// said on stderr before the first run.
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
     out: Option<PathBuf>,
     /// Run only shard K of N (0 <= K < N): the points whose number is K modulo N.
     #[arg(long = "shard", value_name = "K/N")]
@@ -68,9 +65,13 @@ struct MergeArgs {
     /// Shard output directories.
     #[arg(required = true)]
     dirs: Vec<PathBuf>,
-    /// Where the merged summary.csv, summary.json and report.html go.
+    /// Where the merged summary.csv, summary.json, verdict.txt and report.html go.
     #[arg(short = 'o', long = "out", value_name = "DIR")]
     out: PathBuf,
+    /// Merge even if shards are missing or hold incomplete runs: the summary is marked
+    /// partial and the experiment is not judged.
+    #[arg(long = "allow-partial")]
+    allow_partial: bool,
 }
 
 pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
@@ -96,7 +97,13 @@ fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
     let builtin = path
         .to_str()
         .filter(|_| !path.exists())
-        .and_then(bloatlab_experiment::builtin::get);
+        .and_then(bloatlab_experiment::builtin::resolve);
+    // A built-in is named by its full name, also when given by its short one (`report1`).
+    let path = match builtin {
+        Some((name, _)) => std::path::Path::new(name),
+        None => path,
+    };
+    let builtin = builtin.map(|(_, t)| t);
     let text = match builtin {
         Some(t) => t.to_string(),
         None => std::fs::read_to_string(path).map_err(|e| {
@@ -351,7 +358,17 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let out = a.out.clone().unwrap_or_default();
+    let out = match a.out.clone() {
+        Some(o) => o,
+        None => {
+            let o = default_out(&exp, a.shard);
+            eprintln!(
+                "bloatlab: writing to {} (no --out given; the same command resumes there)",
+                o.display()
+            );
+            o
+        }
+    };
     if !bloatlab_os::process::is_root() {
         return Err(anyhow::Error::new(Exit {
             code: exit::PRIVILEGE,
@@ -412,10 +429,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         "{}",
         summary::table(&outcome.rows, &runner::param_names(&exp))
     );
-    if let Some(v) = bloatlab_experiment::builtin::check(&exp, &outcome.rows) {
-        println!("=== {}: the report's numbers beside ours ===", exp.name);
-        print!("{v}");
-    }
+    print_judgement(&outcome.judgement);
     let kept = outcome
         .runs
         .iter()
@@ -428,10 +442,11 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         .map(|(r, _)| r.name())
         .collect();
     println!(
-        "{} runs complete ({kept} kept from before); summary: {}, {}; report: {}",
+        "{} runs complete ({kept} kept from before); summary: {}, {}; verdict: {}; report: {}",
         outcome.rows.len(),
         out.join("summary.csv").display(),
         out.join("summary.json").display(),
+        out.join("verdict.txt").display(),
         out.join("report.html").display()
     );
     if !failed.is_empty() {
@@ -444,15 +459,57 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The default output directory: `./NAME`, `./NAME-quick`, `./NAME-shardK-of-N`.
+fn default_out(exp: &Experiment, shard: Option<Shard>) -> PathBuf {
+    let mut d = exp.name.clone();
+    if exp.quick_variant {
+        d.push_str("-quick");
+    }
+    if let Some(s) = shard {
+        d.push_str(&format!("-shard{}-of-{}", s.k, s.n));
+    }
+    PathBuf::from(d)
+}
+
+/// The built-in's verdict (with the report's numbers beside ours), or for any experiment
+/// its incomplete points.
+fn print_judgement(j: &bloatlab_experiment::verdict::Judgement) {
+    if j.criterion.is_empty() {
+        if j.incomplete() > 0 || j.partial {
+            print!("{}", j.points_text());
+        }
+        return;
+    }
+    println!("=== {}: the report's numbers beside ours ===", j.experiment);
+    print!("{j}");
+}
+
 fn merge(a: MergeArgs) -> anyhow::Result<()> {
-    let (name, rows, params) = runner::merge(&a.dirs).map_err(|e| exit::usage(e.to_string()))?;
+    let m = runner::merge(&a.dirs, a.allow_partial).map_err(|e| exit::usage(e.to_string()))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    runner::write_summary(&a.out, &name, &rows, &params).map_err(anyhow::Error::new)?;
-    print!("{}", summary::table(&rows, &params));
+    let (rows, judgement) = runner::write_summary(
+        &a.out,
+        &m.experiment,
+        &m.rows,
+        &m.params,
+        !m.partial.is_empty(),
+    )
+    .map_err(anyhow::Error::new)?;
+    print!("{}", summary::table(&rows, &m.params));
+    print_judgement(&judgement);
+    for p in &m.partial {
+        eprintln!("bloatlab: partial merge: {p}");
+    }
     println!(
-        "{} runs of experiment {name} merged into {}",
+        "{} runs of experiment {} merged into {}{}",
         rows.len(),
-        a.out.display()
+        m.experiment.name,
+        a.out.display(),
+        if m.partial.is_empty() {
+            ""
+        } else {
+            " (partial)"
+        }
     );
     Ok(())
 }
@@ -464,6 +521,22 @@ mod tests {
     fn check(text: &str) -> Result<(), String> {
         let e = bloatlab_experiment::parse("t.toml", "t", text).map_err(|e| e.to_string())?;
         check_file(&e)
+    }
+
+    #[test]
+    fn without_out_a_run_writes_to_a_directory_named_after_the_experiment() {
+        let e = load(std::path::Path::new("report1")).unwrap();
+        assert_eq!(e.name, "report1-near-congestion", "short name resolved");
+        assert_eq!(
+            default_out(&e, None),
+            PathBuf::from("report1-near-congestion")
+        );
+        let q = e.quick();
+        let shard = "1/2".parse().ok();
+        assert_eq!(
+            default_out(&q, shard),
+            PathBuf::from("report1-near-congestion-quick-shard1-of-2")
+        );
     }
 
     #[test]

@@ -130,6 +130,54 @@ fn run_resume_shards_and_merge() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(identity(&rows(&merged)), identity(&rows(&out)));
+    // Every point complete, written to the files (not a built-in: no verdict).
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(merged.join("summary.json")).unwrap()).unwrap();
+    let points = summary["verdict"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{summary}");
+    assert!(points.iter().all(|p| p["complete"] == true), "{summary}");
+    assert!(rows(&merged).iter().all(|r| r["complete"] == true));
+    let text = std::fs::read_to_string(merged.join("verdict.txt")).unwrap();
+    assert!(text.contains("2 of 2 points complete"), "{text}");
+    assert!(
+        std::fs::read_to_string(merged.join("report.html"))
+            .unwrap()
+            .contains("id=\"verdict\""),
+        "the verdict block at the top"
+    );
+    // A missing shard is refused, naming it; --allow-partial merges and says so.
+    let part = d.join("part");
+    let o = bl(&[
+        "experiment",
+        "merge",
+        s0.to_str().unwrap(),
+        "--out",
+        part.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("shard 1/2 missing"), "{}", stderr(&o));
+    let o = bl(&[
+        "experiment",
+        "merge",
+        s0.to_str().unwrap(),
+        "--allow-partial",
+        "--out",
+        part.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(part.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["partial"], true, "{summary}");
+    // The unsharded run and a shard overlap.
+    let o = bl(&[
+        "experiment",
+        "merge",
+        out.to_str().unwrap(),
+        s0.to_str().unwrap(),
+        "--out",
+        part.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 #[test]
@@ -494,6 +542,14 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         "the report's effects within a factor of 2",
         "REPRODUCED: 6089kbit/737kbit",
     );
+    // The verdict is in the files too, and the shaped point lost no more probes than the
+    // file's bound (the up router's 20 ms CoDel target; 18-30 % lost with 5 ms).
+    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+    assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
+    assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"]["outcome"], "reproduced", "{summary}");
     let run_of = |label: &str| {
         rows.iter()
             .find(|r| r["shaper"] == label)

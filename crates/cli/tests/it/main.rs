@@ -14,6 +14,7 @@ mod attacks_reflection;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
+mod experiment_slurm;
 mod flent_export;
 mod http_service;
 mod interop_iperf2;

@@ -245,3 +245,39 @@ fn a_runner_that_reported_after_the_test_died_is_found_in_its_spool_file() {
     assert!(!p.exists() && !spool_dir_for(&p).exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_flow_that_stalled_keeps_its_bytes_and_is_recorded_as_failed() {
+    let d = tmp("stall");
+    let p = d.join("x.json.journal");
+    let mut w = JournalWriter::create(&p).unwrap();
+    w.start(Header::new(&cfg(), jiff::Timestamp::now()));
+    for s in 0..=7 {
+        w.progress(Duration::from_secs(s), "x");
+    }
+    // The client measured 4000 bytes, then stalled: exit 1, its --json document printed.
+    let mut o = output(&crate::flow::tests::upload(true).to_json_pretty(), 3);
+    o.status = Some(1);
+    o.stderr = b"bloatlab: 1 of 1 stream(s) failed; stream 1: stalled: the server read nothing for 3 s (at 2.000 s); the run did not happen as asked\n".to_vec();
+    w.output("tcp_up_1", &o, Duration::from_secs(3));
+    w.end(Duration::from_secs(7), false);
+    drop(w);
+    let j = read(&p).unwrap();
+    let out = crate::run::recover(&config(&j, "bloatlab".into()).unwrap(), &j).unwrap();
+    let flow = out
+        .file
+        .raw
+        .throughput
+        .iter()
+        .find(|f| f.name == "tcp_up_1")
+        .unwrap();
+    let bytes: u64 = flow.samples.iter().map(|s| s.bytes).sum();
+    assert_eq!(bytes, 4000, "the bytes before the stall are kept");
+    let failures = &out.file.metadata.extra["flow_failures"];
+    assert_eq!(failures[0]["flow"], "tcp_up_1", "{failures}");
+    assert!(
+        failures[0]["why"].as_str().unwrap().contains("stalled"),
+        "{failures}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,366 @@
+//! Whether a run, and so its point, happened as asked: the completeness rule.
+//!
+//! A run that went wrong cannot reproduce anything (docs/experiments.md, "Complete runs").
+//! A run is **incomplete** when any of these holds:
+//!
+//! * it was interrupted (`interrupted` is true);
+//! * a load flow failed, for instance stalled (no byte moved for 3 s) or was reset: the
+//!   row's `failed.FLOW` column holds why (the flow's bytes before it failed are kept in its
+//!   throughput columns, but its rate is no longer the rate asked for);
+//! * an RTT probe series lost more than the stated bound of its probes in some phase
+//!   (`lat.SERIES.rtt.PHASE.loss`; the bound is `[expect] max_probe_loss`, a fraction,
+//!   default [`DEFAULT_MAX_PROBE_LOSS`]);
+//! * a phase has no data: an RTT series without a single answered probe in a phase
+//!   (`.count` 0), or a loaded phase in which the flows moved nothing (`nodata.PHASE`).
+//!
+//! A point is incomplete when any of its repetitions is. The rule reads only the summary
+//! row's cells, so it judges merged shards and old runs alike and is tested on synthetic
+//! rows.
+
+use crate::summary::Row;
+use serde_json::Value;
+
+/// Probe loss above this fraction of a phase's probes makes a run incomplete, unless the
+/// experiment states its own bound (`[expect] max_probe_loss`). The field reports lost no
+/// probes; a few percent allows for the odd probe lost to an AQM under full load.
+pub const DEFAULT_MAX_PROBE_LOSS: f64 = 0.05;
+
+/// The row column that holds whether the run is complete (`true`/`false`).
+pub const COMPLETE: &str = "complete";
+/// The row column that holds why a run is incomplete (`; `-separated causes).
+pub const INCOMPLETE_BECAUSE: &str = "incomplete_because";
+
+/// Why a run is incomplete.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum Cause {
+    /// The run was cut short.
+    Interrupted,
+    /// A load flow did not run as asked (a stall, a reset, a refusal).
+    FlowFailed {
+        /// The flow.
+        flow: String,
+        /// Its error message.
+        why: String,
+    },
+    /// An RTT series lost more probes than the bound in a phase.
+    ProbeLoss {
+        /// `SERIES.KIND`, e.g. `udp_be.rtt`.
+        series: String,
+        /// The phase.
+        phase: String,
+        /// Fraction lost.
+        loss: f64,
+        /// The bound, a fraction.
+        bound: f64,
+    },
+    /// A phase without data.
+    EmptyPhase {
+        /// The phase.
+        phase: String,
+        /// What is missing.
+        what: String,
+    },
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Interrupted => write!(f, "interrupted"),
+            Cause::FlowFailed { flow, why } => write!(f, "flow {flow} failed: {why}"),
+            Cause::ProbeLoss {
+                series,
+                phase,
+                loss,
+                bound,
+            } => write!(
+                f,
+                "{series} lost {:.1} % of its probes in phase {phase} (bound {:.1} %)",
+                loss * 100.0,
+                bound * 100.0
+            ),
+            Cause::EmptyPhase { phase, what } => write!(f, "phase {phase}: {what}"),
+        }
+    }
+}
+
+/// The probe-loss bound of an experiment: `[expect] max_probe_loss` or the default.
+pub fn probe_loss_bound(exp: &crate::Experiment) -> f64 {
+    match exp.expect.get("max_probe_loss").map(|(v, _)| v) {
+        Some(crate::file::Scalar::Float(x)) => *x,
+        Some(crate::file::Scalar::Int(i)) => *i as f64,
+        _ => DEFAULT_MAX_PROBE_LOSS,
+    }
+}
+
+/// Why `row` is incomplete (empty: it is complete), probe loss judged against `bound`.
+pub fn assess(row: &Row, bound: f64) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if row.get("interrupted").and_then(Value::as_bool) == Some(true) {
+        causes.push(Cause::Interrupted);
+    }
+    for (k, v) in &row.cells {
+        if let Some(flow) = k.strip_prefix("failed.") {
+            causes.push(Cause::FlowFailed {
+                flow: flow.to_string(),
+                why: v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            });
+        } else if let Some(phase) = k.strip_prefix("nodata.") {
+            causes.push(Cause::EmptyPhase {
+                phase: phase.to_string(),
+                what: v.as_str().unwrap_or("the flows moved no byte").to_string(),
+            });
+        } else if let Some(rest) = k.strip_prefix("lat.")
+            && let Some((series, phase, stat)) = rtt_cell(rest)
+        {
+            match stat {
+                "loss" => {
+                    let loss = v.as_f64().unwrap_or(0.0);
+                    if loss > bound {
+                        causes.push(Cause::ProbeLoss {
+                            series,
+                            phase,
+                            loss,
+                            bound,
+                        });
+                    }
+                }
+                "count" if v.as_u64() == Some(0) => causes.push(Cause::EmptyPhase {
+                    phase,
+                    what: format!("no probe of {series} answered"),
+                }),
+                _ => {}
+            }
+        }
+    }
+    causes
+}
+
+/// `SERIES.rtt.PHASE.STAT` -> (`SERIES.rtt`, PHASE, STAT), for RTT series only (a flow's
+/// own one-way series in a `[client]` run is not a probe).
+fn rtt_cell(rest: &str) -> Option<(String, String, &str)> {
+    let (head, stat) = rest.rsplit_once('.')?;
+    let (series_kind, phase) = head.rsplit_once('.')?;
+    series_kind
+        .ends_with(".rtt")
+        .then(|| (series_kind.to_string(), phase.to_string(), stat))
+}
+
+/// Sets each row's [`COMPLETE`] and [`INCOMPLETE_BECAUSE`] cells (replacing any earlier
+/// ones), probe loss judged against `bound`.
+pub fn annotate(rows: &mut [Row], bound: f64) {
+    for r in rows.iter_mut() {
+        r.cells
+            .retain(|(k, _)| k != COMPLETE && k != INCOMPLETE_BECAUSE);
+        let causes = assess(r, bound);
+        let because: Vec<String> = causes.iter().map(ToString::to_string).collect();
+        // After `interrupted`, so the two sit together in the CSV.
+        let at = r
+            .cells
+            .iter()
+            .position(|(k, _)| k == "interrupted")
+            .map_or(r.cells.len(), |i| i + 1);
+        r.cells
+            .insert(at, (COMPLETE.to_string(), Value::Bool(causes.is_empty())));
+        r.cells.insert(
+            at + 1,
+            (
+                INCOMPLETE_BECAUSE.to_string(),
+                Value::String(because.join("; ")),
+            ),
+        );
+    }
+}
+
+/// One point's completeness: complete only if every repetition is.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PointCompleteness {
+    /// The point's name (`p001_...`).
+    pub point: String,
+    /// Repetitions with a row.
+    pub runs: usize,
+    /// Whether every one of them is complete.
+    pub complete: bool,
+    /// Why not: per cause, the run it comes from (`RUN: cause`).
+    pub causes: Vec<String>,
+}
+
+/// Per point, in order of first appearance, whether it is complete.
+pub fn points(rows: &[Row], bound: f64) -> Vec<PointCompleteness> {
+    let mut out: Vec<PointCompleteness> = Vec::new();
+    for r in rows {
+        let Some(p) = r.get("point").and_then(Value::as_str) else {
+            continue;
+        };
+        let run = r
+            .get("run")
+            .and_then(Value::as_str)
+            .unwrap_or(p)
+            .to_string();
+        let i = match out.iter().position(|q| q.point == p) {
+            Some(i) => i,
+            None => {
+                out.push(PointCompleteness {
+                    point: p.to_string(),
+                    runs: 0,
+                    complete: true,
+                    causes: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        let pc = &mut out[i];
+        pc.runs += 1;
+        for c in assess(r, bound) {
+            pc.complete = false;
+            pc.causes.push(format!("{run}: {c}"));
+        }
+    }
+    out
+}
+
+/// The rows of complete points only.
+pub fn complete_rows(rows: &[Row], bound: f64) -> Vec<Row> {
+    let pts = points(rows, bound);
+    rows.iter()
+        .filter(|r| {
+            let p = r.get("point").and_then(Value::as_str);
+            pts.iter()
+                .any(|q| Some(q.point.as_str()) == p && q.complete)
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(run: &str, point: &str, extra: &[(&str, Value)]) -> Row {
+        let mut cells: Vec<(String, Value)> = vec![
+            ("run".into(), run.into()),
+            ("point".into(), point.into()),
+            ("interrupted".into(), false.into()),
+            ("lat.udp_be.rtt.loaded.count".into(), 300.into()),
+            ("lat.udp_be.rtt.loaded.loss".into(), 0.0.into()),
+            ("lat.udp_be.rtt.idle.count".into(), 25.into()),
+        ];
+        for (k, v) in extra {
+            cells.retain(|(c, _)| c != k);
+            cells.push(((*k).into(), v.clone()));
+        }
+        Row { cells }
+    }
+
+    #[test]
+    fn a_clean_run_is_complete() {
+        assert!(assess(&row("p001_r1", "p001", &[]), 0.05).is_empty());
+        // Loss at the bound is still complete; a one-way series of a flow is no probe.
+        let r = row(
+            "p001_r1",
+            "p001",
+            &[
+                ("lat.udp_be.rtt.loaded.loss", 0.05.into()),
+                ("lat.tcp_up_1.owd_up.loaded.count", 0.into()),
+            ],
+        );
+        assert!(assess(&r, 0.05).is_empty());
+    }
+
+    #[test]
+    fn a_stalled_flow_makes_the_run_incomplete() {
+        let r = row(
+            "p005_r1",
+            "p005",
+            &[(
+                "failed.tcp_up_2",
+                "stalled: the server read nothing for 3 s (at 18.700 s)".into(),
+            )],
+        );
+        let c = assess(&r, 0.05);
+        assert_eq!(c.len(), 1);
+        assert!(
+            c[0].to_string()
+                .starts_with("flow tcp_up_2 failed: stalled"),
+            "{}",
+            c[0]
+        );
+    }
+
+    #[test]
+    fn probe_loss_above_the_bound_makes_the_run_incomplete() {
+        // 70 of 300 probes lost under load (report4's 6089/737 point).
+        let r = row(
+            "p001_r1",
+            "p001",
+            &[("lat.udp_be.rtt.loaded.loss", (70.0 / 300.0).into())],
+        );
+        let c = assess(&r, 0.05);
+        assert_eq!(
+            c,
+            vec![Cause::ProbeLoss {
+                series: "udp_be.rtt".into(),
+                phase: "loaded".into(),
+                loss: 70.0 / 300.0,
+                bound: 0.05
+            }]
+        );
+        assert_eq!(
+            c[0].to_string(),
+            "udp_be.rtt lost 23.3 % of its probes in phase loaded (bound 5.0 %)"
+        );
+        // A looser stated bound accepts it.
+        assert!(assess(&r, 0.25).is_empty());
+    }
+
+    #[test]
+    fn an_empty_phase_makes_the_run_incomplete() {
+        let no_probe = row("p1", "p1", &[("lat.udp_be.rtt.idle.count", 0.into())]);
+        assert!(matches!(
+            assess(&no_probe, 0.05).as_slice(),
+            [Cause::EmptyPhase { phase, .. }] if phase == "idle"
+        ));
+        let no_bytes = row(
+            "p1",
+            "p1",
+            &[("nodata.loaded", "the flows moved no byte".into())],
+        );
+        assert_eq!(
+            assess(&no_bytes, 0.05)[0].to_string(),
+            "phase loaded: the flows moved no byte"
+        );
+        let cut = row("p1", "p1", &[("interrupted", true.into())]);
+        assert_eq!(assess(&cut, 0.05), vec![Cause::Interrupted]);
+    }
+
+    #[test]
+    fn a_point_is_incomplete_if_any_repetition_is() {
+        let rows = [
+            row("p001_r1", "p001", &[]),
+            row(
+                "p001_r2",
+                "p001",
+                &[("lat.udp_be.rtt.loaded.loss", 0.2.into())],
+            ),
+            row("p002_r1", "p002", &[]),
+        ];
+        let pts = points(&rows, 0.05);
+        assert_eq!(pts.len(), 2);
+        assert!(!pts[0].complete && pts[0].runs == 2);
+        assert!(pts[0].causes[0].starts_with("p001_r2: udp_be.rtt lost 20.0 %"));
+        assert!(pts[1].complete);
+        let kept = complete_rows(&rows, 0.05);
+        assert_eq!(kept.len(), 1);
+        let mut rows = rows.to_vec();
+        annotate(&mut rows, 0.05);
+        assert_eq!(rows[1].get(COMPLETE), Some(&Value::Bool(false)));
+        assert_eq!(rows[0].get(COMPLETE), Some(&Value::Bool(true)));
+        assert_eq!(rows[0].cells[3].0, COMPLETE, "next to interrupted");
+        // Annotating again replaces, never duplicates.
+        annotate(&mut rows, 0.05);
+        assert_eq!(
+            rows[0].cells.iter().filter(|(k, _)| k == COMPLETE).count(),
+            1
+        );
+    }
+}
