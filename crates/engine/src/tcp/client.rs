@@ -235,6 +235,7 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        first_data_timeout: None,
         stop: stop.clone(),
     };
     match cfg.direction {
@@ -417,7 +418,8 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
         RecvEnd::Reset => Err(reset_message(end)),
-        RecvEnd::Idle => Err(format!(
+        // Not set on the client (only a server waits for first data).
+        RecvEnd::Idle | RecvEnd::NoData => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()

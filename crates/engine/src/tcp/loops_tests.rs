@@ -34,6 +34,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         keep_intervals: true,
         print_intervals: true,
         idle_timeout: None,
+        first_data_timeout: None,
         stop: StopToken::new(),
     }
 }

@@ -48,6 +48,10 @@ pub struct RecvPlan {
     pub print_intervals: bool,
     /// Give up after this long without a byte (a silent or stalled peer).
     pub idle_timeout: Option<Duration>,
+    /// Give up after this long if no byte at all arrives past
+    /// `already_read` (a server's header-to-data deadline: a valid header
+    /// followed by silence must not hold a slot for the idle timeout).
+    pub first_data_timeout: Option<Duration>,
     /// End early when raised ([`RecvEnd::Stopped`]).
     pub stop: StopToken,
 }
@@ -63,6 +67,8 @@ pub enum RecvEnd {
     Deadline,
     /// No byte for [`RecvPlan::idle_timeout`].
     Idle,
+    /// No byte at all for [`RecvPlan::first_data_timeout`].
+    NoData,
     /// A stop was requested (SIGINT/SIGTERM).
     Stopped,
 }
@@ -210,6 +216,7 @@ pub fn run_with_end(
     let mut fr = plan.trip_times.then(Framing::new);
     let mut done = Consumed::default();
     let mut last_data = Instant::now();
+    let mut got_data = false;
     let why = loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
@@ -231,6 +238,13 @@ pub fn run_with_end(
         if plan.deadline.is_some_and(|d| now >= d) {
             break RecvEnd::Deadline;
         }
+        if !got_data
+            && plan
+                .first_data_timeout
+                .is_some_and(|f| now - last_data >= f)
+        {
+            break RecvEnd::NoData;
+        }
         if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
             break RecvEnd::Idle;
         }
@@ -247,6 +261,7 @@ pub fn run_with_end(
             Err(e) => return Err(e),
         };
         last_data = Instant::now();
+        got_data = true;
         acc.on_read(Bytes(n as u64));
         if !done.completed.is_empty() {
             let read_done = wall_now();

@@ -3,9 +3,16 @@
 //! Bounded for a server strangers can reach (docs/security.md):
 //! * connections are admitted by [`Admission`] (`--max-connections`,
 //!   `--max-per-source`); one over a cap, or one whose thread cannot be
-//!   started, is closed at once and the server goes on;
+//!   started, is closed at once and the server goes on; when every slot is
+//!   taken, a source holding fewer slots takes the oldest slot of the source
+//!   holding most (its socket is shut down), so a few addresses cannot hold
+//!   the table (issue 19, attack 3);
+//! * tests run by one source are counted per connection (`--max-streams`),
+//!   whatever `-P` each header claims;
 //! * a connection that does not deliver a valid test header within
-//!   `header_timeout` (silent, short, oversized, garbage) is closed;
+//!   `header_timeout` (silent, short, oversized, garbage) is closed, and one
+//!   that sends a valid header and then no data within
+//!   `first_data_timeout` too (not the much longer idle timeout);
 //! * a header asking for more than [`ServerLimits`] allow is refused the way
 //!   iperf 2 refuses (the connection is closed, no ack, no data);
 //! * every phase ends after `idle_timeout` without a byte moving, and every
@@ -23,7 +30,7 @@ use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
 use crate::flow_table::{FlowTable, FlowTableLimits};
-use crate::limits::{Admission, Ask, ServerLimits};
+use crate::limits::{Admission, Ask, ServerLimits, Slot};
 use crate::loglimit::SharedLogLimit;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
@@ -107,7 +114,11 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     let one = Arc::new(OneOff::default());
     let groups = Arc::new(Groups::default());
     let log = Arc::new(SharedLogLimit::new(cfg.err.clone()));
-    let admission = Admission::new(cfg.max_connections, cfg.max_per_source);
+    let admission = Admission::new(
+        cfg.max_connections,
+        cfg.max_per_source,
+        cfg.limits.max_streams as usize,
+    );
     // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
@@ -121,7 +132,16 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 workers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
                 // Over a cap: close at once (the peer sees its connection
                 // end without an ack, as with any iperf 2 refusal).
-                let slot = match admission.admit(peer.ip()) {
+                // An evicted connection's socket is shut down: its thread's
+                // next read or write fails and it ends (and frees nothing
+                // twice: its place was given back at the eviction).
+                let closer = s.try_clone().ok();
+                let evict = move || {
+                    if let Some(c) = closer {
+                        let _ = c.shutdown(Shutdown::Both);
+                    }
+                };
+                let slot = match admission.admit(peer.ip(), evict) {
                     Ok(slot) => slot,
                     Err(r) => {
                         log.eprint(|| format!("bloatlab server: refusing {peer}: {r}"));
@@ -137,8 +157,8 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 let spawned = std::thread::Builder::new()
                     .name(format!("tcp-conn-{id}"))
                     .spawn(move || {
-                        let _slot = slot;
-                        connection(&cfg, &groups, &flows, s, peer, id, &one, &clog);
+                        let mut slot = slot;
+                        connection(&cfg, &groups, &flows, s, peer, id, &one, &clog, &mut slot);
                     });
                 match spawned {
                     Ok(h) => workers.push(h),
@@ -171,6 +191,7 @@ fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
         streams: announced_streams,
         rate: req.rate,
         server_sends: req.direction != Direction::Forward,
+        client_sends: req.direction != Direction::Reverse,
         verified: true,
     }
 }
@@ -186,6 +207,7 @@ fn connection(
     id: u32,
     one: &OneOff,
     log: &SharedLogLimit,
+    slot: &mut Slot,
 ) {
     let accepted_wall = wall_now();
     if let Err(e) = s.set_nonblocking(false) {
@@ -240,6 +262,11 @@ fn connection(
     }
     if let Err(r) = cfg.limits.check(&ask_of(&req, hdr.core.num_threads)) {
         log.eprint(|| format!("bloatlab server: refusing a test from {peer}: it {r}"));
+        return;
+    }
+    // --max-streams counts connections per source, not the -P a header claims.
+    if let Err(r) = slot.start_test() {
+        log.eprint(|| format!("bloatlab server: refusing a test from {peer}: {r}"));
         return;
     }
     if cfg.one_off {
@@ -346,6 +373,14 @@ fn test(
     drop(sink);
     member.finish();
     let (sent, received) = result?;
+    if received == Some(RecvEnd::NoData) {
+        log.eprint(|| {
+            format!(
+                "bloatlab server: {peer} sent a test header and then no data for {:?} (--first-data-timeout); test ended",
+                cfg.first_data_timeout
+            )
+        });
+    }
     if sent == Some(SendEnd::Stalled) || received == Some(RecvEnd::Idle) {
         log.eprint(|| {
             format!(
@@ -398,6 +433,9 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // A valid header then silence (issue 19, attack 3) holds a slot
+        // only this long, not the idle timeout.
+        first_data_timeout: Some(cfg.first_data_timeout),
         // A server's tests end by their peer and its limits, not by a stop request.
         stop: StopToken::new(),
     };

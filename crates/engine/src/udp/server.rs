@@ -114,6 +114,8 @@ pub struct ServerCore {
     /// `--no-reverse`: -R / --full-duplex headers are refused.
     no_reverse: bool,
     refused_reverse: u64,
+    /// Flows evicted from a full table for another source.
+    evicted: u64,
     finished_flows: u64,
     /// Reverse tests to start (the driver spawns their senders).
     reverse_starts: Vec<ReverseStart>,
@@ -151,6 +153,7 @@ impl ServerCore {
             logged_sources: HashSet::new(),
             no_reverse: cfg.no_reverse,
             refused_reverse: 0,
+            evicted: 0,
             finished_flows: 0,
             reverse_starts: Vec::new(),
             groups: JoinTable::new(JOIN_WINDOW),
@@ -203,7 +206,7 @@ impl ServerCore {
                 return None;
             }
         };
-        if self.table.len() >= MAX_FLOWS {
+        if self.table.len() >= MAX_FLOWS && !self.evict_for(d) {
             self.refused += 1;
             self.warn(d.rx, || {
                 format!(
@@ -256,6 +259,7 @@ impl ServerCore {
             streams: header.parallel,
             rate: announced_rate(&header, d.wire_len),
             server_sends: sends,
+            client_sends: !header.reverse,
             // A full-duplex sender waits for the cookie (below).
             verified: proven || can_prove,
         };
@@ -310,6 +314,30 @@ impl ServerCore {
         self.table.insert_with_idle(d.rx, d.from, flow, idle);
         self.data(d, seqno, sent);
         out
+    }
+
+    /// A full table: make room for `d`'s source by evicting the oldest flow
+    /// of the source holding most (`FlowTable::evict_for`); false when its
+    /// source already has a fair share. The evicted flow is finalized as an
+    /// idle one (its report is what it received), without an AckFIN.
+    fn evict_for(&mut self, d: &Datagram<'_>) -> bool {
+        let Some((peer, why, mut flow)) = self.table.evict_for(d.from.ip()) else {
+            return false;
+        };
+        self.evicted += 1;
+        tracing::debug!(peer = %peer, flow = flow.recv.id, for_ = %d.from,
+            "UDP flow table full: evicted the oldest flow of the source holding most");
+        if why == Expired::Idle && !flow.reverse && !flow.recv.finished {
+            let last = flow.recv.last_rx;
+            flow.recv.finalize(last, &mut self.events);
+        }
+        self.finished_flows += 1;
+        true
+    }
+
+    /// Flows evicted to make room for another source (table full).
+    pub fn evicted(&self) -> u64 {
+        self.evicted
     }
 
     /// Report events produced so far, oldest first.
