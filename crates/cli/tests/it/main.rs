@@ -10,6 +10,7 @@
 mod harness;
 
 mod attacks;
+mod attacks_caps;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
