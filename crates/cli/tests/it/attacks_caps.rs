@@ -304,3 +304,32 @@ fn our_clients_b_reaches_a_max_rate_server_and_is_refused_above_it() {
     let o = client(&["127.0.0.1", "-p", &p, "-t", "1", "-b", "500k"]);
     assert!(o.status.success(), "-b 500k refused: {}", stderr(&o));
 }
+
+// Issue 19: `--max-reverse-rate 10m` was per connection: `-R -b 10m -P 8` got
+// 81 Mbit/s. Now the source's streams share one budget (and all sources one).
+#[test]
+fn reverse_streams_of_one_client_share_the_max_reverse_rate() {
+    let port = free_port();
+    let _srv = server(port, &["--max-reverse-rate", "10m"], Listen::Tcp);
+    let p = port.to_string();
+    let o = client(&[
+        "127.0.0.1", "-p", &p, "-R", "-b", "10m", "-P", "4", "-t", "3", "-y", "C",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // CSV: ..., id, interval, bytes, bits/s; the streams' whole-test lines.
+    let total: f64 = stdout(&o)
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 9 && f[5].parse::<i32>().is_ok_and(|id| id > 0))
+        .filter(|f| f[6].starts_with("0.0-"))
+        .filter_map(|f| f[8].parse::<f64>().ok())
+        .sum();
+    // Each stream's first write (128 KB) goes before it is charged: ~1.4
+    // Mbit/s over 3 s for 4 streams. Without a shared budget: ~40 Mbit/s.
+    assert!(
+        (6e6..=14e6).contains(&total),
+        "4 reverse streams at -b 10m under --max-reverse-rate 10m got {:.1} Mbit/s:\n{}",
+        total / 1e6,
+        stdout(&o)
+    );
+}

@@ -204,6 +204,7 @@ fn stream(
         deadline: None,
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
+        budget: None,
         stop: cfg.stop.clone(),
     };
     // With --abort-at-end the receiving side stops at -t too.

@@ -56,6 +56,7 @@ fn send_plan(len: usize, amount: Amount) -> SendPlan {
         deadline: None,
         stall_timeout: None,
         watch_peer_close: false,
+        budget: None,
         stop: StopToken::new(),
     }
 }

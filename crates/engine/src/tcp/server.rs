@@ -32,6 +32,7 @@ use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
 use crate::flow_table::{FlowTable, FlowTableLimits};
 use crate::limits::{Admission, Ask, ServerLimits, Slot};
 use crate::loglimit::SharedLogLimit;
+use crate::rate_budget::SharedBudget;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
@@ -122,6 +123,8 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
+    // --max-reverse-rate: one budget per source and one for all senders.
+    let budget = cfg.limits.max_reverse_rate.map(SharedBudget::new);
     let mut workers = Vec::new();
     loop {
         if cfg.one_off && one.done.load(Ordering::SeqCst) {
@@ -154,11 +157,17 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 let groups = Arc::clone(&groups);
                 let clog = Arc::clone(&log);
                 let flows = Arc::clone(&flows);
+                let budget = budget.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("tcp-conn-{id}"))
                     .spawn(move || {
                         let mut slot = slot;
-                        connection(&cfg, &groups, &flows, s, peer, id, &one, &clog, &mut slot);
+                        let shared = Shared {
+                            groups: &groups,
+                            flows: &flows,
+                            budget: &budget,
+                        };
+                        connection(&cfg, &shared, s, peer, id, &one, &clog, &mut slot);
                     });
                 match spawned {
                     Ok(h) => workers.push(h),
@@ -183,6 +192,14 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     Ok(())
 }
 
+/// What every connection thread shares.
+struct Shared<'a> {
+    groups: &'a Groups,
+    flows: &'a SharedFlowTable,
+    /// `--max-reverse-rate` as a budget (per source and global).
+    budget: &'a Option<SharedBudget>,
+}
+
 /// What a TCP test header asks for, in the caps' terms (the handshake
 /// proved the peer receives at its address).
 fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
@@ -200,8 +217,7 @@ fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
 #[allow(clippy::too_many_arguments)]
 fn connection(
     cfg: &ServerConfig,
-    groups: &Groups,
-    flows: &SharedFlowTable,
+    shared: &Shared<'_>,
     mut s: TcpStream,
     peer: SocketAddr,
     id: u32,
@@ -209,6 +225,7 @@ fn connection(
     log: &SharedLogLimit,
     slot: &mut Slot,
 ) {
+    let flows = shared.flows;
     let accepted_wall = wall_now();
     if let Err(e) = s.set_nonblocking(false) {
         tracing::warn!("{peer}: {e}");
@@ -283,7 +300,7 @@ fn connection(
         .and_then(|fid| FlowGuard::start(flows, fid, peer.ip(), &s));
     if let Err(e) = test(
         cfg,
-        groups,
+        shared,
         &mut s,
         peer,
         id,
@@ -306,7 +323,7 @@ fn connection(
 #[allow(clippy::too_many_arguments)]
 fn test(
     cfg: &ServerConfig,
-    groups: &Groups,
+    shared: &Shared<'_>,
     s: &mut TcpStream,
     peer: SocketAddr,
     id: u32,
@@ -333,7 +350,7 @@ fn test(
         prepare_sender(s, peer, req, flow.is_some(), &cfg.err)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
-    let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
+    let member = shared.groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
         report::spawn(ReportSettings {
             role: Role::Server,
             enhanced: cfg.enhanced,
@@ -369,7 +386,7 @@ fn test(
         },
     });
     let t0 = Instant::now();
-    let result = run_directions(cfg, s, id, req, t0, &sink, flow);
+    let result = run_directions(cfg, s, id, req, t0, &sink, flow, shared.budget);
     drop(sink);
     member.finish();
     let (sent, received) = result?;
@@ -400,6 +417,8 @@ fn test(
 /// How the directions of a test ended (`None`: that direction did not run).
 type Ends = (Option<SendEnd>, Option<RecvEnd>);
 
+// One argument per thing the directions need; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn run_directions(
     cfg: &ServerConfig,
     s: &mut TcpStream,
@@ -408,7 +427,9 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
+    budget: &Option<SharedBudget>,
 ) -> Result<Ends, super::stream_error::StreamError> {
+    let peer = s.peer_addr().ok().map(|p| p.ip());
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
     // Every test ends: -t plus slop, and -n tests at --max-duration.
@@ -455,6 +476,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
+        budget: budget.clone().zip(peer),
         stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.
