@@ -333,3 +333,25 @@ fn reverse_streams_of_one_client_share_the_max_reverse_rate() {
         stdout(&o)
     );
 }
+
+// Issue 19: a UDP client that announced 1 Mbit/s and sent 50 was accepted.
+#[test]
+fn a_udp_sender_above_its_announced_rate_is_cut() {
+    let port = free_port();
+    let srv = server(port, &["-u"], Listen::Udp);
+    // -t 10 at an announced 1 Mbit/s, 1470-byte datagrams; then 4,000 of them
+    // as fast as the socket takes them (far above 1 Mbit/s).
+    let hdr = header(0x6801_0078, 0, 1470, -1000, 1_000_000);
+    let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 6], 0))).unwrap();
+    s.connect(("127.0.0.1", port)).unwrap();
+    for id in 1..=4000u32 {
+        let _ = s.send(&udp_datagram(&hdr, id, 1470));
+    }
+    srv.wait_err("the cut", Duration::from_secs(5), |e| {
+        e.contains("cutting the UDP test from 127.0.0.6")
+    });
+    // A sender at its announced rate is not cut: a real test passes.
+    let o = client(&["127.0.0.1", "-u", "-p", &port.to_string(), "-t", "1", "-b", "5m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!srv.err().contains("cutting the UDP test from 127.0.0.1"));
+}

@@ -237,6 +237,7 @@ fn stream(
         print_intervals: true,
         idle_timeout: Some(recv_idle),
         first_data_timeout: None,
+        budget: None,
         stop: stop.clone(),
     };
     match cfg.direction {

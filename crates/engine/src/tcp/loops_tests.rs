@@ -35,6 +35,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         print_intervals: true,
         idle_timeout: None,
         first_data_timeout: None,
+        budget: None,
         stop: StopToken::new(),
     }
 }

@@ -17,7 +17,8 @@ use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
 use std::io;
-use std::net::TcpStream;
+use crate::rate_budget::SharedBudget;
+use std::net::{IpAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Largest burst we accept from a peer (iperf never sends more than `-l`,
@@ -52,6 +53,11 @@ pub struct RecvPlan {
     /// `already_read` (a server's header-to-data deadline: a valid header
     /// followed by silence must not hold a slot for the idle timeout).
     pub first_data_timeout: Option<Duration>,
+    /// A server's `--max-rate`: what it reads is one budget per source and
+    /// one for all receivers (charged per read, with the peer it came
+    /// from). Reads wait for the budget; TCP flow control then holds the
+    /// sender to it, whatever `-b` its header announced (or did not).
+    pub budget: Option<(SharedBudget, IpAddr)>,
     /// End early when raised ([`RecvEnd::Stopped`]).
     pub stop: StopToken,
 }
@@ -217,6 +223,7 @@ pub fn run_with_end(
     let mut done = Consumed::default();
     let mut last_data = Instant::now();
     let mut got_data = false;
+    let mut budget_until: Option<Instant> = None;
     let why = loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
@@ -248,6 +255,13 @@ pub fn run_with_end(
         if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
             break RecvEnd::Idle;
         }
+        // Over the receive budget: read nothing until it is paid (the
+        // wait is ours, not the peer's silence).
+        if let Some(until) = budget_until.filter(|u| *u > now) {
+            std::thread::sleep((until - now).min(Duration::from_millis(100)));
+            last_data = Instant::now();
+            continue;
+        }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
         let n = match reader.read(&mut stream, want, |piece| {
             if let Some(f) = fr.as_mut().filter(|f| !f.broken) {
@@ -262,6 +276,9 @@ pub fn run_with_end(
         };
         last_data = Instant::now();
         got_data = true;
+        if let Some((b, peer)) = &plan.budget {
+            budget_until = Some(last_data + b.charge(last_data, *peer, n as u64));
+        }
         acc.on_read(Bytes(n as u64));
         if !done.completed.is_empty() {
             let read_done = wall_now();

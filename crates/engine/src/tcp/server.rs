@@ -123,8 +123,12 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
-    // --max-reverse-rate: one budget per source and one for all senders.
-    let budget = cfg.limits.max_reverse_rate.map(SharedBudget::new);
+    // --max-rate / --max-reverse-rate: one budget per source and one for
+    // all receivers / senders.
+    let budget = Budgets {
+        receive: cfg.limits.max_rate.map(SharedBudget::new),
+        send: cfg.limits.max_reverse_rate.map(SharedBudget::new),
+    };
     let mut workers = Vec::new();
     loop {
         if cfg.one_off && one.done.load(Ordering::SeqCst) {
@@ -196,8 +200,15 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
 struct Shared<'a> {
     groups: &'a Groups,
     flows: &'a SharedFlowTable,
-    /// `--max-reverse-rate` as a budget (per source and global).
-    budget: &'a Option<SharedBudget>,
+    /// `--max-rate`, `--max-reverse-rate` as budgets.
+    budget: &'a Budgets,
+}
+
+/// `--max-rate` and `--max-reverse-rate` as budgets (per source and global).
+#[derive(Debug, Clone)]
+struct Budgets {
+    receive: Option<SharedBudget>,
+    send: Option<SharedBudget>,
 }
 
 /// What a TCP test header asks for, in the caps' terms (the handshake
@@ -427,7 +438,7 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
-    budget: &Option<SharedBudget>,
+    budgets: &Budgets,
 ) -> Result<Ends, super::stream_error::StreamError> {
     let peer = s.peer_addr().ok().map(|p| p.ip());
     let read_len = cfg.effective_len().0 as usize;
@@ -457,6 +468,7 @@ fn run_directions(
         // A valid header then silence (issue 19, attack 3) holds a slot
         // only this long, not the idle timeout.
         first_data_timeout: Some(cfg.first_data_timeout),
+        budget: budgets.receive.clone().zip(peer),
         // A server's tests end by their peer and its limits, not by a stop request.
         stop: StopToken::new(),
     };
@@ -476,7 +488,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
-        budget: budget.clone().zip(peer),
+        budget: budgets.send.clone().zip(peer),
         stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.

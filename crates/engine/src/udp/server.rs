@@ -24,6 +24,7 @@ use super::conn::ConnInfo;
 use super::cookie::{CookieJar, ECHO_MIN_LEN};
 use super::datagram::{HeaderInfo, parse_first, parse_incoming};
 use super::flows::{Expired, FlowTable, Verdict};
+use super::rate_watch::RateWatch;
 use super::recv_flow::RecvFlow;
 use super::report::Event;
 use super::server_report::ack_fin_bytes;
@@ -98,6 +99,11 @@ struct Flow {
     awaiting_cookie: Option<ReverseStart>,
     /// When we last sent that flow its cookie.
     cookie_sent: Duration,
+    /// Is the sender above its announced rate? `None`: nothing announced.
+    watch: Option<RateWatch>,
+    /// Cut for sending above its announced rate: its datagrams are dropped
+    /// until it goes quiet (the entry stays, so they cannot start a flow).
+    cut: bool,
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -116,6 +122,7 @@ pub struct ServerCore {
     refused_reverse: u64,
     /// Flows evicted from a full table for another source.
     evicted: u64,
+    cut_flows: u64,
     finished_flows: u64,
     /// Reverse tests to start (the driver spawns their senders).
     reverse_starts: Vec<ReverseStart>,
@@ -154,6 +161,7 @@ impl ServerCore {
             no_reverse: cfg.no_reverse,
             refused_reverse: 0,
             evicted: 0,
+            cut_flows: 0,
             finished_flows: 0,
             reverse_starts: Vec::new(),
             groups: JoinTable::new(JOIN_WINDOW),
@@ -335,6 +343,11 @@ impl ServerCore {
         true
     }
 
+    /// Flows cut for sending above their announced rate.
+    pub fn cut_flows(&self) -> u64 {
+        self.cut_flows
+    }
+
     /// Flows evicted to make room for another source (table full).
     pub fn evicted(&self) -> u64 {
         self.evicted
@@ -400,6 +413,30 @@ impl ServerCore {
                     &mut self.events,
                 );
                 out
+            }
+            Verdict::Data(flow) if flow.cut => None,
+            Verdict::Data(flow)
+                if !flow.reverse && flow.watch.as_ref().is_some_and(|w| w.over(d.rx, d.wire_len)) =>
+            {
+                // Above its announced rate: the flow ends here, with what it
+                // received so far, and its later datagrams are dropped.
+                flow.cut = true;
+                if !flow.recv.finished {
+                    let last = flow.recv.last_rx;
+                    flow.recv.finalize(last, &mut self.events);
+                }
+                let rate = flow.header.and_then(|h| announced_rate(&h, d.wire_len));
+                self.cut_flows += 1;
+                let peer = d.from;
+                self.warn(d.rx, || {
+                    format!(
+                        "cutting the UDP test from {peer}: it sends above the {} its header announced (x{} over {:?})",
+                        rate.map_or("rate".into(), |r| r.to_string()),
+                        super::rate_watch::FACTOR,
+                        super::rate_watch::WINDOW
+                    )
+                });
+                None
             }
             Verdict::Data(flow) if !flow.recv.plausible(inc.seqno) => {
                 // A forged or corrupt datagram: counted, never as loss.
@@ -501,6 +538,10 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            watch: header
+                .and_then(|h| announced_rate(&h, d.wire_len))
+                .map(|r| RateWatch::new(r, d.rx)),
+            cut: false,
         }
     }
 
@@ -530,6 +571,8 @@ impl ServerCore {
             full_duplex: false,
             awaiting_cookie: None,
             cookie_sent: Duration::ZERO,
+            watch: None,
+            cut: false,
         }
     }
 
