@@ -355,3 +355,28 @@ fn a_udp_sender_above_its_announced_rate_is_cut() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!srv.err().contains("cutting the UDP test from 127.0.0.1"));
 }
+
+// Issue 19: a client without -b against a --max-rate server is held to the cap by
+// what the server reads (a per-source receive budget; TCP flow control does the rest).
+#[test]
+fn an_unannounced_tcp_sender_is_read_at_max_rate() {
+    let port = free_port();
+    let srv = server(port, &["--max-rate", "4m", "-y", "C"], Listen::Tcp);
+    let p = port.to_string();
+    // 1 MB fits in loopback's socket buffers: the client is done at once,
+    // the server reads it at 4 Mbit/s (about 2 s); unlimited, in milliseconds.
+    let o = client(&["127.0.0.1", "-p", &p, "-n", "1M"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = srv.wait_out("the server's CSV line", Duration::from_secs(15), |o| {
+        o.lines().any(|l| l.split(',').count() >= 9)
+    });
+    let bps: f64 = line
+        .lines()
+        .find_map(|l| l.split(',').nth(8).and_then(|v| v.trim().parse().ok()))
+        .unwrap();
+    assert!(
+        (2e6..=5e6).contains(&bps),
+        "the server read at {:.2} Mbit/s under --max-rate 4m: {line}",
+        bps / 1e6
+    );
+}
