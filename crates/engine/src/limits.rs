@@ -113,7 +113,9 @@ pub enum Refusal {
     Connections { open: usize, cap: usize },
     #[error("too many connections from this source ({open} open, --max-per-source {cap})")]
     PerSource { open: usize, cap: usize },
-    #[error("too many tests from this source ({open} connections running one, --max-streams {cap})")]
+    #[error(
+        "too many tests from this source ({open} connections running one, --max-streams {cap})"
+    )]
     StreamsOpen { open: usize, cap: usize },
 }
 
@@ -304,7 +306,11 @@ impl Admission {
     /// table is full, a fairer claim evicts (see the type's docs): the
     /// victim's `on_evict` of its own admission runs. `on_evict` runs at
     /// most once, only if this connection is evicted later.
-    pub fn admit(&self, ip: IpAddr, on_evict: impl FnOnce() + Send + 'static) -> Result<Slot, Refusal> {
+    pub fn admit(
+        &self,
+        ip: IpAddr,
+        on_evict: impl FnOnce() + Send + 'static,
+    ) -> Result<Slot, Refusal> {
         let source = source_key(ip);
         let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let here = c.held(&source);
@@ -573,7 +579,11 @@ mod tests {
         assert_eq!(a.open(), 6);
         drop((r1, r2, held));
         assert_eq!(a.open(), 0);
-        assert_eq!(closed.lock().unwrap().len(), 2, "only evicted ones were closed");
+        assert_eq!(
+            closed.lock().unwrap().len(),
+            2,
+            "only evicted ones were closed"
+        );
     }
 
     #[test]
@@ -583,10 +593,18 @@ mod tests {
         let x: IpAddr = [10, 0, 0, 1].into();
         let y: IpAddr = [10, 0, 0, 2].into();
         let mut slots: Vec<Slot> = (0..10).map(|_| a.admit(x, nop).unwrap()).collect();
-        let served = slots.iter_mut().map(|s| s.start_test()).filter(Result::is_ok).count();
+        let served = slots
+            .iter_mut()
+            .map(|s| s.start_test())
+            .filter(Result::is_ok)
+            .count();
         assert_eq!(served, 4);
         let mut other = a.admit(y, nop).unwrap();
-        assert_eq!(other.start_test(), Ok(()), "another source has its own budget");
+        assert_eq!(
+            other.start_test(),
+            Ok(()),
+            "another source has its own budget"
+        );
         // A finished test gives its stream back.
         slots.remove(0);
         let mut next = a.admit(x, nop).unwrap();

@@ -31,7 +31,10 @@ struct Bucket {
 
 impl Bucket {
     fn new(now: Instant, cap: f64) -> Bucket {
-        Bucket { level: cap, last: now }
+        Bucket {
+            level: cap,
+            last: now,
+        }
     }
 
     /// Refills to `now` and takes `bytes`; returns how long until the
@@ -132,7 +135,9 @@ mod tests {
                 return sent;
             }
             sent[i] += write;
-            next[i] = at + b.charge(at, senders[i], write).max(Duration::from_micros(1));
+            next[i] = at
+                + b.charge(at, senders[i], write)
+                    .max(Duration::from_micros(1));
         }
     }
 

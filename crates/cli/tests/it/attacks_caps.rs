@@ -262,7 +262,10 @@ fn a_trickle_from_17_sources_holding_every_udp_flow_does_not_keep_real_tests_out
     stop.store(true, Ordering::SeqCst);
     let (bytes, took) = attacker.join().unwrap();
     assert_eq!(passed, 3);
-    assert!(bytes >= 4097 * 200 * 3, "the attack sent only {bytes} B in {took:?}");
+    assert!(
+        bytes >= 4097 * 200 * 3,
+        "the attack sent only {bytes} B in {took:?}"
+    );
 }
 
 // Issue 19: --max-streams 4 served 10 connections each claiming -P 1.
@@ -313,7 +316,18 @@ fn reverse_streams_of_one_client_share_the_max_reverse_rate() {
     let _srv = server(port, &["--max-reverse-rate", "10m"], Listen::Tcp);
     let p = port.to_string();
     let o = client(&[
-        "127.0.0.1", "-p", &p, "-R", "-b", "10m", "-P", "4", "-t", "3", "-y", "C",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-R",
+        "-b",
+        "10m",
+        "-P",
+        "4",
+        "-t",
+        "3",
+        "-y",
+        "C",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // CSV: ..., id, interval, bytes, bits/s; the streams' whole-test lines.
@@ -351,7 +365,16 @@ fn a_udp_sender_above_its_announced_rate_is_cut() {
         e.contains("cutting the UDP test from 127.0.0.6")
     });
     // A sender at its announced rate is not cut: a real test passes.
-    let o = client(&["127.0.0.1", "-u", "-p", &port.to_string(), "-t", "1", "-b", "5m"]);
+    let o = client(&[
+        "127.0.0.1",
+        "-u",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-b",
+        "5m",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!srv.err().contains("cutting the UDP test from 127.0.0.1"));
 }

@@ -11,13 +11,13 @@ use super::io::{is_disconnect, is_transient};
 use super::pieces::{PieceReader, READ_PIECE};
 use super::stats::Ticker;
 use super::{Event, Sink};
+use crate::rate_budget::SharedBudget;
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
 use bloatlab_os::StopToken;
 use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
 use std::io;
-use crate::rate_budget::SharedBudget;
 use std::net::{IpAddr, TcpStream};
 use std::time::{Duration, Instant};
 

@@ -16,7 +16,6 @@ use super::{Event, Sink};
 use crate::config::Amount;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
 use crate::rate_budget::SharedBudget;
-use std::net::IpAddr;
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
 use bloatlab_os::StopToken;
@@ -25,6 +24,7 @@ use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};
 use std::io::{self, Write};
+use std::net::IpAddr;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 

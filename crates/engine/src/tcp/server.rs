@@ -361,18 +361,20 @@ fn test(
         prepare_sender(s, peer, req, flow.is_some(), &cfg.err)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
-    let member = shared.groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
-        report::spawn(ReportSettings {
-            role: Role::Server,
-            enhanced: cfg.enhanced,
-            format: cfg.format,
-            streams,
-            full_duplex: req.direction == Direction::FullDuplex,
-            test,
-            out: cfg.out.clone(),
-            err: cfg.err.clone(),
-        })
-    })?;
+    let member = shared
+        .groups
+        .join(peer.ip(), req.parallel, Instant::now(), |streams| {
+            report::spawn(ReportSettings {
+                role: Role::Server,
+                enhanced: cfg.enhanced,
+                format: cfg.format,
+                streams,
+                full_duplex: req.direction == Direction::FullDuplex,
+                test,
+                out: cfg.out.clone(),
+                err: cfg.err.clone(),
+            })
+        })?;
     let sink = member.sink.clone();
     let mut tags = Vec::new();
     if req.trip_times {

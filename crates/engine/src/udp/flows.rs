@@ -117,7 +117,9 @@ impl<F> FlowTable<F> {
 
     /// Flows from `ip`'s source (its IPv4 address or IPv6 /64).
     pub fn from_source(&self, ip: IpAddr) -> usize {
-        self.per_source.get(&source_key(ip)).map_or(0, BTreeMap::len)
+        self.per_source
+            .get(&source_key(ip))
+            .map_or(0, BTreeMap::len)
     }
 
     fn forget_source(&mut self, peer: &SocketAddr, seq: u64) {

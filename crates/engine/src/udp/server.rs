@@ -416,7 +416,11 @@ impl ServerCore {
             }
             Verdict::Data(flow) if flow.cut => None,
             Verdict::Data(flow)
-                if !flow.reverse && flow.watch.as_ref().is_some_and(|w| w.over(d.rx, d.wire_len)) =>
+                if !flow.reverse
+                    && flow
+                        .watch
+                        .as_ref()
+                        .is_some_and(|w| w.over(d.rx, d.wire_len)) =>
             {
                 // Above its announced rate: the flow ends here, with what it
                 // received so far, and its later datagrams are dropped.
