@@ -88,6 +88,9 @@ fn answer(s: &mut TcpStream, within: Duration) -> Option<usize> {
     }
 }
 
+/// An attacker's connection and when it sent its header (`None`: closed).
+type Stalled = Option<(TcpStream, Instant)>;
+
 /// A stalled attacker connection: closed by the server yet?
 fn closed(s: &mut TcpStream) -> bool {
     let mut buf = [0u8; 256];
@@ -110,13 +113,13 @@ fn stalled_headers_from_two_addresses_do_not_lock_out_a_real_client() {
     // Defaults: 256 connections, 128 per source, --first-data-timeout 5.
     let srv = server(port, &[], Listen::Tcp);
     let hdr = tcp_header();
-    let open = move |src: [u8; 4]| -> Option<(TcpStream, Instant)> {
+    let open = move |src: [u8; 4]| -> Stalled {
         let mut s = connect_from(src, port).ok()?;
         s.write_all(&hdr).ok()?;
         s.set_nonblocking(true).ok()?;
         Some((s, Instant::now()))
     };
-    let mut conns: Vec<([u8; 4], Option<(TcpStream, Instant)>)> = Vec::new();
+    let mut conns: Vec<([u8; 4], Stalled)> = Vec::new();
     for src in [[127, 0, 0, 2], [127, 0, 0, 3]] {
         for _ in 0..128 {
             conns.push((src, open(src)));
