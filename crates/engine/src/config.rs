@@ -29,6 +29,10 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(4);
 /// How long a server lets a connection or flow go without a byte moving, in
 /// any phase, before it ends it (iperf 3's `--rcv-timeout` default).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default `--first-data-timeout`: a TCP test whose client sent a valid
+/// header and then nothing is ended after this long (issue 19, attack 3:
+/// stalled-after-header connections held every slot for the idle timeout).
+pub const DEFAULT_FIRST_DATA_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client waits for `connect()` to complete.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -235,6 +239,9 @@ pub struct ServerConfig {
     /// `--idle-timeout`: a connection (or UDP flow) with no byte received
     /// or sent for this long is ended, in every phase.
     pub idle_timeout: Duration,
+    /// `--first-data-timeout`: a forward or full-duplex TCP test whose
+    /// client sends no byte after its header for this long is ended.
+    pub first_data_timeout: Duration,
     /// `--max-connections`: concurrent TCP connections; more are closed at once.
     pub max_connections: usize,
     /// `--max-per-source`: concurrent TCP connections from one source
@@ -265,6 +272,7 @@ impl Default for ServerConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             no_reverse: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            first_data_timeout: DEFAULT_FIRST_DATA_TIMEOUT,
             max_connections: crate::limits::DEFAULT_MAX_CONNECTIONS,
             max_per_source: crate::limits::DEFAULT_MAX_PER_SOURCE,
             limits: crate::limits::ServerLimits::default(),

@@ -22,6 +22,7 @@ pub mod flow_table;
 pub mod limits;
 pub mod loglimit;
 pub mod pacer;
+pub mod rate_budget;
 pub mod sock;
 pub mod suffix;
 pub mod sum;

@@ -87,6 +87,8 @@ pub struct Ask {
     pub rate: Option<BitRate>,
     /// The server sends (`-R`, `--full-duplex`).
     pub server_sends: bool,
+    /// The client sends (forward, `--full-duplex`): `--max-rate` applies.
+    pub client_sends: bool,
     /// The peer proved it receives at its address (always true on TCP,
     /// where the handshake proves it; UDP: the cookie check).
     pub verified: bool,
@@ -114,6 +116,10 @@ pub enum Refusal {
     Connections { open: usize, cap: usize },
     #[error("too many connections from this source ({open} open, --max-per-source {cap})")]
     PerSource { open: usize, cap: usize },
+    #[error(
+        "too many tests from this source ({open} connections running one, --max-streams {cap})"
+    )]
+    StreamsOpen { open: usize, cap: usize },
 }
 
 impl ServerLimits {
@@ -141,6 +147,7 @@ impl ServerLimits {
             });
         }
         if let (Some(cap), Some(r)) = (self.max_rate, ask.rate)
+            && ask.client_sends
             && r > cap
         {
             return Err(Refusal::Rate { asked: r, cap });
@@ -225,58 +232,145 @@ pub fn source_key(ip: IpAddr) -> IpAddr {
 
 /// Counts open TCP connections, in all and per source; hands out a
 /// [`Slot`] that gives its place back when dropped (every exit path).
-#[derive(Debug, Clone)]
+///
+/// **Fairness.** When every slot is taken, a newcomer whose source holds
+/// fewer connections than the source holding the most (by two or more)
+/// takes the place of that source's oldest connection: its `on_evict`
+/// closer runs and its slot is free at once. So a few addresses that fill
+/// the table (issue 19, attack 3: 256 stalled connections from 2 addresses)
+/// cannot keep a new source out; they only lose their oldest connections to
+/// it. A source alone never evicts (a `-P` client's own streams are safe
+/// from each other), and two sources with the same share do not take turns.
+#[derive(Clone)]
 pub struct Admission {
     inner: Arc<Mutex<Counts>>,
     max_total: usize,
     max_per_source: usize,
+    max_streams: usize,
 }
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("open", &self.open())
+            .field("max_total", &self.max_total)
+            .field("max_per_source", &self.max_per_source)
+            .field("max_streams", &self.max_streams)
+            .finish()
+    }
+}
+
+/// What closes an evicted connection (the driver's socket shutdown).
+type Closer = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
 struct Counts {
+    next: u64,
     total: usize,
-    per_source: HashMap<IpAddr, usize>,
+    /// Per source: its connections' ids in admission order (oldest first).
+    per_source: HashMap<IpAddr, std::collections::BTreeMap<u64, Closer>>,
+    /// Per source: connections past their test header (`--max-streams`).
+    streams: HashMap<IpAddr, usize>,
+}
+
+impl Counts {
+    fn held(&self, source: &IpAddr) -> usize {
+        self.per_source.get(source).map_or(0, |m| m.len())
+    }
 }
 
 /// One admitted connection's place (see [`Admission`]).
-#[derive(Debug)]
 pub struct Slot {
     inner: Arc<Mutex<Counts>>,
     source: IpAddr,
+    id: u64,
+    max_streams: usize,
+    /// Counted in `Counts::streams` (after [`Slot::start_test`]).
+    streaming: bool,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("source", &self.source)
+            .field("id", &self.id)
+            .finish()
+    }
 }
 
 impl Admission {
-    /// At most `max_total` connections, `max_per_source` from one source.
-    pub fn new(max_total: usize, max_per_source: usize) -> Admission {
+    /// At most `max_total` connections, `max_per_source` from one source,
+    /// and `max_streams` tests (connections past their header) from one
+    /// source (`--max-streams`, which counts connections, not the `-P` a
+    /// header claims).
+    pub fn new(max_total: usize, max_per_source: usize, max_streams: usize) -> Admission {
         Admission {
             inner: Arc::new(Mutex::new(Counts::default())),
             max_total: max_total.max(1),
             max_per_source: max_per_source.max(1),
+            max_streams: max_streams.max(1),
         }
     }
 
-    /// Admits a connection from `ip`, or says which cap it hit.
-    pub fn admit(&self, ip: IpAddr) -> Result<Slot, Refusal> {
+    /// Admits a connection from `ip`, or says which cap it hit. When the
+    /// table is full, a fairer claim evicts (see the type's docs): the
+    /// victim's `on_evict` of its own admission runs. `on_evict` runs at
+    /// most once, only if this connection is evicted later.
+    pub fn admit(
+        &self,
+        ip: IpAddr,
+        on_evict: impl FnOnce() + Send + 'static,
+    ) -> Result<Slot, Refusal> {
         let source = source_key(ip);
         let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if c.total >= self.max_total {
-            return Err(Refusal::Connections {
-                open: c.total,
-                cap: self.max_total,
-            });
-        }
-        let here = c.per_source.get(&source).copied().unwrap_or(0);
+        let here = c.held(&source);
         if here >= self.max_per_source {
             return Err(Refusal::PerSource {
                 open: here,
                 cap: self.max_per_source,
             });
         }
+        if c.total >= self.max_total {
+            // The source holding most (ties: the smallest key, so the
+            // choice does not depend on hash order).
+            let victim = c
+                .per_source
+                .iter()
+                .map(|(k, m)| (m.len(), std::cmp::Reverse(*k)))
+                .max()
+                .map(|(n, std::cmp::Reverse(k))| (n, k));
+            match victim {
+                Some((most, v)) if most >= here + 2 => {
+                    let m = c.per_source.get_mut(&v).expect("victim source present");
+                    if let Some((_, close)) = m.pop_first() {
+                        if m.is_empty() {
+                            c.per_source.remove(&v);
+                        }
+                        c.total -= 1;
+                        close();
+                    }
+                }
+                _ => {
+                    return Err(Refusal::Connections {
+                        open: c.total,
+                        cap: self.max_total,
+                    });
+                }
+            }
+        }
+        let id = c.next;
+        c.next += 1;
         c.total += 1;
-        *c.per_source.entry(source).or_insert(0) += 1;
+        c.per_source
+            .entry(source)
+            .or_default()
+            .insert(id, Box::new(on_evict));
         Ok(Slot {
             inner: Arc::clone(&self.inner),
             source,
+            id,
+            max_streams: self.max_streams,
+            streaming: false,
         })
     }
 
@@ -286,15 +380,51 @@ impl Admission {
     }
 }
 
+impl Slot {
+    /// The connection's header asked for a test: count it as one of its
+    /// source's streams, or refuse it past `--max-streams` (what the
+    /// header's `-P` claims does not matter; connections do).
+    pub fn start_test(&mut self) -> Result<(), Refusal> {
+        if self.streaming {
+            return Ok(());
+        }
+        let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let n = c.streams.entry(self.source).or_insert(0);
+        if *n >= self.max_streams {
+            let open = *n;
+            if open == 0 {
+                c.streams.remove(&self.source);
+            }
+            return Err(Refusal::StreamsOpen {
+                open,
+                cap: self.max_streams,
+            });
+        }
+        *n += 1;
+        self.streaming = true;
+        Ok(())
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        c.total = c.total.saturating_sub(1);
-        if let Some(n) = c.per_source.get_mut(&self.source) {
+        if self.streaming
+            && let Some(n) = c.streams.get_mut(&self.source)
+        {
             *n = n.saturating_sub(1);
             if *n == 0 {
+                c.streams.remove(&self.source);
+            }
+        }
+        // An evicted connection's place was given back when it was evicted.
+        if let Some(m) = c.per_source.get_mut(&self.source)
+            && m.remove(&self.id).is_some()
+        {
+            if m.is_empty() {
                 c.per_source.remove(&self.source);
             }
+            c.total = c.total.saturating_sub(1);
         }
     }
 }
@@ -309,6 +439,7 @@ mod tests {
             streams: 1,
             rate: None,
             server_sends: false,
+            client_sends: true,
             verified: true,
         }
     }
@@ -344,6 +475,7 @@ mod tests {
             ..ServerLimits::default()
         };
         a.server_sends = true;
+        a.client_sends = false;
         assert!(matches!(l.check(&a), Err(Refusal::ReverseRate { .. })));
         a.rate = Some(BitRate(5_000_000));
         assert_eq!(l.check(&a), Ok(()));
@@ -403,27 +535,99 @@ mod tests {
         assert_eq!(l.deadline(Amount::Bytes(Bytes(1))), DEFAULT_MAX_DURATION);
     }
 
+    fn nop() {}
+
     #[test]
     fn admission_caps_total_and_per_source_and_frees_on_drop() {
-        let a = Admission::new(3, 2);
+        let a = Admission::new(3, 2, 8);
         let x: IpAddr = [10, 0, 0, 1].into();
         let y: IpAddr = [10, 0, 0, 2].into();
-        let s1 = a.admit(x).unwrap();
-        let s2 = a.admit(x).unwrap();
+        let s1 = a.admit(x, nop).unwrap();
+        let s2 = a.admit(x, nop).unwrap();
         assert!(matches!(
-            a.admit(x),
+            a.admit(x, nop),
             Err(Refusal::PerSource { open: 2, cap: 2 })
         ));
-        let s3 = a.admit(y).unwrap();
+        let s3 = a.admit(y, nop).unwrap();
+        // Full, and no source holds two more than y: refused, not evicted.
         assert!(matches!(
-            a.admit(y),
+            a.admit(y, nop),
             Err(Refusal::Connections { open: 3, cap: 3 })
         ));
         drop(s1);
         assert_eq!(a.open(), 2);
-        let s4 = a.admit(x).unwrap();
+        let s4 = a.admit(x, nop).unwrap();
         drop((s2, s3, s4));
         assert_eq!(a.open(), 0);
+    }
+
+    #[test]
+    fn a_full_table_gives_a_new_source_the_oldest_place_of_the_source_holding_most() {
+        // Attack 3 in small: two sources fill every slot; a third still gets in.
+        let a = Admission::new(6, 4, 8);
+        let x: IpAddr = [10, 0, 0, 1].into();
+        let y: IpAddr = [10, 0, 0, 2].into();
+        let real: IpAddr = [10, 0, 0, 3].into();
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let mut held = Vec::new();
+        for (i, ip) in [x, x, x, x, y, y].into_iter().enumerate() {
+            let c = Arc::clone(&closed);
+            held.push(a.admit(ip, move || c.lock().unwrap().push(i)).unwrap());
+        }
+        assert_eq!(a.open(), 6);
+        // x holds its per-source cap; it cannot evict anyone anyway (it is
+        // the largest).
+        assert!(matches!(a.admit(x, nop), Err(Refusal::PerSource { .. })));
+        let r1 = a.admit(real, nop).unwrap();
+        assert_eq!(*closed.lock().unwrap(), vec![0], "x's oldest goes first");
+        assert_eq!(a.open(), 6, "the evicted place is free at once");
+        let r2 = a.admit(real, nop).unwrap();
+        assert_eq!(*closed.lock().unwrap(), vec![0, 1]);
+        // Now x 2, y 2, real 2: equal shares do not take turns.
+        assert!(matches!(
+            a.admit(real, nop),
+            Err(Refusal::Connections { .. })
+        ));
+        // The evicted slots' own drops do not free a second place.
+        drop(held.remove(0));
+        drop(held.remove(0));
+        assert_eq!(a.open(), 6);
+        drop((r1, r2, held));
+        assert_eq!(a.open(), 0);
+        assert_eq!(
+            closed.lock().unwrap().len(),
+            2,
+            "only evicted ones were closed"
+        );
+    }
+
+    #[test]
+    fn max_streams_counts_connections_running_a_test_per_source() {
+        // Issue 19: 10 connections each claiming -P 1 against --max-streams 4.
+        let a = Admission::new(64, 64, 4);
+        let x: IpAddr = [10, 0, 0, 1].into();
+        let y: IpAddr = [10, 0, 0, 2].into();
+        let mut slots: Vec<Slot> = (0..10).map(|_| a.admit(x, nop).unwrap()).collect();
+        let served = slots
+            .iter_mut()
+            .map(|s| s.start_test())
+            .filter(Result::is_ok)
+            .count();
+        assert_eq!(served, 4);
+        let mut other = a.admit(y, nop).unwrap();
+        assert_eq!(
+            other.start_test(),
+            Ok(()),
+            "another source has its own budget"
+        );
+        // A finished test gives its stream back.
+        slots.remove(0);
+        let mut next = a.admit(x, nop).unwrap();
+        assert_eq!(next.start_test(), Ok(()));
+        assert!(matches!(
+            a.admit(x, nop).unwrap().start_test(),
+            Err(Refusal::StreamsOpen { open: 4, cap: 4 })
+        ));
     }
 
     #[test]

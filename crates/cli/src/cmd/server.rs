@@ -27,6 +27,10 @@ pub struct ServerArgs {
     /// moving, in any phase (iperf 3's --rcv-timeout is 120 s too).
     #[arg(long = "idle-timeout", default_value = "120", value_parser = opts::positive_seconds)]
     pub idle_timeout: Duration,
+    /// End a TCP test whose client sent a valid header and then no data for
+    /// this many seconds (instead of holding a slot for --idle-timeout).
+    #[arg(long = "first-data-timeout", default_value = "5", value_parser = opts::positive_seconds)]
+    pub first_data_timeout: Duration,
     /// Concurrent TCP connections in all; more are closed at once.
     #[arg(long = "max-connections", default_value_t = limits::DEFAULT_MAX_CONNECTIONS as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -41,7 +45,8 @@ pub struct ServerArgs {
     /// Largest -n a client may ask for (K/M/G = 1024-based, k/m/g = 1000-based).
     #[arg(long = "max-bytes", default_value = "1000g", value_parser = opts::nonzero_bytes)]
     pub max_bytes: Bytes,
-    /// Largest -P a client may ask for.
+    /// Largest -P a client may ask for, and most TCP tests one source
+    /// (IPv4 address or IPv6 /64) may run at once, counted by connection.
     #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
@@ -110,6 +115,7 @@ impl ServerArgs {
             header_timeout: self.header_timeout,
             no_reverse: self.no_reverse,
             idle_timeout: self.idle_timeout,
+            first_data_timeout: self.first_data_timeout,
             max_connections: self.max_connections as usize,
             max_per_source: self.max_per_source as usize,
             limits: ServerLimits {

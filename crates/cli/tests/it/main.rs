@@ -11,6 +11,7 @@ mod harness;
 
 mod attacks;
 mod attacks_reflection;
+mod attacks_caps;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;

@@ -204,6 +204,7 @@ fn stream(
         deadline: None,
         stall_timeout: Some(STALL_TIMEOUT),
         watch_peer_close: false,
+        budget: None,
         stop: cfg.stop.clone(),
     };
     // With --abort-at-end the receiving side stops at -t too.
@@ -235,6 +236,8 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        first_data_timeout: None,
+        budget: None,
         stop: stop.clone(),
     };
     match cfg.direction {
@@ -417,7 +420,8 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
         RecvEnd::Reset => Err(reset_message(end)),
-        RecvEnd::Idle => Err(format!(
+        // Not set on the client (only a server waits for first data).
+        RecvEnd::Idle | RecvEnd::NoData => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()

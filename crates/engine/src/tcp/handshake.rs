@@ -132,9 +132,12 @@ pub fn client_header(
         core.flags = core.flags | HeaderFlags::VERSION2 | HeaderFlags::V2PEERDETECT;
     }
     core.upper_flags = upper;
-    // -b for the server's sender (iperf 2's lRate/uRate): on reverse and
-    // full-duplex tests the server paces its writes at this rate.
-    if let Some(r) = cfg.rate.filter(|_| cfg.direction != Direction::Forward) {
+    // -b in iperf 2's lRate/uRate, in every direction as iperf 2.1.8 sends
+    // it (a forward `-b 80k` header carries lRate 80000, no BWSET flag:
+    // reference iperf2/wire/w02). On reverse and full-duplex tests the
+    // server paces its writes at this rate; on forward ones a server's
+    // `--max-rate` checks it (issue 19).
+    if let Some(r) = cfg.rate {
         core.rate = Rate::Bits(r);
     }
     // The block follows a start-time block, all zero without trip-times
@@ -478,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn rate_goes_to_the_server_only_when_it_sends() {
+    fn rate_travels_in_the_header_in_every_direction_as_iperf2_sends_it() {
         let mut cfg = ClientConfig::new("h");
         cfg.rate = Some(BitRate(50_000_000));
         let req_of = |cfg: &ClientConfig| {
@@ -486,7 +489,8 @@ mod tests {
             let repr = TcpTestHeaderRepr::parse(&TcpTestHeader::new_unchecked(&raw[..])).unwrap();
             request_of(raw.len(), &repr, Some(&raw))
         };
-        assert_eq!(req_of(&cfg).rate, None);
+        // Forward too (issue 19: a --max-rate server must see our -b).
+        assert_eq!(req_of(&cfg).rate, Some(BitRate(50_000_000)));
         for d in [Direction::Reverse, Direction::FullDuplex] {
             cfg.direction = d;
             assert_eq!(req_of(&cfg).rate, Some(BitRate(50_000_000)), "{d:?}");

@@ -34,6 +34,8 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         keep_intervals: true,
         print_intervals: true,
         idle_timeout: None,
+        first_data_timeout: None,
+        budget: None,
         stop: StopToken::new(),
     }
 }
@@ -55,6 +57,7 @@ fn send_plan(len: usize, amount: Amount) -> SendPlan {
         deadline: None,
         stall_timeout: None,
         watch_peer_close: false,
+        budget: None,
         stop: StopToken::new(),
     }
 }

@@ -11,13 +11,14 @@ use super::io::{is_disconnect, is_transient};
 use super::pieces::{PieceReader, READ_PIECE};
 use super::stats::Ticker;
 use super::{Event, Sink};
+use crate::rate_budget::SharedBudget;
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
 use bloatlab_os::StopToken;
 use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
 use std::io;
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Largest burst we accept from a peer (iperf never sends more than `-l`,
@@ -48,6 +49,15 @@ pub struct RecvPlan {
     pub print_intervals: bool,
     /// Give up after this long without a byte (a silent or stalled peer).
     pub idle_timeout: Option<Duration>,
+    /// Give up after this long if no byte at all arrives past
+    /// `already_read` (a server's header-to-data deadline: a valid header
+    /// followed by silence must not hold a slot for the idle timeout).
+    pub first_data_timeout: Option<Duration>,
+    /// A server's `--max-rate`: what it reads is one budget per source and
+    /// one for all receivers (charged per read, with the peer it came
+    /// from). Reads wait for the budget; TCP flow control then holds the
+    /// sender to it, whatever `-b` its header announced (or did not).
+    pub budget: Option<(SharedBudget, IpAddr)>,
     /// End early when raised ([`RecvEnd::Stopped`]).
     pub stop: StopToken,
 }
@@ -63,6 +73,8 @@ pub enum RecvEnd {
     Deadline,
     /// No byte for [`RecvPlan::idle_timeout`].
     Idle,
+    /// No byte at all for [`RecvPlan::first_data_timeout`].
+    NoData,
     /// A stop was requested (SIGINT/SIGTERM).
     Stopped,
 }
@@ -210,6 +222,8 @@ pub fn run_with_end(
     let mut fr = plan.trip_times.then(Framing::new);
     let mut done = Consumed::default();
     let mut last_data = Instant::now();
+    let mut got_data = false;
+    let mut budget_until: Option<Instant> = None;
     let why = loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
@@ -231,8 +245,22 @@ pub fn run_with_end(
         if plan.deadline.is_some_and(|d| now >= d) {
             break RecvEnd::Deadline;
         }
+        if !got_data
+            && plan
+                .first_data_timeout
+                .is_some_and(|f| now - last_data >= f)
+        {
+            break RecvEnd::NoData;
+        }
         if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
             break RecvEnd::Idle;
+        }
+        // Over the receive budget: read nothing until it is paid (the
+        // wait is ours, not the peer's silence).
+        if let Some(until) = budget_until.filter(|u| *u > now) {
+            std::thread::sleep((until - now).min(Duration::from_millis(100)));
+            last_data = Instant::now();
+            continue;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
         let n = match reader.read(&mut stream, want, |piece| {
@@ -247,6 +275,10 @@ pub fn run_with_end(
             Err(e) => return Err(e),
         };
         last_data = Instant::now();
+        got_data = true;
+        if let Some((b, peer)) = &plan.budget {
+            budget_until = Some(last_data + b.charge(last_data, *peer, n as u64));
+        }
         acc.on_read(Bytes(n as u64));
         if !done.completed.is_empty() {
             let read_done = wall_now();

@@ -15,6 +15,7 @@ use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::config::Amount;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
+use crate::rate_budget::SharedBudget;
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
 use bloatlab_os::StopToken;
@@ -23,6 +24,7 @@ use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};
 use std::io::{self, Write};
+use std::net::IpAddr;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -62,6 +64,9 @@ pub struct SendPlan {
     pub watch_peer_close: bool,
     /// End early when raised ([`SendEnd::Stopped`]).
     pub stop: StopToken,
+    /// A server's `--max-reverse-rate`, one budget per source and one for
+    /// all senders (charged per write, with the peer it goes to).
+    pub budget: Option<(SharedBudget, IpAddr)>,
 }
 
 /// Largest buffer a sender allocates: longer `-l` writes are issued from
@@ -201,6 +206,7 @@ pub fn run_with_end(
     // Body pieces after the first come from past the burst header.
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
     let mut last_progress = Instant::now();
+    let mut budget_until: Option<Instant> = None;
     let mut last_queued: Option<i64> = None;
     let mut last_sample: Option<Instant> = None;
     let mut burst = TcpBurstRepr {
@@ -216,7 +222,15 @@ pub fn run_with_end(
             break SendEnd::Stopped;
         }
         let since = now.saturating_duration_since(t0);
-        let pace = pacer.poll(since);
+        let mut pace = pacer.poll(since);
+        // The shared budget may hold a write back further than -b does.
+        if let Some(until) = budget_until.filter(|u| *u > now) {
+            let owed = until.saturating_duration_since(t0);
+            pace = match pace {
+                Pace::WaitUntil(d) => Pace::WaitUntil(d.max(owed)),
+                _ => Pace::WaitUntil(owed),
+            };
+        }
         // A paced -n test ends when its last bytes are due, not when they
         // were written, so the reported rate is the paced one.
         if end.is_some_and(|e| now >= e)
@@ -316,6 +330,10 @@ pub fn run_with_end(
             *l = l.saturating_sub(this as u64);
         }
         pacer.on_sent_bytes(Bytes(this as u64));
+        if let Some((b, peer)) = &plan.budget {
+            let now = Instant::now();
+            budget_until = Some(now + b.charge(now, *peer, this as u64));
+        }
         if plan.near_congestion.is_some() {
             // iperf 2 RunNearCongestionTCP: pause ceil(w x srtt) after each burst.
             let rtt = sample_into(stream, &mut acc);

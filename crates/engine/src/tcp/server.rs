@@ -3,9 +3,16 @@
 //! Bounded for a server strangers can reach (docs/security.md):
 //! * connections are admitted by [`Admission`] (`--max-connections`,
 //!   `--max-per-source`); one over a cap, or one whose thread cannot be
-//!   started, is closed at once and the server goes on;
+//!   started, is closed at once and the server goes on; when every slot is
+//!   taken, a source holding fewer slots takes the oldest slot of the source
+//!   holding most (its socket is shut down), so a few addresses cannot hold
+//!   the table (issue 19, attack 3);
+//! * tests run by one source are counted per connection (`--max-streams`),
+//!   whatever `-P` each header claims;
 //! * a connection that does not deliver a valid test header within
-//!   `header_timeout` (silent, short, oversized, garbage) is closed;
+//!   `header_timeout` (silent, short, oversized, garbage) is closed, and one
+//!   that sends a valid header and then no data within
+//!   `first_data_timeout` too (not the much longer idle timeout);
 //! * a header asking for more than [`ServerLimits`] allow is refused the way
 //!   iperf 2 refuses (the connection is closed, no ack, no data);
 //! * every phase ends after `idle_timeout` without a byte moving, and every
@@ -23,8 +30,9 @@ use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
 use crate::flow_table::{FlowTable, FlowTableLimits};
-use crate::limits::{Admission, Ask, ServerLimits};
+use crate::limits::{Admission, Ask, ServerLimits, Slot};
 use crate::loglimit::SharedLogLimit;
+use crate::rate_budget::SharedBudget;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
@@ -107,10 +115,20 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     let one = Arc::new(OneOff::default());
     let groups = Arc::new(Groups::default());
     let log = Arc::new(SharedLogLimit::new(cfg.err.clone()));
-    let admission = Admission::new(cfg.max_connections, cfg.max_per_source);
+    let admission = Admission::new(
+        cfg.max_connections,
+        cfg.max_per_source,
+        cfg.limits.max_streams as usize,
+    );
     // Finished flows' sender TCP_INFO, for bloatlab clients' flow queries.
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
+    // --max-rate / --max-reverse-rate: one budget per source and one for
+    // all receivers / senders.
+    let budget = Budgets {
+        receive: cfg.limits.max_rate.map(SharedBudget::new),
+        send: cfg.limits.max_reverse_rate.map(SharedBudget::new),
+    };
     let mut workers = Vec::new();
     loop {
         if cfg.one_off && one.done.load(Ordering::SeqCst) {
@@ -121,7 +139,16 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 workers.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
                 // Over a cap: close at once (the peer sees its connection
                 // end without an ack, as with any iperf 2 refusal).
-                let slot = match admission.admit(peer.ip()) {
+                // An evicted connection's socket is shut down: its thread's
+                // next read or write fails and it ends (and frees nothing
+                // twice: its place was given back at the eviction).
+                let closer = s.try_clone().ok();
+                let evict = move || {
+                    if let Some(c) = closer {
+                        let _ = c.shutdown(Shutdown::Both);
+                    }
+                };
+                let slot = match admission.admit(peer.ip(), evict) {
                     Ok(slot) => slot,
                     Err(r) => {
                         log.eprint(|| format!("bloatlab server: refusing {peer}: {r}"));
@@ -134,11 +161,17 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                 let groups = Arc::clone(&groups);
                 let clog = Arc::clone(&log);
                 let flows = Arc::clone(&flows);
+                let budget = budget.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("tcp-conn-{id}"))
                     .spawn(move || {
-                        let _slot = slot;
-                        connection(&cfg, &groups, &flows, s, peer, id, &one, &clog);
+                        let mut slot = slot;
+                        let shared = Shared {
+                            groups: &groups,
+                            flows: &flows,
+                            budget: &budget,
+                        };
+                        connection(&cfg, &shared, s, peer, id, &one, &clog, &mut slot);
                     });
                 match spawned {
                     Ok(h) => workers.push(h),
@@ -163,6 +196,21 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     Ok(())
 }
 
+/// What every connection thread shares.
+struct Shared<'a> {
+    groups: &'a Groups,
+    flows: &'a SharedFlowTable,
+    /// `--max-rate`, `--max-reverse-rate` as budgets.
+    budget: &'a Budgets,
+}
+
+/// `--max-rate` and `--max-reverse-rate` as budgets (per source and global).
+#[derive(Debug, Clone)]
+struct Budgets {
+    receive: Option<SharedBudget>,
+    send: Option<SharedBudget>,
+}
+
 /// What a TCP test header asks for, in the caps' terms (the handshake
 /// proved the peer receives at its address).
 fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
@@ -171,6 +219,7 @@ fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
         streams: announced_streams,
         rate: req.rate,
         server_sends: req.direction != Direction::Forward,
+        client_sends: req.direction != Direction::Reverse,
         verified: true,
     }
 }
@@ -179,14 +228,15 @@ fn ask_of(req: &TestRequest, announced_streams: u32) -> Ask {
 #[allow(clippy::too_many_arguments)]
 fn connection(
     cfg: &ServerConfig,
-    groups: &Groups,
-    flows: &SharedFlowTable,
+    shared: &Shared<'_>,
     mut s: TcpStream,
     peer: SocketAddr,
     id: u32,
     one: &OneOff,
     log: &SharedLogLimit,
+    slot: &mut Slot,
 ) {
+    let flows = shared.flows;
     let accepted_wall = wall_now();
     if let Err(e) = s.set_nonblocking(false) {
         tracing::warn!("{peer}: {e}");
@@ -242,6 +292,11 @@ fn connection(
         log.eprint(|| format!("bloatlab server: refusing a test from {peer}: it {r}"));
         return;
     }
+    // --max-streams counts connections per source, not the -P a header claims.
+    if let Err(r) = slot.start_test() {
+        log.eprint(|| format!("bloatlab server: refusing a test from {peer}: {r}"));
+        return;
+    }
     if cfg.one_off {
         let _ = one
             .expected
@@ -256,7 +311,7 @@ fn connection(
         .and_then(|fid| FlowGuard::start(flows, fid, peer.ip(), &s));
     if let Err(e) = test(
         cfg,
-        groups,
+        shared,
         &mut s,
         peer,
         id,
@@ -279,7 +334,7 @@ fn connection(
 #[allow(clippy::too_many_arguments)]
 fn test(
     cfg: &ServerConfig,
-    groups: &Groups,
+    shared: &Shared<'_>,
     s: &mut TcpStream,
     peer: SocketAddr,
     id: u32,
@@ -306,18 +361,20 @@ fn test(
         prepare_sender(s, peer, req, flow.is_some(), &cfg.err)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
-    let member = groups.join(peer.ip(), req.parallel, Instant::now(), |streams| {
-        report::spawn(ReportSettings {
-            role: Role::Server,
-            enhanced: cfg.enhanced,
-            format: cfg.format,
-            streams,
-            full_duplex: req.direction == Direction::FullDuplex,
-            test,
-            out: cfg.out.clone(),
-            err: cfg.err.clone(),
-        })
-    })?;
+    let member = shared
+        .groups
+        .join(peer.ip(), req.parallel, Instant::now(), |streams| {
+            report::spawn(ReportSettings {
+                role: Role::Server,
+                enhanced: cfg.enhanced,
+                format: cfg.format,
+                streams,
+                full_duplex: req.direction == Direction::FullDuplex,
+                test,
+                out: cfg.out.clone(),
+                err: cfg.err.clone(),
+            })
+        })?;
     let sink = member.sink.clone();
     let mut tags = Vec::new();
     if req.trip_times {
@@ -342,10 +399,18 @@ fn test(
         },
     });
     let t0 = Instant::now();
-    let result = run_directions(cfg, s, id, req, t0, &sink, flow);
+    let result = run_directions(cfg, s, id, req, t0, &sink, flow, shared.budget);
     drop(sink);
     member.finish();
     let (sent, received) = result?;
+    if received == Some(RecvEnd::NoData) {
+        log.eprint(|| {
+            format!(
+                "bloatlab server: {peer} sent a test header and then no data for {:?} (--first-data-timeout); test ended",
+                cfg.first_data_timeout
+            )
+        });
+    }
     if sent == Some(SendEnd::Stalled) || received == Some(RecvEnd::Idle) {
         log.eprint(|| {
             format!(
@@ -365,6 +430,8 @@ fn test(
 /// How the directions of a test ended (`None`: that direction did not run).
 type Ends = (Option<SendEnd>, Option<RecvEnd>);
 
+// One argument per thing the directions need; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn run_directions(
     cfg: &ServerConfig,
     s: &mut TcpStream,
@@ -373,7 +440,9 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
+    budgets: &Budgets,
 ) -> Result<Ends, super::stream_error::StreamError> {
+    let peer = s.peer_addr().ok().map(|p| p.ip());
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
     // Every test ends: -t plus slop, and -n tests at --max-duration.
@@ -398,6 +467,10 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // A valid header then silence (issue 19, attack 3) holds a slot
+        // only this long, not the idle timeout.
+        first_data_timeout: Some(cfg.first_data_timeout),
+        budget: budgets.receive.clone().zip(peer),
         // A server's tests end by their peer and its limits, not by a stop request.
         stop: StopToken::new(),
     };
@@ -417,6 +490,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
+        budget: budgets.send.clone().zip(peer),
         stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.

@@ -26,14 +26,19 @@
 //!   it cannot start a new flow, and its FIN gets the AckFIN as usual; the
 //!   entry leaves after `idle_timeout` of silence (issue 19);
 //! * flows are counted per source ([`FlowTable::from_source`], an IPv4
-//!   address or an IPv6 /64) so a server can cap what one source holds.
+//!   address or an IPv6 /64) so a server can cap what one source holds;
+//! * a full table makes room by source fairness and age
+//!   ([`FlowTable::evict_for`]): a new source takes the place of the oldest
+//!   flow of the source holding most, so a few sources refreshing a full
+//!   table with a trickle cannot keep a real client out (issue 19, attack 2:
+//!   ~98 KB/s from 17 sources held all 4,096 flows).
 //!
 //! The table owns per-flow driver state `F` (statistics, names), so its
 //! lifetime matches the flow's. Time is whatever monotonic-enough clock the
 //! driver passes as `now` (the server uses the receive-timestamp clock).
 
 use crate::limits::source_key;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -92,6 +97,8 @@ enum Phase {
 
 #[derive(Debug)]
 struct Entry<F> {
+    /// Start order (smaller: older), the key in the source's `order`.
+    seq: u64,
     phase: Phase,
     last_rx: Duration,
     idle_timeout: Duration,
@@ -103,7 +110,9 @@ struct Entry<F> {
 pub struct FlowTable<F> {
     flows: HashMap<SocketAddr, Entry<F>>,
     idle_timeout: Duration,
-    per_source: HashMap<IpAddr, usize>,
+    /// Per source: its flows by start order (oldest first).
+    per_source: HashMap<IpAddr, BTreeMap<u64, SocketAddr>>,
+    next_seq: u64,
 }
 
 impl<F> FlowTable<F> {
@@ -113,22 +122,55 @@ impl<F> FlowTable<F> {
             flows: HashMap::new(),
             idle_timeout,
             per_source: HashMap::new(),
+            next_seq: 0,
         }
     }
 
     /// Flows from `ip`'s source (its IPv4 address or IPv6 /64).
     pub fn from_source(&self, ip: IpAddr) -> usize {
-        self.per_source.get(&source_key(ip)).copied().unwrap_or(0)
+        self.per_source
+            .get(&source_key(ip))
+            .map_or(0, BTreeMap::len)
     }
 
-    fn forget_source(&mut self, peer: &SocketAddr) {
+    fn forget_source(&mut self, peer: &SocketAddr, seq: u64) {
         let k = source_key(peer.ip());
-        if let Some(n) = self.per_source.get_mut(&k) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        if let Some(m) = self.per_source.get_mut(&k) {
+            m.remove(&seq);
+            if m.is_empty() {
                 self.per_source.remove(&k);
             }
         }
+    }
+
+    /// Makes room for a new flow from `ip` in a full table: removes and
+    /// returns the oldest flow of the source holding most flows, when that
+    /// source holds at least two more than `ip`'s (so equal shares do not
+    /// take turns, and a source never evicts its own flows). `None`: `ip`
+    /// already has its fair share; the caller refuses the new flow.
+    ///
+    /// Cost: one pass over the sources (at most one per flow) and a
+    /// logarithmic removal; only called when the table is full.
+    pub fn evict_for(&mut self, ip: IpAddr) -> Option<(SocketAddr, Expired, F)> {
+        let here = self.from_source(ip);
+        // Ties: the smallest key, so the choice does not depend on hash order.
+        let (most, victim) = self
+            .per_source
+            .iter()
+            .map(|(k, m)| (m.len(), std::cmp::Reverse(*k)))
+            .max()
+            .map(|(n, std::cmp::Reverse(k))| (n, k))?;
+        if most < here + 2 {
+            return None;
+        }
+        let (&seq, &peer) = self.per_source.get(&victim)?.first_key_value()?;
+        self.forget_source(&peer, seq);
+        let e = self.flows.remove(&peer)?;
+        let why = match e.phase {
+            Phase::Receiving => Expired::Idle,
+            Phase::Acking { sends, .. } => Expired::Acked { sends },
+        };
+        Some((peer, why, e.state))
     }
 
     /// Number of flows (receiving or acking).
@@ -211,12 +253,23 @@ impl<F> FlowTable<F> {
     /// Adds a flow with its own idle timeout (e.g. longer for a client that
     /// paces datagrams seconds apart).
     pub fn insert_with_idle(&mut self, now: Duration, peer: SocketAddr, state: F, idle: Duration) {
-        if !self.flows.contains_key(&peer) {
-            *self.per_source.entry(source_key(peer.ip())).or_insert(0) += 1;
-        }
+        // A replaced flow keeps its place in the start order.
+        let seq = match self.flows.get(&peer) {
+            Some(e) => e.seq,
+            None => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.per_source
+                    .entry(source_key(peer.ip()))
+                    .or_default()
+                    .insert(seq, peer);
+                seq
+            }
+        };
         self.flows.insert(
             peer,
             Entry {
+                seq,
                 phase: Phase::Receiving,
                 last_rx: now,
                 idle_timeout: idle,
@@ -286,7 +339,7 @@ impl<F> FlowTable<F> {
         let mut out = Vec::with_capacity(due.len());
         for peer in due {
             if let Some(e) = self.flows.remove(&peer) {
-                self.forget_source(&peer);
+                self.forget_source(&peer, e.seq);
                 let why = match e.phase {
                     Phase::Receiving => Expired::Idle,
                     Phase::Acking { sends, .. } | Phase::Ended { sends, .. } => {
@@ -435,6 +488,44 @@ mod tests {
         assert_eq!(t.from_source(other.ip()), 1);
         t.drain();
         assert_eq!(t.from_source(other.ip()), 0);
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_oldest_flow_of_the_source_holding_most() {
+        // Attack 2 in small: two sources hold every flow; a third gets in.
+        let mut t: FlowTable<u32> = FlowTable::new(IDLE);
+        let a = |port| SocketAddr::from(([10, 0, 0, 1], port));
+        let b = |port| SocketAddr::from(([10, 0, 0, 2], port));
+        let real = SocketAddr::from(([10, 0, 0, 3], 9));
+        for p in 1..=4 {
+            t.insert(ms(u64::from(p)), a(p), u32::from(p));
+        }
+        for p in 1..=2 {
+            t.insert(ms(10), b(p), 100 + u32::from(p));
+        }
+        // Refreshing a flow does not make it younger.
+        let _ = t.classify(ms(20), a(1), 5);
+        assert_eq!(
+            t.evict_for(real.ip()),
+            Some((a(1), Expired::Idle, 1)),
+            "the oldest flow of the source holding most"
+        );
+        t.insert(ms(30), real, 7);
+        assert_eq!(t.from_source(a(1).ip()), 3);
+        // a holds 3, real 1: a's next oldest goes for real's second flow.
+        assert_eq!(t.evict_for(real.ip()).map(|x| x.0), Some(a(2)));
+        t.insert(ms(31), SocketAddr::from(([10, 0, 0, 3], 10)), 8);
+        // Now 2 / 2 / 2: nobody holds two more than anybody; no turns.
+        assert_eq!(t.evict_for(real.ip()), None);
+        assert_eq!(t.evict_for(a(9).ip()), None);
+        // A source never evicts itself: alone, it is refused.
+        let mut solo: FlowTable<u8> = FlowTable::new(IDLE);
+        solo.insert(ms(0), a(1), 1);
+        solo.insert(ms(0), a(2), 2);
+        assert_eq!(solo.evict_for(a(3).ip()), None);
+        // Everything left is accounted for.
+        assert_eq!(t.len(), 6);
+        assert_eq!(t.drain().len(), 6);
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub mod flows;
 pub mod fuzzing;
 mod json;
 pub mod mmsg;
+pub mod rate_watch;
 mod recv_flow;
 pub mod recv_sum;
 pub mod report;

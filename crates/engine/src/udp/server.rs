@@ -29,6 +29,7 @@ use super::conn::ConnInfo;
 use super::cookie::{CookieJar, ECHO_MIN_LEN};
 use super::datagram::{HeaderInfo, parse_first, parse_incoming};
 use super::flows::{Expired, FlowTable, Verdict};
+use super::rate_watch::RateWatch;
 use super::recv_flow::RecvFlow;
 use super::report::Event;
 use super::server_report::ack_fin_bytes;
@@ -115,6 +116,11 @@ struct Flow {
     /// When the server ends the flow if its FIN has not come
     /// (CLOCK_REALTIME; `None` for a reverse flow: its sender has its own).
     deadline: Option<Duration>,
+    /// Is the sender above its announced rate? `None`: nothing announced.
+    watch: Option<RateWatch>,
+    /// Cut for sending above its announced rate: its datagrams are dropped
+    /// until it goes quiet (the entry stays, so they cannot start a flow).
+    cut: bool,
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -131,6 +137,9 @@ pub struct ServerCore {
     /// `--no-reverse`: -R / --full-duplex headers are refused.
     no_reverse: bool,
     refused_reverse: u64,
+    /// Flows evicted from a full table for another source.
+    evicted: u64,
+    cut_flows: u64,
     finished_flows: u64,
     /// Reverse tests to start (the driver spawns their senders).
     reverse_starts: Vec<ReverseStart>,
@@ -173,6 +182,8 @@ impl ServerCore {
             logged_sources: HashSet::new(),
             no_reverse: cfg.no_reverse,
             refused_reverse: 0,
+            evicted: 0,
+            cut_flows: 0,
             finished_flows: 0,
             reverse_starts: Vec::new(),
             groups: JoinTable::new(JOIN_WINDOW),
@@ -239,7 +250,7 @@ impl ServerCore {
                 return None;
             }
         };
-        if self.table.len() >= MAX_FLOWS {
+        if self.table.len() >= MAX_FLOWS && !self.evict_for(d) {
             self.refused += 1;
             self.warn(d.rx, || {
                 format!(
@@ -292,6 +303,7 @@ impl ServerCore {
             streams: header.parallel,
             rate: announced_rate(&header, d.wire_len),
             server_sends: sends,
+            client_sends: !header.reverse,
             // A full-duplex sender waits for the cookie (below).
             verified: proven || can_prove,
         };
@@ -351,6 +363,35 @@ impl ServerCore {
         self.table.insert_with_idle(d.rx, d.from, flow, idle);
         self.data(d, seqno, sent);
         out
+    }
+
+    /// A full table: make room for `d`'s source by evicting the oldest flow
+    /// of the source holding most (`FlowTable::evict_for`); false when its
+    /// source already has a fair share. The evicted flow is finalized as an
+    /// idle one (its report is what it received), without an AckFIN.
+    fn evict_for(&mut self, d: &Datagram<'_>) -> bool {
+        let Some((peer, why, mut flow)) = self.table.evict_for(d.from.ip()) else {
+            return false;
+        };
+        self.evicted += 1;
+        tracing::debug!(peer = %peer, flow = flow.recv.id, for_ = %d.from,
+            "UDP flow table full: evicted the oldest flow of the source holding most");
+        if why == Expired::Idle && !flow.reverse && !flow.recv.finished {
+            let last = flow.recv.last_rx;
+            flow.recv.finalize(last, &mut self.events);
+        }
+        self.finished_flows += 1;
+        true
+    }
+
+    /// Flows cut for sending above their announced rate.
+    pub fn cut_flows(&self) -> u64 {
+        self.cut_flows
+    }
+
+    /// Flows evicted to make room for another source (table full).
+    pub fn evicted(&self) -> u64 {
+        self.evicted
     }
 
     /// Report events produced so far, oldest first.
@@ -413,6 +454,34 @@ impl ServerCore {
                     &mut self.events,
                 );
                 out
+            }
+            Verdict::Data(flow) if flow.cut => None,
+            Verdict::Data(flow)
+                if !flow.reverse
+                    && flow
+                        .watch
+                        .as_ref()
+                        .is_some_and(|w| w.over(d.rx, d.wire_len)) =>
+            {
+                // Above its announced rate: the flow ends here, with what it
+                // received so far, and its later datagrams are dropped.
+                flow.cut = true;
+                if !flow.recv.finished {
+                    let last = flow.recv.last_rx;
+                    flow.recv.finalize(last, &mut self.events);
+                }
+                let rate = flow.header.and_then(|h| announced_rate(&h, d.wire_len));
+                self.cut_flows += 1;
+                let peer = d.from;
+                self.warn(d.rx, || {
+                    format!(
+                        "cutting the UDP test from {peer}: it sends above the {} its header announced (x{} over {:?})",
+                        rate.map_or("rate".into(), |r| r.to_string()),
+                        super::rate_watch::FACTOR,
+                        super::rate_watch::WINDOW
+                    )
+                });
+                None
             }
             Verdict::Data(flow) if !flow.recv.plausible(inc.seqno) => {
                 // A forged or corrupt datagram: counted, never as loss.
@@ -518,6 +587,10 @@ impl ServerCore {
             cookie_sent: Duration::ZERO,
             reply_budget: 0,
             deadline: None,
+            watch: header
+                .and_then(|h| announced_rate(&h, d.wire_len))
+                .map(|r| RateWatch::new(r, d.rx)),
+            cut: false,
         }
     }
 
@@ -549,6 +622,8 @@ impl ServerCore {
             cookie_sent: Duration::ZERO,
             reply_budget: 0,
             deadline: None,
+            watch: None,
+            cut: false,
         }
     }
 
