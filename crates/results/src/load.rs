@@ -317,7 +317,10 @@ mod size_tests {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("run.json");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed: {made:?}");
+        assert!(
+            made.as_ref().is_ok_and(|s| s.success()),
+            "mkfifo failed: {made:?}"
+        );
         // Before the fix this open blocked forever; a thread bounds the test.
         let (tx, rx) = std::sync::mpsc::channel();
         let p = fifo.clone();

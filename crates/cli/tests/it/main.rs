@@ -14,6 +14,7 @@ mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
 mod flent_export;
+mod honest_ends;
 mod interop_iperf2;
 mod lab_accuracy;
 mod lab_calibration;
