@@ -204,7 +204,7 @@ fn list_points_refuses_a_huge_expansion_naming_the_key_and_line() {
     let e = r.err();
     assert_eq!(st.code(), Some(2), "{}", r.transcript());
     assert!(
-        e.contains("line 5") && e.contains("matrix.lab.limit") && e.contains("expansion budget"),
+        e.contains("huge.toml:5: matrix.lab.limit") && e.contains("expansion budget"),
         "{e}"
     );
 }
