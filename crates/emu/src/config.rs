@@ -220,6 +220,26 @@ impl LinkConfig {
                 Problem::OutOfRange("at most 1 hour".into()),
             ));
         }
+        // What the delay line holds in flight: rate x (delay + the most jitter adds), bounded
+        // (crate::link::MAX_IN_FLIGHT_BYTES) so that memory follows a link one could build.
+        if let Some(rate) = self.rate {
+            let longest = self.delay + self.jitter * 4;
+            let bytes = u128::from(rate.0) * longest.as_nanos() / 8 / 1_000_000_000;
+            let max = u128::from(crate::link::MAX_IN_FLIGHT_BYTES.0);
+            if bytes > max {
+                return Err(SpecError::new(
+                    "delay",
+                    format_time(self.delay),
+                    Problem::OutOfRange(format!(
+                        "at this rate the delay line would hold {} MiB in flight (rate x \
+                         (delay + 4 x jitter)), more than its {} MiB bound: lower the delay or \
+                         the rate",
+                        bytes >> 20,
+                        max >> 20
+                    )),
+                ));
+            }
+        }
         if let LossModel::GilbertElliott { p, r, .. } = self.loss
             && p.get() > 0.0
             && r.get() == 0.0

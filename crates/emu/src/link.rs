@@ -33,6 +33,11 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
+/// Most bytes one link's delay line holds (packets between the serializer and their
+/// delivery). A link with a rate holds at most rate x (delay + jitter) there, which
+/// [`LinkConfig::validate`] refuses above this bound; a link without a rate drops past it.
+pub const MAX_IN_FLIGHT_BYTES: Bytes = Bytes(256 << 20);
+
 /// One direction of an emulated link.
 pub struct Link {
     rate: Option<BitRate>,
@@ -53,6 +58,8 @@ pub struct Link {
     /// When the serializer finishes the packet it is sending.
     link_free: Duration,
     line: DelayLine,
+    /// [`MAX_IN_FLIGHT_BYTES`] (smaller in tests).
+    max_in_flight: Bytes,
     counters: Counters,
     trace: Option<TraceFn>,
 }
@@ -102,6 +109,7 @@ impl Link {
             } else {
                 DelayLine::InOrder(VecDeque::new(), Duration::ZERO)
             },
+            max_in_flight: MAX_IN_FLIGHT_BYTES,
             counters: Counters::default(),
             trace: None,
         })
@@ -266,6 +274,23 @@ impl Link {
                 break;
             };
             let len = pkt.len();
+            // The delay line holds what is in flight on the wire: bounded like a real link's
+            // (rate x delay, which `LinkConfig::validate` caps) and, on a link without a rate,
+            // by MAX_IN_FLIGHT_BYTES: past it a packet is dropped as an overflow, as a full
+            // qdisc would (issue 19: --delay 1000s under a 300 Mbit/s flow grew without bound).
+            if self.counters.in_transit.bytes.0 + len > self.max_in_flight.0 {
+                self.counters.dropped.overflow.add(len);
+                if let Some(trace) = self.trace.as_mut() {
+                    trace(&TraceEvent {
+                        time: start,
+                        flow: pkt.meta.flow,
+                        size: Bytes(len),
+                        sojourn: None,
+                        verdict: Verdict::Dropped(DropReason::Overflow),
+                    });
+                }
+                continue;
+            }
             let sojourn = start.saturating_sub(pkt.enqueued_at);
             self.counters.sojourn.record(sojourn);
             if let Some(trace) = self.trace.as_mut() {
@@ -432,5 +457,58 @@ impl Sink for LinkSink<'_> {
                 verdict: Verdict::Marked,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod in_flight_tests {
+    use super::*;
+
+    fn ipv4(len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[9] = 17;
+        p
+    }
+
+    #[test]
+    fn a_link_without_a_rate_holds_at_most_its_bound_in_flight_and_drops_the_rest() {
+        let cfg = LinkConfig {
+            delay: Duration::from_secs(1000),
+            ..LinkConfig::default()
+        };
+        let mut l = Link::new(&cfg, 1).unwrap();
+        l.max_in_flight = Bytes(150_000);
+        for i in 0..1000u64 {
+            l.enqueue(Duration::from_micros(i), ipv4(1500));
+            assert!(l.counters.in_transit.bytes.0 <= 150_000);
+        }
+        let c = l.counters();
+        assert_eq!(c.in_transit.packets, 100);
+        assert_eq!(c.dropped.overflow.packets, 900);
+        assert_eq!(c.conservation_gap(), (0, 0));
+        // Once delivered, room again.
+        let mut n = 0;
+        while l.dequeue(Duration::from_secs(1001)).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 100);
+        l.enqueue(Duration::from_secs(1002), ipv4(1500));
+        assert_eq!(l.counters().in_transit.packets, 1);
+    }
+
+    #[test]
+    fn a_rate_times_delay_above_the_bound_is_refused_when_configured() {
+        let mut cfg = LinkConfig {
+            rate: Some(BitRate(300_000_000)),
+            delay: Duration::from_secs(1000),
+            ..LinkConfig::default()
+        };
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("in flight") && e.contains("256 MiB"), "{e}");
+        // 300 Mbit/s x 5 s = 179 MiB: a link one could build.
+        cfg.delay = Duration::from_secs(5);
+        cfg.validate().unwrap();
     }
 }

@@ -265,6 +265,48 @@ impl Experiment {
 /// tiny step should not plan a year of runs.
 pub const MAX_RUNS: usize = 100_000;
 
+/// Most memory the expansion of an experiment may take, in bytes, as counted by
+/// [`expansion_bytes`]: every run holds a copy of its point's values, so a short file with a
+/// long range and a long suffix would otherwise plan gigabytes (issue 19: a 20 KB file with a
+/// 100,000-value range and a 20,000-character suffix allocated 4 GB and aborted). Checked
+/// before anything is expanded. A 1,000-run experiment with a few parameters takes well under
+/// a megabyte.
+pub const MAX_EXPANSION_BYTES: u64 = 64 << 20;
+
+/// What one held value costs beyond its text: the `String` or `Scalar`, the `(name, value)`
+/// pair and the `Vec` slot (an estimate on the generous side).
+const VALUE_OVERHEAD: u64 = 64;
+
+/// Bytes one value of a parameter takes in a run: its name and its text (with the fields of a
+/// zipped value), plus [`VALUE_OVERHEAD`] for each.
+fn value_cost(name: &str, value: &Scalar, fields: Option<&Vec<(String, Scalar)>>) -> u64 {
+    let text = |v: &Scalar| match v {
+        Scalar::Str(s) => s.len() as u64,
+        _ => 24,
+    };
+    let mut n = name.len() as u64 + text(value) + VALUE_OVERHEAD;
+    for (k, v) in fields.into_iter().flatten() {
+        n = n.saturating_add(name.len() as u64 + 1 + k.len() as u64 + text(v) + VALUE_OVERHEAD);
+    }
+    n
+}
+
+/// The memory the expanded runs of `exp` take (every run holds its point's values): for each
+/// parameter, the sum of its values' costs times the number of points each value appears in,
+/// times the repetitions. Saturates instead of overflowing. Computed without expanding.
+pub fn expansion_bytes(exp: &Experiment) -> u64 {
+    let points = crate::matrix::point_count(exp) as u64;
+    let per_rep = exp.matrix.iter().fold(0u64, |acc, p| {
+        let n = p.values.len().max(1) as u64;
+        let sum = p.values.iter().enumerate().fold(0u64, |a, (i, v)| {
+            a.saturating_add(value_cost(&p.name, v, p.fields.get(i)))
+        });
+        // Each value appears in points / n points.
+        acc.saturating_add(sum.saturating_mul(points / n))
+    });
+    per_rep.saturating_mul(u64::from(exp.repetitions.max(1)))
+}
+
 struct Lines<'a> {
     file: &'a str,
     starts: Vec<usize>,
@@ -522,6 +564,17 @@ fn range(
         Some(Value::String(s)) => s.value().clone(),
         Some(_) => return Err(err("range `suffix` must be a string".into())),
     };
+    // The values alone, before they are made (the whole expansion is checked in `parse`).
+    let each = value_cost(key, &Scalar::Str(suffix.clone()), None) + 24;
+    let bytes = (n as u64).saturating_mul(each);
+    if bytes > MAX_EXPANSION_BYTES {
+        return Err(err(format!(
+            "range has {n} values of up to {each} bytes each with its {}-character suffix: \
+             {bytes} bytes, more than the expansion budget of {MAX_EXPANSION_BYTES} bytes \
+             (64 MiB); use fewer values or a shorter suffix",
+            suffix.chars().count()
+        )));
+    }
     let integral = [from, step].iter().all(|x| x.fract() == 0.0);
     Ok((0..n)
         .map(|i| {
@@ -840,6 +893,29 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
             format!("{runs} runs (at most {MAX_RUNS})"),
         ));
     }
+    // Every run holds its point's values: bound what they take before anything expands
+    // them (`--list-points` included).
+    let bytes = expansion_bytes(&exp);
+    if bytes > MAX_EXPANSION_BYTES {
+        // Name the parameter that weighs most.
+        let heaviest = exp.matrix.iter().max_by_key(|p| {
+            p.values.iter().enumerate().fold(0u64, |a, (i, v)| {
+                a.saturating_add(value_cost(&p.name, v, p.fields.get(i)))
+            })
+        });
+        let (line, key) = heaviest.map_or((matrix_line, "matrix".to_owned()), |p| {
+            (p.line, format!("matrix.{}", p.name))
+        });
+        return Err(lines.err(
+            line,
+            key,
+            format!(
+                "the matrix expands to {runs} runs holding {bytes} bytes of values, more than \
+                 the expansion budget of {MAX_EXPANSION_BYTES} bytes (64 MiB); use fewer or \
+                 shorter values, or fewer repetitions"
+            ),
+        ));
+    }
     Ok(exp)
 }
 
@@ -963,6 +1039,45 @@ rate = ["6mbit", "8mbit"]
         assert_eq!(e.matrix[1].target, Target::Test("cc".into()));
         let limits: Vec<String> = e.matrix[2].values.iter().map(|v| v.to_string()).collect();
         assert_eq!(limits, ["100p", "200p", "300p"]);
+    }
+
+    #[test]
+    fn a_long_range_with_a_long_suffix_is_refused_before_it_expands() {
+        // Issue 19: this 20 KB file allocated 4 GB under `--list-points` and aborted.
+        let suffix = "x".repeat(20_000);
+        let t = format!(
+            "[test]\nname = \"rrul\"\n[matrix]\n\"lab.limit\" = {{ from = 1, to = 100000, step = 1, suffix = \"{suffix}\" }}\n"
+        );
+        let e = err(&t);
+        assert_eq!((e.line, e.key.as_str()), (4, "matrix.lab.limit"), "{e}");
+        assert!(e.why.contains("expansion budget"), "{e}");
+        // The same range with a short suffix is within the budget.
+        let ok = t.replace(&suffix, "p");
+        assert_eq!(
+            parse("ok", "ok", &ok).unwrap().matrix[0].values.len(),
+            100_000
+        );
+    }
+
+    #[test]
+    fn a_matrix_whose_runs_hold_too_much_is_refused_naming_the_heaviest_parameter() {
+        // Each list is small (the file is ~ 90 KB), but 10 x 10 x 1000 runs each hold a copy
+        // of a 4,000-character value: about 400 MB.
+        let long: Vec<String> = (0..10)
+            .map(|i| format!("\"{}{i}\"", "y".repeat(4000)))
+            .collect();
+        let t = format!(
+            "[lab]\nrate = \"{{a}}\"\n[test]\nname = \"rrul\"\ntitle = \"{{b}}\"\n[experiment]\nrepetitions = 1000\n[matrix]\na = [{}]\nb = [1,2,3,4,5,6,7,8,9,10]\n",
+            long.join(",")
+        );
+        let e = err(&t);
+        assert_eq!((e.line, e.key.as_str()), (9, "matrix.a"), "{e}");
+        assert!(e.why.contains("100000 runs"), "{e}");
+        // Ten repetitions are fine.
+        let ok = t.replace("repetitions = 1000", "repetitions = 10");
+        let exp = parse("ok", "ok", &ok).unwrap();
+        assert!(expansion_bytes(&exp) < MAX_EXPANSION_BYTES);
+        assert_eq!(crate::matrix::runs(&exp, None).len(), 1000);
     }
 
     #[test]

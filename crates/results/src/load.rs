@@ -47,6 +47,13 @@ pub enum LoadError {
         /// [`MAX_FILE_BYTES`].
         max: u64,
     },
+    /// A FIFO, a device, a socket or a directory: reading one can block forever (a FIFO
+    /// with no writer) or never end (`/dev/zero`), so only regular files are read.
+    #[error("not a regular file ({kind}): a results file is a regular file")]
+    NotRegular {
+        /// What the path is instead (`a FIFO`, `a directory`, ...).
+        kind: &'static str,
+    },
     /// Gzip-compressed data, most likely a flent `.flent.gz` file.
     #[error("not a bloatlab results file: this is gzip-compressed data (a flent .flent.gz file?)")]
     Gzip,
@@ -98,11 +105,25 @@ pub const MAX_FILE_BYTES: u64 = 32 << 20;
 /// Reads and loads the results file at `path` (at most [`MAX_FILE_BYTES`]).
 pub fn load(path: &Path) -> Result<ResultsFile, LoadError> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |source| LoadError::Io {
         path: path.to_owned(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    // O_NONBLOCK: opening a FIFO with no writer for reading would block forever (issue
+    // 19); the type is checked on what was opened, so nothing can swap it in between.
+    // (O_NONBLOCK does not change reads of a regular file.)
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let kind = file.metadata().map_err(io)?.file_type();
+    if !kind.is_file() {
+        return Err(LoadError::NotRegular {
+            kind: file_kind(kind),
+        });
+    }
     // Read at most one byte past the limit, so a growing or special file cannot
     // get past a size taken from metadata.
     let mut bytes = Vec::new();
@@ -117,6 +138,24 @@ pub fn load(path: &Path) -> Result<ResultsFile, LoadError> {
         });
     }
     from_slice(&bytes)
+}
+
+/// What a non-regular file is, for [`LoadError::NotRegular`].
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    }
 }
 
 /// Loads a results document from bytes. Never panics, whatever the input.
@@ -271,5 +310,41 @@ mod size_tests {
         );
         assert!(e.to_string().contains("too large"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_fifo_with_no_writer_is_refused_at_once_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("run.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(
+            made.as_ref().is_ok_and(|s| s.success()),
+            "mkfifo failed: {made:?}"
+        );
+        // Before the fix this open blocked forever; a thread bounds the test.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&p).map(|_| ()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("load() blocked on a FIFO");
+        let e = got.unwrap_err();
+        assert!(
+            matches!(e, LoadError::NotRegular { kind: "a FIFO" }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
+        let d = load(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                d,
+                LoadError::NotRegular {
+                    kind: "a directory"
+                }
+            ),
+            "{d:?}"
+        );
     }
 }

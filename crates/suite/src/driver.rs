@@ -51,12 +51,32 @@ pub struct Target {
     pub ecn_fwmark: Option<u32>,
 }
 
+/// The environment variable that carries the permit key to the `client` and `ping`
+/// children (their `--permit-key` reads it): a command line is world-readable in
+/// `/proc/PID/cmdline`, a process's environment only by its owner (issue 19).
+pub const PERMIT_KEY_ENV: &str = "BLOATLAB_PERMIT_KEY";
+
 impl Target {
-    /// `--permit-key=KEY` when the target has a key.
-    pub fn key_arg(&self) -> Option<String> {
-        self.permit_key
-            .as_ref()
-            .map(|k| format!("--permit-key={k}"))
+    /// Gives `cmd` the key in [`PERMIT_KEY_ENV`] when `keyed` and the target has one, and
+    /// removes an inherited one otherwise (an ICMP prober takes no key).
+    pub fn key_env<'c>(
+        &self,
+        cmd: &'c mut std::process::Command,
+        keyed: bool,
+    ) -> &'c mut std::process::Command {
+        match self.permit_key.as_deref().filter(|_| keyed) {
+            Some(k) => cmd.env(PERMIT_KEY_ENV, k),
+            None => cmd.env_remove(PERMIT_KEY_ENV),
+        }
+    }
+}
+
+/// Does a subprocess of `runner` send the key: every TCP flow and UDP probe stream (ICMP
+/// echo has no key: it does not reach the server's responder).
+pub fn runner_keyed(runner: &Runner) -> bool {
+    match &runner.kind {
+        RunnerKind::Tcp(_) => true,
+        RunnerKind::Probe(p) => p.mode != ProbeMode::Icmp,
     }
 }
 
@@ -175,8 +195,6 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
             ];
             if p.mode == ProbeMode::Icmp {
                 a.push("--icmp".into());
-            } else {
-                a.extend(target.key_arg());
             }
             if let Some(t) = p.tos {
                 a.extend(["--tos".into(), t.to_arg()]);
@@ -230,7 +248,6 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
     if let Some(cc) = &flow.cc {
         a.extend(["-Z".into(), cc.clone()]);
     }
-    a.extend(target.key_arg());
     if let Some(mark) = target.ecn_fwmark.filter(|_| flow.ecn) {
         a.extend(["--fwmark".into(), mark.to_string()]);
     }
@@ -256,6 +273,11 @@ struct Proc {
     err: Option<JoinHandle<Vec<u8>>>,
     /// Where its stdout and stderr go instead of pipes (a journaled run).
     spool: Option<Spool>,
+    /// Our own handles on the spool files, read back through them rather than by path:
+    /// the output survives its directory being removed mid-run (issue 19: deleting the
+    /// `-o` directory lost every runner's output and the run ended "every load flow
+    /// failed").
+    spooled: Option<(std::fs::File, std::fs::File)>,
 }
 
 /// The files a runner writes its stdout and stderr to in a journaled run: unlike a
@@ -301,6 +323,17 @@ impl Spool {
 /// intervals is about 20 MB.
 pub const MAX_SPOOL_BYTES: u64 = 64 << 20;
 
+/// Reads a spool file from its start through an open handle (at most
+/// [`MAX_SPOOL_BYTES`]); empty if it cannot.
+fn read_back(f: &mut std::fs::File) -> Vec<u8> {
+    use std::io::{Seek, SeekFrom};
+    let mut v = Vec::new();
+    if f.seek(SeekFrom::Start(0)).is_ok() {
+        let _ = f.take(MAX_SPOOL_BYTES).read_to_end(&mut v);
+    }
+    v
+}
+
 fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -315,13 +348,26 @@ impl Proc {
         args: &[String],
         spawned: Duration,
         spool: Option<Spool>,
+        key: impl FnOnce(&mut Command) -> &mut Command,
     ) -> std::io::Result<Proc> {
         let mut cmd = Command::new(exe);
+        key(&mut cmd);
+        let mut spooled = None;
         match &spool {
             Some(sp) => {
+                let open = |p: &Path| {
+                    std::fs::File::options()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(p)
+                };
+                let (out, err) = (open(&sp.stdout)?, open(&sp.stderr)?);
                 crate::orphan::stop_with_parent(&mut cmd)
-                    .stdout(std::fs::File::create(&sp.stdout)?)
-                    .stderr(std::fs::File::create(&sp.stderr)?);
+                    .stdout(out.try_clone()?)
+                    .stderr(err.try_clone()?);
+                spooled = Some((out, err));
             }
             None => {
                 crate::orphan::die_with_parent(&mut cmd)
@@ -342,6 +388,7 @@ impl Proc {
             out,
             err,
             spool,
+            spooled,
         })
     }
 
@@ -365,8 +412,12 @@ impl Proc {
         let (stdout, stderr) = match self.spool.take() {
             Some(sp) => {
                 // Its output is journaled next (or the run's results are assembled
-                // from it): the files are only for a test that dies first.
-                let both = sp.read();
+                // from it): the files are only for a test that dies first. Read through
+                // our handles, which outlive the directory (the path is the fallback).
+                let both = match self.spooled.take() {
+                    Some((mut out, mut err)) => (read_back(&mut out), read_back(&mut err)),
+                    None => sp.read(),
+                };
                 sp.remove();
                 both
             }
@@ -478,7 +529,10 @@ pub fn drive(
                             spool: f,
                         });
                     }
-                    s.running = Some(Proc::spawn(&target.exe, &args, now, files)?);
+                    let keyed = runner_keyed(r);
+                    s.running = Some(Proc::spawn(&target.exe, &args, now, files, |c| {
+                        target.key_env(c, keyed)
+                    })?);
                     s.started += 1;
                 }
             }
@@ -639,18 +693,29 @@ mod tests {
             "{:?}",
             mix.runners.iter().map(|r| &r.name).collect::<Vec<_>>()
         );
-        // A keyed server: every flow and UDP probe stream sends the key, ICMP cannot.
+        // A keyed server: every flow and UDP probe stream sends the key, ICMP cannot; the
+        // key goes by environment, never on a command line (/proc/PID/cmdline).
         let keyed = Target {
             permit_key: Some("abcd1234".into()),
             ..t
         };
         for r in &p.runners {
             let a = runner_args(&keyed, r, Duration::from_millis(200));
-            let icmp = a.contains(&"--icmp".to_owned());
-            assert_eq!(
-                a.contains(&"--permit-key=abcd1234".to_owned()),
-                !icmp,
+            assert!(
+                !a.iter().any(|x| x.contains("abcd1234")),
                 "{}: {a:?}",
+                r.name
+            );
+            let icmp = a.contains(&"--icmp".to_owned());
+            assert_eq!(runner_keyed(r), !icmp, "{}", r.name);
+            let mut c = std::process::Command::new("true");
+            keyed.key_env(&mut c, runner_keyed(r));
+            let env: Vec<_> = c.get_envs().collect();
+            let want = (!icmp).then_some(std::ffi::OsStr::new("abcd1234"));
+            assert_eq!(
+                env,
+                [(std::ffi::OsStr::new(PERMIT_KEY_ENV), want)],
+                "{}",
                 r.name
             );
         }

@@ -176,8 +176,11 @@ fn addr(t: &Target) -> String {
 /// Checks, in about a second, that `target` runs a bloatlab server: a short TCP transfer
 /// and five UDP probes, in parallel.
 pub fn preflight(target: &Target) -> Result<(), RunError> {
+    // The key goes by environment to both (never on a command line: /proc/PID/cmdline).
     let spawn = |args: &[&str]| {
-        crate::orphan::die_with_parent(&mut std::process::Command::new(&target.exe))
+        let mut cmd = std::process::Command::new(&target.exe);
+        target.key_env(&mut cmd, true);
+        crate::orphan::die_with_parent(&mut cmd)
             .args(args)
             .stdin(std::process::Stdio::null())
             .output()
@@ -188,8 +191,7 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
     };
     let port = target.port.to_string();
     let host = target.host.as_str();
-    let key = target.key_arg();
-    let mut tcp_args = vec![
+    let tcp_args = vec![
         "client",
         host,
         "-p",
@@ -200,7 +202,7 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
         "--connect-timeout",
         "3",
     ];
-    let mut udp_args = vec![
+    let udp_args = vec![
         "ping",
         host,
         "-p",
@@ -213,10 +215,6 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
         "1",
         "--json",
     ];
-    if let Some(k) = &key {
-        tcp_args.push(k);
-        udp_args.push(k);
-    }
     let (tcp, udp) = std::thread::scope(|s| {
         let tcp = s.spawn(|| spawn(&tcp_args));
         let udp = s.spawn(|| spawn(&udp_args));
@@ -238,7 +236,7 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
             .to_owned();
         // The client's words for a server that closed the test unanswered at once
         // (bloatlab_engine's reset_message): a server is there, and said no.
-        if detail.contains("it refused the test") {
+        if detail.contains("the server refused the test") {
             return Err(RunError::Refused {
                 addr: addr(target),
                 detail,

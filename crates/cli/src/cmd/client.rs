@@ -63,6 +63,8 @@ pub struct ClientArgs {
     pub connect_timeout: Duration,
     /// Send this key (4 to 128 characters) to a server started with
     /// --permit-key (iperf 2's KEYCHECK; TCP only, as in iperf 2).
+    /// Or in $BLOATLAB_PERMIT_KEY, which keeps it out of the command line (world-readable
+    /// in /proc/PID/cmdline).
     #[arg(long = "permit-key", value_parser = opts::permit_key)]
     pub permit_key: Option<String>,
 }
@@ -111,7 +113,12 @@ impl ClientArgs {
         if c.notsent_lowat.is_some_and(|b| b.0 > u64::from(u32::MAX)) {
             return Err(crate::exit::usage("--notsent-lowat must be below 4G"));
         }
-        c.permit_key = self.permit_key.clone();
+        c.permit_key = match &self.permit_key {
+            Some(k) => Some(k.clone()),
+            // A UDP test has no key: an exported variable is for the TCP ones.
+            None if !common.udp => opts::permit_key_env()?,
+            None => None,
+        };
         if c.permit_key.is_some() && common.udp {
             return Err(crate::exit::usage(
                 "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",

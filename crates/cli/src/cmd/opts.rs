@@ -95,6 +95,24 @@ pub fn permit_key(s: &str) -> Result<String, String> {
         })
 }
 
+/// The variable `client` and `ping` read the key from when `--permit-key` is not given:
+/// `bloatlab test` passes it to its children this way, because a command line is
+/// world-readable in /proc/PID/cmdline and an environment is not.
+pub const PERMIT_KEY_ENV: &str = "BLOATLAB_PERMIT_KEY";
+
+/// The key in [`PERMIT_KEY_ENV`], checked as `--permit-key` is (unset or empty: none).
+pub fn permit_key_env() -> anyhow::Result<Option<String>> {
+    match std::env::var(PERMIT_KEY_ENV) {
+        Ok(k) if !k.is_empty() => permit_key(&k)
+            .map(Some)
+            .map_err(|e| crate::exit::usage(format!("${PERMIT_KEY_ENV}: {e}"))),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(crate::exit::usage(format!(
+            "${PERMIT_KEY_ENV}: a permit key must be text (printable ASCII)"
+        ))),
+    }
+}
+
 /// The server's `--permit-key[=KEY]`: an empty value (the option without
 /// `=KEY`) asks for a generated key.
 pub fn server_permit_key(s: &str) -> Result<String, String> {

@@ -66,6 +66,7 @@ pub struct PingArgs {
     /// Tag every probe with an HMAC of this key and accept only tagged replies: what a
     /// `bloatlab server --permit-key=KEY` answers (UDP probes; at least 96 bytes each).
     /// With --serve: answer only probes tagged with this key.
+    /// Or in $BLOATLAB_PERMIT_KEY, which keeps it out of the command line.
     #[arg(long = "permit-key", value_parser = opts::permit_key, conflicts_with = "icmp")]
     pub permit_key: Option<String>,
     /// Run only the UDP probe responder on PORT or HOST:PORT (what `bloatlab server`
@@ -167,7 +168,11 @@ fn serve(addr: &str, key: Option<&str>) -> anyhow::Result<()> {
 }
 
 /// Runs `bloatlab ping`.
-pub fn run(args: PingArgs) -> anyhow::Result<()> {
+pub fn run(mut args: PingArgs) -> anyhow::Result<()> {
+    // ICMP echo takes no key: an exported variable is for UDP probes.
+    if args.permit_key.is_none() && !args.icmp {
+        args.permit_key = crate::cmd::opts::permit_key_env()?;
+    }
     if let Some(addr) = &args.serve {
         return serve(addr, args.permit_key.as_deref());
     }

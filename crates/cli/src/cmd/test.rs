@@ -61,7 +61,11 @@ pub struct TestArgs {
     pub recover: Option<PathBuf>,
     /// The server's permit key (`bloatlab server --permit-key=KEY`): sent by every flow
     /// and UDP probe stream of the test.
-    #[arg(long = "permit-key", value_parser = opts::permit_key)]
+    /// Or in $BLOATLAB_PERMIT_KEY. The test passes it to its `client` and `ping` children
+    /// in that variable, never on their command lines.
+    #[arg(long = "permit-key", value_parser = opts::permit_key,
+        env = "BLOATLAB_PERMIT_KEY",
+        hide_env_values = true)]
     pub permit_key: Option<String>,
     /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
     #[arg(long = "cc", value_delimiter = ',', value_parser = opts::congestion)]
@@ -251,6 +255,17 @@ fn open_journal(path: &Path) -> anyhow::Result<JournalWriter> {
 
 /// `--json` on stdout (first: it never depends on the save), the atomic save, then the
 /// journal's removal (it is kept when the save fails), then the summary.
+/// Where a results file goes when `path` cannot be written (its directory was removed
+/// mid-run, the disk filled): `$TMPDIR/bloatlab-rescue-PID-NAME`, unique to this process so
+/// it never replaces another run's file.
+fn rescue_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(
+        || "results.json".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    std::env::temp_dir().join(format!("bloatlab-rescue-{}-{name}", std::process::id()))
+}
+
 fn finish(
     path: &Path,
     outcome: &RunOutcome,
@@ -267,24 +282,40 @@ fn finish(
         out.flush()?;
     }
     if let Err(e) = bloatlab_results::save(path, &outcome.file) {
-        // The directory was writable before the run; keep the data anyway.
-        let rescue = std::env::temp_dir().join(
-            path.file_name()
-                .map_or_else(|| "bloatlab-results.json".into(), |n| n.to_owned()),
-        );
+        // The directory was writable before the run (it may have been removed since):
+        // keep the data anyway, under a name no other run uses.
+        let rescue = rescue_path(path);
         let saved = bloatlab_results::save(&rescue, &outcome.file).is_ok();
         let kept = journal
             .as_ref()
+            .filter(|j| j.path().exists())
             .map(|j| format!("; the journal {} is kept", j.path().display()))
             .unwrap_or_default();
+        // Name the cause a user can act on: the directory went away during the run.
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let gone = if dir.is_dir() {
+            String::new()
+        } else {
+            format!(
+                " (its directory {} was removed during the run)",
+                dir.display()
+            )
+        };
         return Err(anyhow::Error::new(e).context(if saved {
             format!(
-                "cannot write the results file {}; saved it as {} instead{kept}",
+                "cannot write the results file {}{gone}; the run's results were saved to {} \
+                 instead{kept}",
                 path.display(),
                 rescue.display()
             )
         } else {
-            format!("cannot write the results file {}{kept}", path.display())
+            format!(
+                "cannot write the results file {}{gone}{kept}",
+                path.display()
+            )
         }));
     }
     if let Some(j) = journal

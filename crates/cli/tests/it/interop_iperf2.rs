@@ -1222,7 +1222,10 @@ fn keyed_iperf_server_refusing_our_client_makes_it_exit_1() {
         let st = client.wait_exit(TIMEOUT);
         let ctx = format!("{key:?}\n{}\n{}", client.transcript(), server.transcript());
         assert_eq!(st.code(), Some(1), "{ctx}");
-        assert!(client.err().contains("it refused the test"), "{ctx}");
+        assert!(
+            client.err().contains("the server refused the test"),
+            "{ctx}"
+        );
     }
     server.wait_out("iperf's two permit key refusals", TIMEOUT, |s| {
         s.matches("(permit key fail)").count() >= 2

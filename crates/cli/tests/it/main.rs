@@ -17,6 +17,7 @@ mod engine_udp;
 mod experiment_cli;
 mod experiment_slurm;
 mod flent_export;
+mod honest_ends;
 mod http_service;
 mod interop_iperf2;
 mod lab_accuracy;

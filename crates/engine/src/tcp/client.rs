@@ -203,7 +203,12 @@ fn stream(
         already_sent: Bytes(hdr.len() as u64),
         deadline: None,
         stall_timeout: Some(STALL_TIMEOUT),
-        watch_peer_close: false,
+        // A server never closes or resets during a forward test unless it
+        // ends it (a refusal, a cap): a paced sender that only looked at
+        // its next write would notice a -b 1m refusal a second late and
+        // call it a reset (issue 19). On full duplex the server's FIN is
+        // its normal end of sending, so only the reader watches there.
+        watch_peer_close: cfg.direction == Direction::Forward,
         budget: None,
         stop: cfg.stop.clone(),
     };
@@ -308,7 +313,7 @@ fn stream(
         }
         Direction::FullDuplex => {
             let idle = Some(recv_idle);
-            let (sent, received) = duplex::full_duplex(
+            let (sent, received) = duplex::full_duplex_counted(
                 &mut s,
                 t0,
                 sink,
@@ -322,9 +327,16 @@ fn stream(
             if cfg.abort_at_end {
                 sock::abort(s);
             }
+            // Nothing at all from the server, and not because the user
+            // stopped us: it refused the test, even if our own half had
+            // time to write its one paced burst and end "done" (issue 19:
+            // `--full-duplex -b 1m -t 1` against a refusal exited 0).
+            if received.bytes.0 == 0 && !cfg.stop.is_stopped() {
+                return Err(REFUSED_REVERSE.into());
+            }
             query_peer_sender(cfg, addr, query, id, sink);
             send_verdict(sent, end)?;
-            recv_verdict(received, end, idle)?;
+            recv_verdict(received.end, end, idle)?;
         }
     }
     Ok(())
@@ -436,23 +448,33 @@ const EARLY_RESET: Duration = Duration::from_secs(1);
 
 /// The error of a test the server reset `end` into it.
 fn reset_message(end: Duration) -> String {
-    let mut m = format!(
-        "the server reset the connection {:.3} s into the test",
-        end.as_secs_f64()
-    );
     if end < EARLY_RESET {
-        m.push_str(
-            ": it refused the test (a server with --permit-key refuses a missing or wrong key; \
-             a bloatlab server also refuses requests above its caps; its log says which)",
+        // Said first, so that a reader (and `bloatlab test`) sees a
+        // refusal, not a network fault (issue 19).
+        return format!(
+            "the server refused the test: it ended the connection {:.3} s in, {REFUSAL_REASONS}",
+            end.as_secs_f64()
         );
     }
-    m
+    format!(
+        "the server reset the connection {:.3} s into the test",
+        end.as_secs_f64()
+    )
 }
 
-/// A reverse test that ended without a byte from the server.
-const REFUSED_REVERSE: &str = "the server closed the connection without sending anything \
-(a bloatlab server refuses -R and --full-duplex with --no-reverse, and any test above its caps \
-such as --max-duration or --max-reverse-rate; its log says which)";
+/// What can make a server refuse a test; the client cannot see which
+/// (iperf 2's protocol has no refusal message), the server's log says.
+const REFUSAL_REASONS: &str = "before the test's data moved (a server with --permit-key refuses a \
+missing or wrong key; a bloatlab server refuses -R and --full-duplex with --no-reverse, and any \
+request above its caps: --max-duration, --max-bytes, --max-streams, --max-rate, \
+--max-reverse-rate, its connection limits; its log says which)";
+
+/// A reverse or full-duplex test that ended without a byte from the server.
+const REFUSED_REVERSE: &str = "the server refused the test: it closed the connection without \
+sending anything (a server with --permit-key refuses a missing or wrong key; a bloatlab server \
+refuses -R and --full-duplex with --no-reverse, and any request above its caps: --max-duration, \
+--max-bytes, --max-streams, --max-rate, --max-reverse-rate, its connection limits; its log says \
+which)";
 
 /// On reverse/full-duplex trip-times tests the server's sender starts with
 /// its own test header (README 5.6); read it and count it as received.
@@ -536,7 +558,7 @@ mod peer_report_tests {
     fn an_early_reset_is_called_a_refusal_and_a_late_one_is_not() {
         let early = send_verdict(SendEnd::Disconnected, Duration::from_millis(30)).unwrap_err();
         assert!(
-            early.starts_with("the server reset the connection 0.030 s into the test: it refused"),
+            early.starts_with("the server refused the test: it ended the connection 0.030 s in"),
             "{early}"
         );
         assert!(early.contains("--permit-key"), "{early}");

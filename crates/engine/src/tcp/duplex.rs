@@ -10,6 +10,7 @@ use super::{Event, Sink};
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::tcp_recv::TcpRecvStats;
 use bloatlab_metrics::tcp_send::TcpSendStats;
+use bloatlab_units::Bytes;
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
@@ -70,17 +71,37 @@ pub fn full_duplex(
     recv_plan: impl FnOnce(&mut TcpStream) -> io::Result<RecvPlan> + Send + 'static,
     send_plan: impl FnOnce(&mut TcpStream) -> io::Result<SendPlan>,
 ) -> Result<(SendEnd, RecvEnd), super::stream_error::StreamError> {
+    full_duplex_counted(s, t0, sink, recv_plan, send_plan).map(|(sent, r)| (sent, r.end))
+}
+
+/// How the receiving half of a full-duplex stream ended, and what it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub end: RecvEnd,
+    /// Payload bytes read (a client that got none was refused).
+    pub bytes: Bytes,
+}
+
+/// [`full_duplex`], also saying how many bytes the receiving half read.
+pub fn full_duplex_counted(
+    s: &mut TcpStream,
+    t0: Instant,
+    sink: &Sink,
+    recv_plan: impl FnOnce(&mut TcpStream) -> io::Result<RecvPlan> + Send + 'static,
+    send_plan: impl FnOnce(&mut TcpStream) -> io::Result<SendPlan>,
+) -> Result<(SendEnd, Received), super::stream_error::StreamError> {
     let mut rs = s.try_clone()?;
     let rsink = sink.clone();
     // A thread that cannot start fails this stream, never the process.
     let reader = std::thread::Builder::new()
         .name("tcp-fd-recv".into())
-        .spawn(move || -> io::Result<RecvEnd> {
+        .spawn(move || -> io::Result<Received> {
             let plan = recv_plan(&mut rs)?;
             let (mut acc, mut ticker, _, why) = recv::run_with_end(&rs, &plan, t0, &rsink)?;
             send_recv_tcp_info(&rsink, plan.stream, &rs);
+            let bytes = acc.total_bytes();
             recv_final(&rsink, &plan, &mut ticker, &mut acc, t0.elapsed());
-            Ok(why)
+            Ok(Received { end: why, bytes })
         })?;
     let plan = send_plan(s)?;
     let (mut acc, mut ticker, sent) = send::run_with_end(s, &plan, t0, sink)?;

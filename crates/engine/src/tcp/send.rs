@@ -179,14 +179,14 @@ pub fn run_with_end(
     }
     // Rate (-b) and near-congestion pacing: the shared sans-IO pacer, on
     // time since t0.
+    let min_len = if plan.trip_times { BURST_HEADER_LEN } else { 1 };
+    let len = paced_write_len(plan.len, plan.rate, min_len);
     let mut pacer = match plan.rate {
-        Some(r) => Pacer::new(r, Bytes(plan.len.max(1) as u64), Duration::ZERO),
+        Some(r) => Pacer::new(r, Bytes(len as u64), Duration::ZERO),
         None => Pacer::unpaced(),
     }
     .with_max_lag(TCP_MAX_LAG)
     .with_near_congestion(plan.near_congestion);
-    let min_len = if plan.trip_times { BURST_HEADER_LEN } else { 1 };
-    let len = plan.len.max(min_len);
     let end = match plan.amount {
         Amount::Time(d) => Some(t0 + d),
         Amount::Bytes(_) => None,
@@ -352,6 +352,26 @@ pub fn run_with_end(
     Ok((acc, ticker, why))
 }
 
+/// Longest a paced write's bytes take at the `-b` rate. iperf 2 writes whole `-l` units
+/// and goes into debt (RunRateLimitedTCP), so `-b 1 -t 1` sends one 128 KB write and
+/// reports 1.04 Mbit/s (issue 19); we cut the writes of a slow rate instead, so what a
+/// test sends is never more than the rate allows plus this much.
+pub const MAX_PACED_WRITE_TIME: Duration = Duration::from_millis(100);
+
+/// The write size of a sender with `-l len` at `rate`: `len`, cut to what the rate sends
+/// in [`MAX_PACED_WRITE_TIME`] (at least `min_len`: 1 byte, or a trip-times burst header).
+/// At 128 KB writes, rates from 10.5 Mbit/s up are not cut at all.
+pub fn paced_write_len(len: usize, rate: Option<BitRate>, min_len: usize) -> usize {
+    let len = len.max(min_len);
+    match rate.filter(|r| r.0 > 0) {
+        Some(r) => {
+            let allowed = u128::from(r.0) * MAX_PACED_WRITE_TIME.as_millis() / 8_000;
+            len.min(usize::try_from(allowed).unwrap_or(usize::MAX).max(min_len))
+        }
+        None => len,
+    }
+}
+
 /// Samples TCP_INFO into `stats`; returns the RTT (zero if unavailable).
 fn sample_into(stream: &TcpStream, acc: &mut TcpSendStats) -> Duration {
     match tcpinfo::sample(stream) {
@@ -360,5 +380,29 @@ fn sample_into(stream: &TcpStream, acc: &mut TcpSendStats) -> Duration {
             s.rtt
         }
         Err(_) => Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod paced_len_tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_rate_never_starts_with_a_write_larger_than_it_allows() {
+        let k128 = 128 * 1024;
+        // Issue 19: -b 1 sent one 128 KB write; now a byte (1 bit/s for 100 ms is less).
+        assert_eq!(paced_write_len(k128, Some(BitRate(1)), 1), 1);
+        // 1 Mbit/s: 100 ms of it is 12,500 bytes.
+        assert_eq!(paced_write_len(k128, Some(BitRate(1_000_000)), 1), 12_500);
+        // A trip-times write keeps room for its burst header.
+        assert_eq!(
+            paced_write_len(k128, Some(BitRate(1)), BURST_HEADER_LEN),
+            BURST_HEADER_LEN
+        );
+        // Fast or unpaced: whole -l writes, as iperf 2 writes them.
+        assert_eq!(paced_write_len(k128, Some(BitRate(50_000_000)), 1), k128);
+        assert_eq!(paced_write_len(k128, None, 1), k128);
+        assert_eq!(paced_write_len(k128, Some(BitRate(0)), 1), k128);
+        assert_eq!(paced_write_len(0, None, 1), 1);
     }
 }

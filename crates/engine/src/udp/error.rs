@@ -2,6 +2,12 @@
 
 use std::net::SocketAddr;
 
+/// Why a UDP server may not answer. UDP has no refusal message: a server that refuses a
+/// test (iperf 2 or bloatlab) says nothing, so the client names the likely causes.
+pub const UDP_REFUSAL_HINT: &str = "the server refused the test or never got it (a bloatlab \
+server refuses -R and --full-duplex with --no-reverse and any request above its caps, such as \
+-b above --max-rate or -t above --max-duration; its log says which)";
+
 /// A UDP client or server failure.
 #[derive(Debug, thiserror::Error)]
 pub enum UdpError {
@@ -45,7 +51,7 @@ pub enum UdpError {
          --unverified-reverse-rate when -l is under 180 bytes; its log says which)"
     )]
     NoReverseData { addr: SocketAddr, tries: u32 },
-    #[error("the UDP server at {addr} sent no data in the reverse direction")]
+    #[error("the UDP server at {addr} sent no data in the reverse direction; {UDP_REFUSAL_HINT}")]
     NoData { addr: SocketAddr },
     #[error("UDP {op} failed: {source}")]
     Io {

@@ -572,7 +572,9 @@ impl Reporter {
                 self.out.failures.push((
                     stream,
                     format!(
-                        "no AckFIN from the server after {tries} FINs: what it received is unknown"
+                        "no AckFIN from the server after {tries} FINs: what it received is \
+                         unknown; {}",
+                        super::error::UDP_REFUSAL_HINT
                     ),
                 ));
             }
