@@ -258,3 +258,49 @@ fn ecn_outside_a_lab_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--ecn needs a lab"), "{}", stderr(&o));
 }
+
+/// The `up N` total of the summary's throughput table (Mbit/s).
+fn up_total(text: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix("up ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no up total in:\n{text}"))
+}
+
+/// issue 18 deliverable 8: `test tcp_nup --flows 8` printed 19.90 Mbit/s up on a
+/// 20 Mbit/s link, more than its 19.31 Mbit/s of payload (1448 of every 1500 bytes):
+/// the flows end with an RST, so no server report is relayed, and the sender's written
+/// bytes were counted. Every upload figure is what the receiver acknowledged, below the
+/// payload capacity, and the link was still used (no undercount either).
+#[test]
+fn upload_throughput_is_what_arrived_below_the_links_payload_capacity() {
+    if !tier::root("upload_throughput_is_what_arrived_below_the_links_payload_capacity") {
+        return;
+    }
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
+    let lab = LabGuard::up("arr", &["--rate", "20mbit", "--delay", "10ms"]);
+    let _srv = server(&lab);
+    let (text, file) = test_in_lab(&lab, &["tcp_nup", "--flows", "8", "-l", "3", "--idle", "1"]);
+    let payload_mbit = 20.0 * 1448.0 / 1500.0;
+    let up = up_total(&text);
+    assert!(
+        up <= payload_mbit && up > 0.8 * payload_mbit,
+        "up {up} Mbit/s on a link carrying {payload_mbit:.2} Mbit/s of payload:\n{text}"
+    );
+    // The samples are counts of what arrived, not multiples of the 128 KiB writes.
+    let odd = file
+        .raw
+        .throughput
+        .iter()
+        .flat_map(|f| &f.samples)
+        .filter(|s| s.bytes % 131_072 != 0)
+        .count();
+    assert!(odd > 0, "every sample is a whole number of writes");
+}
