@@ -554,7 +554,7 @@ fn chain_record(l: &LinkSpec, path_delay: Option<u64>) -> LinkDirectionRecord {
         Framing::Atm => Some("atm".to_owned()),
         Framing::Ptm => Some("ptm".to_owned()),
     };
-    let stages: Vec<StageRecord> = l
+    let mut stages: Vec<StageRecord> = l
         .stages
         .iter()
         .zip(1..)
@@ -582,12 +582,21 @@ fn chain_record(l: &LinkSpec, path_delay: Option<u64>) -> LinkDirectionRecord {
             }
         })
         .collect();
+    // The direction's own delay, jitter and loss: the last stage, `path`, as the
+    // emulator builds it (`bloatlab_lab::stages`), so the names match its counters.
+    if path_delay.is_some_and(|d| d > 0) || l.jitter.is_some() || l.loss.is_some() {
+        stages.push(StageRecord {
+            name: "path".into(),
+            delay_ns: path_delay,
+            qdisc: "fifo".into(),
+            ..StageRecord::default()
+        });
+    }
     let bottleneck = stages
         .iter()
         .filter(|s| s.rate_bps.is_some())
         .min_by_key(|s| s.rate_bps);
-    let delay: u64 =
-        stages.iter().filter_map(|s| s.delay_ns).sum::<u64>() + path_delay.unwrap_or(0);
+    let delay: u64 = stages.iter().filter_map(|s| s.delay_ns).sum();
     let time = |v: &Option<Spelled<Duration>>| {
         v.as_ref()
             .map(|t| bloatlab_results::convert::nanos(*t.get()))
@@ -770,7 +779,7 @@ mod tests {
         assert_eq!(r.overhead_bytes, Some(44));
         assert_eq!(r.delay_ns, Some(12_000_000));
         let names: Vec<&str> = r.stages.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["router", "modem"]);
+        assert_eq!(names, ["router", "modem", "path"]);
         let modem = &r.stages[1];
         assert_eq!(
             (modem.rate_bps, modem.qdisc.as_str(), modem.limit_bytes),

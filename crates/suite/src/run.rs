@@ -905,9 +905,7 @@ fn lab_findings(lab: &LabRecord, plan: &Plan) -> Vec<Finding> {
                 let probes = probe_wire_rate(plan, &framing);
                 (rate > 0).then(|| (probes, BitRate(rate)))
             })
-            .max_by(|a, b| {
-                (a.0.0 as f64 / a.1.0 as f64).total_cmp(&(b.0.0 as f64 / b.1.0 as f64))
-            });
+            .max_by(|a, b| (a.0.0 as f64 / a.1.0 as f64).total_cmp(&(b.0.0 as f64 / b.1.0 as f64)));
         if let Some((probes, rate)) = share {
             out.extend(check_probe_load(
                 direction_name(d.direction),
@@ -935,7 +933,12 @@ fn link_stages(l: &bloatlab_results::schema::LinkDirectionRecord) -> Vec<(u64, O
     if l.stages.is_empty() {
         return l
             .rate_bps
-            .map(|r| (r, framing(l.overhead_bytes, l.mpu_bytes, l.framing.as_deref())))
+            .map(|r| {
+                (
+                    r,
+                    framing(l.overhead_bytes, l.mpu_bytes, l.framing.as_deref()),
+                )
+            })
             .into_iter()
             .collect();
     }
@@ -1279,9 +1282,6 @@ mod tests {
         plain.stages[0].framing = None;
         plain.stages[0].overhead_bytes = None;
         let f = lab_findings(&record(plain), &p);
-        assert!(
-            !f.iter().any(|f| f.to_string().contains("probes")),
-            "{f:?}"
-        );
+        assert!(!f.iter().any(|f| f.to_string().contains("probes")), "{f:?}");
     }
 }

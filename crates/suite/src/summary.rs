@@ -306,7 +306,9 @@ fn stage_lines(out: &mut String, d: &bloatlab_results::lab::EmulatorRecord) {
         let rate = c
             .and_then(|c| c.rate_bps)
             .or(st.rate_bps)
-            .map_or("unlimited".into(), |r| format!("{:.3} Mbit/s", r as f64 / 1e6));
+            .map_or("unlimited".into(), |r| {
+                format!("{:.3} Mbit/s", r as f64 / 1e6)
+            });
         let framing = st
             .framing
             .as_deref()
