@@ -903,7 +903,7 @@ fn lab_findings(lab: &LabRecord, plan: &Plan) -> Vec<Finding> {
             .into_iter()
             .filter_map(|(rate, framing)| {
                 let probes = probe_wire_rate(plan, &framing);
-                (rate > 0).then(|| (probes, BitRate(rate)))
+                (rate > 0).then_some((probes, BitRate(rate)))
             })
             .max_by(|a, b| (a.0.0 as f64 / a.1.0 as f64).total_cmp(&(b.0.0 as f64 / b.1.0 as f64)));
         if let Some((probes, rate)) = share {
