@@ -46,6 +46,9 @@ pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
         // Linux 4.19+; an older kernel copies fewer bytes: not measured.
         delivered_ce: has(offset_of!(libc::tcp_info, tcpi_delivered_ce) + 4)
             .then_some(info.tcpi_delivered_ce),
+        // Linux 4.1+.
+        bytes_acked: has(offset_of!(libc::tcp_info, tcpi_bytes_acked) + 8)
+            .then_some(info.tcpi_bytes_acked),
     })
 }
 

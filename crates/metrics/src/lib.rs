@@ -40,6 +40,7 @@
 //!     rttvar: Duration::from_micros(272),
 //!     total_retrans: 29,
 //!     delivered_ce: None,
+//!     bytes_acked: None,
 //! });
 //! let snap = s.take_interval(Span::new(Duration::ZERO, Duration::from_secs(1)));
 //! assert_eq!(

@@ -28,6 +28,12 @@ pub struct TcpInfoSample {
     /// receiver, since the connection began (cumulative; `None` when the
     /// kernel's `tcp_info` is too short to hold it, before Linux 4.19).
     pub delivered_ce: Option<u32>,
+    /// `tcpi_bytes_acked`: payload bytes the receiver has acknowledged since the
+    /// connection began (cumulative; Linux 4.1+, `None` on an older kernel). What
+    /// arrived, as opposed to what was written: `bloatlab test` takes an upload's
+    /// throughput from it when the server's own intervals are not relayed
+    /// (docs/metrics.md).
+    pub bytes_acked: Option<u64>,
 }
 
 impl TcpInfoSample {
@@ -206,6 +212,7 @@ mod tests {
             rttvar: Duration::from_micros(272),
             total_retrans,
             delivered_ce: None,
+            bytes_acked: None,
         }
     }
 

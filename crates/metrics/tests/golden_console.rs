@@ -31,6 +31,7 @@ fn info(cwnd_k: u64, rtt_us: u64, rttvar_us: u64) -> TcpInfoSample {
         rttvar: Duration::from_micros(rttvar_us),
         total_retrans: 0,
         delivered_ce: None,
+        bytes_acked: None,
     }
 }
 

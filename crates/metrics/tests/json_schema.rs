@@ -37,6 +37,7 @@ fn sample_document() -> Document {
             rttvar: Duration::from_micros(50),
             total_retrans: i as u32,
             delivered_ce: None,
+            bytes_acked: None,
         });
         let span = Span::new(ms(1000 * i), ms(1000 * (i + 1)));
         client_intervals.push(IntervalRecord::from_tcp_send(&client.take_interval(span)));

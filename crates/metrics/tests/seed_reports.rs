@@ -76,6 +76,7 @@ fn report2_final_netpwr_53532() {
         rttvar: Duration::ZERO,
         total_retrans: 0,
         delivered_ce: None,
+        bytes_acked: None,
     });
     // "10.01" is 10.005..10.015; the NetPwr pins the span to 10.00532 s.
     let snap = s.total(Span::from_zero(secs(10.005_319_4)));

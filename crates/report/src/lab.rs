@@ -119,6 +119,7 @@ mod tests {
                     p99_ns: Some(p99_us * 1000),
                     max_ns: Some(p99_us * 2000),
                 },
+                stages: vec![],
             }],
             phases: vec![],
         }

@@ -127,6 +127,31 @@ pub struct EmulatorRecord {
     pub sojourn: PercentilesRecord,
     /// The emulator's release lateness (its own timing error).
     pub lateness: PercentilesRecord,
+    /// A chained direction: each stage's counters over the same window, in chain order
+    /// (the fields above sum them). Empty: a single link. Added after version 2 without
+    /// a version bump (older readers ignore it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageCountersRecord>,
+}
+
+/// What one stage of a chain did over the counted window.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StageCountersRecord {
+    /// The stage's name.
+    pub name: String,
+    /// Its rate at the end of the window, bit/s (`lab set --stage-rate` may change it).
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    /// Packets the stage delivered.
+    pub dequeued_packets: u64,
+    /// Bytes (IP lengths) the stage delivered.
+    pub dequeued_bytes: u64,
+    /// Drops by cause.
+    pub drops: DropsRecord,
+    /// Packets marked CE.
+    pub ce_marked: u64,
+    /// Time packets waited in the stage's qdisc.
+    pub sojourn: PercentilesRecord,
 }
 
 /// The emulator's counters over one phase of the run, one direction.

@@ -80,7 +80,7 @@ pub mod probe;
 pub use meta::{
     CongestionControlRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole, HostsRecord,
     IpFamilyRecord, KernelRecord, LinkDirectionRecord, LinkRecord, PlanFlowRecord, PlanProbeRecord,
-    PlanRecord, ProbeModeRecord, PulsesRecord, QdiscRecord,
+    PlanRecord, ProbeModeRecord, PulsesRecord, QdiscRecord, StageRecord,
 };
 pub use probe::{
     ClockMethod, ClockRecord, IpdvRecord, LossDirectionRecord, LostProbeRecord, ProbeSessionRecord,

@@ -354,3 +354,33 @@ fn truncated_sample_is_reported_as_truncated() {
         );
     }
 }
+
+/// issue 18: a chained link's stages are optional fields of version 2 (no bump): absent
+/// for a single link, so the committed sample is unchanged (see
+/// `writer_output_matches_committed_v2`), and a file with them round-trips.
+#[test]
+fn chain_stages_are_optional_and_round_trip() {
+    use bloatlab_results::schema::StageRecord;
+    let text = std::fs::read_to_string(data_dir().join("v2.json")).unwrap();
+    assert!(
+        !text.contains("\"stages\""),
+        "a single link writes no stages"
+    );
+    let mut run = sample_run();
+    let link = run.metadata.link.as_mut().unwrap();
+    link.up.framing = Some("atm".into());
+    link.up.stages = vec![StageRecord {
+        name: "shaper".into(),
+        spec: Some("name=shaper rate=20mbit framing=atm".into()),
+        rate_bps: Some(20_000_000),
+        framing: Some("atm".into()),
+        qdisc: "fq_codel".into(),
+        ..StageRecord::default()
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chain.json");
+    save(&path, &run).unwrap();
+    let back = load(&path).unwrap();
+    assert_eq!(back, run);
+    assert_eq!(back.version, CURRENT_VERSION);
+}

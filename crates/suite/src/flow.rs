@@ -116,13 +116,32 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
         // flows' TCP_NOTSENT_LOWAT). The server measures at the client's `-i` period
         // when asked (docs/wire.md, BlabExt).
         let received = s.server_side.as_ref().map(|r| &r.intervals);
-        let intervals: Vec<&IntervalRecord> = match received {
-            Some(r) if !r.is_empty() => r.iter().collect(),
-            _ if s.intervals.is_empty() => vec![&s.summary],
-            _ => s.intervals.iter().collect(),
-        };
-        run.samples.extend(intervals.into_iter().map(sample));
-        run.total = run.total.saturating_add(Bytes(s.summary.bytes));
+        let acked = (s.direction == JsonDirection::Send)
+            .then(|| acked_samples(&s.intervals))
+            .flatten();
+        match (received, acked) {
+            (Some(r), _) if !r.is_empty() => {
+                run.samples.extend(r.iter().map(sample));
+                let got = s.server_side.as_ref().map_or(0, |r| r.summary.bytes);
+                run.total = run.total.saturating_add(Bytes(got));
+            }
+            // No relayed intervals (an RST ended the flow, or the server is not
+            // bloatlab): what the receiver acknowledged, never what was written
+            // (issue 18: written bytes overstate a short upload by the data still
+            // queued in the socket and the bottleneck).
+            (_, Some((samples, total))) => {
+                run.samples.extend(samples);
+                run.total = run.total.saturating_add(total);
+            }
+            _ if s.intervals.is_empty() => {
+                run.samples.push(sample(&s.summary));
+                run.total = run.total.saturating_add(Bytes(s.summary.bytes));
+            }
+            _ => {
+                run.samples.extend(s.intervals.iter().map(sample));
+                run.total = run.total.saturating_add(Bytes(s.summary.bytes));
+            }
+        }
         if run.sender_congestion_control.is_none() {
             run.sender_congestion_control = s.sender_congestion_control.clone();
         }
@@ -173,6 +192,32 @@ pub fn parse_client(json: &[u8]) -> Result<ClientRun, ClientDocError> {
         run.sender_tcp.rtt_mean = Some(rtts.iter().sum::<Duration>() / rtts.len() as u32);
     }
     Ok(run)
+}
+
+/// A sending stream's intervals as the receiver saw them: the growth of
+/// `tcpi_bytes_acked` (cumulative, sampled at each interval's end with `-e`) per
+/// interval, and the bytes acknowledged in all. `None` when no interval carries it
+/// (no `-e`, or a kernel before 4.1). An interval without a sample adds nothing;
+/// the next sample carries its bytes. Acks reach the sender one return-path delay
+/// after the data reached the receiver, so the samples lag by that much.
+fn acked_samples(intervals: &[IntervalRecord]) -> Option<(Vec<TransferSample>, Bytes)> {
+    let acked = |i: &IntervalRecord| i.tcp_send.as_ref()?.tcp_info.as_ref()?.bytes_acked;
+    intervals.iter().find_map(acked)?;
+    let mut last = 0u64;
+    let samples = intervals
+        .iter()
+        .map(|i| {
+            let now = acked(i).unwrap_or(last).max(last);
+            let bytes = now - last;
+            last = now;
+            TransferSample {
+                start: secs(i.start_s),
+                end: secs(i.end_s),
+                bytes: Bytes(bytes),
+            }
+        })
+        .collect();
+    Some((samples, Bytes(last)))
 }
 
 /// Adds one stream's server-side sender record (flow query) to a download's sum.
@@ -230,6 +275,7 @@ pub(crate) mod tests {
                     rttvar: ms(1),
                     total_retrans: retrans,
                     delivered_ce: Some(5 * (i as u32 + 1)),
+                    bytes_acked: None,
                 });
             }
             let span = Span::new(ms(200 * i as u64), ms(200 * (i as u64 + 1)));
@@ -310,6 +356,31 @@ pub(crate) mod tests {
             [1000, 1500],
             "the receiver's intervals, not the sender's"
         );
+    }
+
+    /// issue 18: an upload ended by an RST (`--abort-at-end`) has no relayed server
+    /// intervals; its samples are what the receiver acknowledged, not what was
+    /// written (here 1000 + 3000 written, 600 + 2400 acked).
+    #[test]
+    fn upload_samples_without_a_server_report_are_the_acked_bytes() {
+        let mut doc = upload(true);
+        for (i, acked) in doc.streams[0].intervals.iter_mut().zip([600, 3000]) {
+            let info = i.tcp_send.as_mut().unwrap().tcp_info.as_mut().unwrap();
+            info.bytes_acked = Some(acked);
+        }
+        let r = parse(&doc);
+        let bytes: Vec<u64> = r.samples.iter().map(|s| s.bytes.0).collect();
+        assert_eq!(bytes, [600, 2400], "acked, not written");
+        assert_eq!(r.total, Bytes(3000));
+        // An interval without a sample adds nothing; the next one catches up.
+        doc.streams[0].intervals[0]
+            .tcp_send
+            .as_mut()
+            .unwrap()
+            .tcp_info = None;
+        let r = parse(&doc);
+        let bytes: Vec<u64> = r.samples.iter().map(|s| s.bytes.0).collect();
+        assert_eq!(bytes, [0, 3000]);
     }
 
     #[test]

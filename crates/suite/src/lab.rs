@@ -21,8 +21,11 @@ use bloatlab_lab::state::StateDir;
 use bloatlab_lab::status::{self, StatusReport};
 use bloatlab_results::lab::{
     BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LabRecord, PercentilesRecord,
+    StageCountersRecord,
 };
-use bloatlab_results::schema::{DirectionRecord, LinkDirectionRecord, LinkRecord, QdiscRecord};
+use bloatlab_results::schema::{
+    DirectionRecord, LinkDirectionRecord, LinkRecord, QdiscRecord, StageRecord,
+};
 use bloatlab_stats::Phase;
 
 /// Which lab (and host) this process runs in.
@@ -102,7 +105,9 @@ fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
                     n.clone(),
                     DirSnap {
                         t: origin + r.at_s,
-                        dequeued_bytes: l.dequeued.bytes.0,
+                        // A chain's total sums its stages, so a packet counts once
+                        // per stage: the link's use is what its bottleneck delivered.
+                        dequeued_bytes: bottleneck(&r.link).dequeued.bytes.0,
                         congestion_drops: l.dropped.overflow.packets + l.dropped.aqm.packets,
                         ce_marked: l.ce_marked.packets,
                         backlog_packets: l.backlog.packets,
@@ -112,6 +117,68 @@ fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
             })
             .collect(),
     }
+}
+
+/// The counters that say how much of a direction's capacity was used: a single link's,
+/// or a chain's bottleneck stage (the lowest rate now, the first of equals; the last
+/// stage when no stage is shaped).
+fn bottleneck(l: &bloatlab_lab::model::LinkCounters) -> &bloatlab_emu::Counters {
+    l.stages
+        .iter()
+        .filter(|s| s.rate_bit_s.is_some())
+        .min_by_key(|s| s.rate_bit_s)
+        .or(l.stages.last())
+        .map_or(&l.total, |s| &s.link)
+}
+
+/// Packets that entered a chain's first stage between the two snapshots (`None`: one link).
+fn first_stage_enqueued(a: &Option<LabStatus>, b: &Option<LabStatus>, dir: &str) -> Option<u64> {
+    let (a, b) = (a.as_ref()?.direction(dir)?, b.as_ref()?.direction(dir)?);
+    let e = b.link.stages.first()?;
+    let s = a.link.stages.iter().find(|s| s.name == e.name)?;
+    Some(
+        e.link
+            .enqueued
+            .packets
+            .saturating_sub(s.link.enqueued.packets),
+    )
+}
+
+/// Each stage's counters between two snapshots of direction `dir` (empty: one link).
+fn stage_windows(a: &LabStatus, b: &LabStatus, dir: &str) -> Vec<StageCountersRecord> {
+    let (Some(da), Some(db)) = (a.direction(dir), b.direction(dir)) else {
+        return Vec::new();
+    };
+    db.link
+        .stages
+        .iter()
+        .map(|e| {
+            let d = match da.link.stages.iter().find(|s| s.name == e.name) {
+                Some(s) => e.link.since(&s.link),
+                None => e.link.clone(),
+            };
+            let soj = d.sojourn.summary();
+            StageCountersRecord {
+                name: e.name.clone(),
+                rate_bps: e.rate_bit_s,
+                dequeued_packets: d.dequeued.packets,
+                dequeued_bytes: d.dequeued.bytes.0,
+                drops: DropsRecord {
+                    overflow: d.dropped.overflow.packets,
+                    aqm: d.dropped.aqm.packets,
+                    loss: d.dropped.loss.packets,
+                },
+                ce_marked: d.ce_marked.packets,
+                sojourn: PercentilesRecord {
+                    count: soj.count,
+                    p50_ns: soj.p50_ns,
+                    p90_ns: soj.p90_ns,
+                    p99_ns: soj.p99_ns,
+                    max_ns: soj.max_ns,
+                },
+            }
+        })
+        .collect()
 }
 
 /// Watches the lab's emulator over one run.
@@ -326,14 +393,27 @@ impl LabWatch {
                         - self.run_start_unix
                 });
                 let us_ns = |us: f64| (w.lateness.count > 0).then(|| (us * 1e3).round() as u64);
+                let stages = match (&self.first, &self.last) {
+                    (Some(a), Some(b)) => stage_windows(a, b, &w.direction),
+                    _ => Vec::new(),
+                };
+                // A chain's summed counters count a packet once per stage: what entered
+                // is the first stage's, what was delivered the last one's.
+                let (enqueued, dequeued_packets, dequeued_bytes) = match (
+                    first_stage_enqueued(&self.first, &self.last, &w.direction),
+                    stages.last(),
+                ) {
+                    (Some(e), Some(last)) => (e, last.dequeued_packets, last.dequeued_bytes),
+                    _ => (l.enqueued.packets, l.dequeued.packets, l.dequeued.bytes.0),
+                };
                 EmulatorRecord {
                     direction: dir_record(&w.direction),
                     link: self.link(&w.direction),
                     start_ns: secs_ns(start_t),
                     end_ns: secs_ns(start_t + w.seconds),
-                    enqueued_packets: l.enqueued.packets,
-                    dequeued_packets: l.dequeued.packets,
-                    dequeued_bytes: l.dequeued.bytes.0,
+                    enqueued_packets: enqueued,
+                    dequeued_packets,
+                    dequeued_bytes,
                     drops: DropsRecord {
                         overflow: l.dropped.overflow.packets,
                         aqm: l.dropped.aqm.packets,
@@ -355,6 +435,7 @@ impl LabWatch {
                         p99_ns: us_ns(w.lateness.p99_us),
                         max_ns: us_ns(w.lateness.max_us),
                     },
+                    stages,
                 }
             })
             .collect();
@@ -408,14 +489,20 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
     };
     let limit = l.limit.as_ref().map(|v| *v.get());
     let mut parameters = BTreeMap::new();
-    let mut overhead = None;
+    let (mut overhead, mut mpu, mut framing) = (None, None, None);
     for p in &l.params {
         let p = p.get();
         let v = p.value.as_deref().unwrap_or("on");
-        if p.key == "overhead" {
-            overhead = v.parse().ok();
+        match p.key.as_str() {
+            "overhead" => overhead = v.parse().ok(),
+            "mpu" => mpu = v.parse().ok(),
+            "framing" if v != "none" => framing = Some(v.to_owned()),
+            _ => {}
         }
         parameters.insert(p.key.clone(), v.to_owned());
+    }
+    if !l.stages.is_empty() {
+        return chain_record(l, time(&l.delay));
     }
     LinkDirectionRecord {
         rate_bps: l.rate.as_ref().map(|r| r.get().0),
@@ -435,6 +522,9 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
             _ => None,
         },
         overhead_bytes: overhead,
+        mpu_bytes: mpu,
+        framing,
+        stages: Vec::new(),
         qdisc: Some(QdiscRecord {
             kind: l
                 .qdisc
@@ -443,6 +533,90 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
             interface: None,
             parameters,
         }),
+    }
+}
+
+/// A chained direction (issue 18): its stages, and as the direction's own figures the
+/// bottleneck's (the stage with the lowest rate; the first of equals) with the chain's
+/// summed delay, so every check that uses "the link's rate" sees the rate that limits
+/// the chain. `path_delay` is the direction's own `--delay` (the `path` stage).
+fn chain_record(l: &LinkSpec, path_delay: Option<u64>) -> LinkDirectionRecord {
+    use bloatlab_emu::{Framing, Limit, QdiscConfig};
+    let limit_of = |q: &QdiscConfig| match q {
+        QdiscConfig::Fifo(c) => Some(c.limit),
+        QdiscConfig::Codel(c) => Some(c.limit),
+        QdiscConfig::FqCodel(c) => Some(c.limit),
+        QdiscConfig::Pie(c) => Some(c.limit),
+        QdiscConfig::Cake(c) => c.limit,
+    };
+    let framing = |f: Framing| match f {
+        Framing::None => None,
+        Framing::Atm => Some("atm".to_owned()),
+        Framing::Ptm => Some("ptm".to_owned()),
+    };
+    let mut stages: Vec<StageRecord> = l
+        .stages
+        .iter()
+        .zip(1..)
+        .map(|(st, pos)| {
+            let c = st.get().clone().at(pos);
+            let k = &c.link;
+            let limit = limit_of(&k.qdisc);
+            StageRecord {
+                name: c.name,
+                spec: Some(st.text().to_string()),
+                rate_bps: k.rate.map(|r| r.0),
+                delay_ns: Some(bloatlab_results::convert::nanos(k.delay)),
+                limit_packets: match limit {
+                    Some(Limit::Packets(n)) => Some(u64::from(n)),
+                    _ => None,
+                },
+                limit_bytes: match limit {
+                    Some(Limit::Bytes(b)) => Some(b.0),
+                    _ => None,
+                },
+                overhead_bytes: (k.overhead.bytes != 0).then_some(i64::from(k.overhead.bytes)),
+                mpu_bytes: (k.overhead.mpu != 0).then_some(u64::from(k.overhead.mpu)),
+                framing: framing(k.overhead.framing),
+                qdisc: k.qdisc.kind().to_string(),
+            }
+        })
+        .collect();
+    // The direction's own delay, jitter and loss: the last stage, `path`, as the
+    // emulator builds it (`bloatlab_lab::stages`), so the names match its counters.
+    if path_delay.is_some_and(|d| d > 0) || l.jitter.is_some() || l.loss.is_some() {
+        stages.push(StageRecord {
+            name: "path".into(),
+            delay_ns: path_delay,
+            qdisc: "fifo".into(),
+            ..StageRecord::default()
+        });
+    }
+    let bottleneck = stages
+        .iter()
+        .filter(|s| s.rate_bps.is_some())
+        .min_by_key(|s| s.rate_bps);
+    let delay: u64 = stages.iter().filter_map(|s| s.delay_ns).sum();
+    let time = |v: &Option<Spelled<Duration>>| {
+        v.as_ref()
+            .map(|t| bloatlab_results::convert::nanos(*t.get()))
+    };
+    LinkDirectionRecord {
+        rate_bps: bottleneck.and_then(|b| b.rate_bps),
+        delay_ns: Some(delay),
+        jitter_ns: time(&l.jitter),
+        loss_fraction: None,
+        limit_packets: bottleneck.and_then(|b| b.limit_packets),
+        limit_bytes: bottleneck.and_then(|b| b.limit_bytes),
+        overhead_bytes: bottleneck.and_then(|b| b.overhead_bytes),
+        mpu_bytes: bottleneck.and_then(|b| b.mpu_bytes),
+        framing: bottleneck.and_then(|b| b.framing.clone()),
+        qdisc: bottleneck.map(|b| QdiscRecord {
+            kind: b.qdisc.clone(),
+            interface: None,
+            parameters: BTreeMap::new(),
+        }),
+        stages,
     }
 }
 
@@ -579,5 +753,39 @@ mod tests {
         assert_eq!((r.loss_fraction, r.limit_packets), (None, Some(100)));
         assert_eq!(r.rate_bps, None);
         assert_eq!(r.qdisc.unwrap().kind, "fifo");
+    }
+
+    /// issue 18: a chained direction is described as it is: its stages (names, rates,
+    /// qdiscs, framing), and as the direction's rate and qdisc its bottleneck's, with the
+    /// chain's whole delay. Before, it read rate null, qdisc fifo, no stages.
+    #[test]
+    fn a_chain_is_recorded_with_its_stages_and_its_bottleneck() {
+        let l = LinkSpec {
+            delay: Some("10ms".parse().unwrap()),
+            stages: vec![
+                "name=router rate=9mbit qdisc=fq_codel overhead=44 framing=atm"
+                    .parse()
+                    .unwrap(),
+                "name=modem rate=10mbit qdisc=fifo limit=50kb delay=2ms"
+                    .parse()
+                    .unwrap(),
+            ],
+            ..LinkSpec::default()
+        };
+        let r = direction_record(&l);
+        assert_eq!(r.rate_bps, Some(9_000_000));
+        assert_eq!(r.qdisc.as_ref().map(|q| q.kind.as_str()), Some("fq_codel"));
+        assert_eq!(r.framing.as_deref(), Some("atm"));
+        assert_eq!(r.overhead_bytes, Some(44));
+        assert_eq!(r.delay_ns, Some(12_000_000));
+        let names: Vec<&str> = r.stages.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["router", "modem", "path"]);
+        let modem = &r.stages[1];
+        assert_eq!(
+            (modem.rate_bps, modem.qdisc.as_str(), modem.limit_bytes),
+            (Some(10_000_000), "fifo", Some(51_200))
+        );
+        assert_eq!(modem.framing, None);
+        assert!(modem.spec.as_deref().unwrap().contains("limit=50kb"));
     }
 }

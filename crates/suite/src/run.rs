@@ -1,6 +1,7 @@
 //! One test run end to end: pre-flight check, driving the plan, turning runner output
 //! into a results file, and the working-condition findings.
 
+use bloatlab_emu::{Framing, Overhead};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -910,18 +911,85 @@ fn lab_findings(lab: &LabRecord, plan: &Plan) -> Vec<Finding> {
         })
         .collect();
     let mut out = check_emulator(&late, EMULATOR_LATE_P99);
-    let probes = probe_rate(plan);
     for d in &lab.directions {
-        if let Some(rate) = d.link.rate_bps {
+        // Every shaped stage of a chain (or the single link): the probes' share of the
+        // one they load most, each packet costed as that stage frames it (issue 18: ATM
+        // cells double a small packet's cost).
+        let share = link_stages(&d.link)
+            .into_iter()
+            .filter_map(|(rate, framing)| {
+                let probes = probe_wire_rate(plan, &framing);
+                (rate > 0).then_some((probes, BitRate(rate)))
+            })
+            .max_by(|a, b| (a.0.0 as f64 / a.1.0 as f64).total_cmp(&(b.0.0 as f64 / b.1.0 as f64)));
+        if let Some((probes, rate)) = share {
             out.extend(check_probe_load(
                 direction_name(d.direction),
                 probes,
-                BitRate(rate),
+                rate,
                 MAX_PROBE_SHARE,
             ));
         }
     }
     out
+}
+
+/// The shaped parts of one direction: each chain stage with a rate, or the single
+/// link, with the framing its rate is computed on.
+fn link_stages(l: &bloatlab_results::schema::LinkDirectionRecord) -> Vec<(u64, Overhead)> {
+    let framing = |overhead: Option<i64>, mpu: Option<u64>, framing: Option<&str>| Overhead {
+        bytes: overhead.and_then(|o| i32::try_from(o).ok()).unwrap_or(0),
+        mpu: mpu.and_then(|m| u32::try_from(m).ok()).unwrap_or(0),
+        framing: match framing {
+            Some("atm") => Framing::Atm,
+            Some("ptm") => Framing::Ptm,
+            _ => Framing::None,
+        },
+    };
+    if l.stages.is_empty() {
+        return l
+            .rate_bps
+            .map(|r| {
+                (
+                    r,
+                    framing(l.overhead_bytes, l.mpu_bytes, l.framing.as_deref()),
+                )
+            })
+            .into_iter()
+            .collect();
+    }
+    l.stages
+        .iter()
+        .filter_map(|s| {
+            let f = framing(s.overhead_bytes, s.mpu_bytes, s.framing.as_deref());
+            Some((s.rate_bps?, f))
+        })
+        .collect()
+}
+
+/// The plan's probe traffic in one direction as a link with this framing counts it
+/// ([`probe_rate`] with each packet's wire bytes instead of its IP length).
+pub fn probe_wire_rate(plan: &Plan, framing: &Overhead) -> BitRate {
+    let bps: f64 = plan
+        .probes()
+        .map(|(r, q)| {
+            let ip = probe_ip_len(r.family, q.mode, q.size);
+            (framing.wire_bytes(ip as u64) * 8) as f64 / q.interval.as_secs_f64()
+        })
+        .sum();
+    BitRate(bps.round() as u64)
+}
+
+/// One probe's IP packet length: the payload plus IPv4 20 or IPv6 40 (RFC 8200) and,
+/// for UDP, 8 (the ICMP header is in the size).
+fn probe_ip_len(family: Option<Family>, mode: ProbeMode, size: Option<usize>) -> usize {
+    let payload = size.unwrap_or(DEFAULT_PROBE_SIZE);
+    let ip = if family == Some(Family::V6) { 40 } else { 20 };
+    payload
+        + match mode {
+            ProbeMode::Udp => ip + 8,
+            ProbeMode::Icmp => ip,
+        }
 }
 
 fn direction_name(d: DirectionRecord) -> &'static str {
@@ -940,14 +1008,7 @@ pub fn probe_rate(plan: &Plan) -> BitRate {
     let bps: f64 = plan
         .probes()
         .map(|(r, q)| {
-            let payload = q.size.unwrap_or(DEFAULT_PROBE_SIZE);
-            // IPv4 20 or IPv6 40 (RFC 8200), + UDP 8 (the ICMP header is in the size).
-            let ip = if r.family == Some(Family::V6) { 40 } else { 20 };
-            let headers = match q.mode {
-                ProbeMode::Udp => ip + 8,
-                ProbeMode::Icmp => ip,
-            };
-            ((payload + headers) * 8) as f64 / q.interval.as_secs_f64()
+            (probe_ip_len(r.family, q.mode, q.size) * 8) as f64 / q.interval.as_secs_f64()
         })
         .sum();
     BitRate(bps.round() as u64)
@@ -1159,5 +1220,84 @@ mod tests {
         let v4 = 2 * 108 + 100;
         let v6 = 2 * 128 + 120;
         assert_eq!(probe_rate(&p), BitRate((v4 + v6) * 8 * 100));
+    }
+
+    /// issue 18: on a chain the probes' share is judged on its shaped stages, each
+    /// packet costed with the stage's framing. RRUL's probes at 100 Hz on ATM + 44: a
+    /// 108-byte UDP probe is 152 bytes, 4 cells, 212 on the wire; the 100-byte ICMP probe
+    /// 144 bytes, 3 cells, 159 (not the 108 and 100 IP bytes).
+    #[test]
+    fn probe_share_on_a_chain_counts_atm_cells_on_its_bottleneck() {
+        use bloatlab_results::schema::{LinkDirectionRecord, StageRecord};
+        let p = plan(TestName::Rrul, &TestParams::default()).unwrap();
+        let atm = Overhead {
+            bytes: 44,
+            mpu: 0,
+            framing: Framing::Atm,
+        };
+        assert_eq!(
+            probe_wire_rate(&p, &atm),
+            BitRate(3 * 100 * 212 * 8 + 100 * 159 * 8)
+        );
+        assert_eq!(probe_wire_rate(&p, &Overhead::default()), probe_rate(&p));
+        let stage = |name: &str, rate: u64, framing: Option<&str>| StageRecord {
+            name: name.into(),
+            rate_bps: Some(rate),
+            overhead_bytes: framing.map(|_| 44),
+            framing: framing.map(str::to_owned),
+            qdisc: "fifo".into(),
+            ..StageRecord::default()
+        };
+        // A 10 Mbit/s ATM shaper in front of a 12 Mbit/s modem: the probes' 339.2 kbit/s
+        // of IP packets are 3.4 % of the shaper (not flagged), but 636 kbit/s of cells,
+        // 6.4 %: flagged, on the shaper.
+        let link = LinkDirectionRecord {
+            rate_bps: Some(10_000_000),
+            stages: vec![
+                stage("shaper", 10_000_000, Some("atm")),
+                stage("modem", 12_000_000, None),
+            ],
+            ..LinkDirectionRecord::default()
+        };
+        let stages = link_stages(&link);
+        assert_eq!(stages.len(), 2);
+        assert_eq!(stages[0], (10_000_000, atm));
+        let none = bloatlab_results::lab::PercentilesRecord::default();
+        let record = |link: LinkDirectionRecord| LabRecord {
+            name: "l".into(),
+            host: "client".into(),
+            backend: "userspace".into(),
+            ecn: Default::default(),
+            tun_ring_drops: None,
+            directions: vec![bloatlab_results::lab::EmulatorRecord {
+                direction: DirectionRecord::Up,
+                link,
+                start_ns: 0,
+                end_ns: 0,
+                enqueued_packets: 0,
+                dequeued_packets: 0,
+                dequeued_bytes: 0,
+                drops: Default::default(),
+                ce_marked: 0,
+                backlog: Default::default(),
+                sojourn: none,
+                lateness: none,
+                stages: vec![],
+            }],
+            phases: vec![],
+        };
+        let lab = record(link.clone());
+        let f = lab_findings(&lab, &p);
+        let text: Vec<String> = f.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter().any(|t| t.contains("take 6 % of the up link")),
+            "{text:?}"
+        );
+        // Without the framing the same chain is not flagged.
+        let mut plain = link;
+        plain.stages[0].framing = None;
+        plain.stages[0].overhead_bytes = None;
+        let f = lab_findings(&record(plain), &p);
+        assert!(!f.iter().any(|f| f.to_string().contains("probes")), "{f:?}");
     }
 }

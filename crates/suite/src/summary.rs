@@ -288,12 +288,54 @@ fn lab_section(out: &mut String, lab: &LabRecord) {
             opt_ms(d.lateness.p99_ns),
             opt_ms(d.lateness.max_ns),
         );
+        stage_lines(out, d);
     }
     if let Some(n) = lab.tun_ring_drops.filter(|&n| n > 0) {
         let _ = writeln!(
             out,
             "  WARNING: {n} packets were dropped in the TUN rings before emulation (emulator overloaded)"
         );
+    }
+}
+
+/// A chained direction (issue 18): the rate above is its bottleneck's; each stage's
+/// settings and what it did, in the order packets cross them.
+fn stage_lines(out: &mut String, d: &bloatlab_results::lab::EmulatorRecord) {
+    for st in &d.link.stages {
+        let c = d.stages.iter().find(|c| c.name == st.name);
+        let rate = c
+            .and_then(|c| c.rate_bps)
+            .or(st.rate_bps)
+            .map_or("unlimited".into(), |r| {
+                format!("{:.3} Mbit/s", r as f64 / 1e6)
+            });
+        let framing = st
+            .framing
+            .as_deref()
+            .map_or(String::new(), |f| format!(" framing {f}"));
+        let overhead = st
+            .overhead_bytes
+            .map_or(String::new(), |o| format!(" overhead {o}"));
+        let _ = write!(
+            out,
+            "       stage {:<8} rate {rate} qdisc {}{overhead}{framing}",
+            st.name, st.qdisc
+        );
+        if let Some(c) = c {
+            let _ = write!(
+                out,
+                ": delivered {} pkts, dropped {} (overflow {}, aqm {}, loss {}), CE-marked {}, sojourn ms p50 {} max {}",
+                c.dequeued_packets,
+                c.drops.overflow + c.drops.aqm + c.drops.loss,
+                c.drops.overflow,
+                c.drops.aqm,
+                c.drops.loss,
+                c.ce_marked,
+                opt_ms(c.sojourn.p50_ns),
+                opt_ms(c.sojourn.max_ns),
+            );
+        }
+        out.push('\n');
     }
 }
 

@@ -258,3 +258,111 @@ fn ecn_outside_a_lab_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--ecn needs a lab"), "{}", stderr(&o));
 }
+
+/// The `up N` total of the summary's throughput table (Mbit/s).
+fn up_total(text: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix("up ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no up total in:\n{text}"))
+}
+
+/// issue 18 deliverable 8: `test tcp_nup --flows 8` printed 19.90 Mbit/s up on a
+/// 20 Mbit/s link, more than its 19.31 Mbit/s of payload (1448 of every 1500 bytes):
+/// the flows end with an RST, so no server report is relayed, and the sender's written
+/// bytes were counted. Every upload figure is what the receiver acknowledged, below the
+/// payload capacity, and the link was still used (no undercount either).
+#[test]
+fn upload_throughput_is_what_arrived_below_the_links_payload_capacity() {
+    if !tier::root("upload_throughput_is_what_arrived_below_the_links_payload_capacity") {
+        return;
+    }
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
+    let lab = LabGuard::up("arr", &["--rate", "20mbit", "--delay", "10ms"]);
+    let _srv = server(&lab);
+    let (text, file) = test_in_lab(&lab, &["tcp_nup", "--flows", "8", "-l", "3", "--idle", "1"]);
+    let payload_mbit = 20.0 * 1448.0 / 1500.0;
+    let up = up_total(&text);
+    assert!(
+        up <= payload_mbit && up > 0.8 * payload_mbit,
+        "up {up} Mbit/s on a link carrying {payload_mbit:.2} Mbit/s of payload:\n{text}"
+    );
+    // The samples are counts of what arrived, not multiples of the 128 KiB writes.
+    let odd = file
+        .raw
+        .throughput
+        .iter()
+        .flat_map(|f| &f.samples)
+        .filter(|s| s.bytes % 131_072 != 0)
+        .count();
+    assert!(odd > 0, "every sample is a whole number of writes");
+}
+
+/// issue 18 deliverable 9: through a chain (`--up-stage`) the summary and the results
+/// file said rate -, qdisc fifo, no stages, and the probes' share was not checked. Now
+/// the direction's rate and qdisc are its bottleneck's, each stage and its counters are
+/// recorded and printed, the link's use is not summed over stages, and the probes' share
+/// counts the shaper's ATM cells: UDP 108 B + 44 = 4 cells (212 B), ICMP 100 B + 44 =
+/// 3 cells (159 B), at 100 Hz 296.8 kbit/s = 15 % of 2 Mbit/s (IP bytes alone: 8 %).
+#[test]
+fn a_chained_lab_is_described_with_its_stages_and_its_bottleneck() {
+    if !tier::root("a_chained_lab_is_described_with_its_stages_and_its_bottleneck") {
+        return;
+    }
+    // Timing-sensitive: alone (harness::load).
+    let _s = load::exclusive();
+    let lab = LabGuard::up(
+        "chr",
+        &[
+            "--delay",
+            "10ms",
+            "--up-stage",
+            "name=shaper rate=2mbit qdisc=fq_codel overhead=44 framing=atm",
+            "--up-stage",
+            "name=modem rate=3mbit qdisc=fifo limit=50kb",
+            "--down-rate",
+            "20mbit",
+        ],
+    );
+    let _srv = server(&lab);
+    let (text, file) = test_in_lab(&lab, &["tcp_upload", "-l", "3", "--idle", "1"]);
+    let link = file.metadata.link.as_ref().expect("metadata.link");
+    assert_eq!(link.up.rate_bps, Some(2_000_000), "{link:?}");
+    assert_eq!(
+        link.up.qdisc.as_ref().map(|q| q.kind.as_str()),
+        Some("fq_codel")
+    );
+    assert_eq!(link.up.framing.as_deref(), Some("atm"));
+    assert_eq!(link.up.delay_ns, Some(10_000_000));
+    let names: Vec<&str> = link.up.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["shaper", "modem", "path"]);
+    let labr = file.metadata.lab.as_ref().expect("metadata.lab");
+    let up = dir(labr, DirectionRecord::Up);
+    assert_eq!(up.link.rate_bps, Some(2_000_000));
+    let counted: Vec<&str> = up.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(counted, ["shaper", "modem", "path"]);
+    assert!(up.stages[0].dequeued_packets > 300, "{up:?}");
+    assert_eq!(
+        up.dequeued_packets, up.stages[2].dequeued_packets,
+        "delivered is the last stage's, not the sum"
+    );
+    let used = labr
+        .phases
+        .iter()
+        .filter(|p| p.phase == "loaded" && p.direction == DirectionRecord::Up)
+        .find_map(|p| p.utilisation)
+        .expect("utilisation of the chain");
+    assert!(used > 0.7 && used < 1.1, "used {used} of the bottleneck");
+    assert!(
+        text.contains("up   rate 2.000 Mbit/s") && text.contains("stage shaper"),
+        "{text}"
+    );
+    assert!(text.contains("take 15 % of the up link"), "{text}");
+}

@@ -201,7 +201,15 @@ fn stream(
         tcpinfo: cfg.enhanced,
         interval: cfg.interval,
         already_sent: Bytes(hdr.len() as u64),
-        deadline: None,
+        // --abort-at-end: the test ends at -t even mid-write (a blocked write
+        // would otherwise go on sending for up to its timeout, and its bytes
+        // would count in the test).
+        deadline: match cfg.amount {
+            Amount::Time(d) if cfg.abort_at_end && cfg.direction == Direction::Forward => {
+                Some(t0 + d)
+            }
+            _ => None,
+        },
         stall_timeout: Some(STALL_TIMEOUT),
         // A server never closes or resets during a forward test unless it
         // ends it (a refusal, a cap): a paced sender that only looked at

@@ -31,6 +31,11 @@ use std::time::{Duration, Instant};
 /// Minimum gap between TCP_INFO samples taken for `-e` reports.
 pub const TCPINFO_MIN_GAP: Duration = Duration::from_millis(1);
 
+/// Longest a write may block before the loop looks at the clock again.
+const WRITE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Shortest write timeout, whatever the interval (each expiry costs a wakeup).
+const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(10);
+
 /// How a sender runs.
 #[derive(Debug, Clone)]
 pub struct SendPlan {
@@ -172,8 +177,18 @@ pub fn run_with_end(
     if plan.already_sent.0 > 0 {
         acc.on_write(plan.already_sent);
     }
-    // A stalled receiver must not keep a timed test running forever.
-    stream.set_write_timeout(Some(Duration::from_millis(250)))?;
+    // A stalled receiver must not keep a timed test running forever. A blocked
+    // write also holds up the interval ends (and their TCP_INFO samples): at most a
+    // quarter interval, so each interval's sample is taken near its end rather than
+    // in a later one (issue 18: `bloatlab test` reads an upload's arrived bytes from
+    // those samples).
+    let write_timeout = plan.interval.map_or(WRITE_TIMEOUT, |i| {
+        (i / 4).clamp(MIN_WRITE_TIMEOUT, WRITE_TIMEOUT)
+    });
+    stream.set_write_timeout(Some(write_timeout))?;
+    // A deadline (`--abort-at-end`) ends the test mid-write: the last write may
+    // block only until then, not a whole timeout past it.
+    let mut at_deadline = false;
     if plan.near_congestion.is_some() || plan.rate.is_some() {
         bloatlab_os::thread::minimise_timer_slack();
     }
@@ -287,12 +302,32 @@ pub fn run_with_end(
                 let n = (this - off).min(buf.len() - from);
                 &buf[from..from + n]
             };
+            if let Some(d) = plan.deadline.filter(|_| !at_deadline) {
+                let left = d.saturating_duration_since(Instant::now());
+                if left < write_timeout {
+                    stream.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+                    at_deadline = true;
+                }
+            }
             match stream.write(piece) {
                 Ok(n) => {
                     off += n;
                     acc.on_write(Bytes(n as u64));
-                    last_progress = Instant::now();
+                    let now = Instant::now();
+                    last_progress = now;
                     last_queued = None;
+                    // A write cut short by the timeout: the interval ends (and
+                    // the deadline) still come on time.
+                    if off < this {
+                        if emit_due(stream, plan, t0, now, &mut ticker, &mut acc, sink)
+                            && plan.tcpinfo
+                        {
+                            last_sample = Some(now);
+                        }
+                        if plan.deadline.is_some_and(|d| now >= d) {
+                            break 'test SendEnd::Deadline;
+                        }
+                    }
                 }
                 Err(e) if is_transient(&e) => {
                     acc.on_write_error();

@@ -69,6 +69,10 @@ pub struct TcpInfoRecord {
     /// connection began (cumulative; absent when the kernel does not report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_ce: Option<u64>,
+    /// `tcpi_bytes_acked`: payload bytes the receiver acknowledged since the
+    /// connection began (cumulative; absent when the kernel does not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_acked: Option<u64>,
 }
 
 /// TCP receiver data (`-e` columns, plus trip-times).
@@ -271,6 +275,7 @@ impl IntervalRecord {
                 rtt_us: u64::try_from(i.rtt.as_micros()).unwrap_or(u64::MAX),
                 rttvar_us: u64::try_from(i.rttvar.as_micros()).unwrap_or(u64::MAX),
                 delivered_ce: i.delivered_ce.map(u64::from),
+                bytes_acked: i.bytes_acked,
             }),
             netpwr: s.net_power().and_then(finite),
         });

@@ -149,6 +149,52 @@ pub struct LinkDirectionRecord {
     /// The queue discipline of this direction.
     #[serde(default)]
     pub qdisc: Option<QdiscRecord>,
+    /// Minimum packet unit for the rate calculation, bytes (tc-cake `mpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpu_bytes: Option<u64>,
+    /// Link-layer cell framing for the rate calculation: `atm` or `ptm` (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framing: Option<String>,
+    /// A chained direction (`lab up --stage`): its stages in the order packets cross
+    /// them. Then `rate_bps`, the limits, `overhead_bytes`, `mpu_bytes`, `framing` and
+    /// `qdisc` above are the bottleneck stage's (the one with the lowest rate) and
+    /// `delay_ns` the whole chain's. Empty: a single link. Added after version 2 without
+    /// a version bump: an older reader ignores it and still sees the bottleneck.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRecord>,
+}
+
+/// One stage of a chained direction, as configured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// The stage's name (`router`, `modem`; `path` for the direction's own delay/loss).
+    pub name: String,
+    /// The stage's words as given to `--stage` (absent for `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// Rate, bit/s (`None`: unlimited).
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    /// One-way delay added by the stage, ns.
+    #[serde(default)]
+    pub delay_ns: Option<u64>,
+    /// Queue limit in packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_packets: Option<u64>,
+    /// Queue limit in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// Per-packet overhead for the rate calculation, bytes (may be negative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_bytes: Option<i64>,
+    /// Minimum packet unit, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpu_bytes: Option<u64>,
+    /// `atm` or `ptm` (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framing: Option<String>,
+    /// The stage's queue discipline (`kind` only: its parameters are in `spec`).
+    pub qdisc: String,
 }
 
 /// How a probe stream measures.
