@@ -10,8 +10,8 @@
 mod harness;
 
 mod attacks;
-mod attacks_reflection;
 mod attacks_caps;
+mod attacks_reflection;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;

@@ -168,7 +168,8 @@ impl<F> FlowTable<F> {
         let e = self.flows.remove(&peer)?;
         let why = match e.phase {
             Phase::Receiving => Expired::Idle,
-            Phase::Acking { sends, .. } => Expired::Acked { sends },
+            // An ended flow was reported at its deadline, as an acked one was.
+            Phase::Acking { sends, .. } | Phase::Ended { sends, .. } => Expired::Acked { sends },
         };
         Some((peer, why, e.state))
     }
