@@ -12,11 +12,14 @@
 //! and the server logs one (rate-limited) line.
 
 use crate::config::Amount;
+use crate::meter::MIN_PROGRESS_RATE;
+use crate::rate_budget::DEFAULT_TOTAL_FACTOR;
 use bloatlab_units::{BitRate, Bytes};
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default `--max-duration`: an hour-long soak test still runs.
 pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(3600);
@@ -37,6 +40,14 @@ pub const DEFAULT_MAX_PER_SOURCE: usize = 128;
 pub const DEFAULT_UNVERIFIED_REVERSE_RATE: BitRate = BitRate(0);
 /// Default `--unverified-reverse-time`: the longest such a test may run.
 pub const DEFAULT_UNVERIFIED_REVERSE_TIME: Duration = Duration::from_secs(30);
+/// Default `--max-source-time`: busy time one source gets (refilled over
+/// [`crate::time_budget::SOURCE_TIME_WINDOW`]): two of the longest tests
+/// `--max-duration` allows by default.
+pub const DEFAULT_MAX_SOURCE_TIME: Duration = Duration::from_secs(2 * 3600);
+/// A full TCP table with no source above its share evicts the slowest
+/// connection at least this old whose average since it was admitted is
+/// below [`crate::meter::MIN_PROGRESS_RATE`] (see [`Admission`]).
+pub const EVICT_AGE: Duration = Duration::from_secs(10);
 
 /// Caps on what one test may ask for (`bloatlab server` options).
 #[derive(Debug, Clone, PartialEq)]
@@ -49,12 +60,23 @@ pub struct ServerLimits {
     /// `--max-streams`: largest `-P`.
     pub max_streams: u32,
     /// `--max-rate`: largest `-b` a client announces for the data it sends
-    /// (UDP clients always announce it). `None`: no cap.
+    /// (UDP clients always announce it); also the receive budget of one
+    /// source. `None`: no cap.
     pub max_rate: Option<BitRate>,
+    /// `--max-total-rate`: the receive budget of all sources together
+    /// (default: [`DEFAULT_TOTAL_FACTOR`] x `max_rate`).
+    pub max_total_rate: Option<BitRate>,
     /// `--max-reverse-rate`: largest `-b` the server itself sends at
     /// (`-R`, `--full-duplex`). With a cap, an unpaced request is refused.
-    /// `None`: no cap.
+    /// Also the send budget of one source. `None`: no cap.
     pub max_reverse_rate: Option<BitRate>,
+    /// `--max-total-reverse-rate`: the send budget of all sources together
+    /// (default: [`DEFAULT_TOTAL_FACTOR`] x `max_reverse_rate`).
+    pub max_total_reverse_rate: Option<BitRate>,
+    /// `--max-source-time`: busy time one source gets per
+    /// [`crate::time_budget::SOURCE_TIME_WINDOW`] (token bucket); zero: no
+    /// budget.
+    pub max_source_time: Duration,
     /// `--unverified-reverse-rate`: the largest rate sent to a UDP peer
     /// that did not pass the return-routability check; 0 refuses them all.
     pub unverified_reverse_rate: BitRate,
@@ -69,7 +91,10 @@ impl Default for ServerLimits {
             max_bytes: DEFAULT_MAX_BYTES,
             max_streams: DEFAULT_MAX_STREAMS,
             max_rate: None,
+            max_total_rate: None,
             max_reverse_rate: None,
+            max_total_reverse_rate: None,
+            max_source_time: DEFAULT_MAX_SOURCE_TIME,
             unverified_reverse_rate: DEFAULT_UNVERIFIED_REVERSE_RATE,
             unverified_reverse_time: DEFAULT_UNVERIFIED_REVERSE_TIME,
         }
@@ -120,6 +145,10 @@ pub enum Refusal {
         "too many tests from this source ({open} connections running one, --max-streams {cap})"
     )]
     StreamsOpen { open: usize, cap: usize },
+    #[error("too many UDP flows from this source ({open} open, --max-streams {cap})")]
+    FlowsOpen { open: usize, cap: usize },
+    #[error("this source used its test time (--max-source-time {cap:?} per {window:?}); try later")]
+    SourceTime { cap: Duration, window: Duration },
 }
 
 impl ServerLimits {
@@ -205,6 +234,18 @@ impl ServerLimits {
         Ok(())
     }
 
+    /// The receive budget (per source, in all), if `--max-rate` or
+    /// `--max-total-rate` is set.
+    pub fn receive_budget(&self) -> Option<(BitRate, BitRate)> {
+        budget_pair(self.max_rate, self.max_total_rate)
+    }
+
+    /// The send budget (per source, in all), if `--max-reverse-rate` or
+    /// `--max-total-reverse-rate` is set.
+    pub fn send_budget(&self) -> Option<(BitRate, BitRate)> {
+        budget_pair(self.max_reverse_rate, self.max_total_reverse_rate)
+    }
+
     /// The latest a test of `amount` may end, as an offset from its start:
     /// its own `-t` (or `--max-duration` for `-n`), never past the cap.
     pub fn deadline(&self, amount: Amount) -> Duration {
@@ -212,6 +253,20 @@ impl ServerLimits {
             Amount::Time(d) => d.min(self.max_duration),
             Amount::Bytes(_) => self.max_duration,
         }
+    }
+}
+
+/// A per-source rate and a total one: the total defaults to
+/// [`DEFAULT_TOTAL_FACTOR`] times the per-source rate; a total alone is
+/// also every source's cap.
+fn budget_pair(per: Option<BitRate>, total: Option<BitRate>) -> Option<(BitRate, BitRate)> {
+    match (per, total) {
+        (Some(p), t) => Some((
+            p,
+            t.unwrap_or(BitRate(p.0.saturating_mul(DEFAULT_TOTAL_FACTOR))),
+        )),
+        (None, Some(t)) => Some((t, t)),
+        (None, None) => None,
     }
 }
 
@@ -234,13 +289,23 @@ pub fn source_key(ip: IpAddr) -> IpAddr {
 /// [`Slot`] that gives its place back when dropped (every exit path).
 ///
 /// **Fairness.** When every slot is taken, a newcomer whose source holds
-/// fewer connections than the source holding the most (by two or more)
+/// fewer connections than the source holding most (by two or more)
 /// takes the place of that source's oldest connection: its `on_evict`
 /// closer runs and its slot is free at once. So a few addresses that fill
 /// the table (issue 19, attack 3: 256 stalled connections from 2 addresses)
 /// cannot keep a new source out; they only lose their oldest connections to
 /// it. A source alone never evicts (a `-P` client's own streams are safe
 /// from each other), and two sources with the same share do not take turns.
+///
+/// **Progress.** When no source holds more than its share (256 sources at
+/// one connection each, each sending a byte now and then), the newcomer
+/// takes the place of the slowest connection among those at least
+/// [`EVICT_AGE`] old that moved less than
+/// [`crate::meter::MIN_PROGRESS_RATE`] on average since they were
+/// admitted: each connection's owner counts its bytes in its [`Progress`].
+/// A running test moves far more (our `-b 1k` sends 125 B/s); a young
+/// connection, a real newcomer's included, is safe for its first
+/// [`EVICT_AGE`]; a trickle cannot hold a slot against a newcomer.
 #[derive(Clone)]
 pub struct Admission {
     inner: Arc<Mutex<Counts>>,
@@ -263,12 +328,47 @@ impl std::fmt::Debug for Admission {
 /// What closes an evicted connection (the driver's socket shutdown).
 type Closer = Box<dyn FnOnce() + Send>;
 
+/// The bytes a connection moved since it was admitted (shared by its
+/// owner, which counts them, and the [`Admission`] table, which reads them
+/// to evict the slowest).
+#[derive(Debug, Clone)]
+pub struct Progress {
+    admitted: Instant,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Progress {
+    fn new(admitted: Instant) -> Progress {
+        Progress {
+            admitted,
+            bytes: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// `n` more bytes moved.
+    pub fn add(&self, n: u64) {
+        self.bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Bytes per second since admission, at `now`, if at least
+    /// [`EVICT_AGE`] old (younger ones are not judged).
+    fn rate(&self, now: Instant) -> Option<f64> {
+        let age = now.saturating_duration_since(self.admitted);
+        (age >= EVICT_AGE).then(|| self.bytes.load(Ordering::Relaxed) as f64 / age.as_secs_f64())
+    }
+}
+
+struct Held {
+    close: Closer,
+    progress: Progress,
+}
+
 #[derive(Default)]
 struct Counts {
     next: u64,
     total: usize,
-    /// Per source: its connections' ids in admission order (oldest first).
-    per_source: HashMap<IpAddr, std::collections::BTreeMap<u64, Closer>>,
+    /// Per source: its connections by id in admission order (oldest first).
+    per_source: HashMap<IpAddr, std::collections::BTreeMap<u64, Held>>,
     /// Per source: connections past their test header (`--max-streams`).
     streams: HashMap<IpAddr, usize>,
 }
@@ -276,6 +376,34 @@ struct Counts {
 impl Counts {
     fn held(&self, source: &IpAddr) -> usize {
         self.per_source.get(source).map_or(0, |m| m.len())
+    }
+
+    /// The source and id of the connection to evict for a newcomer from a
+    /// source holding `here`, if any (see [`Admission`]).
+    fn victim(&self, here: usize, now: Instant) -> Option<(IpAddr, u64)> {
+        // The source holding most (ties: the smallest key, so the choice
+        // does not depend on hash order), if it holds two more.
+        let most = self
+            .per_source
+            .iter()
+            .map(|(k, m)| (m.len(), std::cmp::Reverse(*k)))
+            .max();
+        if let Some((n, std::cmp::Reverse(k))) = most
+            && n >= here + 2
+        {
+            return Some((k, *self.per_source.get(&k)?.first_key_value()?.0));
+        }
+        // Else the slowest connection old enough to judge, if below the
+        // minimum progress (ties: the oldest).
+        self.per_source
+            .iter()
+            .flat_map(|(k, m)| {
+                m.iter()
+                    .filter_map(move |(id, h)| Some((h.progress.rate(now)?, *id, *k)))
+            })
+            .filter(|(rate, _, _)| *rate < MIN_PROGRESS_RATE as f64)
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+            .map(|(_, id, k)| (k, id))
     }
 }
 
@@ -287,6 +415,7 @@ pub struct Slot {
     max_streams: usize,
     /// Counted in `Counts::streams` (after [`Slot::start_test`]).
     streaming: bool,
+    progress: Progress,
 }
 
 impl std::fmt::Debug for Slot {
@@ -312,12 +441,13 @@ impl Admission {
         }
     }
 
-    /// Admits a connection from `ip`, or says which cap it hit. When the
-    /// table is full, a fairer claim evicts (see the type's docs): the
-    /// victim's `on_evict` of its own admission runs. `on_evict` runs at
-    /// most once, only if this connection is evicted later.
+    /// Admits a connection from `ip` at `now`, or says which cap it hit.
+    /// When the table is full, a fairer claim or an idle connection makes
+    /// room (see the type's docs): the victim's `on_evict` runs. `on_evict`
+    /// runs at most once, only if this connection is evicted later.
     pub fn admit(
         &self,
+        now: Instant,
         ip: IpAddr,
         on_evict: impl FnOnce() + Send + 'static,
     ) -> Result<Slot, Refusal> {
@@ -331,46 +461,40 @@ impl Admission {
             });
         }
         if c.total >= self.max_total {
-            // The source holding most (ties: the smallest key, so the
-            // choice does not depend on hash order).
-            let victim = c
-                .per_source
-                .iter()
-                .map(|(k, m)| (m.len(), std::cmp::Reverse(*k)))
-                .max()
-                .map(|(n, std::cmp::Reverse(k))| (n, k));
-            match victim {
-                Some((most, v)) if most >= here + 2 => {
-                    let m = c.per_source.get_mut(&v).expect("victim source present");
-                    if let Some((_, close)) = m.pop_first() {
-                        if m.is_empty() {
-                            c.per_source.remove(&v);
-                        }
-                        c.total -= 1;
-                        close();
-                    }
+            let Some((v, id)) = c.victim(here, now) else {
+                return Err(Refusal::Connections {
+                    open: c.total,
+                    cap: self.max_total,
+                });
+            };
+            if let Some(m) = c.per_source.get_mut(&v)
+                && let Some(held) = m.remove(&id)
+            {
+                if m.is_empty() {
+                    c.per_source.remove(&v);
                 }
-                _ => {
-                    return Err(Refusal::Connections {
-                        open: c.total,
-                        cap: self.max_total,
-                    });
-                }
+                c.total -= 1;
+                (held.close)();
             }
         }
         let id = c.next;
         c.next += 1;
         c.total += 1;
-        c.per_source
-            .entry(source)
-            .or_default()
-            .insert(id, Box::new(on_evict));
+        let progress = Progress::new(now);
+        c.per_source.entry(source).or_default().insert(
+            id,
+            Held {
+                close: Box::new(on_evict),
+                progress: progress.clone(),
+            },
+        );
         Ok(Slot {
             inner: Arc::clone(&self.inner),
             source,
             id,
             max_streams: self.max_streams,
             streaming: false,
+            progress,
         })
     }
 
@@ -381,6 +505,11 @@ impl Admission {
 }
 
 impl Slot {
+    /// The handle its owner counts moved bytes in.
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
+    }
+
     /// The connection's header asked for a test: count it as one of its
     /// source's streams, or refuse it past `--max-streams` (what the
     /// header's `-P` claims does not matter; connections do).
@@ -542,21 +671,21 @@ mod tests {
         let a = Admission::new(3, 2, 8);
         let x: IpAddr = [10, 0, 0, 1].into();
         let y: IpAddr = [10, 0, 0, 2].into();
-        let s1 = a.admit(x, nop).unwrap();
-        let s2 = a.admit(x, nop).unwrap();
+        let s1 = a.admit(Instant::now(), x, nop).unwrap();
+        let s2 = a.admit(Instant::now(), x, nop).unwrap();
         assert!(matches!(
-            a.admit(x, nop),
+            a.admit(Instant::now(), x, nop),
             Err(Refusal::PerSource { open: 2, cap: 2 })
         ));
-        let s3 = a.admit(y, nop).unwrap();
+        let s3 = a.admit(Instant::now(), y, nop).unwrap();
         // Full, and no source holds two more than y: refused, not evicted.
         assert!(matches!(
-            a.admit(y, nop),
+            a.admit(Instant::now(), y, nop),
             Err(Refusal::Connections { open: 3, cap: 3 })
         ));
         drop(s1);
         assert_eq!(a.open(), 2);
-        let s4 = a.admit(x, nop).unwrap();
+        let s4 = a.admit(Instant::now(), x, nop).unwrap();
         drop((s2, s3, s4));
         assert_eq!(a.open(), 0);
     }
@@ -572,20 +701,26 @@ mod tests {
         let mut held = Vec::new();
         for (i, ip) in [x, x, x, x, y, y].into_iter().enumerate() {
             let c = Arc::clone(&closed);
-            held.push(a.admit(ip, move || c.lock().unwrap().push(i)).unwrap());
+            held.push(
+                a.admit(Instant::now(), ip, move || c.lock().unwrap().push(i))
+                    .unwrap(),
+            );
         }
         assert_eq!(a.open(), 6);
         // x holds its per-source cap; it cannot evict anyone anyway (it is
         // the largest).
-        assert!(matches!(a.admit(x, nop), Err(Refusal::PerSource { .. })));
-        let r1 = a.admit(real, nop).unwrap();
+        assert!(matches!(
+            a.admit(Instant::now(), x, nop),
+            Err(Refusal::PerSource { .. })
+        ));
+        let r1 = a.admit(Instant::now(), real, nop).unwrap();
         assert_eq!(*closed.lock().unwrap(), vec![0], "x's oldest goes first");
         assert_eq!(a.open(), 6, "the evicted place is free at once");
-        let r2 = a.admit(real, nop).unwrap();
+        let r2 = a.admit(Instant::now(), real, nop).unwrap();
         assert_eq!(*closed.lock().unwrap(), vec![0, 1]);
         // Now x 2, y 2, real 2: equal shares do not take turns.
         assert!(matches!(
-            a.admit(real, nop),
+            a.admit(Instant::now(), real, nop),
             Err(Refusal::Connections { .. })
         ));
         // The evicted slots' own drops do not free a second place.
@@ -602,19 +737,64 @@ mod tests {
     }
 
     #[test]
+    fn a_full_table_of_single_connections_gives_a_newcomer_the_slowest_place() {
+        // Issue 19 audit: 256 sources (IPv6 /64s) at one connection each,
+        // each sending a byte now and then, locked real clients out, since
+        // nobody held two more than the newcomer.
+        let a = Admission::new(4, 4, 8);
+        let t0 = Instant::now();
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let mut held = Vec::new();
+        for i in 0..4u8 {
+            let c = Arc::clone(&closed);
+            let ip: IpAddr = format!("2001:db8:{i}::1").parse().unwrap();
+            held.push(a.admit(t0, ip, move || c.lock().unwrap().push(i)).unwrap());
+        }
+        // 0 is a real test (1 MB so far); 1-3 trickle a byte now and then.
+        held[0].progress().add(1_000_000);
+        for (s, n) in held[1..].iter().zip([30, 5, 900]) {
+            s.progress().add(n);
+        }
+        let real: IpAddr = "2001:db8:99::1".parse().unwrap();
+        // Younger than EVICT_AGE: nobody is judged yet.
+        let t9 = t0 + Duration::from_secs(9);
+        assert!(matches!(
+            a.admit(t9, real, nop),
+            Err(Refusal::Connections { .. })
+        ));
+        // At 10 s: 3 B/s, 0.5 B/s and 90 B/s trickles; the slowest goes.
+        let t10 = t0 + EVICT_AGE;
+        let r = a.admit(t10, real, nop).unwrap();
+        assert_eq!(*closed.lock().unwrap(), vec![2], "the slowest connection");
+        assert_eq!(a.open(), 4);
+        // The newcomer is young, so safe; the next slowest goes next, and
+        // the real test never.
+        let _r2 = a.admit(t10, real, nop).unwrap();
+        let _r3 = a.admit(t10, real, nop).unwrap();
+        assert_eq!(*closed.lock().unwrap(), vec![2, 1, 3]);
+        assert!(matches!(
+            a.admit(t10 + Duration::from_secs(5), real, nop),
+            Err(Refusal::Connections { .. })
+        ));
+        drop((r, held));
+    }
+
+    #[test]
     fn max_streams_counts_connections_running_a_test_per_source() {
         // Issue 19: 10 connections each claiming -P 1 against --max-streams 4.
         let a = Admission::new(64, 64, 4);
         let x: IpAddr = [10, 0, 0, 1].into();
         let y: IpAddr = [10, 0, 0, 2].into();
-        let mut slots: Vec<Slot> = (0..10).map(|_| a.admit(x, nop).unwrap()).collect();
+        let mut slots: Vec<Slot> = (0..10)
+            .map(|_| a.admit(Instant::now(), x, nop).unwrap())
+            .collect();
         let served = slots
             .iter_mut()
             .map(|s| s.start_test())
             .filter(Result::is_ok)
             .count();
         assert_eq!(served, 4);
-        let mut other = a.admit(y, nop).unwrap();
+        let mut other = a.admit(Instant::now(), y, nop).unwrap();
         assert_eq!(
             other.start_test(),
             Ok(()),
@@ -622,10 +802,10 @@ mod tests {
         );
         // A finished test gives its stream back.
         slots.remove(0);
-        let mut next = a.admit(x, nop).unwrap();
+        let mut next = a.admit(Instant::now(), x, nop).unwrap();
         assert_eq!(next.start_test(), Ok(()));
         assert!(matches!(
-            a.admit(x, nop).unwrap().start_test(),
+            a.admit(Instant::now(), x, nop).unwrap().start_test(),
             Err(Refusal::StreamsOpen { open: 4, cap: 4 })
         ));
     }

@@ -50,13 +50,26 @@ pub struct ServerArgs {
     #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
-    /// Largest -b a client may announce for what it sends (default: no cap).
+    /// Largest -b a client may announce for what it sends, and what this server
+    /// receives from one source (IPv4 address or IPv6 /64) in all (default: no cap).
     #[arg(long = "max-rate", value_parser = opts::rate)]
     pub max_rate: Option<BitRate>,
-    /// Largest -b this server sends at on -R / --full-duplex tests; with a cap,
-    /// requests without -b (full speed) are refused (default: no cap).
+    /// What this server receives from all sources together (default: 4 x --max-rate).
+    #[arg(long = "max-total-rate", value_parser = opts::rate)]
+    pub max_total_rate: Option<BitRate>,
+    /// Largest -b this server sends at on -R / --full-duplex tests, and what it
+    /// sends to one source in all; with a cap, requests without -b (full speed)
+    /// are refused (default: no cap).
     #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
     pub max_reverse_rate: Option<BitRate>,
+    /// What this server sends to all sources together (default: 4 x --max-reverse-rate).
+    #[arg(long = "max-total-reverse-rate", value_parser = opts::rate)]
+    pub max_total_reverse_rate: Option<BitRate>,
+    /// Seconds one source may keep this server busy (moving data, its tests
+    /// counted once however many run at once), refilled at that much per 24 h;
+    /// 0: no budget (a lab server serving one address for hours).
+    #[arg(long = "max-source-time", default_value = "7200", value_parser = opts::seconds)]
+    pub max_source_time: Duration,
     /// Opt-in: largest UDP -R / --full-duplex rate for a client that cannot
     /// prove it receives at its address (iperf 2 clients). Default 0 refuses
     /// them: a forged source would make the server a reflector.
@@ -123,7 +136,10 @@ impl ServerArgs {
                 max_bytes: self.max_bytes,
                 max_streams: self.max_streams,
                 max_rate: self.max_rate,
+                max_total_rate: self.max_total_rate,
                 max_reverse_rate: self.max_reverse_rate,
+                max_total_reverse_rate: self.max_total_reverse_rate,
+                max_source_time: self.max_source_time,
                 unverified_reverse_rate: self.unverified_reverse_rate,
                 unverified_reverse_time: self.unverified_reverse_time,
             },
@@ -270,6 +286,10 @@ mod tests {
             "100m",
             "--max-reverse-rate",
             "50m",
+            "--max-total-rate",
+            "300m",
+            "--max-source-time",
+            "0",
             "--unverified-reverse-rate",
             "3m",
             "--idle-timeout",
@@ -287,6 +307,16 @@ mod tests {
         assert_eq!(c.limits.max_streams, 4);
         assert_eq!(c.limits.max_rate, Some(BitRate(100_000_000)));
         assert_eq!(c.limits.max_reverse_rate, Some(BitRate(50_000_000)));
+        assert_eq!(
+            c.limits.receive_budget(),
+            Some((BitRate(100_000_000), BitRate(300_000_000)))
+        );
+        assert_eq!(
+            c.limits.send_budget(),
+            Some((BitRate(50_000_000), BitRate(200_000_000))),
+            "the total defaults to 4x"
+        );
+        assert_eq!(c.limits.max_source_time, Duration::ZERO);
         assert_eq!(c.limits.unverified_reverse_rate, BitRate(3_000_000));
         assert_eq!((c.max_connections, c.max_per_source), (10, 2));
         assert_eq!(c.idle_timeout, Duration::from_secs(5));

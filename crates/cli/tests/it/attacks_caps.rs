@@ -109,6 +109,8 @@ fn closed(s: &mut TcpStream) -> bool {
 // 120 s (the idle timeout).
 #[test]
 fn stalled_headers_from_two_addresses_do_not_lock_out_a_real_client() {
+    // Tight timing bounds: nothing else may load the machine meanwhile.
+    let _x = crate::harness::load::exclusive();
     let port = free_port();
     // Defaults: 256 connections, 128 per source, --first-data-timeout 5.
     let srv = server(port, &[], Listen::Tcp);
@@ -315,6 +317,8 @@ fn our_clients_b_reaches_a_max_rate_server_and_is_refused_above_it() {
 // 81 Mbit/s. Now the source's streams share one budget (and all sources one).
 #[test]
 fn reverse_streams_of_one_client_share_the_max_reverse_rate() {
+    // Tight timing bounds: nothing else may load the machine meanwhile.
+    let _x = crate::harness::load::exclusive();
     let port = free_port();
     let _srv = server(port, &["--max-reverse-rate", "10m"], Listen::Tcp);
     let p = port.to_string();
@@ -386,6 +390,8 @@ fn a_udp_sender_above_its_announced_rate_is_cut() {
 // what the server reads (a per-source receive budget; TCP flow control does the rest).
 #[test]
 fn an_unannounced_tcp_sender_is_read_at_max_rate() {
+    // Tight timing bounds: nothing else may load the machine meanwhile.
+    let _x = crate::harness::load::exclusive();
     let port = free_port();
     let srv = server(port, &["--max-rate", "4m", "-y", "C"], Listen::Tcp);
     let p = port.to_string();
@@ -405,4 +411,371 @@ fn an_unannounced_tcp_sender_is_read_at_max_rate() {
         "the server read at {:.2} Mbit/s under --max-rate 4m: {line}",
         bps / 1e6
     );
+}
+
+// Issue 19 audit: a UDP header announcing no rate (`-b 0`, or forged) passed
+// --max-rate and was never cut. Now such a sender is watched against --max-rate.
+#[test]
+fn a_udp_sender_announcing_no_rate_is_cut_at_max_rate() {
+    let port = free_port();
+    let srv = server(port, &["-u", "--max-rate", "2m"], Listen::Udp);
+    // -t 10, rate 0 (unpaced), 1470-byte datagrams, 4,000 at once.
+    let hdr = header(0x6801_0078, 0, 1470, -1000, 0);
+    let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 7], 0))).unwrap();
+    s.connect(("127.0.0.1", port)).unwrap();
+    for id in 1..=4000u32 {
+        let _ = s.send(&udp_datagram(&hdr, id, 1470));
+    }
+    srv.wait_err("the cut", Duration::from_secs(5), |e| {
+        e.contains("cutting the UDP test from 127.0.0.7")
+    });
+    let o = client(&[
+        "127.0.0.1",
+        "-u",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-b",
+        "1m",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// The CSV whole-test lines (`0.0-...`, stream id > 0) in `out`: their bits/s.
+fn csv_totals(out: &str) -> Vec<f64> {
+    out.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() >= 9 && f[5].parse::<i32>().is_ok_and(|id| id > 0))
+        .filter(|f| f[6].starts_with("0.0-"))
+        .filter_map(|f| f[8].parse::<f64>().ok())
+        .collect()
+}
+
+// Issue 19 audit: UDP -P N each got the whole --max-rate. Now what the server
+// takes from one source is one budget (datagrams above it are dropped, and show
+// as lost).
+#[test]
+fn udp_streams_of_one_source_share_the_max_rate() {
+    let _x = crate::harness::load::exclusive();
+    let port = free_port();
+    let srv = server(port, &["-u", "--max-rate", "2m", "-y", "C"], Listen::Udp);
+    let p = port.to_string();
+    let o = client(&[
+        "127.0.0.1",
+        "-u",
+        "-p",
+        &p,
+        "-P",
+        "4",
+        "-b",
+        "2m",
+        "-t",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = srv.wait_out("four whole-test lines", Duration::from_secs(10), |o| {
+        csv_totals(o).len() >= 4
+    });
+    let total: f64 = csv_totals(&out).iter().sum();
+    // 4 x 2 Mbit/s offered; taken: 2 Mbit/s and a 100-ms burst.
+    assert!(
+        (1.0e6..=2.6e6).contains(&total),
+        "4 UDP streams at -b 2m under --max-rate 2m were taken at {:.2} Mbit/s:\n{out}",
+        total / 1e6
+    );
+}
+
+// Issue 19 audit: --max-streams counted only the -P a UDP header claims; ten
+// one-stream flows from one source were all served.
+#[test]
+fn udp_flows_count_against_max_streams() {
+    let port = free_port();
+    let srv = server(port, &["-u", "--max-streams", "4"], Listen::Udp);
+    let hdr = header(0x6801_0078, 0, 200, -300, 100_000);
+    let socks: Vec<UdpSocket> = (0..10)
+        .map(|_| {
+            let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 11], 0))).unwrap();
+            s.connect(("127.0.0.1", port)).unwrap();
+            s
+        })
+        .collect();
+    // Two datagrams each: a flow of one datagram is never reported.
+    for id in 1..=2 {
+        for s in &socks {
+            let _ = s.send(&udp_datagram(&hdr, id, 200));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    srv.wait_err("the refusal", Duration::from_secs(5), |e| {
+        e.contains("too many UDP flows from this source")
+    });
+    let o = srv.wait_out("four flows", Duration::from_secs(5), |o| {
+        o.matches("connected with 127.0.0.11").count() >= 4
+    });
+    assert_eq!(o.matches("connected with 127.0.0.11").count(), 4, "{o}");
+    // Another source is served.
+    let r = client(&[
+        "127.0.0.1",
+        "-u",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-b",
+        "1m",
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+}
+
+/// Counts what each socket receives for `within`: bytes per socket.
+fn receive_all(socks: &[UdpSocket], within: Duration) -> Vec<u64> {
+    let mut got = vec![0u64; socks.len()];
+    let mut buf = vec![0u8; 65_536];
+    for s in socks {
+        s.set_nonblocking(true).unwrap();
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        let mut any = false;
+        for (i, s) in socks.iter().enumerate() {
+            while let Ok(n) = s.recv(&mut buf) {
+                got[i] += n as u64;
+                any = true;
+            }
+        }
+        if !any {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    got
+}
+
+/// `n` sockets from `src`, each sending an iperf-style UDP `-R` request for
+/// `-t secs` at `rate` (1470-byte datagrams) to `port`.
+fn reverse_requests(src: [u8; 4], port: u16, n: usize, secs: u64, rate: u64) -> Vec<UdpSocket> {
+    use bloatlab_engine::config::Direction;
+    let d = crate::attacks_reflection::header(
+        Direction::Reverse,
+        crate::attacks_reflection::secs(secs),
+        rate,
+        1470,
+        true,
+    );
+    (0..n)
+        .map(|_| {
+            let s = crate::attacks_reflection::sock(src);
+            s.connect(("127.0.0.1", port)).unwrap();
+            s.send(&d).unwrap();
+            s
+        })
+        .collect()
+}
+
+// Issue 19: 64 iperf-style -R requests took all 64 UDP sender slots. Now one
+// source gets 16 of them, and a real -R client from another source is served.
+#[test]
+fn one_source_gets_its_share_of_the_udp_reverse_senders() {
+    let port = free_port();
+    let srv = server(
+        port,
+        &["-u", "--unverified-reverse-rate", "1m"],
+        Listen::Udp,
+    );
+    let socks = reverse_requests([127, 0, 0, 12], port, 20, 3, 100_000);
+    srv.wait_err("the share", Duration::from_secs(5), |e| {
+        e.contains("from this source (16")
+    });
+    let o = client(&[
+        "127.0.0.1",
+        "-u",
+        "-R",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-b",
+        "1m",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = receive_all(&socks, Duration::from_millis(500));
+    let served = got.iter().filter(|&&b| b > 0).count();
+    assert_eq!(served, 16, "{got:?}");
+}
+
+// Issue 19 audit: UDP -R streams each got the whole --max-reverse-rate. Now
+// the server sends one budget to a source.
+#[test]
+fn udp_reverse_streams_of_one_source_share_the_max_reverse_rate() {
+    let _x = crate::harness::load::exclusive();
+    let port = free_port();
+    let _srv = server(
+        port,
+        &[
+            "-u",
+            "--unverified-reverse-rate",
+            "10m",
+            "--max-reverse-rate",
+            "1m",
+        ],
+        Listen::Udp,
+    );
+    // 4 tests of 2 s at 1 Mbit/s each: 1 MB unbudgeted, 250 kB budgeted.
+    let socks = reverse_requests([127, 0, 0, 13], port, 4, 2, 1_000_000);
+    let got: u64 = receive_all(&socks, Duration::from_millis(2600))
+        .iter()
+        .sum();
+    assert!(
+        (150_000..=400_000).contains(&got),
+        "4 reverse tests at 1 Mbit/s under --max-reverse-rate 1m sent {got} B in 2 s"
+    );
+}
+
+// Issue 19 audit: 4,096 sources (IPv6 /64s, or spoofed) at one UDP flow each
+// filled the table, and no source held more than a newcomer, so nobody was
+// evicted. Now the flow silent longest (1 s or more) makes room.
+#[test]
+fn four_thousand_single_flow_sources_do_not_keep_a_real_udp_test_out() {
+    let port = free_port();
+    let srv = server(port, &["-u"], Listen::Udp);
+    // -t 60 at a claimed 1 bit/s (the longest idle timeout, 30 s), -l 200.
+    let hdr = header(0x6801_0078, 0, 200, -6000, 1);
+    // 127.1.0.0 - 127.1.15.255: 4,096 sources, each from one fixed port.
+    let srcs: Vec<SocketAddr> = (0..4096u32)
+        .map(|i| SocketAddr::from(([127, 1, (i / 256) as u8, (i % 256) as u8], 41_000)))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let attacker = std::thread::spawn(move || {
+        // Every flow refreshed every 2 s (one datagram each).
+        let mut id = 1u32;
+        let mut sent = 0usize;
+        while !stop2.load(Ordering::SeqCst) {
+            for a in &srcs {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+                    .unwrap();
+                s.set_reuse_address(true).unwrap();
+                if s.bind(&(*a).into()).is_ok() {
+                    let to = SocketAddr::from(([127, 0, 0, 1], port));
+                    sent += s
+                        .send_to(&udp_datagram(&hdr, id, 200), &to.into())
+                        .unwrap_or(0);
+                }
+            }
+            if id == 1 {
+                let _ = tx.send(());
+            }
+            id += 1;
+            for _ in 0..20 {
+                if stop2.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        sent
+    });
+    rx.recv().unwrap();
+    // The table is full once every source sent (and stays full: 4,096 flows).
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..3 {
+        let o = client(&[
+            "127.0.0.1",
+            "-u",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "1",
+            "-b",
+            "1m",
+        ]);
+        assert!(
+            o.status.success() && stdout(&o).contains("Server Report"),
+            "a real UDP test failed during the attack: {}\n{}\n{}",
+            stdout(&o),
+            stderr(&o),
+            srv.err()
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sent = attacker.join().unwrap();
+    assert!(sent >= 4096 * 200 * 2, "the attack sent only {sent} B");
+}
+
+// Issue 19 audit: 256 sources at one TCP connection each, each sending a byte
+// now and then, held every slot (nobody held two more than a newcomer). Now a
+// newcomer takes the place of the slowest connection older than 10 s that moved
+// less than 100 B/s on average.
+#[test]
+fn a_trickle_from_256_sources_does_not_lock_out_a_real_tcp_client() {
+    let port = free_port();
+    // Defaults: 256 connections.
+    let _srv = server(port, &[], Listen::Tcp);
+    let hdr = tcp_header();
+    let open = move |src: [u8; 4]| -> Option<TcpStream> {
+        let mut s = connect_from(src, port).ok()?;
+        s.write_all(&hdr).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    };
+    let srcs: Vec<[u8; 4]> = (0..=255u8).map(|i| [127, 2, 0, i]).collect();
+    let mut conns: Vec<Option<TcpStream>> = srcs.iter().map(|s| open(*s)).collect();
+    assert_eq!(conns.iter().flatten().count(), 256);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let attacker = std::thread::spawn(move || {
+        // One byte per connection every second (below the first-data and
+        // idle deadlines); closed ones are renewed.
+        let mut renewed = 0;
+        while !stop2.load(Ordering::SeqCst) {
+            for (src, c) in srcs.iter().zip(conns.iter_mut()) {
+                let alive = match c {
+                    Some(s) => !closed(s) && s.write_all(b"0").is_ok(),
+                    None => false,
+                };
+                if !alive {
+                    *c = open(*src);
+                    renewed += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        renewed
+    });
+    // The trickles are judged once 10 s old.
+    std::thread::sleep(Duration::from_secs(11));
+    for _ in 0..3 {
+        let o = client(&["127.0.0.1", "-p", &port.to_string(), "-t", "1"]);
+        assert!(
+            o.status.success(),
+            "a real test failed during the attack: {}",
+            stderr(&o)
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    let renewed = attacker.join().unwrap();
+    assert!(renewed >= 1, "no trickle connection was evicted");
+}
+
+// Issue 19: a duration cap that splitting walks around. Now a source's busy
+// time is one budget: tests in a row end when it is spent, and the next is
+// refused.
+#[test]
+fn a_sources_busy_time_is_one_budget_across_tests() {
+    let port = free_port();
+    let srv = server(port, &["--max-source-time", "3"], Listen::Tcp);
+    let p = port.to_string();
+    let first = client(&["127.0.0.1", "-p", &p, "-t", "2", "-b", "1m"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    // About 1 s is left: the second test is ended about halfway.
+    let _ = client(&["127.0.0.1", "-p", &p, "-t", "2", "-b", "1m"]);
+    srv.wait_err("the end", Duration::from_secs(5), |e| {
+        e.contains("used its test time")
+    });
+    let third = client(&["127.0.0.1", "-p", &p, "-t", "1", "-b", "1m"]);
+    assert!(!third.status.success(), "{}", stdout(&third));
+    srv.wait_err("the refusal", Duration::from_secs(5), |e| {
+        e.contains("refusing a test from 127.0.0.1") && e.contains("--max-source-time")
+    });
 }

@@ -97,7 +97,14 @@ fn refused_udp_tests_exit_1_naming_a_refusal() {
         &["-u", "--no-reverse", "--max-rate", "5m"],
         Listen::Udp,
     );
-    for extra in [&["--full-duplex"][..], &["-b", "10m"]] {
+    // -R and --full-duplex: --no-reverse; -b 10m, alone or on each of -P 2
+    // streams: --max-rate.
+    for extra in [
+        &["--full-duplex"][..],
+        &["-R"],
+        &["-b", "10m"],
+        &["-P", "2", "-b", "10m"],
+    ] {
         let o = bl(&[
             &["client", "127.0.0.1", "-u", "-p", &p, "-t", "1"][..],
             extra,

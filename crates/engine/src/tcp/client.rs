@@ -217,7 +217,7 @@ fn stream(
         // call it a reset (issue 19). On full duplex the server's FIN is
         // its normal end of sending, so only the reader watches there.
         watch_peer_close: cfg.direction == Direction::Forward,
-        budget: None,
+        meter: None,
         stop: cfg.stop.clone(),
     };
     // With --abort-at-end the receiving side stops at -t too.
@@ -250,7 +250,9 @@ fn stream(
         print_intervals: true,
         idle_timeout: Some(recv_idle),
         first_data_timeout: None,
-        budget: None,
+        meter: None,
+        min_progress: false,
+        log: None,
         stop: stop.clone(),
     };
     match cfg.direction {
@@ -425,7 +427,8 @@ fn check_peer_report(json: &str, sent: Bytes, end: Duration) -> Result<(), Strin
 /// Did the sending half run as asked? `end` is its offset from the start.
 fn send_verdict(sent: SendEnd, end: Duration) -> Result<(), String> {
     match sent {
-        SendEnd::Done | SendEnd::Stopped | SendEnd::Deadline => Ok(()),
+        // OutOfTime is a server's (its source's busy time).
+        SendEnd::Done | SendEnd::Stopped | SendEnd::Deadline | SendEnd::OutOfTime => Ok(()),
         SendEnd::Disconnected => Err(reset_message(end)),
         SendEnd::Stalled => Err(format!(
             "stalled: the server read nothing for {} s (at {:.3} s); the run did not happen as asked",
@@ -440,8 +443,9 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
         RecvEnd::Reset => Err(reset_message(end)),
-        // Not set on the client (only a server waits for first data).
-        RecvEnd::Idle | RecvEnd::NoData => Err(format!(
+        // Not set on the client (only a server waits for first data,
+        // charges busy time and asks for a minimum progress).
+        RecvEnd::Idle | RecvEnd::NoData | RecvEnd::OutOfTime | RecvEnd::TooSlow => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()

@@ -35,7 +35,9 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         print_intervals: true,
         idle_timeout: None,
         first_data_timeout: None,
-        budget: None,
+        meter: None,
+        min_progress: false,
+        log: None,
         stop: StopToken::new(),
     }
 }
@@ -57,7 +59,7 @@ fn send_plan(len: usize, amount: Amount) -> SendPlan {
         deadline: None,
         stall_timeout: None,
         watch_peer_close: false,
-        budget: None,
+        meter: None,
         stop: StopToken::new(),
     }
 }

@@ -11,14 +11,16 @@ use super::io::{is_disconnect, is_transient};
 use super::pieces::{PieceReader, READ_PIECE};
 use super::stats::Ticker;
 use super::{Event, Sink};
-use crate::rate_budget::SharedBudget;
+use crate::loglimit::SharedLogLimit;
+use crate::meter::{Meter, MinProgress};
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
 use bloatlab_os::StopToken;
 use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader};
 use std::io;
-use std::net::{IpAddr, TcpStream};
+use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest burst we accept from a peer (iperf never sends more than `-l`,
@@ -53,11 +55,17 @@ pub struct RecvPlan {
     /// `already_read` (a server's header-to-data deadline: a valid header
     /// followed by silence must not hold a slot for the idle timeout).
     pub first_data_timeout: Option<Duration>,
-    /// A server's `--max-rate`: what it reads is one budget per source and
-    /// one for all receivers (charged per read, with the peer it came
-    /// from). Reads wait for the budget; TCP flow control then holds the
-    /// sender to it, whatever `-b` its header announced (or did not).
-    pub budget: Option<(SharedBudget, IpAddr)>,
+    /// A server's charges per read: `--max-rate` (one budget per source
+    /// and one for all receivers; reads wait for it, and TCP flow control
+    /// then holds the sender to it, whatever `-b` its header announced or
+    /// did not), the source's busy time, the connection's progress stamp.
+    pub meter: Option<Meter>,
+    /// End a peer that delivers less than the minimum progress
+    /// ([`MinProgress`], a server's receive connections).
+    pub min_progress: bool,
+    /// Where warnings about what the peer sends go (a server's shared log
+    /// budget); `None`: `tracing`.
+    pub log: Option<Arc<SharedLogLimit>>,
     /// End early when raised ([`RecvEnd::Stopped`]).
     pub stop: StopToken,
 }
@@ -77,6 +85,10 @@ pub enum RecvEnd {
     NoData,
     /// A stop was requested (SIGINT/SIGTERM).
     Stopped,
+    /// The source's busy time (`--max-source-time`) ran out.
+    OutOfTime,
+    /// Below the minimum progress ([`RecvPlan::min_progress`]).
+    TooSlow,
 }
 
 /// Framing state for `--trip-times`: a state machine over the bytes read,
@@ -224,6 +236,8 @@ pub fn run_with_end(
     let mut last_data = Instant::now();
     let mut got_data = false;
     let mut budget_until: Option<Instant> = None;
+    let mut out_of_time = false;
+    let mut progress = MinProgress::default();
     let why = loop {
         let now = Instant::now();
         if ticker.due(now - t0) {
@@ -255,11 +269,18 @@ pub fn run_with_end(
         if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
             break RecvEnd::Idle;
         }
+        if out_of_time {
+            break RecvEnd::OutOfTime;
+        }
+        if plan.min_progress && progress.too_slow(now) {
+            break RecvEnd::TooSlow;
+        }
         // Over the receive budget: read nothing until it is paid (the
-        // wait is ours, not the peer's silence).
+        // wait is ours, not the peer's silence or slowness).
         if let Some(until) = budget_until.filter(|u| *u > now) {
             std::thread::sleep((until - now).min(Duration::from_millis(100)));
             last_data = Instant::now();
+            progress.restart(last_data);
             continue;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
@@ -276,8 +297,11 @@ pub fn run_with_end(
         };
         last_data = Instant::now();
         got_data = true;
-        if let Some((b, peer)) = &plan.budget {
-            budget_until = Some(last_data + b.charge(last_data, *peer, n as u64));
+        progress.on_bytes(last_data, n as u64);
+        if let Some(m) = &plan.meter {
+            let moved = m.moved(last_data, n as u64);
+            budget_until = Some(last_data + moved.wait);
+            out_of_time = moved.out_of_time;
         }
         acc.on_read(Bytes(n as u64));
         if !done.completed.is_empty() {
@@ -287,11 +311,19 @@ pub fn run_with_end(
             }
         }
         if let Some(size) = done.bad_size.take() {
-            tracing::warn!(
-                stream = plan.stream,
-                burst_size = size,
-                "trip-times burst header has an impossible burst_size; latency measurement stops"
-            );
+            let msg = || {
+                format!(
+                    "stream {}: trip-times burst header has an impossible burst_size {size}; \
+                     latency measurement stops",
+                    plan.stream
+                )
+            };
+            match &plan.log {
+                // A peer chooses this: one line per connection would be
+                // outside any budget.
+                Some(log) => log.eprint(|| format!("bloatlab server: {}", msg())),
+                None => tracing::warn!("{}", msg()),
+            }
         }
     };
     Ok((acc, ticker, kept, why))

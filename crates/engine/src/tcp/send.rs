@@ -14,8 +14,8 @@ use super::io::{is_disconnect, is_transient};
 use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::config::Amount;
+use crate::meter::Meter;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
-use crate::rate_budget::SharedBudget;
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
 use bloatlab_os::StopToken;
@@ -24,7 +24,6 @@ use bloatlab_units::{BitRate, Bytes};
 use bloatlab_wire::WallTime;
 use bloatlab_wire::burst::{BURST_HEADER_LEN, TcpBurstHeader, TcpBurstRepr};
 use std::io::{self, Write};
-use std::net::IpAddr;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -69,9 +68,10 @@ pub struct SendPlan {
     pub watch_peer_close: bool,
     /// End early when raised ([`SendEnd::Stopped`]).
     pub stop: StopToken,
-    /// A server's `--max-reverse-rate`, one budget per source and one for
-    /// all senders (charged per write, with the peer it goes to).
-    pub budget: Option<(SharedBudget, IpAddr)>,
+    /// A server's charges per write: `--max-reverse-rate` (one budget per
+    /// source and one for all senders), the source's busy time, the
+    /// connection's progress stamp.
+    pub meter: Option<Meter>,
 }
 
 /// Largest buffer a sender allocates: longer `-l` writes are issued from
@@ -95,6 +95,8 @@ pub enum SendEnd {
     Deadline,
     /// A stop was requested (SIGINT/SIGTERM).
     Stopped,
+    /// The source's busy time (`--max-source-time`) ran out.
+    OutOfTime,
 }
 
 /// Fills `buf` with iperf's `0123456789` pattern.
@@ -222,6 +224,7 @@ pub fn run_with_end(
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
     let mut last_progress = Instant::now();
     let mut budget_until: Option<Instant> = None;
+    let mut out_of_time = false;
     let mut last_queued: Option<i64> = None;
     let mut last_sample: Option<Instant> = None;
     let mut burst = TcpBurstRepr {
@@ -235,6 +238,9 @@ pub fn run_with_end(
         }
         if plan.stop.is_stopped() {
             break SendEnd::Stopped;
+        }
+        if out_of_time {
+            break SendEnd::OutOfTime;
         }
         let since = now.saturating_duration_since(t0);
         let mut pace = pacer.poll(since);
@@ -365,9 +371,11 @@ pub fn run_with_end(
             *l = l.saturating_sub(this as u64);
         }
         pacer.on_sent_bytes(Bytes(this as u64));
-        if let Some((b, peer)) = &plan.budget {
+        if let Some(m) = &plan.meter {
             let now = Instant::now();
-            budget_until = Some(now + b.charge(now, *peer, this as u64));
+            let moved = m.moved(now, this as u64);
+            budget_until = Some(now + moved.wait);
+            out_of_time = moved.out_of_time;
         }
         if plan.near_congestion.is_some() {
             // iperf 2 RunNearCongestionTCP: pause ceil(w x srtt) after each burst.

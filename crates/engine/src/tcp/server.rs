@@ -30,11 +30,13 @@ use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
 use crate::flow_table::{FlowTable, FlowTableLimits};
-use crate::limits::{Admission, Ask, ServerLimits, Slot};
+use crate::limits::{Admission, Ask, Progress, Refusal, ServerLimits, Slot};
 use crate::loglimit::SharedLogLimit;
+use crate::meter::Meter;
 use crate::rate_budget::SharedBudget;
 use crate::sock::{self, SockError};
 use crate::tcpinfo;
+use crate::time_budget::{SOURCE_TIME_WINDOW, SharedTimeBudget};
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
@@ -43,7 +45,7 @@ use bloatlab_os::clock::realtime_now as wall_now;
 use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -124,10 +126,17 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
     let flows: SharedFlowTable = Arc::new(Mutex::new(FlowTable::new(FlowTableLimits::default())));
     let next_id = AtomicU32::new(1);
     // --max-rate / --max-reverse-rate: one budget per source and one for
-    // all receivers / senders.
+    // all receivers / senders; --max-source-time: busy time per source.
     let budget = Budgets {
-        receive: cfg.limits.max_rate.map(SharedBudget::new),
-        send: cfg.limits.max_reverse_rate.map(SharedBudget::new),
+        receive: cfg
+            .limits
+            .receive_budget()
+            .map(|(p, t)| SharedBudget::new(p, t)),
+        send: cfg
+            .limits
+            .send_budget()
+            .map(|(p, t)| SharedBudget::new(p, t)),
+        time: SharedTimeBudget::new(cfg.limits.max_source_time),
     };
     let mut workers = Vec::new();
     loop {
@@ -148,7 +157,7 @@ pub fn serve(cfg: &ServerConfig, listener: TcpListener) -> Result<(), ServerErro
                         let _ = c.shutdown(Shutdown::Both);
                     }
                 };
-                let slot = match admission.admit(peer.ip(), evict) {
+                let slot = match admission.admit(Instant::now(), peer.ip(), evict) {
                     Ok(slot) => slot,
                     Err(r) => {
                         log.eprint(|| format!("bloatlab server: refusing {peer}: {r}"));
@@ -204,11 +213,25 @@ struct Shared<'a> {
     budget: &'a Budgets,
 }
 
-/// `--max-rate` and `--max-reverse-rate` as budgets (per source and global).
+/// `--max-rate` and `--max-reverse-rate` as budgets (per source and global),
+/// and `--max-source-time`.
 #[derive(Debug, Clone)]
 struct Budgets {
     receive: Option<SharedBudget>,
     send: Option<SharedBudget>,
+    time: Option<SharedTimeBudget>,
+}
+
+impl Budgets {
+    /// The charges of one connection from `peer`, for one direction.
+    fn meter(&self, rate: Option<&SharedBudget>, peer: IpAddr, progress: &Progress) -> Meter {
+        Meter {
+            peer,
+            rate: rate.cloned(),
+            time: self.time.clone(),
+            progress: Some(progress.clone()),
+        }
+    }
 }
 
 /// What a TCP test header asks for, in the caps' terms (the handshake
@@ -233,7 +256,7 @@ fn connection(
     peer: SocketAddr,
     id: u32,
     one: &OneOff,
-    log: &SharedLogLimit,
+    log: &Arc<SharedLogLimit>,
     slot: &mut Slot,
 ) {
     let flows = shared.flows;
@@ -297,6 +320,18 @@ fn connection(
         log.eprint(|| format!("bloatlab server: refusing a test from {peer}: {r}"));
         return;
     }
+    // --max-source-time: a source whose busy time is spent starts nothing.
+    if let Some(t) = &shared.budget.time
+        && !t.has_time(wall_now(), peer.ip())
+    {
+        let r = Refusal::SourceTime {
+            cap: cfg.limits.max_source_time,
+            window: SOURCE_TIME_WINDOW,
+        };
+        log.eprint(|| format!("bloatlab server: refusing a test from {peer}: {r}"));
+        return;
+    }
+    let progress = slot.progress();
     if cfg.one_off {
         let _ = one
             .expected
@@ -313,7 +348,7 @@ fn connection(
         cfg,
         shared,
         &mut s,
-        peer,
+        (peer, &progress),
         id,
         &req,
         accepted_wall,
@@ -336,11 +371,11 @@ fn test(
     cfg: &ServerConfig,
     shared: &Shared<'_>,
     s: &mut TcpStream,
-    peer: SocketAddr,
+    (peer, progress): (SocketAddr, &Progress),
     id: u32,
     req: &TestRequest,
     accepted_wall: Duration,
-    log: &SharedLogLimit,
+    log: &Arc<SharedLogLimit>,
     flow: &mut Option<FlowGuard>,
 ) -> Result<(), super::stream_error::StreamError> {
     // No phase may block longer than the idle timeout (a peer with a
@@ -358,7 +393,7 @@ fn test(
         };
     }
     if req.direction != Direction::Forward {
-        prepare_sender(s, peer, req, flow.is_some(), &cfg.err)?;
+        prepare_sender(s, peer, req, flow.is_some(), log)?;
     }
     let test = test_info(req, peer, s.local_addr().ok());
     let member = shared
@@ -399,7 +434,12 @@ fn test(
         },
     });
     let t0 = Instant::now();
-    let result = run_directions(cfg, s, id, req, t0, &sink, flow, shared.budget);
+    let conn = Conn {
+        progress,
+        budgets: shared.budget,
+        log,
+    };
+    let result = run_directions(cfg, s, id, req, t0, &sink, flow, &conn);
     drop(sink);
     member.finish();
     let (sent, received) = result?;
@@ -419,6 +459,23 @@ fn test(
             )
         });
     }
+    if received == Some(RecvEnd::TooSlow) {
+        log.eprint(|| {
+            format!(
+                "bloatlab server: {peer} delivered less than {} B/s on average after its first \
+                 byte (minimum progress); test ended",
+                crate::meter::MIN_PROGRESS_RATE
+            )
+        });
+    }
+    if sent == Some(SendEnd::OutOfTime) || received == Some(RecvEnd::OutOfTime) {
+        log.eprint(|| {
+            format!(
+                "bloatlab server: {peer}'s source used its test time (--max-source-time {:?} per {:?}); test ended",
+                cfg.limits.max_source_time, SOURCE_TIME_WINDOW
+            )
+        });
+    }
     if sent == Some(SendEnd::Deadline) || received == Some(RecvEnd::Deadline) {
         log.eprint(|| {
             format!("bloatlab server: {peer}'s test reached its deadline (-t or --max-duration, plus slop); ended")
@@ -430,6 +487,13 @@ fn test(
 /// How the directions of a test ended (`None`: that direction did not run).
 type Ends = (Option<SendEnd>, Option<RecvEnd>);
 
+/// What the data loops of one connection charge and log to.
+struct Conn<'a> {
+    progress: &'a Progress,
+    budgets: &'a Budgets,
+    log: &'a Arc<SharedLogLimit>,
+}
+
 // One argument per thing the directions need; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 fn run_directions(
@@ -440,8 +504,9 @@ fn run_directions(
     t0: Instant,
     sink: &Sink,
     flow: &mut Option<FlowGuard>,
-    budgets: &Budgets,
+    conn: &Conn<'_>,
 ) -> Result<Ends, super::stream_error::StreamError> {
+    let budgets = conn.budgets;
     let peer = s.peer_addr().ok().map(|p| p.ip());
     let read_len = cfg.effective_len().0 as usize;
     let write_len = req.buffer_len.unwrap_or(DEFAULT_TCP_LEN).0 as usize;
@@ -470,7 +535,10 @@ fn run_directions(
         // A valid header then silence (issue 19, attack 3) holds a slot
         // only this long, not the idle timeout.
         first_data_timeout: Some(cfg.first_data_timeout),
-        budget: budgets.receive.clone().zip(peer),
+        meter: peer.map(|p| budgets.meter(budgets.receive.as_ref(), p, conn.progress)),
+        // A trickle after the first byte must not hold a slot (issue 19).
+        min_progress: true,
+        log: Some(Arc::clone(conn.log)),
         // A server's tests end by their peer and its limits, not by a stop request.
         stop: StopToken::new(),
     };
@@ -490,7 +558,7 @@ fn run_directions(
         stall_timeout: Some(cfg.idle_timeout),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
-        budget: budgets.send.clone().zip(peer),
+        meter: peer.map(|p| budgets.meter(budgets.send.as_ref(), p, conn.progress)),
         stop: StopToken::new(),
     };
     // Reverse senders with trip-times announce themselves with their own header.
@@ -559,20 +627,19 @@ fn prepare_sender(
     peer: SocketAddr,
     req: &TestRequest,
     flow_recorded: bool,
-    err: &crate::console::Out,
+    log: &SharedLogLimit,
 ) -> Result<(), handshake::HandshakeError> {
     let want = &req.sender;
+    // The peer chooses these: their lines go through the log budget.
     if let Some(cc) = &want.congestion
         && let Err(e) = sock::set_congestion(s, cc)
     {
-        err.line(&format!(
-            "bloatlab server: {peer} asked for congestion control {cc}: {e}"
-        ));
+        log.eprint(|| format!("bloatlab server: {peer} asked for congestion control {cc}: {e}"));
     }
     if let Some(n) = want.notsent_lowat
         && let Err(e) = sock::set_notsent_lowat(&*s, n)
     {
-        err.line(&format!("bloatlab server: {peer}: {e}"));
+        log.eprint(|| format!("bloatlab server: {peer}: {e}"));
     }
     if want.flags.contains(BlabBlockFlags::HELLO) {
         let mut hello = SenderHello::new(

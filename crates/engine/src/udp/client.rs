@@ -399,6 +399,7 @@ fn send_phase(
         seq: 1,
         last_sent: None,
         len: plan.len,
+        meter: None,
     };
     let out = send_stream(&plan, &mut tx, mono, t0, id, sink, cfg.stop.flag());
     (tx, out)

@@ -46,9 +46,9 @@ pub enum UdpError {
     Refused { addr: SocketAddr },
     /// A socket call failed mid-test.
     #[error(
-        "no reply from the UDP server at {addr} to {tries} reverse-test header datagrams \
-         (a bloatlab server refuses requests above its caps, e.g. -R above \
-         --unverified-reverse-rate when -l is under 180 bytes; its log says which)"
+        "no reply from the UDP server at {addr} to {tries} reverse-test header datagrams; \
+         {UDP_REFUSAL_HINT} (also -R from a client that cannot prove its address, e.g. with \
+         -l under 180 bytes, unless the server opts in with --unverified-reverse-rate)"
     )]
     NoReverseData { addr: SocketAddr, tries: u32 },
     #[error("the UDP server at {addr} sent no data in the reverse direction; {UDP_REFUSAL_HINT}")]

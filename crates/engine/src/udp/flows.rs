@@ -31,7 +31,10 @@
 //!   ([`FlowTable::evict_for`]): a new source takes the place of the oldest
 //!   flow of the source holding most, so a few sources refreshing a full
 //!   table with a trickle cannot keep a real client out (issue 19, attack 2:
-//!   ~98 KB/s from 17 sources held all 4,096 flows).
+//!   ~98 KB/s from 17 sources held all 4,096 flows); when no source holds
+//!   more than its share (4,096 sources at one flow each), the flow silent
+//!   longest goes, if silent for [`EVICT_SILENCE`]: holding the table then
+//!   takes a datagram per flow per second.
 //!
 //! The table owns per-flow driver state `F` (statistics, names), so its
 //! lifetime matches the flow's. Time is whatever monotonic-enough clock the
@@ -46,6 +49,9 @@ use std::time::Duration;
 pub const ACK_QUIET: Duration = Duration::from_millis(250);
 /// AckFIN sends per flow, the first included (iperf 2.1.8 loops 10 times).
 pub const MAX_ACK_SENDS: u32 = 10;
+/// A full table with no source above its share evicts the flow silent
+/// longest, if silent at least this long (see [`FlowTable::evict_for`]).
+pub const EVICT_SILENCE: Duration = Duration::from_secs(1);
 
 /// What to do with one datagram.
 #[derive(Debug, PartialEq, Eq)]
@@ -143,15 +149,18 @@ impl<F> FlowTable<F> {
         }
     }
 
-    /// Makes room for a new flow from `ip` in a full table: removes and
-    /// returns the oldest flow of the source holding most flows, when that
-    /// source holds at least two more than `ip`'s (so equal shares do not
-    /// take turns, and a source never evicts its own flows). `None`: `ip`
-    /// already has its fair share; the caller refuses the new flow.
+    /// Makes room for a new flow from `ip` in a full table at `now`:
+    /// removes and returns the oldest flow of the source holding most
+    /// flows, when that source holds at least two more than `ip`'s (so
+    /// equal shares do not take turns, and a source never evicts its own
+    /// flows); else the flow silent longest, if silent for at least
+    /// [`EVICT_SILENCE`] (a running test sends far more often). `None`:
+    /// nobody to evict; the caller refuses the new flow.
     ///
-    /// Cost: one pass over the sources (at most one per flow) and a
-    /// logarithmic removal; only called when the table is full.
-    pub fn evict_for(&mut self, ip: IpAddr) -> Option<(SocketAddr, Expired, F)> {
+    /// Cost: one pass over the sources, and over the flows when no source
+    /// is above its share, and a logarithmic removal; only called when the
+    /// table is full.
+    pub fn evict_for(&mut self, ip: IpAddr, now: Duration) -> Option<(SocketAddr, Expired, F)> {
         let here = self.from_source(ip);
         // Ties: the smallest key, so the choice does not depend on hash order.
         let (most, victim) = self
@@ -160,10 +169,22 @@ impl<F> FlowTable<F> {
             .map(|(k, m)| (m.len(), std::cmp::Reverse(*k)))
             .max()
             .map(|(n, std::cmp::Reverse(k))| (n, k))?;
-        if most < here + 2 {
-            return None;
-        }
-        let (&seq, &peer) = self.per_source.get(&victim)?.first_key_value()?;
+        let peer = if most >= here + 2 {
+            *self.per_source.get(&victim)?.first_key_value()?.1
+        } else {
+            // Ties: the smallest address.
+            let (silent, peer) = self
+                .flows
+                .iter()
+                .map(|(a, e)| (now.saturating_sub(e.last_rx), std::cmp::Reverse(*a)))
+                .max()
+                .map(|(t, std::cmp::Reverse(a))| (t, a))?;
+            if silent < EVICT_SILENCE {
+                return None;
+            }
+            peer
+        };
+        let seq = self.flows.get(&peer)?.seq;
         self.forget_source(&peer, seq);
         let e = self.flows.remove(&peer)?;
         let why = match e.phase {
@@ -507,26 +528,52 @@ mod tests {
         // Refreshing a flow does not make it younger.
         let _ = t.classify(ms(20), a(1), 5);
         assert_eq!(
-            t.evict_for(real.ip()),
+            t.evict_for(real.ip(), ms(30)),
             Some((a(1), Expired::Idle, 1)),
             "the oldest flow of the source holding most"
         );
         t.insert(ms(30), real, 7);
         assert_eq!(t.from_source(a(1).ip()), 3);
         // a holds 3, real 1: a's next oldest goes for real's second flow.
-        assert_eq!(t.evict_for(real.ip()).map(|x| x.0), Some(a(2)));
+        assert_eq!(t.evict_for(real.ip(), ms(30)).map(|x| x.0), Some(a(2)));
         t.insert(ms(31), SocketAddr::from(([10, 0, 0, 3], 10)), 8);
         // Now 2 / 2 / 2: nobody holds two more than anybody; no turns.
-        assert_eq!(t.evict_for(real.ip()), None);
-        assert_eq!(t.evict_for(a(9).ip()), None);
+        assert_eq!(t.evict_for(real.ip(), ms(30)), None);
+        assert_eq!(t.evict_for(a(9).ip(), ms(30)), None);
         // A source never evicts itself: alone, it is refused.
         let mut solo: FlowTable<u8> = FlowTable::new(IDLE);
         solo.insert(ms(0), a(1), 1);
         solo.insert(ms(0), a(2), 2);
-        assert_eq!(solo.evict_for(a(3).ip()), None);
+        assert_eq!(solo.evict_for(a(3).ip(), ms(0)), None);
         // Everything left is accounted for.
         assert_eq!(t.len(), 6);
         assert_eq!(t.drain().len(), 6);
+    }
+
+    #[test]
+    fn a_full_table_of_single_flows_evicts_the_flow_silent_longest() {
+        // Issue 19 audit: 4,096 sources (IPv6 /64s, or spoofed) at one flow
+        // each: nobody holds two more than a newcomer.
+        let mut t: FlowTable<u8> = FlowTable::new(IDLE);
+        let src = |i: u8| SocketAddr::new(format!("2001:db8:{i}::1").parse().unwrap(), 9);
+        for i in 0..4 {
+            t.insert(ms(0), src(i), i);
+        }
+        // Each refreshed lately; a running test (src 2) sends all the time.
+        for (i, at) in [(0, 200), (1, 100), (2, 1990), (3, 300)] {
+            let _ = t.classify(ms(at), src(i), 2);
+        }
+        let real = src(99);
+        // Nobody silent for EVICT_SILENCE at 1.05 s: refused.
+        assert_eq!(t.evict_for(real.ip(), ms(1050)), None);
+        // At 2 s, src 1 (silent since 100 ms) goes, not the running test.
+        assert_eq!(t.evict_for(real.ip(), ms(2000)).map(|x| x.2), Some(1));
+        t.insert(ms(2000), real, 99);
+        assert_eq!(t.evict_for(src(98).ip(), ms(2000)).map(|x| x.2), Some(0));
+        assert_eq!(t.evict_for(src(97).ip(), ms(2000)).map(|x| x.2), Some(3));
+        // Then only flows that sent within the last second are left.
+        assert_eq!(t.evict_for(src(96).ip(), ms(2000)), None);
+        assert_eq!(t.len(), 2);
     }
 
     #[test]

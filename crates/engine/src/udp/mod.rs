@@ -43,6 +43,8 @@
 //! retransmitted with it. A real iperf 2 client never sends the magic, so it
 //! always gets exactly the 128-byte AckFIN.
 
+#[cfg(test)]
+mod budget_tests;
 pub mod client;
 pub mod clock;
 mod conn;

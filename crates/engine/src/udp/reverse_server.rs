@@ -20,11 +20,16 @@ use super::report::{Event, ServerOutcome};
 use super::sender::{SendOutcome, SendPlan, StreamTx, send_stream};
 use super::server::{ReverseStart, ServerCore};
 use crate::config::{Amount, OutputFormat};
+use crate::limits::{ServerLimits, source_key};
+use crate::meter::Meter;
+use crate::rate_budget::SharedBudget;
+use crate::time_budget::SharedTimeBudget;
 use bloatlab_metrics::udp_send::UdpSendStats;
 use bloatlab_os::clock::realtime_now;
 use bloatlab_units::BitRate;
 use bloatlab_wire::{Amount as WireAmount, Rate};
-use std::net::UdpSocket;
+use std::collections::HashMap;
+use std::net::{IpAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -34,6 +39,52 @@ use std::time::Duration;
 /// Reverse (`-R`) and full-duplex tests sending at once; more are refused
 /// (each costs a thread and the server's upload).
 pub const MAX_REVERSE_SENDERS: usize = 64;
+/// Of those, the most one source (IPv4 address or IPv6 /64) may run at
+/// once (and never more than `--max-streams`): a quarter, so a few sources
+/// cannot take every slot.
+pub const MAX_REVERSE_SENDERS_PER_SOURCE: usize = 16;
+
+/// Which sender slots are taken, by source (sans-IO: the driver takes a
+/// slot before it spawns a sender and gives it back when it ends).
+#[derive(Debug, Default)]
+pub(crate) struct SenderSlots {
+    per_source: HashMap<IpAddr, usize>,
+    total: usize,
+}
+
+impl SenderSlots {
+    /// Takes a slot for `peer`, or says why not (`per_source`: its
+    /// source's share).
+    pub(crate) fn take(&mut self, peer: IpAddr, per_source: usize) -> Result<(), String> {
+        if self.total >= MAX_REVERSE_SENDERS {
+            return Err(format!(
+                "too many concurrent reverse UDP tests ({MAX_REVERSE_SENDERS})"
+            ));
+        }
+        let n = self.per_source.entry(source_key(peer)).or_insert(0);
+        if *n >= per_source {
+            return Err(format!(
+                "too many concurrent reverse UDP tests from this source ({per_source}, \
+                 its share of {MAX_REVERSE_SENDERS})"
+            ));
+        }
+        *n += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    /// `peer`'s sender ended.
+    pub(crate) fn give_back(&mut self, peer: IpAddr) {
+        let key = source_key(peer);
+        if let Some(n) = self.per_source.get_mut(&key) {
+            *n = n.saturating_sub(1);
+            self.total = self.total.saturating_sub(1);
+            if *n == 0 {
+                self.per_source.remove(&key);
+            }
+        }
+    }
+}
 
 /// The send plan of a reverse test: the client's amount and rate, this
 /// server's `-i`.
@@ -65,8 +116,8 @@ pub(crate) fn reverse_plan(
 pub(crate) fn spawn_sender(
     listener: &UdpSocket,
     start: ReverseStart,
-    interval: Option<Duration>,
-    max_duration: Duration,
+    (interval, max_duration): (Option<Duration>, Duration),
+    meter: Meter,
     sink: Sender<Event>,
     cancel: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, UdpError> {
@@ -90,6 +141,7 @@ pub(crate) fn spawn_sender(
                 seq: 1,
                 last_sent: None,
                 len: plan.len,
+                meter: Some(meter),
             };
             let SendOutcome { partial, total } =
                 send_stream(&plan, &mut tx, mono, t0, start.id, &sink, &cancel);
@@ -119,18 +171,33 @@ pub(crate) fn spawn_sender(
 pub(crate) struct ReverseSenders {
     interval: Option<Duration>,
     max_duration: Duration,
+    /// A source's share of the slots.
+    per_source: usize,
+    slots: SenderSlots,
+    /// `--max-reverse-rate` per source and in all.
+    budget: Option<SharedBudget>,
+    /// `--max-source-time` (shared with the core).
+    time: Option<SharedTimeBudget>,
     events_tx: mpsc::Sender<Event>,
     events: mpsc::Receiver<Event>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    threads: Vec<(IpAddr, std::thread::JoinHandle<()>)>,
     cancel: Arc<AtomicBool>,
 }
 
 impl ReverseSenders {
-    pub(crate) fn new(interval: Option<Duration>, max_duration: Duration) -> ReverseSenders {
+    pub(crate) fn new(
+        interval: Option<Duration>,
+        limits: &ServerLimits,
+        time: Option<SharedTimeBudget>,
+    ) -> ReverseSenders {
         let (events_tx, events) = mpsc::channel();
         ReverseSenders {
             interval,
-            max_duration,
+            max_duration: limits.max_duration,
+            per_source: MAX_REVERSE_SENDERS_PER_SOURCE.min(limits.max_streams as usize),
+            slots: SenderSlots::default(),
+            budget: limits.send_budget().map(|(p, t)| SharedBudget::new(p, t)),
+            time,
             events_tx,
             events,
             threads: Vec::new(),
@@ -140,31 +207,44 @@ impl ReverseSenders {
 
     /// Spawns a sender for every reverse test the core started.
     pub(crate) fn start(&mut self, sock: &std::net::UdpSocket, core: &mut ServerCore) {
-        self.threads.retain(|h| !h.is_finished());
+        let slots = &mut self.slots;
+        self.threads.retain(|(peer, h)| {
+            let done = h.is_finished();
+            if done {
+                slots.give_back(*peer);
+            }
+            !done
+        });
         for s in core.take_reverse_starts() {
-            if self.threads.len() >= MAX_REVERSE_SENDERS {
+            if let Err(why) = self.slots.take(s.peer.ip(), self.per_source) {
                 core.warn(realtime_now(), || {
-                    format!(
-                        "too many concurrent reverse UDP tests ({MAX_REVERSE_SENDERS}); \
-                         ignoring the one from {}",
-                        s.peer
-                    )
+                    format!("{why}; ignoring the one from {}", s.peer)
                 });
                 continue;
             }
+            let meter = Meter {
+                peer: s.peer.ip(),
+                rate: self.budget.clone(),
+                time: self.time.clone(),
+                progress: None,
+            };
+            let peer = s.peer;
             let sent = spawn_sender(
                 sock,
                 s,
-                self.interval,
-                self.max_duration,
+                (self.interval, self.max_duration),
+                meter,
                 self.events_tx.clone(),
                 self.cancel.clone(),
             );
             match sent {
-                Ok(h) => self.threads.push(h),
-                Err(e) => core.warn(realtime_now(), || {
-                    format!("could not start the reverse UDP sender for {}: {e}", s.peer)
-                }),
+                Ok(h) => self.threads.push((peer.ip(), h)),
+                Err(e) => {
+                    self.slots.give_back(peer.ip());
+                    core.warn(realtime_now(), || {
+                        format!("could not start the reverse UDP sender for {peer}: {e}")
+                    });
+                }
             }
         }
     }
@@ -188,13 +268,13 @@ impl ReverseSenders {
     }
 
     pub(crate) fn all_done(&self) -> bool {
-        self.threads.iter().all(|h| h.is_finished())
+        self.threads.iter().all(|(_, h)| h.is_finished())
     }
 
     /// Ends every sender early and prints their final reports.
     pub(crate) fn stop(mut self, reporter: &mut Reporter, format: OutputFormat) {
         self.cancel.store(true, Ordering::Relaxed);
-        for h in std::mem::take(&mut self.threads) {
+        for (_, h) in std::mem::take(&mut self.threads) {
             let _ = h.join();
         }
         self.report(reporter, format);
@@ -245,6 +325,34 @@ mod tests {
             (p.amount, p.rate),
             (Amount::Bytes(Bytes(40_000)), BitRate(0))
         );
+    }
+
+    #[test]
+    fn a_source_gets_its_share_of_the_sender_slots_and_others_the_rest() {
+        // Issue 19 audit: 64 iperf-style -R requests from one source took
+        // every sender slot.
+        let mut slots = SenderSlots::default();
+        let x: IpAddr = [10, 0, 0, 1].into();
+        let taken = (0..64).filter(|_| slots.take(x, 16).is_ok()).count();
+        assert_eq!(taken, 16);
+        let e = slots.take(x, 16).unwrap_err();
+        assert!(e.contains("from this source"), "{e}");
+        // Three more sources fill the rest; a fifth finds none left.
+        for i in 2..=4u8 {
+            for _ in 0..16 {
+                slots.take(IpAddr::from([10, 0, 0, i]), 16).unwrap();
+            }
+        }
+        let y: IpAddr = [10, 0, 0, 5].into();
+        assert!(slots.take(y, 16).unwrap_err().contains("(64)"));
+        // A finished sender gives its slot back; IPv6 counts per /64.
+        slots.give_back(x);
+        slots.take(y, 16).unwrap();
+        let mut v6 = SenderSlots::default();
+        let a: IpAddr = "2001:db8::1".parse().unwrap();
+        let b: IpAddr = "2001:db8::2".parse().unwrap();
+        v6.take(a, 1).unwrap();
+        assert!(v6.take(b, 1).is_err());
     }
 
     #[test]

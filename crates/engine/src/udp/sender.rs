@@ -14,6 +14,7 @@ use super::datagram::stamp;
 use super::mmsg::SendBatch;
 use super::report::Event;
 use crate::config::Amount;
+use crate::meter::Meter;
 use crate::pacer::{Pace, Pacer};
 use bloatlab_metrics::interval::{IntervalClock, Span};
 use bloatlab_metrics::udp_send::{UdpSendSnapshot, UdpSendStats};
@@ -69,6 +70,9 @@ pub(crate) struct StreamTx {
     /// When the last datagram went out (test clock).
     pub last_sent: Option<Duration>,
     pub len: Bytes,
+    /// A server's charges per batch sent (`--max-reverse-rate` per source
+    /// and in all, `--max-source-time`); `None` on a client.
+    pub meter: Option<Meter>,
 }
 
 /// The send phase's results.
@@ -157,6 +161,8 @@ fn send_loop(
     let mut interval_start = Duration::ZERO;
     let mut next_report = ivl.map(|c| c.next_boundary(t0));
     let len = tx.len;
+    // Held back by the server's send budget until then (mono clock).
+    let mut hold = Duration::ZERO;
     loop {
         let now = mono.now();
         while let (Some(c), Some(b)) = (ivl, next_report) {
@@ -174,7 +180,13 @@ fn send_loop(
         if end.is_some_and(|e| now >= e) || budget == Some(0) || cancel.load(Ordering::Relaxed) {
             return interval_start;
         }
-        match pacer.poll(now) {
+        let pace = match pacer.poll(now) {
+            // The shared budget may hold a batch back further than -b does.
+            Pace::SendNow(_) if hold > now => Pace::WaitUntil(hold),
+            Pace::WaitUntil(t) => Pace::WaitUntil(t.max(hold)),
+            p => p,
+        };
+        match pace {
             Pace::WaitUntil(t) => {
                 let mut wake = t;
                 if let Some(b) = next_report {
@@ -201,6 +213,14 @@ fn send_loop(
                         }
                         if k > 0 {
                             tx.last_sent = Some(now);
+                        }
+                        if let Some(m) = &tx.meter {
+                            let moved = m.moved(std::time::Instant::now(), (k as u64) * len.0);
+                            hold = mono.now() + moved.wait;
+                            if moved.out_of_time {
+                                tracing::debug!(stream = id, "the source's busy time is spent");
+                                return interval_start;
+                            }
                         }
                         k.max(1).min(n)
                     }

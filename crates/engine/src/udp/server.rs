@@ -34,9 +34,11 @@ use super::recv_flow::RecvFlow;
 use super::report::Event;
 use super::server_report::ack_fin_bytes;
 use crate::config::{Amount, ServerConfig};
-use crate::limits::{Ask, ServerLimits};
+use crate::limits::{Ask, Refusal, ServerLimits};
 use crate::loglimit::{Gate, LogLimit};
+use crate::rate_budget::RateBudget;
 use crate::sum::{JOIN_WINDOW, JoinTable};
+use crate::time_budget::{SOURCE_TIME_WINDOW, SharedTimeBudget};
 use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
 use bloatlab_units::Bytes;
 use bloatlab_wire::Rate;
@@ -118,9 +120,33 @@ struct Flow {
     deadline: Option<Duration>,
     /// Is the sender above its announced rate? `None`: nothing announced.
     watch: Option<RateWatch>,
-    /// Cut for sending above its announced rate: its datagrams are dropped
-    /// until it goes quiet (the entry stays, so they cannot start a flow).
+    /// Cut for sending above its announced rate (or for its source's
+    /// spent busy time): its datagrams are dropped until it goes quiet
+    /// (the entry stays, so they cannot start a flow).
     cut: bool,
+    /// Report events held until the flow's second datagram (its
+    /// `Connected` and `Joined`): a flow of one datagram (a forged header)
+    /// never becomes a test and prints nothing (issue 19 audit).
+    pending: Vec<Event>,
+}
+
+impl Flow {
+    /// Has the flow become a test (its report lines print)?
+    fn announced(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Finalizes the statistics at `at`: the final report goes to `events`
+    /// if the flow became a test, nowhere if not. True when it had.
+    fn finalize_into(&mut self, at: Duration, events: &mut Vec<Event>) -> bool {
+        if self.announced() {
+            self.recv.finalize(at, events);
+            true
+        } else {
+            self.recv.finalize(at, &mut Vec::new());
+            false
+        }
+    }
 }
 
 /// The server's sans-IO core (see the module docs).
@@ -165,6 +191,18 @@ pub struct ServerCore {
     outgoing: Vec<Outgoing>,
     /// Flows ended at their deadline.
     cut_at_deadline: u64,
+    /// `--max-rate`: what forward flows deliver, policed per source and in
+    /// all (a UDP sender cannot be slowed: datagrams over the budget are
+    /// dropped uncounted, so the flow's report shows them lost).
+    recv_budget: Option<RateBudget>,
+    /// Datagrams dropped by `recv_budget`.
+    policed: u64,
+    /// `--max-source-time`, shared with the reverse senders.
+    time: Option<SharedTimeBudget>,
+    /// `--max-streams`: flows one source may hold.
+    max_streams: usize,
+    /// Flows that ended after one datagram, never reported.
+    unreported: u64,
 }
 
 impl ServerCore {
@@ -197,6 +235,60 @@ impl ServerCore {
             recently_refused: std::collections::HashMap::new(),
             outgoing: Vec::new(),
             cut_at_deadline: 0,
+            recv_budget: cfg
+                .limits
+                .receive_budget()
+                .map(|(p, t)| RateBudget::new(p, t)),
+            policed: 0,
+            time: SharedTimeBudget::new(cfg.limits.max_source_time),
+            max_streams: cfg.limits.max_streams as usize,
+            unreported: 0,
+        }
+    }
+
+    /// The busy-time budget, for the reverse senders to share.
+    pub fn time_budget(&self) -> Option<SharedTimeBudget> {
+        self.time.clone()
+    }
+
+    /// Datagrams dropped by the `--max-rate` receive budget.
+    pub fn policed(&self) -> u64 {
+        self.policed
+    }
+
+    /// Flows that ended after one datagram and were never reported.
+    pub fn unreported(&self) -> u64 {
+        self.unreported
+    }
+
+    /// A flow left the table: counts it, and if it never became a test,
+    /// says so within the log budget (its lines were never printed).
+    fn flow_gone(&mut self, now: Duration, peer: SocketAddr, reported: bool) {
+        self.finished_flows += 1;
+        if !reported {
+            self.unreported += 1;
+            let n = self.unreported;
+            self.warn(now, || {
+                format!(
+                    "UDP flow from {peer} ended after a single datagram; not reported \
+                     ({n} such flows so far)"
+                )
+            });
+        }
+    }
+
+    /// Logs one refused request (a client repeats a refused header, a -R
+    /// client 100 times: one line per request, not per datagram).
+    fn refuse(&mut self, d: &Datagram<'_>, r: &Refusal) {
+        self.refused += 1;
+        if self.recently_refused.len() >= MAX_LOGGED_SOURCES {
+            self.recently_refused.clear();
+        }
+        let last = self.recently_refused.insert(d.from, d.rx);
+        if last.is_none_or(|t| d.rx.saturating_sub(t) > Duration::from_secs(10)) {
+            self.warn(d.rx, || {
+                format!("refusing a UDP test from {}: it {r}", d.from)
+            });
         }
     }
 
@@ -250,24 +342,25 @@ impl ServerCore {
                 return None;
             }
         };
-        if self.table.len() >= MAX_FLOWS && !self.evict_for(d) {
-            self.refused += 1;
-            self.warn(d.rx, || {
-                format!(
-                    "too many concurrent UDP flows ({MAX_FLOWS}); ignoring {} until some end",
-                    d.from
-                )
-            });
+        if let Some(t) = &self.time
+            && !t.has_time(d.rx, d.from.ip())
+        {
+            let r = Refusal::SourceTime {
+                cap: self.limits.max_source_time,
+                window: SOURCE_TIME_WINDOW,
+            };
+            self.refuse(d, &r);
             return None;
         }
-        if self.table.from_source(d.from.ip()) >= MAX_FLOWS_PER_SOURCE {
-            self.refused += 1;
-            self.warn(d.rx, || {
-                format!(
-                    "{} already has {MAX_FLOWS_PER_SOURCE} UDP flows; ignoring another",
-                    d.from.ip()
-                )
-            });
+        let per_source = MAX_FLOWS_PER_SOURCE.min(self.max_streams);
+        let held = self.table.from_source(d.from.ip());
+        if held >= per_source {
+            // --max-streams counts flows, not the -P a header claims.
+            let r = Refusal::FlowsOpen {
+                open: held,
+                cap: per_source,
+            };
+            self.refuse(d, &r);
             return None;
         }
         let sends = header.reverse || header.full_duplex;
@@ -308,18 +401,18 @@ impl ServerCore {
             verified: proven || can_prove,
         };
         if let Err(r) = self.limits.check(&ask) {
+            self.refuse(d, &r);
+            return None;
+        }
+        // Room last: a request refused above must not evict anyone.
+        if self.table.len() >= MAX_FLOWS && !self.evict_for(d) {
             self.refused += 1;
-            // A client repeats a refused header (a -R client 100 times):
-            // one line per request, not per datagram.
-            if self.recently_refused.len() >= MAX_LOGGED_SOURCES {
-                self.recently_refused.clear();
-            }
-            let last = self.recently_refused.insert(d.from, d.rx);
-            if last.is_none_or(|t| d.rx.saturating_sub(t) > Duration::from_secs(10)) {
-                self.warn(d.rx, || {
-                    format!("refusing a UDP test from {}: it {r}", d.from)
-                });
-            }
+            self.warn(d.rx, || {
+                format!(
+                    "too many concurrent UDP flows ({MAX_FLOWS}); ignoring {} until some end",
+                    d.from
+                )
+            });
             return None;
         }
         if header.reverse {
@@ -357,7 +450,12 @@ impl ServerCore {
             }
         }
         if header.parallel > 1 {
-            self.join_group(d, flow.recv.id, header.parallel);
+            let joined = self.join_group(d, flow.recv.id, header.parallel);
+            if flow.announced() {
+                self.events.push(joined);
+            } else {
+                flow.pending.push(joined);
+            }
         }
         let idle = idle_for(Some(&header), d.wire_len, self.idle_timeout);
         self.table.insert_with_idle(d.rx, d.from, flow, idle);
@@ -370,17 +468,18 @@ impl ServerCore {
     /// source already has a fair share. The evicted flow is finalized as an
     /// idle one (its report is what it received), without an AckFIN.
     fn evict_for(&mut self, d: &Datagram<'_>) -> bool {
-        let Some((peer, why, mut flow)) = self.table.evict_for(d.from.ip()) else {
+        let Some((peer, why, mut flow)) = self.table.evict_for(d.from.ip(), d.rx) else {
             return false;
         };
         self.evicted += 1;
         tracing::debug!(peer = %peer, flow = flow.recv.id, for_ = %d.from,
-            "UDP flow table full: evicted the oldest flow of the source holding most");
+            "UDP flow table full: evicted a flow (fairness or silence)");
+        let mut reported = flow.announced();
         if why == Expired::Idle && !flow.reverse && !flow.recv.finished {
             let last = flow.recv.last_rx;
-            flow.recv.finalize(last, &mut self.events);
+            reported = flow.finalize_into(last, &mut self.events);
         }
-        self.finished_flows += 1;
+        self.flow_gone(d.rx, peer, reported);
         true
     }
 
@@ -432,7 +531,21 @@ impl ServerCore {
         match self.table.classify(d.rx, d.from, inc.seqno) {
             Verdict::Start => self.start(d, inc.seqno, inc.sent),
             // A reverse client repeating its header until data arrives.
-            Verdict::Data(flow) if flow.reverse => None,
+            // A reverse client repeating its header until data arrives, or
+            // a cut flow's sender still going.
+            Verdict::Data(flow) if flow.reverse || flow.cut => None,
+            Verdict::Data(_)
+                if self
+                    .time
+                    .as_ref()
+                    .is_some_and(|t| !t.charge(d.rx, d.from.ip())) =>
+            {
+                let cap = self.limits.max_source_time;
+                self.cut(d.rx, d.from, format!(
+                    "its source used its test time (--max-source-time {cap:?} per {SOURCE_TIME_WINDOW:?})"
+                ));
+                None
+            }
             Verdict::Data(flow) if flow.awaiting_cookie.is_some() => {
                 // A full-duplex flow not yet verified: its datagrams count
                 // as usual; one carrying our cookie starts our sender.
@@ -446,41 +559,41 @@ impl ServerCore {
                         bytes: self.cookies.reply(d.from, d.rx),
                     });
                 }
-                flow.recv.account(
-                    inc.seqno.unsigned_abs(),
-                    inc.sent,
-                    d.rx,
-                    d.wire_len,
-                    &mut self.events,
-                );
+                if police(&mut self.recv_budget, d) {
+                    self.policed += 1;
+                } else {
+                    flow.recv.account(
+                        inc.seqno.unsigned_abs(),
+                        inc.sent,
+                        d.rx,
+                        d.wire_len,
+                        &mut self.events,
+                    );
+                }
                 out
             }
-            Verdict::Data(flow) if flow.cut => None,
             Verdict::Data(flow)
-                if !flow.reverse
-                    && flow
-                        .watch
-                        .as_ref()
-                        .is_some_and(|w| w.over(d.rx, d.wire_len)) =>
+                if flow
+                    .watch
+                    .as_ref()
+                    .is_some_and(|w| w.over(d.rx, d.wire_len)) =>
             {
-                // Above its announced rate: the flow ends here, with what it
-                // received so far, and its later datagrams are dropped.
-                flow.cut = true;
-                if !flow.recv.finished {
-                    let last = flow.recv.last_rx;
-                    flow.recv.finalize(last, &mut self.events);
-                }
-                let rate = flow.header.and_then(|h| announced_rate(&h, d.wire_len));
-                self.cut_flows += 1;
-                let peer = d.from;
-                self.warn(d.rx, || {
+                // Above its announced rate (or --max-rate, when it announced
+                // none): the flow ends here, with what it received so far.
+                let rate = flow
+                    .header
+                    .and_then(|h| announced_rate(&h, d.wire_len))
+                    .or(self.limits.max_rate);
+                self.cut(
+                    d.rx,
+                    d.from,
                     format!(
-                        "cutting the UDP test from {peer}: it sends above the {} its header announced (x{} over {:?})",
+                        "it sends above the {} its header announced (x{} over {:?})",
                         rate.map_or("rate".into(), |r| r.to_string()),
                         super::rate_watch::FACTOR,
                         super::rate_watch::WINDOW
-                    )
-                });
+                    ),
+                );
                 None
             }
             Verdict::Data(flow) if !flow.recv.plausible(inc.seqno) => {
@@ -488,7 +601,15 @@ impl ServerCore {
                 flow.recv.bad += 1;
                 None
             }
+            Verdict::Data(_) if police(&mut self.recv_budget, d) => {
+                // Over its source's (or the server's) --max-rate budget:
+                // not received; the flow's report shows it lost.
+                self.policed += 1;
+                None
+            }
             Verdict::Data(flow) => {
+                // Its second datagram: the flow is a test now.
+                self.events.append(&mut flow.pending);
                 // id 0 is ignored by the accumulator, like iperf 2.
                 flow.recv.account(
                     inc.seqno.unsigned_abs(),
@@ -519,24 +640,42 @@ impl ServerCore {
         }
     }
 
-    fn connected(&mut self, d: &Datagram<'_>, tags: Vec<String>) -> u32 {
+    /// A new flow's id and its `Connected` event (for the caller to push,
+    /// or to hold until the flow becomes a test).
+    fn connected(&mut self, d: &Datagram<'_>, tags: Vec<String>) -> (u32, Event) {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let local = SocketAddr::new(d.to.unwrap_or(IpAddr::from([0, 0, 0, 0])), self.local_port);
-        self.events.push(Event::Connected {
+        let ev = Event::Connected {
             stream: id,
             info: ConnInfo {
                 local,
                 peer: d.from,
                 tags,
             },
-        });
-        id
+        };
+        (id, ev)
+    }
+
+    /// Ends `peer`'s flow now for `why` (it sends above its rate, its
+    /// source's time is spent): its report ends with what it received, and
+    /// its later datagrams are dropped until it goes quiet.
+    fn cut(&mut self, now: Duration, peer: SocketAddr, why: String) {
+        let Some(flow) = self.table.get_mut(&peer) else {
+            return;
+        };
+        flow.cut = true;
+        if !flow.recv.finished {
+            let last = flow.recv.last_rx;
+            flow.finalize_into(last, &mut self.events);
+        }
+        self.cut_flows += 1;
+        self.warn(now, || format!("cutting the UDP test from {peer}: {why}"));
     }
 
     /// A flow of a `-P N` client joins its client's group (iperf 2.1.8
     /// sums them in `[SUM]` lines), or opens one.
-    fn join_group(&mut self, d: &Datagram<'_>, stream: u32, expected: u32) {
+    fn join_group(&mut self, d: &Datagram<'_>, stream: u32, expected: u32) -> Event {
         self.close_groups(d.rx);
         let next = &mut self.next_group;
         let group = self.groups.join(d.from.ip(), expected, d.rx, || {
@@ -544,11 +683,11 @@ impl ServerCore {
             *next = next.wrapping_add(1).max(1);
             g
         });
-        self.events.push(Event::Joined {
+        Event::Joined {
             stream,
             group,
             expected,
-        });
+        }
     }
 
     /// Groups whose join window ended with fewer flows than announced.
@@ -576,7 +715,15 @@ impl ServerCore {
         if let Some(h) = header.filter(|h| h.core_len >= core_field::VERSION_L.end) {
             tags.push(format!("(peer {})", h.version));
         }
-        let id = self.connected(d, tags);
+        let (id, connected) = self.connected(d, tags);
+        // A full-duplex flow is a test at once (our sender may start); a
+        // forward one at its second datagram.
+        let full_duplex = header.is_some_and(|h| h.full_duplex);
+        let mut pending = vec![connected];
+        if full_duplex {
+            self.events.append(&mut pending);
+        }
+        let limits = &self.limits;
         Flow {
             recv: RecvFlow::new(id, d.rx, self.interval),
             header,
@@ -587,10 +734,13 @@ impl ServerCore {
             cookie_sent: Duration::ZERO,
             reply_budget: 0,
             deadline: None,
+            // A sender that announced no rate is watched against --max-rate.
             watch: header
                 .and_then(|h| announced_rate(&h, d.wire_len))
+                .or(limits.max_rate)
                 .map(|r| RateWatch::new(r, d.rx)),
             cut: false,
+            pending,
         }
     }
 
@@ -602,7 +752,8 @@ impl ServerCore {
             tags.push("(trip-times)".to_owned());
         }
         tags.push(format!("(peer {})", h.version));
-        let id = self.connected(d, tags);
+        let (id, connected) = self.connected(d, tags);
+        self.events.push(connected);
         self.reverse_starts.push(ReverseStart {
             id,
             peer: d.from,
@@ -624,6 +775,7 @@ impl ServerCore {
             deadline: None,
             watch: None,
             cut: false,
+            pending: Vec::new(),
         }
     }
 
@@ -650,6 +802,8 @@ impl ServerCore {
             flow.recv.bad += 1;
             return None;
         }
+        // A flow whose FIN is its second datagram is a test too.
+        self.events.append(&mut flow.pending);
         // The FIN is the last datagram of the test: iperf 2 counts it (its
         // |id| is the Total, its bytes are in the Transfer).
         flow.recv.account(
@@ -692,6 +846,7 @@ impl ServerCore {
         // report frame are paid from the bytes it delivered, so a forged
         // header and FIN (a few hundred bytes) get no AckFIN and no frame.
         let mut budget = total.bytes.0;
+        let mut too_large = None;
         if header.is_some_and(|h| h.bloatlab) {
             let report = ServerSideReport::new(
                 flow.recv.id,
@@ -699,7 +854,7 @@ impl ServerCore {
                 IntervalRecord::from_udp_recv(total, true),
             );
             let mut framed = bytes.clone();
-            append_report_frame(&mut framed, &report);
+            too_large = append_report_frame(&mut framed, &report).err();
             if framed.len() as u64 <= budget {
                 bytes = framed;
             }
@@ -719,6 +874,11 @@ impl ServerCore {
             }
         }
         flow.reply_budget = budget;
+        if let Some(n) = too_large {
+            self.warn(now, || {
+                format!("server report frame ({n} B) too large for one datagram; sent AckFIN only")
+            });
+        }
         bytes
     }
 
@@ -738,6 +898,14 @@ impl ServerCore {
             };
             let (id, secs) = (flow.recv.id, flow.recv.offset(now).as_secs_f64());
             let last = flow.recv.last_rx;
+            if !flow.announced() {
+                // Its first datagram only: no report, and no warning of
+                // its own (flow_gone says it when it leaves the table).
+                flow.finalize_into(last, &mut self.events);
+                flow.reply_budget = 0;
+                self.table.end(&peer, Vec::new(), 0);
+                continue;
+            }
             let total = flow.recv.finalize(last, &mut self.events);
             let bytes = self.ack_bytes(now, &peer, &total);
             let sends = u32::from(!bytes.is_empty());
@@ -788,7 +956,7 @@ impl ServerCore {
         self.close_groups(now);
         self.end_overdue(now);
         for (_, flow) in self.table.iter_mut() {
-            if !flow.recv.finished {
+            if !flow.recv.finished && flow.announced() {
                 let off = flow.recv.offset(now);
                 flow.recv.intervals_until(off, &mut self.events);
             }
@@ -802,21 +970,26 @@ impl ServerCore {
                 Expired::Idle => {
                     // Within the log budget: an attacker's one-datagram
                     // flows each end this way (issue 19: 24,576 lines in 50 s).
-                    let id = flow.recv.id;
-                    self.warn(now, || {
-                        format!(
-                            "UDP flow {id} from {peer}: no datagram and no FIN for the idle \
-                             timeout; finalizing the flow"
-                        )
-                    });
-                    let last = flow.recv.last_rx;
-                    flow.recv.finalize(last, &mut self.events);
+                    if flow.announced() && !flow.cut {
+                        let id = flow.recv.id;
+                        self.warn(now, || {
+                            format!(
+                                "UDP flow {id} from {peer}: no datagram and no FIN for the \
+                                 idle timeout; finalizing the flow"
+                            )
+                        });
+                    }
+                    // A cut flow was reported when it was cut.
+                    if !flow.recv.finished {
+                        let last = flow.recv.last_rx;
+                        flow.finalize_into(last, &mut self.events);
+                    }
                 }
                 Expired::Acked { sends } => {
                     tracing::debug!(peer = %peer, sends, "AckFIN phase over");
                 }
             }
-            self.finished_flows += 1;
+            self.flow_gone(now, peer, flow.reverse || flow.announced());
         }
     }
 
@@ -884,24 +1057,29 @@ fn announced_rate(h: &HeaderInfo, wire_len: usize) -> Option<bloatlab_units::Bit
     }
 }
 
+/// Should `d` be dropped by the `--max-rate` receive budget (policing)?
+fn police(budget: &mut Option<RateBudget>, d: &Datagram<'_>) -> bool {
+    budget
+        .as_mut()
+        .is_some_and(|b| !b.admit(d.rx, d.from.ip(), d.wire_len as u64))
+}
+
 /// Appends the bloatlab report frame (`BLXR`, JSON payload) after the
-/// 128-byte AckFIN, if the datagram stays within the UDP limit.
-fn append_report_frame(ack: &mut Vec<u8>, report: &ServerSideReport) {
+/// 128-byte AckFIN, if the datagram stays within the UDP limit; else
+/// returns the frame's length (the caller logs it within its budget).
+fn append_report_frame(ack: &mut Vec<u8>, report: &ServerSideReport) -> Result<(), usize> {
     let payload = report.to_json();
     let Ok(payload) = std::str::from_utf8(&payload) else {
-        return;
+        return Ok(());
     };
     let Ok(repr) = ReportFrameRepr::new(payload) else {
-        return;
+        return Ok(());
     };
     if ack.len() + repr.buffer_len() > MAX_SEND {
-        tracing::warn!(
-            bytes = repr.buffer_len(),
-            "server report frame too large for one datagram; sent AckFIN only"
-        );
-        return;
+        return Err(repr.buffer_len());
     }
     let start = ack.len();
     ack.resize(start + repr.buffer_len(), 0);
     repr.emit(&mut ReportFrame::new_unchecked(&mut ack[start..]));
+    Ok(())
 }

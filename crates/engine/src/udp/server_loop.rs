@@ -55,7 +55,7 @@ pub fn run_server_until(cfg: &ServerConfig, stop: &AtomicBool) -> Result<(), Udp
     // Headers live in the first 160 bytes; MSG_TRUNC still reports the real
     // length, so small buffers keep a 64-datagram batch in cache.
     let mut rb = RecvBatch::new(64, 512);
-    let mut senders = ReverseSenders::new(cfg.interval, cfg.limits.max_duration);
+    let mut senders = ReverseSenders::new(cfg.interval, &cfg.limits, core.time_budget());
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
