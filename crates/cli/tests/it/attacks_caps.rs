@@ -205,7 +205,7 @@ fn udp_datagram(hdr: &[u8], id: u32, len: usize) -> Vec<u8> {
 #[test]
 fn a_trickle_from_17_sources_holding_every_udp_flow_does_not_keep_real_tests_out() {
     let port = free_port();
-    let srv = server(port, &["-u"], Listen::Udp);
+    let _srv = server(port, &["-u"], Listen::Udp);
     // UDP forward, -t 60 at a claimed 1 bit/s (the longest idle timeout, 30 s), -l 200.
     let hdr = header(0x6801_0078, 0, 200, -6000, 1);
     let mut socks = Vec::new();
@@ -240,10 +240,11 @@ fn a_trickle_from_17_sources_holding_every_udp_flow_does_not_keep_real_tests_out
         (bytes, t0.elapsed())
     });
     rx.recv().unwrap();
-    // The table is full: the attacker's 4,097th flow was refused.
-    srv.wait_err("a full flow table", Duration::from_secs(10), |e| {
-        e.contains("too many concurrent UDP flows")
-    });
+    // The table is full (4,097 flows for 4,096 places); since the audit the
+    // newcomer evicts a flow silent for a second instead of being refused,
+    // so there is no refusal to wait for: the attack holds the table as
+    // well as it can.
+    std::thread::sleep(Duration::from_millis(500));
     let mut passed = 0;
     for _ in 0..3 {
         let o = client(&[
@@ -423,8 +424,13 @@ fn a_udp_sender_announcing_no_rate_is_cut_at_max_rate() {
     let hdr = header(0x6801_0078, 0, 1470, -1000, 0);
     let s = UdpSocket::bind(SocketAddr::from(([127, 0, 0, 7], 0))).unwrap();
     s.connect(("127.0.0.1", port)).unwrap();
+    // About 100 Mbit/s, paced so a busy server's socket buffer does not
+    // drop most of it before it is read.
     for id in 1..=4000u32 {
         let _ = s.send(&udp_datagram(&hdr, id, 1470));
+        if id % 20 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
     srv.wait_err("the cut", Duration::from_secs(5), |e| {
         e.contains("cutting the UDP test from 127.0.0.7")
