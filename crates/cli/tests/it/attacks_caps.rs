@@ -339,13 +339,7 @@ fn reverse_streams_of_one_client_share_the_max_reverse_rate() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // CSV: ..., id, interval, bytes, bits/s; the streams' whole-test lines.
-    let total: f64 = stdout(&o)
-        .lines()
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f.len() >= 9 && f[5].parse::<i32>().is_ok_and(|id| id > 0))
-        .filter(|f| f[6].starts_with("0.0-"))
-        .filter_map(|f| f[8].parse::<f64>().ok())
-        .sum();
+    let total: f64 = csv_totals(&stdout(&o)).iter().sum();
     // Each stream's first write (128 KB) goes before it is charged: ~1.4
     // Mbit/s over 3 s for 4 streams. Without a shared budget: ~40 Mbit/s.
     assert!(
