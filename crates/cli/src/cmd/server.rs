@@ -50,11 +50,14 @@ pub struct ServerArgs {
     #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
-    /// Largest -b a client may announce for what it sends (default: no cap).
+    /// Largest -b a client may announce for what it sends; also what the TCP
+    /// server reads from one source (IPv4 address or IPv6 /64) and from all,
+    /// whatever was announced (default: no cap).
     #[arg(long = "max-rate", value_parser = opts::rate)]
     pub max_rate: Option<BitRate>,
-    /// Largest -b this server sends at on -R / --full-duplex tests; with a cap,
-    /// requests without -b (full speed) are refused (default: no cap).
+    /// Largest -b this server sends at on -R / --full-duplex tests, and one
+    /// budget for what its TCP senders send to a source and to all; with a
+    /// cap, requests without -b (full speed) are refused (default: no cap).
     #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
     pub max_reverse_rate: Option<BitRate>,
     /// Opt-in: largest UDP -R / --full-duplex rate for a client that cannot
