@@ -183,6 +183,8 @@ pub struct Quick {
     pub line: usize,
     /// Runs per point (default 1).
     pub repetitions: u32,
+    /// Line of `repetitions` (0 when the section leaves it out).
+    pub repetitions_line: usize,
     /// `test` options replacing those of `[test]` with the same key.
     pub test_opts: Vec<Opt>,
     /// Matrix subsets: the parameter as named in `[matrix]`, the values kept (each one of the
@@ -289,6 +291,46 @@ fn value_cost(name: &str, value: &Scalar, fields: Option<&Vec<(String, Scalar)>>
         n = n.saturating_add(name.len() as u64 + 1 + k.len() as u64 + text(v) + VALUE_OVERHEAD);
     }
     n
+}
+
+/// Why an experiment's expansion is over its budget ([`MAX_RUNS`], [`MAX_EXPANSION_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// More runs than [`MAX_RUNS`].
+    #[error("{runs} runs (at most {MAX_RUNS})")]
+    Runs {
+        /// Points x repetitions (saturating).
+        runs: u64,
+    },
+    /// The runs would hold more than [`MAX_EXPANSION_BYTES`] of values.
+    #[error(
+        "the matrix expands to {runs} runs holding {bytes} bytes of values, more than the \
+         expansion budget of {MAX_EXPANSION_BYTES} bytes (64 MiB); use fewer or shorter \
+         values, or fewer repetitions"
+    )]
+    Bytes {
+        /// Points x repetitions.
+        runs: u64,
+        /// [`expansion_bytes`].
+        bytes: u64,
+    },
+}
+
+/// Checks `exp`'s expansion against the budget without expanding anything: every variant
+/// (the file as parsed, its `--quick` variant, a shard of either) is checked before its runs
+/// are made, so no later step can plan what the file's check did not see (issue 19: a
+/// 100,000-point file whose `[quick] repetitions = 1000` planned 10^8 runs).
+pub fn check_budget(exp: &Experiment) -> Result<(), BudgetError> {
+    let runs =
+        (crate::matrix::point_count(exp) as u64).saturating_mul(u64::from(exp.repetitions.max(1)));
+    if runs > MAX_RUNS as u64 {
+        return Err(BudgetError::Runs { runs });
+    }
+    let bytes = expansion_bytes(exp);
+    if bytes > MAX_EXPANSION_BYTES {
+        return Err(BudgetError::Bytes { runs, bytes });
+    }
+    Ok(())
 }
 
 /// The memory the expanded runs of `exp` take (every run holds its point's values): for each
@@ -432,6 +474,7 @@ fn quick(lines: &Lines<'_>, root: &Table, matrix: &[Param]) -> Result<Option<Qui
     let mut q = Quick {
         line: key_line(lines, root, "quick"),
         repetitions: 1,
+        repetitions_line: 0,
         test_opts: Vec::new(),
         matrix: Vec::new(),
     };
@@ -503,6 +546,7 @@ fn quick(lines: &Lines<'_>, root: &Table, matrix: &[Param]) -> Result<Option<Qui
             }
             ("repetitions", Item::Value(Value::Integer(i))) if (1..=1000).contains(i.value()) => {
                 q.repetitions = *i.value() as u32;
+                q.repetitions_line = line;
             }
             ("repetitions", _) => return Err(lines.err(line, key, "must be 1 to 1000")),
             ("name", _) => {
@@ -885,36 +929,37 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         ));
     }
     check_placeholders(&lines, &exp)?;
-    let runs = crate::matrix::point_count(&exp).saturating_mul(exp.repetitions as usize);
-    if runs > MAX_RUNS {
-        return Err(lines.err(
-            matrix_line,
-            "matrix",
-            format!("{runs} runs (at most {MAX_RUNS})"),
-        ));
-    }
     // Every run holds its point's values: bound what they take before anything expands
     // them (`--list-points` included).
-    let bytes = expansion_bytes(&exp);
-    if bytes > MAX_EXPANSION_BYTES {
-        // Name the parameter that weighs most.
-        let heaviest = exp.matrix.iter().max_by_key(|p| {
-            p.values.iter().enumerate().fold(0u64, |a, (i, v)| {
-                a.saturating_add(value_cost(&p.name, v, p.fields.get(i)))
-            })
-        });
-        let (line, key) = heaviest.map_or((matrix_line, "matrix".to_owned()), |p| {
-            (p.line, format!("matrix.{}", p.name))
-        });
-        return Err(lines.err(
-            line,
-            key,
-            format!(
-                "the matrix expands to {runs} runs holding {bytes} bytes of values, more than \
-                 the expansion budget of {MAX_EXPANSION_BYTES} bytes (64 MiB); use fewer or \
-                 shorter values, or fewer repetitions"
-            ),
-        ));
+    match check_budget(&exp) {
+        Ok(()) => {}
+        Err(e @ BudgetError::Runs { .. }) => {
+            return Err(lines.err(matrix_line, "matrix", e.to_string()));
+        }
+        Err(e @ BudgetError::Bytes { .. }) => {
+            // Name the parameter that weighs most.
+            let heaviest = exp.matrix.iter().max_by_key(|p| {
+                p.values.iter().enumerate().fold(0u64, |a, (i, v)| {
+                    a.saturating_add(value_cost(&p.name, v, p.fields.get(i)))
+                })
+            });
+            let (line, key) = heaviest.map_or((matrix_line, "matrix".to_owned()), |p| {
+                (p.line, format!("matrix.{}", p.name))
+            });
+            return Err(lines.err(line, key, e.to_string()));
+        }
+    }
+    // The quick variant has its own repetitions: a file within the budget may plan far more
+    // runs under `--quick` (it narrows the matrix, so only its repetitions can grow it).
+    if let Some(q) = &exp.quick
+        && let Err(e) = check_budget(&exp.clone().quick())
+    {
+        let (line, key) = if q.repetitions_line > 0 {
+            (q.repetitions_line, "quick.repetitions")
+        } else {
+            (q.line, "quick")
+        };
+        return Err(lines.err(line, key, format!("under --quick: {e}")));
     }
     Ok(exp)
 }
@@ -1060,6 +1105,31 @@ rate = ["6mbit", "8mbit"]
     }
 
     #[test]
+    fn a_quick_variant_over_the_budget_is_refused_naming_its_repetitions() {
+        // Issue 19: 100,000 points are within the budget, but `[quick] repetitions = 1000`
+        // planned 10^8 runs, and `matrix::runs` asked for gigabytes at once.
+        let t = "[test]\nname = \"rrul\"\n[matrix]\n\"lab.limit\" = { from = 1, to = 100000, step = 1, suffix = \"p\" }\n[quick]\nrepetitions = 1000\n";
+        let e = err(t);
+        assert_eq!((e.line, e.key.as_str()), (6, "quick.repetitions"), "{e}");
+        assert_eq!(e.why, "under --quick: 100000000 runs (at most 100000)");
+        // A quick variant that narrows the matrix may repeat more.
+        let narrowed = t.replace(
+            "[quick]\n",
+            "[quick]\nmatrix.\"lab.limit\" = [\"1p\", \"2p\"]\n",
+        );
+        let q = parse("q", "q", &narrowed).unwrap().quick();
+        assert_eq!(crate::matrix::runs(&q, None).unwrap().len(), 2000);
+        // An experiment built past the parser (as a merge rebuilds one) is checked again
+        // before its runs are made.
+        let mut e = parse("q", "q", &narrowed).unwrap();
+        e.repetitions = 1000;
+        assert_eq!(
+            crate::matrix::runs(&e, None).unwrap_err(),
+            BudgetError::Runs { runs: 100_000_000 }
+        );
+    }
+
+    #[test]
     fn a_matrix_whose_runs_hold_too_much_is_refused_naming_the_heaviest_parameter() {
         // Each list is small (the file is ~ 90 KB), but 10 x 10 x 1000 runs each hold a copy
         // of a 4,000-character value: about 400 MB.
@@ -1077,7 +1147,7 @@ rate = ["6mbit", "8mbit"]
         let ok = t.replace("repetitions = 1000", "repetitions = 10");
         let exp = parse("ok", "ok", &ok).unwrap();
         assert!(expansion_bytes(&exp) < MAX_EXPANSION_BYTES);
-        assert_eq!(crate::matrix::runs(&exp, None).len(), 1000);
+        assert_eq!(crate::matrix::runs(&exp, None).unwrap().len(), 1000);
     }
 
     #[test]

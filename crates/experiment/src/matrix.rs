@@ -5,7 +5,7 @@
 //! parameter varying fastest. A point's name is its 1-based number and its values
 //! (`p002_rate-8mbit_cc-bbr`), so results files sort by point and say what they hold.
 
-use crate::file::{Experiment, Opt, Scalar, Target};
+use crate::file::{BudgetError, Experiment, Opt, Scalar, Target, check_budget};
 
 /// One combination of parameter values.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -153,8 +153,11 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The runs of the experiment (or of one shard of it) in the declared order.
-pub fn runs(exp: &Experiment, shard: Option<Shard>) -> Vec<Run> {
+/// The runs of the experiment (or of one shard of it) in the declared order. The budget is
+/// checked first ([`check_budget`]), whatever path built `exp` (`--quick`, a merge's
+/// `plan.json`), so nothing is allocated for an experiment over it.
+pub fn runs(exp: &Experiment, shard: Option<Shard>) -> Result<Vec<Run>, BudgetError> {
+    check_budget(exp)?;
     let pts: Vec<Point> = points(exp)
         .into_iter()
         .filter(|p| shard.is_none_or(|s| p.index % s.n == s.k))
@@ -190,7 +193,7 @@ pub fn runs(exp: &Experiment, shard: Option<Shard>) -> Vec<Run> {
             out.swap(i, j);
         }
     }
-    out
+    Ok(out)
 }
 
 /// The test to run at `point` (`[test] name` may use placeholders).
@@ -355,6 +358,7 @@ t = ["rrul", "tcp_upload"]
     #[test]
     fn orders_and_repetitions() {
         let seq: Vec<String> = runs(&exp("sequential"), None)
+            .unwrap()
             .iter()
             .map(Run::name)
             .collect();
@@ -368,12 +372,17 @@ t = ["rrul", "tcp_upload"]
             ]
         );
         let il: Vec<String> = runs(&exp("interleaved"), None)
+            .unwrap()
             .iter()
             .map(Run::name)
             .collect();
         assert_eq!(il[1], "p002_rate-6mbit_length-10_r1");
         assert_eq!(il[6], "p001_rate-6mbit_length-5_r2");
-        let sh: Vec<String> = runs(&exp("shuffled"), None).iter().map(Run::name).collect();
+        let sh: Vec<String> = runs(&exp("shuffled"), None)
+            .unwrap()
+            .iter()
+            .map(Run::name)
+            .collect();
         assert_ne!(sh, seq);
         let mut a = sh.clone();
         let mut b = seq.clone();
@@ -383,6 +392,7 @@ t = ["rrul", "tcp_upload"]
         assert_eq!(
             sh,
             runs(&exp("shuffled"), None)
+                .unwrap()
                 .iter()
                 .map(Run::name)
                 .collect::<Vec<_>>()
@@ -392,9 +402,9 @@ t = ["rrul", "tcp_upload"]
     #[test]
     fn shards_partition_the_points() {
         let e = exp("sequential");
-        let all: Vec<String> = runs(&e, None).iter().map(Run::name).collect();
+        let all: Vec<String> = runs(&e, None).unwrap().iter().map(Run::name).collect();
         let mut joined: Vec<String> = (0..4)
-            .flat_map(|k| runs(&e, Some(Shard { k, n: 4 })))
+            .flat_map(|k| runs(&e, Some(Shard { k, n: 4 })).unwrap())
             .map(|r| r.name())
             .collect();
         joined.sort();
@@ -402,7 +412,7 @@ t = ["rrul", "tcp_upload"]
         all_sorted.sort();
         assert_eq!(joined, all_sorted);
         assert_eq!(
-            runs(&e, Some(Shard { k: 3, n: 4 })).len(),
+            runs(&e, Some(Shard { k: 3, n: 4 })).unwrap().len(),
             2,
             "point 4 and its 2 reps"
         );

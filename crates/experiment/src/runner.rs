@@ -79,6 +79,9 @@ pub enum RunError {
         /// What went wrong.
         detail: String,
     },
+    /// The experiment is over its expansion budget (checked before its runs are made).
+    #[error("{0}")]
+    Budget(#[from] crate::file::BudgetError),
     /// `experiment merge` refused the directories.
     #[error("experiment merge: {why}")]
     MergeRefused {
@@ -219,7 +222,7 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Event<'_>),
 ) -> Result<Outcome, RunError> {
-    let runs = matrix::runs(exp, cfg.shard);
+    let runs = matrix::runs(exp, cfg.shard)?;
     prepare(exp, cfg, &runs)?;
     let todo = runs
         .iter()

@@ -353,7 +353,9 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
         check_points(&exp, QUICK).map_err(exit::usage)?;
     }
     if a.list_points {
-        for r in matrix::runs(&exp, a.shard) {
+        let runs =
+            matrix::runs(&exp, a.shard).map_err(|e| exit::usage(format!("{}: {e}", exp.file)))?;
+        for r in runs {
             println!("{}\t{}", r.name(), r.point.label());
         }
         return Ok(());

@@ -216,6 +216,40 @@ fn list_points_refuses_a_huge_expansion_naming_the_key_and_line() {
     );
 }
 
+/// A 100,000-point file is within the budget, but its `[quick] repetitions = 1000` planned
+/// 10^8 runs: `--quick --list-points` asked `with_capacity` for gigabytes. The quick variant
+/// is checked as the file is, so both variants are refused at once naming
+/// `quick.repetitions` and its line, within 1 GiB of address space (the expansion would
+/// take over 4 GiB).
+#[test]
+fn a_quick_variant_over_the_expansion_budget_is_refused_naming_its_repetitions() {
+    let tmp = tempdir();
+    let f = tmp.path().join("quick.toml");
+    std::fs::write(
+        &f,
+        "[test]\nname = \"rrul\"\n\n[matrix]\n\"lab.limit\" = { from = 1, to = 100000, step = 1, suffix = \"p\" }\n\n[quick]\nlength = 2\nrepetitions = 1000\n",
+    )
+    .unwrap();
+    for quick in ["--quick", ""] {
+        let script = format!(
+            "ulimit -v 1048576; exec {BIN} experiment run {} {quick} --list-points",
+            f.display()
+        );
+        let t0 = std::time::Instant::now();
+        let mut r = Proc::spawn("sh", &["-c", &script]);
+        let st = r.wait_exit(Duration::from_secs(20));
+        let e = r.err();
+        assert_eq!(st.code(), Some(2), "{quick}: {}", r.transcript());
+        assert!(
+            e.contains("quick.toml:9: quick.repetitions")
+                && e.contains("under --quick: 100000000 runs (at most 100000)"),
+            "{quick}: {e}"
+        );
+        assert!(r.out().is_empty(), "{quick}: no run listed: {}", r.out());
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    }
+}
+
 /// `bloatlab test --permit-key` hands the key to its `client` and `ping` children in
 /// $BLOATLAB_PERMIT_KEY: none of their command lines (world-readable) holds it, and the
 /// keyed server still serves every flow.
