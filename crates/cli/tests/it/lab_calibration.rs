@@ -313,24 +313,7 @@ fn assert_bloatlab_ping_calibrated(delay: &str, want: f64) {
     let lab = LabGuard::up("bping", &["--delay", delay]);
     let _server = serve_and_wait(&lab, "10.77.0.2");
     let m = best_of_three(want, || {
-        let o = lab.exec(
-            "client",
-            &[
-                BIN,
-                "ping",
-                "10.77.0.2",
-                "-p",
-                "5001",
-                "-i",
-                "20ms",
-                "-t",
-                "2",
-                "--json",
-            ],
-        );
-        assert!(o.status.success(), "ping: {}{}", stdout(&o), stderr(&o));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("ping JSON: {e}: {}", stdout(&o)));
+        let v = bloatlab_ping_json(&lab, "20ms", "2");
         let median_ns = v["metadata"]["probe"]["summary"]["rtt"]["median_ns"]
             .as_f64()
             .unwrap_or_else(|| panic!("no rtt median: {v}"));

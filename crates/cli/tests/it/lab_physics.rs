@@ -41,24 +41,7 @@ fn floor_ms() -> f64 {
 /// RTTs (ms) of a `bloatlab ping` run from the client to the server, every 10 ms for
 /// `secs` seconds (lost probes left out).
 fn ping_rtts(lab: &LabGuard, secs: &str) -> Vec<f64> {
-    let o = lab.exec(
-        "client",
-        &[
-            BIN,
-            "ping",
-            "10.77.0.2",
-            "-p",
-            "5001",
-            "-i",
-            "10ms",
-            "-t",
-            secs,
-            "--json",
-        ],
-    );
-    assert!(o.status.success(), "ping: {}{}", stdout(&o), stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("ping JSON: {e}: {}", stdout(&o)));
+    let v = bloatlab_ping_json(lab, "10ms", secs);
     let rtt = v["raw"]["latency"]
         .as_array()
         .into_iter()
