@@ -28,6 +28,7 @@ mod lab_cli;
 mod lab_ecn_flow;
 mod lab_ipv6;
 mod lab_kernel;
+mod lab_physics;
 mod lab_run;
 mod ping_loopback;
 mod report_cli;

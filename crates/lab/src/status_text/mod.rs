@@ -236,9 +236,9 @@ fn calibration_line(c: &TrimReport) -> String {
         u => format!("{:.1} us", us(u)),
     };
     format!(
-        "calibrated delay: configured {:.3} ms, applied {:.3} ms \
-         (path {:.1} us + release lateness p50 {:.1} us of the last {} packets); \
-         not removed: {unremoved}, nor the spread above the lateness p50",
+        "calibrated delay: configured {:.3} ms, applied {:.3} ms (path {:.1} us); \
+         release lateness p50 {:.1} us of the last {} packets, not taken out \
+         (a packet never leaves before its time); not removed: {unremoved}",
         ms(c.configured_ns),
         ms(c.applied_ns),
         us(c.host_path_ns),

@@ -70,9 +70,9 @@ fn a_lab_without_counters_shows_hosts_and_settings_and_says_it_is_dead() {
 #[test]
 fn counters_calibration_and_tracking_are_rendered_from_their_producers() {
     let spec = LabSpec::new("h14st");
-    // Up: 10 ms, 30 us host share, 20 us release lateness: all of it taken out.
+    // Up: 10 ms, 30 us host share (taken out), 20 us release lateness (not: issue 18).
     let mut up_trim = DelayTrim::new(Duration::from_millis(10), US(30));
-    // Down: 40 us configured but 30 us + 2 ms (capped at 1 ms) of overhead.
+    // Down: 40 us configured, 30 us host share, 2 ms of release lateness.
     let mut down_trim = DelayTrim::new(US(40), US(30));
     for _ in 0..10 {
         up_trim.released(US(20));
@@ -124,16 +124,16 @@ fn counters_calibration_and_tracking_are_rendered_from_their_producers() {
     let counters: Vec<&str> = text.lines().skip(5).collect();
     let want = [
         "  up   forwarded 0 pkts / 0 B, unroutable 0, lateness p50 12 us p99 81 us max 1234 us, SCHED_FIFO".to_string(),
-        "       calibrated delay: configured 10.000 ms, applied 9.950 ms (path 30.0 us + release \
-         lateness p50 20.0 us of the last 10 packets); not removed: nothing, nor the spread above \
-         the lateness p50".to_string(),
+        "       calibrated delay: configured 10.000 ms, applied 9.970 ms (path 30.0 us); release \
+         lateness p50 20.0 us of the last 10 packets, not taken out (a packet never leaves before \
+         its time); not removed: 20.0 us".to_string(),
         format!("       {LINK}"),
         "  down forwarded 100 pkts / 150000 B, unroutable 1, lateness p50 12 us p99 81 us max 1234 us, \
          normal priority (left SCHED_FIFO 2x: busy enough to starve the hosts)".to_string(),
         "       offload: 3 TSO super-packets cut into wire packets, 4 coalesced writes".to_string(),
-        "       calibrated delay: configured 0.040 ms, applied 0.000 ms (path 30.0 us + release \
-         lateness p50 2000.0 us of the last 10 packets); not removed: 1990.0 us, nor the spread \
-         above the lateness p50".to_string(),
+        "       calibrated delay: configured 0.040 ms, applied 0.010 ms (path 30.0 us); release \
+         lateness p50 2000.0 us of the last 10 packets, not taken out (a packet never leaves \
+         before its time); not removed: 2000.0 us".to_string(),
         format!("       {LINK}"),
         "  calibration at lab up: 46/48 echo requests client -> server through 1 ms + 1 ms: RTT p50 \
          2.100 ms p90 2.100 ms, overhead 100.0 us (of it release lateness 40.0 us), 30.0 us taken \

@@ -125,7 +125,8 @@ fn isochronous_count_run_with_shared_clock_gives_exact_one_way_delays() {
     assert_eq!(r.probes.len(), 100);
     for (i, p) in r.probes.iter().enumerate() {
         assert_eq!(p.sent, i as u32 * 10 * MS, "isochronous slot {i}");
-        assert_eq!(p.rtt, Some(40 * MS + Duration::from_micros(10)));
+        // The responder's 10 us turnaround is not the network's.
+        assert_eq!(p.rtt, Some(40 * MS));
         assert_eq!(p.up.unwrap().as_nanos(), 30_000_000);
         assert_eq!(p.down.unwrap().as_nanos(), 10_000_000);
     }
@@ -317,4 +318,52 @@ fn count_zero_is_done_immediately() {
     let s = Session::new(config(Limit::Count(0)), START);
     assert!(s.is_done());
     assert_eq!(s.poll_timeout(), None);
+}
+
+/// The responder's turnaround (kernel receive stamp to send) is taken out of the RTT, on
+/// the responder's own clock, so an offset between the clocks does not enter; without the
+/// responder's stamps (ICMP) or with a turnaround that cannot be (negative, or not shorter
+/// than the round trip: a stepped clock) the raw round trip stays.
+#[test]
+fn the_responder_turnaround_is_not_part_of_the_rtt() {
+    let us = Duration::from_micros;
+    let t1 = START;
+    let t4 = START + 2 * MS + us(60);
+    // Responder clock 5 s ahead; it held the request 60 us.
+    let rx = START + Duration::from_secs(5) + MS;
+    assert_eq!(network_rtt(t1, t4, Some(rx), Some(rx + us(60))), 2 * MS);
+    assert_eq!(network_rtt(t1, t4, None, None), 2 * MS + us(60));
+    assert_eq!(network_rtt(t1, t4, Some(rx), None), 2 * MS + us(60));
+    assert_eq!(
+        network_rtt(t1, t4, Some(rx), Some(rx - us(1))),
+        2 * MS + us(60),
+        "negative turnaround"
+    );
+    assert_eq!(
+        network_rtt(t1, t4, Some(rx), Some(rx + 3 * MS)),
+        2 * MS + us(60),
+        "turnaround longer than the round trip"
+    );
+    // The session reports it so, per reply and in the results; the timeout still grows
+    // with when replies arrive (turnaround included).
+    let mut s = Session::new(config(Limit::Count(1)), START);
+    let t = s.poll_transmit(START).unwrap();
+    let reply = Reply {
+        session: Some(99),
+        seq: t.seq,
+        client_send: t.send_time,
+        server_rx: Some(rx),
+        server_tx: Some(rx + us(60)),
+        rx_count: Some(1),
+        seen: Some(0),
+        clock_domain: 0,
+    };
+    assert_eq!(
+        s.on_reply(t4, &reply),
+        ReplyEvent::Answered {
+            seq: 0,
+            rtt: 2 * MS
+        }
+    );
+    assert_eq!(s.finish().probes[0].rtt, Some(2 * MS));
 }

@@ -286,3 +286,23 @@ pub fn serve_and_wait(lab: &LabGuard, server_ip: &str) -> Proc {
     );
     server
 }
+
+/// `bloatlab ping 10.77.0.2 -p 5001 -i INTERVAL -t SECS --json` from the `client` host (a
+/// [`serve_and_wait`] server answers), asserting success; the results document.
+pub fn bloatlab_ping_json(lab: &LabGuard, interval: &str, secs: &str) -> serde_json::Value {
+    let args = [
+        BIN,
+        "ping",
+        "10.77.0.2",
+        "-p",
+        "5001",
+        "-i",
+        interval,
+        "-t",
+        secs,
+        "--json",
+    ];
+    let o = lab.exec("client", &args);
+    assert!(o.status.success(), "ping: {}{}", stdout(&o), stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("ping JSON: {e}: {}", stdout(&o)))
+}
