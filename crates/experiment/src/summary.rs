@@ -72,6 +72,10 @@ pub fn row(
                     r.push(format!("{base}.max_ms"), ms(x.max_ns));
                 }
                 r.push(format!("{base}.count"), p.received);
+                // In flight when the run ended (not lost): the loss fraction leaves them out.
+                if p.unfinished > 0 {
+                    r.push(format!("{base}.unfinished"), p.unfinished);
+                }
                 if let Some(l) = p.loss_fraction {
                     r.push(format!("{base}.loss"), l);
                 }

@@ -39,6 +39,11 @@ pub struct ProbeResult {
     pub lost: Option<LossDirection>,
     /// A reply came after the timeout.
     pub late: bool,
+    /// No reply had come when the session was stopped, and the timeout had not passed:
+    /// neither received nor lost (`lost` is `None`, `rtt` is `None`). A queue of several
+    /// seconds still holds the last probes when a stopped prober gives up waiting
+    /// ([`crate::client::STOP_LINGER`]).
+    pub unfinished: bool,
     /// Extra copies of the reply.
     pub duplicates: u32,
 }
@@ -46,7 +51,16 @@ pub struct ProbeResult {
 impl ProbeResult {
     /// The RTT if the probe was answered in time.
     pub fn rtt_in_time(&self) -> Option<Duration> {
-        if self.lost.is_none() { self.rtt } else { None }
+        if self.answered_in_time() {
+            self.rtt
+        } else {
+            None
+        }
+    }
+
+    /// Answered within the timeout: neither lost nor unfinished.
+    pub fn answered_in_time(&self) -> bool {
+        self.lost.is_none() && !self.unfinished
     }
 }
 
@@ -195,6 +209,9 @@ pub struct Summary {
     pub duplicates: u64,
     /// Replies that came after the timeout.
     pub late: u64,
+    /// Unanswered when the session was stopped, before their timeout: neither received nor
+    /// lost ([`ProbeResult::unfinished`]).
+    pub unfinished: u64,
     /// Send slots skipped because the sender woke up late.
     pub skipped_slots: u64,
     /// Round-trip time.
@@ -217,7 +234,7 @@ impl Summary {
     /// Computes the summary of a report.
     pub fn of(r: &Report) -> Summary {
         let count = |d: LossDirection| r.probes.iter().filter(|p| p.lost == Some(d)).count() as u64;
-        let in_time: Vec<&ProbeResult> = r.probes.iter().filter(|p| p.lost.is_none()).collect();
+        let in_time: Vec<&ProbeResult> = r.probes.iter().filter(|p| p.answered_in_time()).collect();
         let rtt: Vec<SignedDuration> = in_time
             .iter()
             .filter_map(|p| p.rtt.map(SignedDuration::from_duration))
@@ -228,7 +245,7 @@ impl Summary {
             |f: fn(&ProbeResult) -> Option<SignedDuration>| -> Vec<Option<SignedDuration>> {
                 r.probes
                     .iter()
-                    .map(|p| if p.lost.is_none() { f(p) } else { None })
+                    .map(|p| if p.answered_in_time() { f(p) } else { None })
                     .collect()
             };
         Summary {
@@ -239,6 +256,7 @@ impl Summary {
             lost_unknown: count(LossDirection::Unknown),
             duplicates: r.probes.iter().map(|p| u64::from(p.duplicates)).sum(),
             late: r.probes.iter().filter(|p| p.late).count() as u64,
+            unfinished: r.probes.iter().filter(|p| p.unfinished).count() as u64,
             skipped_slots: r.skipped_slots,
             rtt: DelayStats::of(&rtt),
             up: DelayStats::of(&up),
@@ -253,6 +271,12 @@ impl Summary {
     /// Lost probes in any direction.
     pub fn lost(&self) -> u64 {
         self.lost_up + self.lost_down + self.lost_unknown
+    }
+
+    /// Probes whose fate is known (received or lost): the denominator of the loss
+    /// percentage, which leaves the unfinished ones out.
+    pub fn decided(&self) -> u64 {
+        self.sent - self.unfinished
     }
 }
 

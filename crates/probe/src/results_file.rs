@@ -91,9 +91,10 @@ pub fn results_file(
     };
     let record = |p: &ProbeResult, delay: Option<u64>| ProbeRecord {
         sent_ns: nanos(p.sent),
-        delay_ns: if p.lost.is_none() { delay } else { None },
+        delay_ns: if p.answered_in_time() { delay } else { None },
         duplicates: p.duplicates,
         late: p.late,
+        unfinished: p.unfinished,
     };
     let series = |kind, samples| LatencyRecord {
         name: name.to_owned(),
@@ -181,6 +182,7 @@ pub fn results_file(
             lost_unknown: s.lost_unknown,
             duplicates: s.duplicates,
             late: s.late,
+            unfinished: s.unfinished,
             skipped_slots: s.skipped_slots,
             server_rx_count: (!session.icmp).then_some(report.server_rx_count),
             rtt: signed(&s.rtt),

@@ -486,8 +486,11 @@ impl Session {
                     }
                     _ => (None, None),
                 };
+                // Still pending at the end: the timeout has not passed (handle_timeout
+                // would have declared it lost), so its fate is unknown.
+                let unfinished = p.status == Status::Pending;
                 let lost = match p.status {
-                    Status::Answered => None,
+                    Status::Answered | Status::Pending => None,
                     _ => Some(match p.server_seen {
                         Some(true) => LossDirection::Down,
                         Some(false) => LossDirection::Up,
@@ -502,6 +505,7 @@ impl Session {
                     down,
                     lost,
                     late: p.status == Status::Late,
+                    unfinished,
                     duplicates: p.duplicates,
                 }
             })

@@ -120,6 +120,7 @@ impl From<&ProbeSample> for ProbeRecord {
             delay_ns: s.delay().map(nanos),
             duplicates: s.duplicates,
             late: s.late,
+            unfinished: s.outcome == ProbeOutcome::Unfinished,
         }
     }
 }
@@ -128,9 +129,11 @@ impl From<&ProbeRecord> for ProbeSample {
     fn from(r: &ProbeRecord) -> Self {
         ProbeSample {
             sent: ns(r.sent_ns),
-            outcome: r
-                .delay_ns
-                .map_or(ProbeOutcome::Lost, |d| ProbeOutcome::Delay(ns(d))),
+            outcome: match (r.delay_ns, r.unfinished) {
+                (Some(d), _) => ProbeOutcome::Delay(ns(d)),
+                (None, true) => ProbeOutcome::Unfinished,
+                (None, false) => ProbeOutcome::Lost,
+            },
             duplicates: r.duplicates,
             late: r.late,
         }

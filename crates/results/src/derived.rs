@@ -54,6 +54,7 @@ impl Derived {
                         sent: a.summary.sent,
                         received: a.summary.received,
                         lost: a.summary.lost,
+                        unfinished: a.summary.unfinished,
                         loss_fraction: a.summary.loss_fraction(),
                         duplicates: a.summary.duplicates,
                         late: a.summary.late,

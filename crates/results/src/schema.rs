@@ -275,7 +275,7 @@ fn is_false(v: &bool) -> bool {
 pub struct ProbeRecord {
     /// Send time, ns since the run start.
     pub sent_ns: u64,
-    /// Delay in ns; `null` if the probe was lost.
+    /// Delay in ns; `null` if the probe was lost or is `unfinished`.
     pub delay_ns: Option<u64>,
     /// Extra copies received (omitted when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -283,6 +283,12 @@ pub struct ProbeRecord {
     /// Arrived out of order (omitted when false).
     #[serde(default, skip_serializing_if = "is_false")]
     pub late: bool,
+    /// No reply had come when the prober stopped, and the probe's timeout had not passed
+    /// (a queue still draining at the end of the run): neither received nor lost, and left
+    /// out of loss fractions. `delay_ns` is then `null`. Omitted when false; files written
+    /// before this field counted such probes as lost.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unfinished: bool,
 }
 
 /// Flow direction.

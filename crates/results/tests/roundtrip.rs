@@ -13,9 +13,11 @@ fn probe() -> impl Strategy<Value = ProbeRecord> {
         prop::option::of(any::<u64>()),
         0u32..3,
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(sent_ns, delay_ns, duplicates, late)| ProbeRecord {
+        .prop_map(|(sent_ns, delay_ns, duplicates, late, unfinished)| ProbeRecord {
             sent_ns,
+            unfinished: unfinished && delay_ns.is_none(),
             delay_ns,
             duplicates,
             late,

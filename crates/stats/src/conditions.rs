@@ -511,6 +511,7 @@ mod tests {
             sent,
             received: sent - lost,
             lost,
+            unfinished: 0,
             duplicates: 0,
             late: 0,
             delay: DelayStats::from_delays(&delays),

@@ -32,6 +32,12 @@ pub enum ProbeOutcome {
     Delay(Duration),
     /// It never arrived (within the probe's timeout).
     Lost,
+    /// No reply had come when the run ended, and its timeout had not passed: neither
+    /// arrived nor lost. Behind a queue of several seconds, the probes of a run's last
+    /// seconds are still queued when the prober stops; counting them lost would report
+    /// loss that no packet suffered. They are counted apart and left out of the loss
+    /// fraction.
+    Unfinished,
 }
 
 /// One probe. For a one-way *down* series, a probe lost on the way *up* never had a
@@ -73,7 +79,7 @@ impl ProbeSample {
     pub fn delay(&self) -> Option<Duration> {
         match self.outcome {
             ProbeOutcome::Delay(d) => Some(d),
-            ProbeOutcome::Lost => None,
+            ProbeOutcome::Lost | ProbeOutcome::Unfinished => None,
         }
     }
 }
@@ -144,6 +150,9 @@ pub struct LatencySummary {
     pub received: u64,
     /// Of those, how many were lost.
     pub lost: u64,
+    /// Of those, how many were still unanswered, but not yet timed out, when the run
+    /// ended ([`ProbeOutcome::Unfinished`]): neither received nor lost.
+    pub unfinished: u64,
     /// Total extra copies received.
     pub duplicates: u64,
     /// Probes that arrived out of order.
@@ -153,9 +162,11 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    /// `lost / sent`, or `None` when nothing was sent (0/0 is not 0 % loss).
+    /// `lost / (sent - unfinished)`: the share of the probes whose fate is known that were
+    /// lost; `None` when no probe's fate is known (0/0 is not 0 % loss).
     pub fn loss_fraction(&self) -> Option<f64> {
-        (self.sent > 0).then(|| self.lost as f64 / self.sent as f64)
+        let decided = self.sent - self.unfinished;
+        (decided > 0).then(|| self.lost as f64 / decided as f64)
     }
 }
 
@@ -168,7 +179,8 @@ impl LatencySeries {
     /// The summary of the probes sent within `phase`.
     pub fn summarize(&self, phase: &Phase) -> LatencySummary {
         let mut delays = Vec::new();
-        let (mut sent, mut lost, mut duplicates, mut late) = (0u64, 0u64, 0u64, 0u64);
+        let (mut sent, mut lost, mut unfinished) = (0u64, 0u64, 0u64);
+        let (mut duplicates, mut late) = (0u64, 0u64);
         for s in self.in_phase(phase) {
             sent += 1;
             duplicates += u64::from(s.duplicates);
@@ -176,12 +188,14 @@ impl LatencySeries {
             match s.outcome {
                 ProbeOutcome::Delay(d) => delays.push(d),
                 ProbeOutcome::Lost => lost += 1,
+                ProbeOutcome::Unfinished => unfinished += 1,
             }
         }
         LatencySummary {
             sent,
-            received: sent - lost,
+            received: sent - lost - unfinished,
             lost,
+            unfinished,
             duplicates,
             late,
             delay: DelayStats::from_delays(&delays),
@@ -313,6 +327,38 @@ mod tests {
         let s = lost.summarize(&Phase::new(PhaseKind::Idle, Duration::ZERO, ms(5)));
         assert_eq!(s.loss_fraction(), Some(1.0));
         assert_eq!(s.delay, None);
+    }
+
+    #[test]
+    fn probes_unanswered_at_the_end_are_neither_received_nor_lost() {
+        let unfinished = |sent| ProbeSample {
+            outcome: ProbeOutcome::Unfinished,
+            ..ProbeSample::lost(sent)
+        };
+        let series = LatencySeries {
+            name: "x".into(),
+            kind: DelayKind::RoundTrip,
+            samples: vec![
+                ProbeSample::received(ms(0), ms(10)),
+                ProbeSample::lost(ms(1)),
+                ProbeSample::received(ms(2), ms(12)),
+                ProbeSample::received(ms(3), ms(14)),
+                unfinished(ms(4)),
+                unfinished(ms(5)),
+            ],
+        };
+        let s = series.summarize(&Phase::new(PhaseKind::Idle, Duration::ZERO, ms(10)));
+        assert_eq!((s.sent, s.received, s.lost, s.unfinished), (6, 3, 1, 2));
+        // One of the four probes whose fate is known: not one of six.
+        assert_eq!(s.loss_fraction(), Some(0.25));
+        assert_eq!(s.delay.map(|d| d.count), Some(3));
+        // Only unfinished probes: no fate known, so no loss fraction (not 0 %, not 100 %).
+        let only = LatencySeries {
+            samples: vec![unfinished(ms(1))],
+            ..series
+        };
+        let s = only.summarize(&Phase::new(PhaseKind::Idle, Duration::ZERO, ms(10)));
+        assert_eq!(s.loss_fraction(), None);
     }
 
     #[test]

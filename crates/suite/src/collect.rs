@@ -200,6 +200,7 @@ mod tests {
             delay_ns,
             duplicates: 0,
             late: false,
+            unfinished: false,
         };
         let mut meta = bloatlab_results::Metadata::new(
             "ping",
@@ -227,6 +228,7 @@ mod tests {
                 lost_unknown: 1,
                 duplicates: 0,
                 late: 0,
+                unfinished: 0,
                 skipped_slots: 1,
                 server_rx_count: Some(2),
                 rtt: None,
@@ -309,6 +311,7 @@ mod tests {
                         delay_ns: Some(1),
                         duplicates: 0,
                         late: false,
+                        unfinished: false,
                     })
                     .collect(),
             }],

@@ -450,6 +450,7 @@ mod tests {
                 }),
                 duplicates: 0,
                 late: false,
+                unfinished: false,
             })
             .collect();
         let raw = Raw {

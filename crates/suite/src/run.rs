@@ -1182,6 +1182,7 @@ mod tests {
             sent: 3,
             received: 3,
             lost: 0,
+            unfinished: 0,
             duplicates: 0,
             late: 0,
             delay: DelayStats::from_delays(&[ms(80), ms(80), ms(81)]),

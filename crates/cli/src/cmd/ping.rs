@@ -241,7 +241,7 @@ pub fn run(mut args: PingArgs) -> anyhow::Result<()> {
     }
     // A dead emulator is the cause of the loss, whatever its amount.
     lab.check()?;
-    let loss = pct(summary.lost(), summary.sent);
+    let loss = pct(summary.lost(), summary.decided());
     if loss > args.max_loss {
         return Err(anyhow::Error::new(exit::Exit {
             code: exit::FAILURE,
@@ -323,7 +323,7 @@ fn format_summary(target: &str, s: &Summary) -> String {
          {} duplicates, {} late, {} send slots skipped\n",
         s.sent,
         s.received,
-        pct(s.lost(), s.sent),
+        pct(s.lost(), s.decided()),
         s.lost_up,
         s.lost_down,
         s.lost_unknown,
@@ -331,6 +331,13 @@ fn format_summary(target: &str, s: &Summary) -> String {
         s.late,
         s.skipped_slots
     );
+    if s.unfinished > 0 {
+        out += &format!(
+            "{} probes still unanswered at the stop, before their timeout: in flight, not \
+             lost (left out of the loss percentage)\n",
+            s.unfinished
+        );
+    }
     out += &format!(
         "{:<6}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}  (ms)\n",
         "", "min", "p10", "median", "mean", "p90", "p99", "max"

@@ -37,7 +37,11 @@ pub struct LatencyPhaseDerived {
     pub received: u64,
     /// Probes lost.
     pub lost: u64,
-    /// `lost / sent`; null when nothing was sent.
+    /// Probes still unanswered, before their timeout, when the prober stopped (neither
+    /// received nor lost; 0 in files written before this field).
+    #[serde(default)]
+    pub unfinished: u64,
+    /// `lost / (sent - unfinished)`; null when no probe's fate is known.
     pub loss_fraction: Option<f64>,
     /// Extra copies.
     pub duplicates: u64,

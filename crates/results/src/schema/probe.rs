@@ -70,6 +70,10 @@ pub struct ProbeSummaryRecord {
     pub lost_unknown: u64,
     pub duplicates: u64,
     pub late: u64,
+    /// Unanswered when the prober stopped, before their timeout (neither received nor
+    /// lost); 0 in files written before this field.
+    #[serde(default)]
+    pub unfinished: u64,
     /// Send slots skipped because the prober woke up late.
     pub skipped_slots: u64,
     /// Requests the responder said it had received; `None` for ICMP.
