@@ -15,13 +15,15 @@ fn probe() -> impl Strategy<Value = ProbeRecord> {
         any::<bool>(),
         any::<bool>(),
     )
-        .prop_map(|(sent_ns, delay_ns, duplicates, late, unfinished)| ProbeRecord {
-            sent_ns,
-            unfinished: unfinished && delay_ns.is_none(),
-            delay_ns,
-            duplicates,
-            late,
-        })
+        .prop_map(
+            |(sent_ns, delay_ns, duplicates, late, unfinished)| ProbeRecord {
+                sent_ns,
+                unfinished: unfinished && delay_ns.is_none(),
+                delay_ns,
+                duplicates,
+                late,
+            },
+        )
 }
 
 fn transfer() -> impl Strategy<Value = TransferRecord> {
