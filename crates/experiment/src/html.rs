@@ -1,6 +1,8 @@
 //! `report.html`: the summary table and plots against the swept parameters (latency of the
 //! reference series idle and under load, on a log axis when it spans more than two decades;
-//! its probes lost; NetPwr for a NetPwr experiment; throughput up and down), one x position
+//! its probes lost idle, loaded and in recovery, when it is a probe series; NetPwr for a
+//! NetPwr experiment; throughput up and down; each flow's MiB when two to four flows
+//! compete), one x position
 //! per point labelled with the point's parameter values, repetitions as mean with a +-1
 //! standard deviation error bar, legends beside the plot area. Self-contained (inline SVG, no
 //! scripts); the points table maps point numbers to parameter values.
@@ -19,6 +21,9 @@ fn esc(s: &str) -> String {
 type Series = (String, Vec<Option<(f64, f64)>>);
 
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+
+/// iperf's MBytes: 2^20 bytes.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// Whether a y axis over positive `values` needs a log scale: they span more than two
 /// decades (issue 18: report 4's 40 ms shaped points lay flat under SQM off's seconds).
@@ -308,24 +313,29 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
             &labels,
             &lat,
         ));
-        // Lost probes, so a point whose latency looks fine but lost its probes shows it.
-        let loss: Vec<Series> = ["idle", "loaded"]
+        // Lost probes, so a point whose latency looks fine but lost its probes shows it; the
+        // recovery phase too (report 4's probes were lost after the load as well). A series
+        // without loss cells (a [client] run's write-to-read latency) has no loss chart.
+        let loss: Vec<Series> = ["idle", "loaded", "recovery"]
             .iter()
             .map(|ph| {
                 let v = stat(rows, &points, &format!("lat.{series}.{ph}.loss"));
                 let pct = v
                     .into_iter()
                     .map(|o| o.map(|(m, sd)| (m * 100.0, sd * 100.0)));
-                (format!("{ph} probes lost"), pct.collect())
+                (format!("{ph} probes lost"), pct.collect::<Vec<_>>())
             })
+            .filter(|(_, v)| v.iter().any(Option::is_some))
             .collect();
-        html.push_str("<br>");
-        html.push_str(&chart(
-            &format!("probe loss ({series}) vs {x_desc}"),
-            "% lost",
-            &labels,
-            &loss,
-        ));
+        if !loss.is_empty() {
+            html.push_str("<br>");
+            html.push_str(&chart(
+                &format!("probe loss ({series}) vs {x_desc}"),
+                "% lost",
+                &labels,
+                &loss,
+            ));
+        }
         // NetPwr (iperf 2: bytes/s over RTT in us) of the upload, the quantity report 2 is about.
         if name.contains("netpwr") {
             let mbit = stat(rows, &points, "tput.loaded.up_mbit");
@@ -363,6 +373,33 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         &labels,
         &tput,
     ));
+    // Competing flows (report 3's one vs one): each flow's MiB (2^20 bytes, as iperf prints
+    // MBytes), so an uneven split shows.
+    let flows: Vec<String> = summary::columns(rows)
+        .into_iter()
+        .filter_map(|c| {
+            c.strip_prefix("tput.loaded.")?
+                .strip_suffix(".bytes")
+                .map(str::to_string)
+        })
+        .collect();
+    if (2..=COLORS.len()).contains(&flows.len()) {
+        let per_flow: Vec<Series> = flows
+            .iter()
+            .map(|f| {
+                let v = stat(rows, &points, &format!("tput.loaded.{f}.bytes"));
+                let mib = v.into_iter().map(|o| o.map(|(m, sd)| (m / MIB, sd / MIB)));
+                (format!("{f} MiB"), mib.collect())
+            })
+            .collect();
+        html.push_str("<br>");
+        html.push_str(&chart(
+            &format!("transferred per flow under load vs {x_desc}"),
+            "MiB",
+            &labels,
+            &per_flow,
+        ));
+    }
     html.push_str("<h2>points</h2><table><tr><th>point</th>");
     for p in params {
         let _ = write!(html, "<th>{}</th>", esc(p));
@@ -422,6 +459,10 @@ mod tests {
         assert!(!html.contains(">p001</tspan>"), "not the point number");
         assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
         assert!(html.contains("probes lost"), "loss chart");
+        assert!(
+            !html.contains("recovery probes lost"),
+            "no recovery cells, no line"
+        );
         // 20 % lost: the loss axis goes to 22 (10 % headroom).
         assert!(html.contains(">22.0</text>"), "20 % lost");
         assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
@@ -483,5 +524,56 @@ mod tests {
         );
         // Plot area ends at w - LEGEND_W - 10; the legend starts at w - LEGEND_W.
         assert!(s.contains(&format!(r#"<rect x="{}""#, 900.0)), "{s}");
+    }
+
+    #[test]
+    fn the_loss_chart_has_the_recovery_phase_and_is_left_out_without_loss_cells() {
+        let params = vec!["shaper".to_string()];
+        let mut r = row("p001_a", "6089kbit/737kbit", 44.0, 0.2);
+        r.cells
+            .push(("lat.udp_ef.rtt.recovery.loss".into(), 0.28.into()));
+        let html = report("r4", &[r], &params);
+        assert!(html.contains(">recovery probes lost</text>"), "{html}");
+        // A [client] run: write-to-read latency, no probes, so no loss chart.
+        let client = Row {
+            cells: vec![
+                ("point".into(), "p001_w".into()),
+                ("weight".into(), "0.4".into()),
+                ("lat.tcp_up_1.owd_up.loaded.mean_ms".into(), 2.9.into()),
+                ("tput.loaded.up_mbit".into(), 940.0.into()),
+            ],
+        };
+        let html = report("report1", &[client], &["weight".to_string()]);
+        assert!(!html.contains("probe loss"), "{html}");
+        assert!(html.contains("throughput under load"), "{html}");
+    }
+
+    #[test]
+    fn competing_flows_get_a_chart_of_their_mib() {
+        let r = |point: &str, ecn: &str, a: f64, b: f64| Row {
+            cells: vec![
+                ("point".into(), point.into()),
+                ("lab.ecn".into(), ecn.into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), (a * MIB).into()),
+                ("tput.loaded.tcp_up_2.bytes".into(), (b * MIB).into()),
+            ],
+        };
+        let rows = [r("p001", "false", 10.5, 10.4), r("p002", "all", 16.0, 4.0)];
+        let html = report("report3-ecn", &rows, &["lab.ecn".to_string()]);
+        assert!(html.contains("transferred per flow under load"), "{html}");
+        assert!(
+            html.contains(">tcp_up_1 MiB</text>") && html.contains(">tcp_up_2 MiB</text>"),
+            "{html}"
+        );
+        // The axis is in MiB: 16 MiB + 10 % headroom.
+        assert!(html.contains(">17.6</text>"), "{html}");
+        // One flow: no such chart (the throughput chart has it).
+        let one = [Row {
+            cells: vec![
+                ("point".into(), "p001".into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), MIB.into()),
+            ],
+        }];
+        assert!(!report("x", &one, &[]).contains("transferred per flow"));
     }
 }
