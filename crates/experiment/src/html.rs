@@ -34,17 +34,26 @@ fn needs_log(values: impl Iterator<Item = f64>) -> bool {
     lo.is_finite() && hi / lo > 100.0
 }
 
-/// An axis label: whole numbers from 10 up, three significant digits below (a linear axis
-/// ticks at quarters of its maximum: 6.5593 is 6.56), a log axis's powers of ten as they are.
+/// The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`.
+fn round_step(raw: f64) -> f64 {
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw * 0.999)
+        .unwrap_or(10.0 * p)
+}
+
+/// An axis label: whole numbers from 100 up, at most two decimals below without trailing
+/// zeros (a round step's 2.5, 0.25, 20), a log axis's powers of ten as they are.
 fn tick(v: f64, log: bool) -> String {
     if v == 0.0 || v.abs() >= 100.0 || (log && v >= 1.0) {
         format!("{v:.0}")
     } else if log {
         format!("{v}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
     } else {
-        format!("{v:.2}")
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -60,10 +69,12 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     let n = points.len().max(1);
     let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
     let log = needs_log(all().map(|(m, _)| *m));
-    // Nothing above zero (no probe lost): an axis to 1, not to a rounding error.
+    // A linear axis ticks at a round step (1, 2, 2.5 or 5 times a power of ten) and ends on
+    // a tick above the largest value; nothing above zero (no probe lost): an axis to 1.
     let top_value = all().map(|(m, s)| m + s).fold(0.0f64, f64::max);
+    let step = round_step(if top_value > 0.0 { top_value } else { 1.0 } / 4.0);
     let ymax = if top_value > 0.0 {
-        top_value * 1.1
+        (top_value / step).floor() * step + step
     } else {
         1.0
     };
@@ -100,7 +111,8 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     let ticks: Vec<f64> = if log {
         (lmin as i32..=lmax as i32).map(|e| 10f64.powi(e)).collect()
     } else {
-        (0..=4).map(|k| ymax * k as f64 / 4.0).collect()
+        let n = (ymax / step).round() as i32;
+        (0..=n).map(|k| step * f64::from(k)).collect()
     };
     for v in ticks {
         let _ = write!(
@@ -463,8 +475,11 @@ mod tests {
             !html.contains("recovery probes lost"),
             "no recovery cells, no line"
         );
-        // 20 % lost: the loss axis goes to 22 (10 % headroom).
-        assert!(html.contains(">22.0</text>"), "20 % lost");
+        // 20 % lost: the loss axis ticks every 5 % up to 25.
+        assert!(
+            html.contains(">5</text>") && html.contains(">25</text>"),
+            "20 % lost"
+        );
         assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
         // Within two decades: linear.
         let near = [
@@ -498,9 +513,30 @@ mod tests {
             &[("l".into(), vec![Some((0.0, 0.0))])],
         );
         assert!(
-            s.contains(">1.00</text>") && !s.contains(">0.00</text>"),
+            s.contains(">1</text>") && s.contains(">0.25</text>") && s.contains(">0</text>"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn linear_axes_tick_at_round_steps() {
+        assert_eq!(round_step(6.42), 10.0);
+        assert_eq!(round_step(5.0), 5.0);
+        assert_eq!(round_step(1.64), 2.0);
+        assert_eq!(round_step(0.25), 0.25);
+        assert_eq!(round_step(2.2), 2.5);
+        // Report 4's loss chart: 23.3 % at most gives 0, 10, 20, 30 rather than quarters of
+        // 25.7 (6.42, 12.8, 19.2).
+        let s = chart(
+            "t",
+            "%",
+            &["a".into()],
+            &[("l".into(), vec![Some((23.3, 0.0))])],
+        );
+        for t in [">0</text>", ">10</text>", ">20</text>", ">30</text>"] {
+            assert!(s.contains(t), "{t}: {s}");
+        }
+        assert!(!s.contains(">6.42</text>"), "{s}");
     }
 
     #[test]
@@ -508,6 +544,9 @@ mod tests {
         assert_eq!(tick(6.5593, false), "6.56");
         assert_eq!(tick(4.919475, false), "4.92");
         assert_eq!(tick(16.5, false), "16.5");
+        assert_eq!(tick(2.5, false), "2.5");
+        assert_eq!(tick(20.0, false), "20");
+        assert_eq!(tick(0.1 * 3.0, false), "0.3");
         assert_eq!(tick(4217.6, false), "4218");
         assert_eq!(tick(0.0, false), "0");
         assert_eq!(tick(0.1, true), "0.1");
@@ -565,8 +604,8 @@ mod tests {
             html.contains(">tcp_up_1 MiB</text>") && html.contains(">tcp_up_2 MiB</text>"),
             "{html}"
         );
-        // The axis is in MiB: 16 MiB + 10 % headroom.
-        assert!(html.contains(">17.6</text>"), "{html}");
+        // The axis is in MiB: 16 MiB, ticks every 5 up to 20.
+        assert!(html.contains(">20</text>"), "{html}");
         // One flow: no such chart (the throughput chart has it).
         let one = [Row {
             cells: vec![
