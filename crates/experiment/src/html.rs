@@ -295,7 +295,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         .map(|p| p.split('_').next().unwrap_or(p).to_string())
         .collect();
     let mut html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{0}</title><style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head><body><h1>experiment {0}</h1><p>{1} runs, {2} points.</p>",
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{0}</title><style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}}pre{{white-space:pre-wrap}}</style></head><body><h1>experiment {0}</h1><p>{1} runs, {2} points.</p>",
         esc(name),
         rows.len(),
         points.len()
@@ -395,7 +395,19 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
                 .map(str::to_string)
         })
         .collect();
-    if (2..=COLORS.len()).contains(&flows.len()) {
+    // Flows compete when one run has several (report 5's upload and download are one flow
+    // each, at different points: nothing to compare).
+    let most_in_a_run = rows
+        .iter()
+        .map(|r| {
+            r.cells
+                .iter()
+                .filter(|(k, _)| k.starts_with("tput.loaded.") && k.ends_with(".bytes"))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    if most_in_a_run >= 2 && flows.len() <= COLORS.len() {
         let per_flow: Vec<Series> = flows
             .iter()
             .map(|f| {
@@ -606,6 +618,22 @@ mod tests {
         );
         // The axis is in MiB: 16 MiB, ticks every 5 up to 20.
         assert!(html.contains(">20</text>"), "{html}");
+        // One flow per run, even if different ones: no such chart.
+        let apart = [
+            Row {
+                cells: vec![
+                    ("point".into(), "p001".into()),
+                    ("tput.loaded.tcp_up_1.bytes".into(), MIB.into()),
+                ],
+            },
+            Row {
+                cells: vec![
+                    ("point".into(), "p002".into()),
+                    ("tput.loaded.tcp_down_1.bytes".into(), MIB.into()),
+                ],
+            },
+        ];
+        assert!(!report("x", &apart, &[]).contains("transferred per flow"));
         // One flow: no such chart (the throughput chart has it).
         let one = [Row {
             cells: vec![

@@ -150,22 +150,40 @@ impl Judgement {
             let _ = write!(h, "<p><b>numbers:</b> {}</p>", esc(&self.because));
         }
         if !self.table.is_empty() {
-            let _ = write!(h, "<pre>{}</pre>", esc(&self.table));
-        }
-        if !self.comparison.is_empty() {
-            h.push_str(
-                "<table id=\"comparison\"><tr><th>quantity</th><th>statistic</th><th>report</th><th>ours</th><th>band</th><th>result</th></tr>",
+            let _ = write!(
+                h,
+                "<pre style=\"white-space:pre-wrap\">{}</pre>",
+                esc(&self.table)
             );
-            for c in &self.comparison {
+        }
+        // The judged effects as a table; the numbers shown beside the report's (the text table
+        // above has them too) folded below it.
+        let (judged, shown): (Vec<&Compared>, Vec<&Compared>) =
+            self.comparison.iter().partition(|c| c.band.is_some());
+        for (rows, head) in [
+            (judged, None),
+            (shown, Some("every number beside the report's")),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            if let Some(summary) = head {
+                let _ = write!(h, "<details><summary>{summary} ({})</summary>", rows.len());
+            }
+            h.push_str(
+                "<table class=\"comparison\"><tr><th>quantity</th><th>statistic</th><th>report</th><th>ours</th><th>band</th><th>result</th></tr>",
+            );
+            for c in rows {
                 let cells = compared_cells(c);
                 let style = match c.pass {
                     Some(true) => " style=\"color:#2ca02c\"",
                     Some(false) => " style=\"color:#d62728;font-weight:bold\"",
                     None => "",
                 };
+                let left = "style=\"text-align:left;white-space:normal\"";
                 let _ = write!(
                     h,
-                    "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td{style}>{}</td></tr>",
+                    "<tr><td {left}>{}</td><td {left}>{}</td><td>{}</td><td>{}</td><td>{}</td><td{style}>{}</td></tr>",
                     esc(&c.quantity),
                     esc(&c.statistic),
                     esc(&cells[0]),
@@ -175,6 +193,9 @@ impl Judgement {
                 );
             }
             h.push_str("</table>");
+            if head.is_some() {
+                h.push_str("</details>");
+            }
         }
         let _ = write!(
             h,
@@ -473,7 +494,15 @@ mod tests {
             "{text}"
         );
         let html = j.to_html();
-        assert!(html.contains("<table id=\"comparison\">"), "{html}");
+        assert!(html.contains("<table class=\"comparison\">"), "{html}");
         assert!(html.contains("<td>73.0..292</td>"), "{html}");
+        // The judged effects first, the shown numbers folded below.
+        let judged = html.find("73.0..292").unwrap();
+        let folded = html.find("<details>").unwrap();
+        assert!(judged < folded, "{html}");
+        assert!(
+            html.contains("every number beside the report's (2)"),
+            "{html}"
+        );
     }
 }

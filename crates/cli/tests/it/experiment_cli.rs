@@ -347,7 +347,7 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
         "{verdict}"
     );
     let html = std::fs::read_to_string(tmp.path().join("out/report.html")).unwrap();
-    assert!(html.contains("<table id=\"comparison\">"), "{html}");
+    assert!(html.contains("<table class=\"comparison\">"), "{html}");
 }
 
 /// Report 2 quick (8 s loaded): BBR's NetPwr the report's 7.3x cubic's within a factor of 2

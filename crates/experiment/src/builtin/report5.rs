@@ -23,19 +23,19 @@ pub(super) fn judge(
     );
     let _ = writeln!(
         t,
-        "{:<30}{:>34}{:>14}",
+        "{:<30}{:>34}{:>16}",
         "ping under load from", "report ms", "ours median ms"
     );
     let _ = writeln!(
         t,
-        "{:<30}{:>34}{:>14}",
+        "{:<30}{:>34}{:>16}",
         "the bloated side (upload)",
         format!("~{bloated:.0} (statistic not named)"),
         f1(loaded("tcp_upload"))
     );
     let _ = writeln!(
         t,
-        "{:<30}{:>34}{:>14}",
+        "{:<30}{:>34}{:>16}",
         "the debloated side (download)",
         format!("{lo:.1}-{hi:.1} (a range, no median)"),
         f1(loaded("tcp_download"))
