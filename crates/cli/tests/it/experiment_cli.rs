@@ -599,7 +599,11 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
 /// Report 4 `--quick` end to end in real labs: the lowest shaper rate and SQM off at least.
 /// With the router a token-bucket `shaper`, the modem's FIFO stays empty at 6089/737 kbit/s
 /// (virtual time: exactly 0) and the ping stays near base; with SQM off the modem's FIFO holds
-/// the queue. The verdict is REPRODUCED.
+/// the queue. The numbers reproduce the report's effects. The shaped point is always complete;
+/// SQM off may not be: its full FIFO tail-drops the probes that arrive while it is full (13.7-25
+/// % of them in the full run, some runs under the 10 % bound) and a flow can stall behind its
+/// seconds of queue (docs/experiments.md, "Report 4 with the current file"), so the verdict is
+/// REPRODUCED, or NOT JUDGED with SQM off incomplete for exactly those causes.
 #[test]
 fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     if !tier::root("builtin_quick_report4_reproduces_the_sqm_sweep") {
@@ -611,20 +615,46 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     let d = tmp.path().to_path_buf();
     let out = d.join("out");
     let (text, rows) = run_quick_in("report4-sqm-sweep", &d);
-    assert_judged(
-        &text,
-        &["RRUL latency under load", "2051.3", "lost"],
-        "the report's effects within a factor of 2",
-        "REPRODUCED: 6089kbit/737kbit",
-    );
-    // The verdict is in the files too, and the shaped point lost no more probes than the
-    // file's bound (the up router's 20 ms CoDel target; 18-30 % lost with 5 ms).
-    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
-    assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
-    assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["verdict"]["outcome"], "reproduced", "{summary}");
+    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+    let v = &summary["verdict"];
+    // The numbers alone: both effects within their bands, whatever the completeness.
+    let judged: Vec<&serde_json::Value> = v["comparison"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["band"].is_null())
+        .collect();
+    assert_eq!(judged.len(), 2, "{v}");
+    for c in &judged {
+        assert_eq!(c["pass"], true, "{c}: {text}");
+    }
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{v}");
+    assert_eq!(points[0]["complete"], true, "the shaped point: {v}");
+    if v["outcome"] == "reproduced" {
+        assert_judged(
+            &text,
+            &["RRUL latency under load", "2051.3", "lost"],
+            "the report's effects within a factor of 2",
+            "REPRODUCED: 6089kbit/737kbit",
+        );
+        assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
+        assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
+    } else {
+        assert_eq!(v["outcome"], "not_judged", "{v}");
+        assert_eq!(v["headline"], "NOT JUDGED: 1 point incomplete", "{v}");
+        assert_eq!(points[1]["point"], "p002_shaper-SQM-off", "{v}");
+        for c in points[1]["causes"].as_array().unwrap() {
+            let c = c.as_str().unwrap();
+            assert!(
+                c.contains("of its probes in phase") || c.contains("stalled"),
+                "SQM off incomplete for another cause: {c}"
+            );
+        }
+        assert!(verdict.contains("verdict: NOT JUDGED"), "{verdict}");
+    }
     let run_of = |label: &str| {
         rows.iter()
             .find(|r| r["shaper"] == label)
