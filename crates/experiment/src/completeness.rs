@@ -216,6 +216,17 @@ pub struct Planned {
     pub why_missing: String,
 }
 
+impl Planned {
+    /// Run `run` of point `point`; `why_missing` says why, should it have no row.
+    pub fn new(run: &str, point: &str, why_missing: impl Into<String>) -> Planned {
+        Planned {
+            run: run.to_string(),
+            point: point.to_string(),
+            why_missing: why_missing.into(),
+        }
+    }
+}
+
 /// One point's completeness: complete only if every repetition is.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PointCompleteness {
@@ -429,23 +440,15 @@ mod tests {
         );
     }
 
-    fn planned(run: &str, point: &str, why: &str) -> Planned {
-        Planned {
-            run: run.into(),
-            point: point.into(),
-            why_missing: why.into(),
-        }
-    }
-
     #[test]
     fn a_planned_run_without_a_row_makes_its_point_incomplete() {
         // p002's only run failed (no row.json): before, its point vanished from the
         // completeness list and the experiment could still be judged.
         let rows = [row("p001_r1", "p001", &[]), row("p003_r1", "p003", &[])];
         let plan = [
-            planned("p001_r1", "p001", "not run"),
-            planned("p002_r1", "p002", "test rrul: the server did not answer"),
-            planned("p003_r1", "p003", "not run"),
+            Planned::new("p001_r1", "p001", "not run"),
+            Planned::new("p002_r1", "p002", "test rrul: the server did not answer"),
+            Planned::new("p003_r1", "p003", "not run"),
         ];
         let pts = points(&rows, &plan, 0.05);
         let names: Vec<&str> = pts.iter().map(|p| p.point.as_str()).collect();
@@ -460,8 +463,8 @@ mod tests {
         // One of two repetitions missing: incomplete too.
         let rows = [row("p001_r1", "p001", &[])];
         let plan = [
-            planned("p001_r1", "p001", "not run"),
-            planned("p001_r2", "p001", "not run (interrupted)"),
+            Planned::new("p001_r1", "p001", "not run"),
+            Planned::new("p001_r2", "p001", "not run (interrupted)"),
         ];
         let pts = points(&rows, &plan, 0.05);
         assert_eq!(pts.len(), 1);

@@ -509,29 +509,34 @@ mod tests {
         assert_eq!(r.get("emu.up.router.ce_marks"), Some(&Value::from(2)));
     }
 
-    #[test]
-    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
-        use bloatlab_results::schema::{
-            DirectionRecord, FlowRecord, FlowTcpRecord, PhaseKindRecord, PhaseRecord,
-            TransferRecord,
-        };
-        use bloatlab_results::{Metadata, Raw, ResultsFile};
+    /// 1 s idle, then 2 s loaded.
+    fn idle_then_loaded() -> Vec<bloatlab_results::schema::PhaseRecord> {
+        use bloatlab_results::schema::{PhaseKindRecord, PhaseRecord};
         let phase = |kind, name: &str, a: u64, b: u64| PhaseRecord {
             kind,
             name: name.into(),
             start_ns: a,
             end_ns: b,
         };
+        vec![
+            phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
+            phase(
+                PhaseKindRecord::Loaded,
+                "loaded",
+                1_000_000_000,
+                3_000_000_000,
+            ),
+        ]
+    }
+
+    #[test]
+    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
+        use bloatlab_results::schema::{
+            DirectionRecord, FlowRecord, FlowTcpRecord, TransferRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
         let raw = Raw {
-            phases: vec![
-                phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
-                phase(
-                    PhaseKindRecord::Loaded,
-                    "loaded",
-                    1_000_000_000,
-                    3_000_000_000,
-                ),
-            ],
+            phases: idle_then_loaded(),
             latency: vec![],
             throughput: vec![FlowRecord {
                 name: "tcp_up_1".into(),
@@ -561,16 +566,10 @@ mod tests {
     #[test]
     fn rows_name_each_planned_probe_so_a_silent_prober_is_an_empty_phase() {
         use bloatlab_results::schema::{
-            DelayKindRecord, LatencyRecord, PhaseKindRecord, PhaseRecord, PlanProbeRecord,
-            PlanRecord, ProbeModeRecord, ProbeRecord,
+            DelayKindRecord, LatencyRecord, PlanProbeRecord, PlanRecord, ProbeModeRecord,
+            ProbeRecord,
         };
         use bloatlab_results::{Metadata, Raw, ResultsFile};
-        let phase = |kind, name: &str, a: u64, b: u64| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns: a,
-            end_ns: b,
-        };
         let probe = |name: &str, start_ns: u64| PlanProbeRecord {
             name: name.into(),
             mode: ProbeModeRecord::Udp,
@@ -594,15 +593,7 @@ mod tests {
             })
             .collect::<Vec<_>>();
         let raw = Raw {
-            phases: vec![
-                phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
-                phase(
-                    PhaseKindRecord::Loaded,
-                    "loaded",
-                    1_000_000_000,
-                    3_000_000_000,
-                ),
-            ],
+            phases: idle_then_loaded(),
             latency: vec![
                 LatencyRecord {
                     name: "udp_be".into(),

@@ -421,14 +421,6 @@ mod tests {
         assert_eq!(j.points.len(), 1);
     }
 
-    fn planned(run: &str, point: &str, why: &str) -> Planned {
-        Planned {
-            run: run.into(),
-            point: point.into(),
-            why_missing: why.into(),
-        }
-    }
-
     #[test]
     fn a_failed_run_makes_its_point_incomplete_rather_than_dropping_it() {
         // Upload and download complete; a third planned run (a repetition of the upload)
@@ -438,13 +430,13 @@ mod tests {
             row("tcp_download", 2.0, 4.0, &[]),
         ];
         let plan = [
-            planned("tcp_upload_r1", "tcp_upload", "not run"),
-            planned(
+            Planned::new("tcp_upload_r1", "tcp_upload", "not run"),
+            Planned::new(
                 "tcp_upload_r2",
                 "tcp_upload",
                 "test tcp_upload: lab up: no such device",
             ),
-            planned("tcp_download_r1", "tcp_download", "not run"),
+            Planned::new("tcp_download_r1", "tcp_download", "not run"),
         ];
         let j = judge(&r5(), &rows, &plan, false);
         assert_eq!(j.outcome, Outcome::NotJudged, "{j}");
