@@ -55,19 +55,67 @@ pub fn resolve(name: &str) -> Option<(&'static str, &'static str)> {
         .copied()
 }
 
-/// One quantity of the report beside ours, for the files (`summary.json`'s `verdict`).
+/// One quantity of the report beside ours, for the files (`summary.json`'s `verdict`,
+/// `verdict.txt`, the HTML's verdict block): a number the report printed beside ours, or an
+/// effect the verdict judges (then with its band and whether ours is within it).
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 pub struct Compared {
-    /// What is compared, e.g. `induced latency, upload side` or `NetPwr bbr`.
+    /// What is compared, e.g. `6089kbit/737kbit: RRUL ping` or `NetPwr, bbr / cubic`.
     pub quantity: String,
-    /// The statistic, named as the report names it (`median`, `max`, `mean`, ...).
+    /// The statistic, named as the report names it (`median`, `max`, `mean`, ...), and ours
+    /// where it differs.
     pub statistic: String,
-    /// Unit of both numbers (`ms`, `Mbit/s`, `MiB`, ...).
+    /// Unit of both numbers (`ms`, `Mbit/s`, `MiB`; empty for a ratio).
     pub unit: String,
-    /// The report's number, quoted exactly.
+    /// The report's number, quoted exactly (or, for an effect, computed from its numbers).
     pub report: Option<f64>,
     /// Ours (`None`: not measured).
     pub ours: Option<f64>,
+    /// For a judged effect: the band `[lo, hi]` ours must fall in (`lo` null: at most
+    /// `hi`); `None` for a number shown but not judged by itself.
+    pub band: Option<(Option<f64>, f64)>,
+    /// For a judged effect: `within`, `too_small`, `too_large` or `not_measured`.
+    pub fit: Option<String>,
+    /// For a judged effect: whether ours is within the band (`None`: not measured).
+    pub pass: Option<bool>,
+}
+
+/// What a check writes: the report's numbers beside ours as text (it is a [`std::fmt::Write`],
+/// so `writeln!` goes to the text) and, entry by entry, as [`Compared`].
+#[derive(Debug, Default)]
+pub(crate) struct Table {
+    /// The text table.
+    pub text: String,
+    /// The same numbers, and the judged effects ([`band::judge`] adds them).
+    pub comparison: Vec<Compared>,
+}
+
+impl std::fmt::Write for Table {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+impl Table {
+    /// Records a number of the report beside ours (shown, not judged by itself).
+    fn compare(
+        &mut self,
+        quantity: impl Into<String>,
+        statistic: impl Into<String>,
+        unit: &str,
+        report: f64,
+        ours: Option<f64>,
+    ) {
+        self.comparison.push(Compared {
+            quantity: quantity.into(),
+            statistic: statistic.into(),
+            unit: unit.to_string(),
+            report: report.is_finite().then_some(report),
+            ours: ours.filter(|v| v.is_finite()),
+            ..Compared::default()
+        });
+    }
 }
 
 /// The outcome of a built-in's check: what the check fills. Completeness is not its
@@ -143,7 +191,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
     };
     let series = summary::reference_series(rows).unwrap_or_else(|| "udp_be.rtt".into());
     let lat = |stat: &str, phase: &str| format!("lat.{series}.{phase}.{stat}_ms");
-    let mut t = String::new();
+    let mut t = Table::default();
     let (reproduced, because) = match exp.name.as_str() {
         "report1-near-congestion" => report1::judge(exp, rows, &mut t),
         "report2-netpwr" => report2::judge(exp, rows, &lat, &mut t),
@@ -156,8 +204,8 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
         _ => return None,
     };
     Some(Verdict {
-        table: t,
-        comparison: Vec::new(),
+        table: t.text,
+        comparison: t.comparison,
         criterion,
         reproduced,
         because,

@@ -11,11 +11,14 @@
 //!   (`lat.SERIES.rtt.PHASE.loss`; the bound is `[expect] max_probe_loss`, a fraction,
 //!   default [`DEFAULT_MAX_PROBE_LOSS`]);
 //! * a phase has no data: an RTT series without a single answered probe in a phase
-//!   (`.count` 0), or a loaded phase in which the flows moved nothing (`nodata.PHASE`).
+//!   (`.count` 0), a probe the test planned (`probe.SERIES` lists the phases its plan spans)
+//!   that left no cells for a phase at all (its prober printed nothing), or a loaded phase in
+//!   which the flows moved nothing (`nodata.PHASE`).
 //!
-//! A point is incomplete when any of its repetitions is. The rule reads only the summary
-//! row's cells, so it judges merged shards and old runs alike and is tested on synthetic
-//! rows.
+//! A point is incomplete when any of its repetitions is, and when a run the plan asked for
+//! has no row at all (it failed, or was never run: [`Planned`]). The rule reads only the
+//! summary rows' cells and the plan, so it judges merged shards and old runs alike and is
+//! tested on synthetic rows.
 
 use crate::summary::Row;
 use serde_json::Value;
@@ -54,6 +57,11 @@ pub enum Cause {
         /// The bound, a fraction.
         bound: f64,
     },
+    /// A run the plan asked for has no result (it failed, or was not run).
+    NoResult {
+        /// Why, as far as known.
+        why: String,
+    },
     /// A phase without data.
     EmptyPhase {
         /// The phase.
@@ -79,6 +87,7 @@ impl std::fmt::Display for Cause {
                 loss * 100.0,
                 bound * 100.0
             ),
+            Cause::NoResult { why } => write!(f, "no result: {why}"),
             Cause::EmptyPhase { phase, what } => write!(f, "phase {phase}: {what}"),
         }
     }
@@ -110,6 +119,18 @@ pub fn assess(row: &Row, bound: f64) -> Vec<Cause> {
                 phase: phase.to_string(),
                 what: v.as_str().unwrap_or("the flows moved no byte").to_string(),
             });
+        } else if let Some(series) = k.strip_prefix("probe.") {
+            // A planned probe must have left cells in every phase its plan spans: a prober
+            // that printed nothing leaves none, which no `.count` or `.loss` check can see.
+            let phases = v.as_str().unwrap_or("");
+            for phase in phases.split(',').filter(|p| !p.is_empty()) {
+                if !has_series_phase(row, series, phase) {
+                    causes.push(Cause::EmptyPhase {
+                        phase: phase.to_string(),
+                        what: format!("probe {series} left no result"),
+                    });
+                }
+            }
         } else if let Some(rest) = k.strip_prefix("lat.")
             && let Some((series, phase, stat)) = rtt_cell(rest)
         {
@@ -134,6 +155,18 @@ pub fn assess(row: &Row, bound: f64) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// Whether `row` has a `lat.SERIES.KIND.PHASE.count` cell (any kind).
+fn has_series_phase(row: &Row, series: &str, phase: &str) -> bool {
+    row.cells.iter().any(|(k, _)| {
+        k.strip_prefix("lat.")
+            .and_then(|r| r.strip_prefix(series))
+            .and_then(|r| r.strip_prefix('.'))
+            .and_then(|r| r.strip_suffix(".count"))
+            .and_then(|r| r.split_once('.'))
+            .is_some_and(|(_kind, p)| p == phase)
+    })
 }
 
 /// `SERIES.rtt.PHASE.STAT` -> (`SERIES.rtt`, PHASE, STAT), for RTT series only (a flow's
@@ -172,6 +205,28 @@ pub fn annotate(rows: &mut [Row], bound: f64) {
     }
 }
 
+/// A run the plan asked for: its name, its point, and why it has no row if it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The run's name (`p001_..._r1`): its row's `run` cell.
+    pub run: String,
+    /// Its point's name.
+    pub point: String,
+    /// Why it has no row, when it has none (its failure, "not run", ...).
+    pub why_missing: String,
+}
+
+impl Planned {
+    /// Run `run` of point `point`; `why_missing` says why, should it have no row.
+    pub fn new(run: &str, point: &str, why_missing: impl Into<String>) -> Planned {
+        Planned {
+            run: run.to_string(),
+            point: point.to_string(),
+            why_missing: why_missing.into(),
+        }
+    }
+}
+
 /// One point's completeness: complete only if every repetition is.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PointCompleteness {
@@ -179,36 +234,57 @@ pub struct PointCompleteness {
     pub point: String,
     /// Repetitions with a row.
     pub runs: usize,
-    /// Whether every one of them is complete.
+    /// Repetitions the plan asked for without a row (failed or not run).
+    pub missing: usize,
+    /// Whether every repetition has a row and is complete.
     pub complete: bool,
     /// Why not: per cause, the run it comes from (`RUN: cause`).
     pub causes: Vec<String>,
 }
 
-/// Per point, in order of first appearance, whether it is complete.
-pub fn points(rows: &[Row], bound: f64) -> Vec<PointCompleteness> {
+/// Per point, in the plan's order (then order of first appearance in `rows`), whether it is
+/// complete: every run of `planned` has a row and every row is complete. A planned run
+/// without a row makes its point incomplete ([`Cause::NoResult`]), so a failed run cannot
+/// silently drop its point; with an empty plan only the rows are judged.
+pub fn points(rows: &[Row], planned: &[Planned], bound: f64) -> Vec<PointCompleteness> {
     let mut out: Vec<PointCompleteness> = Vec::new();
-    for r in rows {
-        let Some(p) = r.get("point").and_then(Value::as_str) else {
-            continue;
-        };
-        let run = r
-            .get("run")
-            .and_then(Value::as_str)
-            .unwrap_or(p)
-            .to_string();
-        let i = match out.iter().position(|q| q.point == p) {
+    fn entry(out: &mut Vec<PointCompleteness>, p: &str) -> usize {
+        match out.iter().position(|q| q.point == p) {
             Some(i) => i,
             None => {
                 out.push(PointCompleteness {
                     point: p.to_string(),
                     runs: 0,
+                    missing: 0,
                     complete: true,
                     causes: Vec::new(),
                 });
                 out.len() - 1
             }
+        }
+    }
+    let run_of = |r: &Row| r.get("run").and_then(Value::as_str).map(str::to_string);
+    for pl in planned {
+        let i = entry(&mut out, &pl.point);
+        if !rows
+            .iter()
+            .any(|r| run_of(r).as_deref() == Some(pl.run.as_str()))
+        {
+            let pc = &mut out[i];
+            pc.missing += 1;
+            pc.complete = false;
+            let cause = Cause::NoResult {
+                why: pl.why_missing.clone(),
+            };
+            pc.causes.push(format!("{}: {cause}", pl.run));
+        }
+    }
+    for r in rows {
+        let Some(p) = r.get("point").and_then(Value::as_str) else {
+            continue;
         };
+        let run = run_of(r).unwrap_or_else(|| p.to_string());
+        let i = entry(&mut out, p);
         let pc = &mut out[i];
         pc.runs += 1;
         for c in assess(r, bound) {
@@ -221,7 +297,7 @@ pub fn points(rows: &[Row], bound: f64) -> Vec<PointCompleteness> {
 
 /// The rows of complete points only.
 pub fn complete_rows(rows: &[Row], bound: f64) -> Vec<Row> {
-    let pts = points(rows, bound);
+    let pts = points(rows, &[], bound);
     rows.iter()
         .filter(|r| {
             let p = r.get("point").and_then(Value::as_str);
@@ -344,7 +420,7 @@ mod tests {
             ),
             row("p002_r1", "p002", &[]),
         ];
-        let pts = points(&rows, 0.05);
+        let pts = points(&rows, &[], 0.05);
         assert_eq!(pts.len(), 2);
         assert!(!pts[0].complete && pts[0].runs == 2);
         assert!(pts[0].causes[0].starts_with("p001_r2: udp_be.rtt lost 20.0 %"));
@@ -362,5 +438,83 @@ mod tests {
             rows[0].cells.iter().filter(|(k, _)| k == COMPLETE).count(),
             1
         );
+    }
+
+    #[test]
+    fn a_planned_run_without_a_row_makes_its_point_incomplete() {
+        // p002's only run failed (no row.json): before, its point vanished from the
+        // completeness list and the experiment could still be judged.
+        let rows = [row("p001_r1", "p001", &[]), row("p003_r1", "p003", &[])];
+        let plan = [
+            Planned::new("p001_r1", "p001", "not run"),
+            Planned::new("p002_r1", "p002", "test rrul: the server did not answer"),
+            Planned::new("p003_r1", "p003", "not run"),
+        ];
+        let pts = points(&rows, &plan, 0.05);
+        let names: Vec<&str> = pts.iter().map(|p| p.point.as_str()).collect();
+        assert_eq!(names, ["p001", "p002", "p003"], "in the plan's order");
+        assert!(pts[0].complete && pts[2].complete);
+        assert!(!pts[1].complete);
+        assert_eq!((pts[1].runs, pts[1].missing), (0, 1));
+        assert_eq!(
+            pts[1].causes,
+            ["p002_r1: no result: test rrul: the server did not answer"]
+        );
+        // One of two repetitions missing: incomplete too.
+        let rows = [row("p001_r1", "p001", &[])];
+        let plan = [
+            Planned::new("p001_r1", "p001", "not run"),
+            Planned::new("p001_r2", "p001", "not run (interrupted)"),
+        ];
+        let pts = points(&rows, &plan, 0.05);
+        assert_eq!(pts.len(), 1);
+        assert!(!pts[0].complete);
+        assert_eq!((pts[0].runs, pts[0].missing), (1, 1));
+        // Without a plan only the rows are judged (as before).
+        assert!(points(&rows, &[], 0.05)[0].complete);
+    }
+
+    #[test]
+    fn a_planned_probe_without_cells_is_an_empty_phase() {
+        // The probe udp_bk was planned over idle and loaded but its prober printed nothing:
+        // no lat.udp_bk.* cell at all, so no count or loss check could see it.
+        let r = row(
+            "p001_r1",
+            "p001",
+            &[
+                ("probe.udp_be", "idle,loaded".into()),
+                ("probe.udp_bk", "idle,loaded".into()),
+            ],
+        );
+        let c = assess(&r, 0.05);
+        assert_eq!(
+            c.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "phase idle: probe udp_bk left no result",
+                "phase loaded: probe udp_bk left no result"
+            ]
+        );
+        // A series with cells for every planned phase is complete; a phase with cells of
+        // another kind (the one-way series) counts too.
+        let ok = row(
+            "p001_r1",
+            "p001",
+            &[
+                ("probe.udp_be", "idle,loaded".into()),
+                ("probe.udp_ef", "loaded".into()),
+                ("lat.udp_ef.owd_up.loaded.count", 3.into()),
+            ],
+        );
+        assert!(assess(&ok, 0.05).is_empty(), "{:?}", assess(&ok, 0.05));
+        // A similarly named series does not stand in for the planned one.
+        let other = row(
+            "p001_r1",
+            "p001",
+            &[
+                ("probe.udp", "loaded".into()),
+                ("lat.udp_x.rtt.loaded.count", 3.into()),
+            ],
+        );
+        assert_eq!(assess(&other, 0.05).len(), 1);
     }
 }

@@ -1,6 +1,8 @@
 //! `report.html`: the summary table and plots against the swept parameters (latency of the
 //! reference series idle and under load, on a log axis when it spans more than two decades;
-//! its probes lost; NetPwr for a NetPwr experiment; throughput up and down), one x position
+//! its probes lost idle, loaded and in recovery, when it is a probe series; NetPwr for a
+//! NetPwr experiment; throughput up and down; each flow's MiB when two to four flows
+//! compete), one x position
 //! per point labelled with the point's parameter values, repetitions as mean with a +-1
 //! standard deviation error bar, legends beside the plot area. Self-contained (inline SVG, no
 //! scripts); the points table maps point numbers to parameter values.
@@ -20,6 +22,9 @@ type Series = (String, Vec<Option<(f64, f64)>>);
 
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
+/// iperf's MBytes: 2^20 bytes.
+const MIB: f64 = 1024.0 * 1024.0;
+
 /// Whether a y axis over positive `values` needs a log scale: they span more than two
 /// decades (issue 18: report 4's 40 ms shaped points lay flat under SQM off's seconds).
 fn needs_log(values: impl Iterator<Item = f64>) -> bool {
@@ -29,17 +34,26 @@ fn needs_log(values: impl Iterator<Item = f64>) -> bool {
     lo.is_finite() && hi / lo > 100.0
 }
 
-/// An axis label: whole numbers from 10 up, three significant digits below (a linear axis
-/// ticks at quarters of its maximum: 6.5593 is 6.56), a log axis's powers of ten as they are.
+/// The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`.
+fn round_step(raw: f64) -> f64 {
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|s| *s >= raw * 0.999)
+        .unwrap_or(10.0 * p)
+}
+
+/// An axis label: whole numbers from 100 up, at most two decimals below without trailing
+/// zeros (a round step's 2.5, 0.25, 20), a log axis's powers of ten as they are.
 fn tick(v: f64, log: bool) -> String {
     if v == 0.0 || v.abs() >= 100.0 || (log && v >= 1.0) {
         format!("{v:.0}")
     } else if log {
         format!("{v}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
     } else {
-        format!("{v:.2}")
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -55,10 +69,12 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     let n = points.len().max(1);
     let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
     let log = needs_log(all().map(|(m, _)| *m));
-    // Nothing above zero (no probe lost): an axis to 1, not to a rounding error.
+    // A linear axis ticks at a round step (1, 2, 2.5 or 5 times a power of ten) and ends on
+    // a tick above the largest value; nothing above zero (no probe lost): an axis to 1.
     let top_value = all().map(|(m, s)| m + s).fold(0.0f64, f64::max);
+    let step = round_step(if top_value > 0.0 { top_value } else { 1.0 } / 4.0);
     let ymax = if top_value > 0.0 {
-        top_value * 1.1
+        (top_value / step).floor() * step + step
     } else {
         1.0
     };
@@ -95,7 +111,8 @@ fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> St
     let ticks: Vec<f64> = if log {
         (lmin as i32..=lmax as i32).map(|e| 10f64.powi(e)).collect()
     } else {
-        (0..=4).map(|k| ymax * k as f64 / 4.0).collect()
+        let n = (ymax / step).round() as i32;
+        (0..=n).map(|k| step * f64::from(k)).collect()
     };
     for v in ticks {
         let _ = write!(
@@ -278,7 +295,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         .map(|p| p.split('_').next().unwrap_or(p).to_string())
         .collect();
     let mut html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{0}</title><style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style></head><body><h1>experiment {0}</h1><p>{1} runs, {2} points.</p>",
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{0}</title><style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}}pre{{white-space:pre-wrap}}</style></head><body><h1>experiment {0}</h1><p>{1} runs, {2} points.</p>",
         esc(name),
         rows.len(),
         points.len()
@@ -308,24 +325,29 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
             &labels,
             &lat,
         ));
-        // Lost probes, so a point whose latency looks fine but lost its probes shows it.
-        let loss: Vec<Series> = ["idle", "loaded"]
+        // Lost probes, so a point whose latency looks fine but lost its probes shows it; the
+        // recovery phase too (report 4's probes were lost after the load as well). A series
+        // without loss cells (a [client] run's write-to-read latency) has no loss chart.
+        let loss: Vec<Series> = ["idle", "loaded", "recovery"]
             .iter()
             .map(|ph| {
                 let v = stat(rows, &points, &format!("lat.{series}.{ph}.loss"));
                 let pct = v
                     .into_iter()
                     .map(|o| o.map(|(m, sd)| (m * 100.0, sd * 100.0)));
-                (format!("{ph} probes lost"), pct.collect())
+                (format!("{ph} probes lost"), pct.collect::<Vec<_>>())
             })
+            .filter(|(_, v)| v.iter().any(Option::is_some))
             .collect();
-        html.push_str("<br>");
-        html.push_str(&chart(
-            &format!("probe loss ({series}) vs {x_desc}"),
-            "% lost",
-            &labels,
-            &loss,
-        ));
+        if !loss.is_empty() {
+            html.push_str("<br>");
+            html.push_str(&chart(
+                &format!("probe loss ({series}) vs {x_desc}"),
+                "% lost",
+                &labels,
+                &loss,
+            ));
+        }
         // NetPwr (iperf 2: bytes/s over RTT in us) of the upload, the quantity report 2 is about.
         if name.contains("netpwr") {
             let mbit = stat(rows, &points, "tput.loaded.up_mbit");
@@ -363,6 +385,45 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         &labels,
         &tput,
     ));
+    // Competing flows (report 3's one vs one): each flow's MiB (2^20 bytes, as iperf prints
+    // MBytes), so an uneven split shows.
+    let flows: Vec<String> = summary::columns(rows)
+        .into_iter()
+        .filter_map(|c| {
+            c.strip_prefix("tput.loaded.")?
+                .strip_suffix(".bytes")
+                .map(str::to_string)
+        })
+        .collect();
+    // Flows compete when one run has several (report 5's upload and download are one flow
+    // each, at different points: nothing to compare).
+    let most_in_a_run = rows
+        .iter()
+        .map(|r| {
+            r.cells
+                .iter()
+                .filter(|(k, _)| k.starts_with("tput.loaded.") && k.ends_with(".bytes"))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    if most_in_a_run >= 2 && flows.len() <= COLORS.len() {
+        let per_flow: Vec<Series> = flows
+            .iter()
+            .map(|f| {
+                let v = stat(rows, &points, &format!("tput.loaded.{f}.bytes"));
+                let mib = v.into_iter().map(|o| o.map(|(m, sd)| (m / MIB, sd / MIB)));
+                (format!("{f} MiB"), mib.collect())
+            })
+            .collect();
+        html.push_str("<br>");
+        html.push_str(&chart(
+            &format!("transferred per flow under load vs {x_desc}"),
+            "MiB",
+            &labels,
+            &per_flow,
+        ));
+    }
     html.push_str("<h2>points</h2><table><tr><th>point</th>");
     for p in params {
         let _ = write!(html, "<th>{}</th>", esc(p));
@@ -422,8 +483,15 @@ mod tests {
         assert!(!html.contains(">p001</tspan>"), "not the point number");
         assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
         assert!(html.contains("probes lost"), "loss chart");
-        // 20 % lost: the loss axis goes to 22 (10 % headroom).
-        assert!(html.contains(">22.0</text>"), "20 % lost");
+        assert!(
+            !html.contains("recovery probes lost"),
+            "no recovery cells, no line"
+        );
+        // 20 % lost: the loss axis ticks every 5 % up to 25.
+        assert!(
+            html.contains(">5</text>") && html.contains(">25</text>"),
+            "20 % lost"
+        );
         assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
         // Within two decades: linear.
         let near = [
@@ -457,9 +525,30 @@ mod tests {
             &[("l".into(), vec![Some((0.0, 0.0))])],
         );
         assert!(
-            s.contains(">1.00</text>") && !s.contains(">0.00</text>"),
+            s.contains(">1</text>") && s.contains(">0.25</text>") && s.contains(">0</text>"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn linear_axes_tick_at_round_steps() {
+        assert_eq!(round_step(6.42), 10.0);
+        assert_eq!(round_step(5.0), 5.0);
+        assert_eq!(round_step(1.64), 2.0);
+        assert_eq!(round_step(0.25), 0.25);
+        assert_eq!(round_step(2.2), 2.5);
+        // Report 4's loss chart: 23.3 % at most gives 0, 10, 20, 30 rather than quarters of
+        // 25.7 (6.42, 12.8, 19.2).
+        let s = chart(
+            "t",
+            "%",
+            &["a".into()],
+            &[("l".into(), vec![Some((23.3, 0.0))])],
+        );
+        for t in [">0</text>", ">10</text>", ">20</text>", ">30</text>"] {
+            assert!(s.contains(t), "{t}: {s}");
+        }
+        assert!(!s.contains(">6.42</text>"), "{s}");
     }
 
     #[test]
@@ -467,6 +556,9 @@ mod tests {
         assert_eq!(tick(6.5593, false), "6.56");
         assert_eq!(tick(4.919475, false), "4.92");
         assert_eq!(tick(16.5, false), "16.5");
+        assert_eq!(tick(2.5, false), "2.5");
+        assert_eq!(tick(20.0, false), "20");
+        assert_eq!(tick(0.1 * 3.0, false), "0.3");
         assert_eq!(tick(4217.6, false), "4218");
         assert_eq!(tick(0.0, false), "0");
         assert_eq!(tick(0.1, true), "0.1");
@@ -483,5 +575,72 @@ mod tests {
         );
         // Plot area ends at w - LEGEND_W - 10; the legend starts at w - LEGEND_W.
         assert!(s.contains(&format!(r#"<rect x="{}""#, 900.0)), "{s}");
+    }
+
+    #[test]
+    fn the_loss_chart_has_the_recovery_phase_and_is_left_out_without_loss_cells() {
+        let params = vec!["shaper".to_string()];
+        let mut r = row("p001_a", "6089kbit/737kbit", 44.0, 0.2);
+        r.cells
+            .push(("lat.udp_ef.rtt.recovery.loss".into(), 0.28.into()));
+        let html = report("r4", &[r], &params);
+        assert!(html.contains(">recovery probes lost</text>"), "{html}");
+        // A [client] run: write-to-read latency, no probes, so no loss chart.
+        let client = Row {
+            cells: vec![
+                ("point".into(), "p001_w".into()),
+                ("weight".into(), "0.4".into()),
+                ("lat.tcp_up_1.owd_up.loaded.mean_ms".into(), 2.9.into()),
+                ("tput.loaded.up_mbit".into(), 940.0.into()),
+            ],
+        };
+        let html = report("report1", &[client], &["weight".to_string()]);
+        assert!(!html.contains("probe loss"), "{html}");
+        assert!(html.contains("throughput under load"), "{html}");
+    }
+
+    #[test]
+    fn competing_flows_get_a_chart_of_their_mib() {
+        let r = |point: &str, ecn: &str, a: f64, b: f64| Row {
+            cells: vec![
+                ("point".into(), point.into()),
+                ("lab.ecn".into(), ecn.into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), (a * MIB).into()),
+                ("tput.loaded.tcp_up_2.bytes".into(), (b * MIB).into()),
+            ],
+        };
+        let rows = [r("p001", "false", 10.5, 10.4), r("p002", "all", 16.0, 4.0)];
+        let html = report("report3-ecn", &rows, &["lab.ecn".to_string()]);
+        assert!(html.contains("transferred per flow under load"), "{html}");
+        assert!(
+            html.contains(">tcp_up_1 MiB</text>") && html.contains(">tcp_up_2 MiB</text>"),
+            "{html}"
+        );
+        // The axis is in MiB: 16 MiB, ticks every 5 up to 20.
+        assert!(html.contains(">20</text>"), "{html}");
+        // One flow per run, even if different ones: no such chart.
+        let apart = [
+            Row {
+                cells: vec![
+                    ("point".into(), "p001".into()),
+                    ("tput.loaded.tcp_up_1.bytes".into(), MIB.into()),
+                ],
+            },
+            Row {
+                cells: vec![
+                    ("point".into(), "p002".into()),
+                    ("tput.loaded.tcp_down_1.bytes".into(), MIB.into()),
+                ],
+            },
+        ];
+        assert!(!report("x", &apart, &[]).contains("transferred per flow"));
+        // One flow: no such chart (the throughput chart has it).
+        let one = [Row {
+            cells: vec![
+                ("point".into(), "p001".into()),
+                ("tput.loaded.tcp_up_1.bytes".into(), MIB.into()),
+            ],
+        }];
+        assert!(!report("x", &one, &[]).contains("transferred per flow"));
     }
 }

@@ -19,7 +19,7 @@
 //! **Ctrl-C** (the `stop` flag): the test in progress gets SIGINT, its run is not marked
 //! complete, the lab is taken down by its guard, and every finished run stays as it is.
 
-use crate::completeness;
+use crate::completeness::{self, Planned};
 use crate::file::Experiment;
 use crate::matrix::{self, Run, Section, Shard};
 use crate::process::{self, LabGuard};
@@ -268,7 +268,22 @@ pub fn run(
         .iter()
         .filter_map(|r| complete_row(&cfg.out, &r.name()))
         .collect();
-    let (rows, judgement) = write_summary(&cfg.out, exp, &rows, &param_names(exp), false)?;
+    // Every run of the plan, so a run that failed (no row) makes its point incomplete
+    // instead of dropping it from the verdict.
+    let planned: Vec<Planned> = runs
+        .iter()
+        .map(|r| Planned {
+            run: r.name(),
+            point: r.point.name(),
+            why_missing: match statuses.iter().find(|(s, _)| s == r).map(|(_, st)| st) {
+                Some(RunStatus::Failed(e)) => format!("the run failed: {e}"),
+                Some(_) => "its row did not read".into(),
+                None => "not run (interrupted)".into(),
+            },
+        })
+        .collect();
+    let (rows, judgement) =
+        write_summary(&cfg.out, exp, &rows, &planned, &param_names(exp), false)?;
     if stop.load(Ordering::Relaxed) {
         return Err(RunError::Interrupted {
             done: rows.len(),
@@ -289,8 +304,9 @@ pub fn param_names(exp: &Experiment) -> Vec<String> {
 }
 
 /// Writes `summary.csv`, `summary.json`, `verdict.txt` and `report.html` for `rows` of
-/// `exp`; returns the rows with their completeness cells and the verdict. `partial`: a
-/// merge that lacks shards (never judged).
+/// `exp`; returns the rows with their completeness cells and the verdict. `planned`: every
+/// run the plan asked for (one without a row makes its point incomplete). `partial`: a merge
+/// that lacks shards (never judged).
 ///
 /// `summary.json` is `{"experiment", "quick", "partial", "verdict": {..}, "columns",
 /// "rows"}`, `verdict` being a [`Judgement`] (outcome, headline, criterion, the report's
@@ -299,12 +315,13 @@ pub fn write_summary(
     out: &Path,
     exp: &Experiment,
     rows: &[Row],
+    planned: &[Planned],
     params: &[String],
     partial: bool,
 ) -> Result<(Vec<Row>, Judgement), RunError> {
     let mut rows = rows.to_vec();
     completeness::annotate(&mut rows, completeness::probe_loss_bound(exp));
-    let judgement = verdict::judge(exp, &rows, partial);
+    let judgement = verdict::judge(exp, &rows, planned, partial);
     write_file(&out.join("summary.csv"), summary::to_csv(&rows).as_bytes())?;
     let mut doc = summary::to_json(&exp.name, &rows);
     doc["quick"] = exp.quick_variant.into();
@@ -533,6 +550,9 @@ pub struct Merged {
     pub params: Vec<String>,
     /// Shards were missing or incomplete (only with `allow_partial`); what was missing.
     pub partial: Vec<String>,
+    /// Every run of every shard of the plan (a missing shard's runs too), with why it has no
+    /// row where it has none: its point is then incomplete.
+    pub planned: Vec<Planned>,
 }
 
 /// One shard directory's `plan.json`.
@@ -679,13 +699,23 @@ pub fn merge(dirs: &[PathBuf], allow_partial: bool) -> Result<Merged, RunError> 
         exp = exp.quick();
     }
     let mut partial = Vec::new();
+    let mut planned: Vec<Planned> = Vec::new();
     if let Some(s) = first.shard {
-        let missing: Vec<String> = (0..s.n)
+        let missing: Vec<Shard> = (0..s.n)
             .filter(|k| !plans.iter().any(|p| p.shard.is_some_and(|x| x.k == *k)))
-            .map(|k| format!("{k}/{}", s.n))
+            .map(|k| Shard { k, n: s.n })
             .collect();
         if !missing.is_empty() {
-            partial.push(format!("shard {} missing", missing.join(", ")));
+            let names: Vec<String> = missing.iter().map(|m| format!("{}/{}", m.k, m.n)).collect();
+            partial.push(format!("shard {} missing", names.join(", ")));
+        }
+        // A missing shard's runs, as its plan would have listed them.
+        for m in missing {
+            planned.extend(matrix::runs(&exp, Some(m)).iter().map(|r| Planned {
+                run: r.name(),
+                point: r.point.name(),
+                why_missing: format!("shard {}/{} missing from the merge", m.k, m.n),
+            }));
         }
     }
     let mut rows: Vec<Row> = Vec::new();
@@ -696,6 +726,11 @@ pub fn merge(dirs: &[PathBuf], allow_partial: bool) -> Result<Merged, RunError> 
                 Some(row) => rows.push(row),
                 None => absent.push(run.clone()),
             }
+            planned.push(Planned {
+                run: run.clone(),
+                point: point_of_run(run).to_string(),
+                why_missing: format!("not complete in {}", p.dir),
+            });
         }
         if !absent.is_empty() {
             partial.push(format!(
@@ -721,13 +756,20 @@ pub fn merge(dirs: &[PathBuf], allow_partial: bool) -> Result<Merged, RunError> 
             r.get("rep").and_then(|v| v.as_u64()).unwrap_or(0),
         )
     });
+    planned.sort_by_key(|p| (point_number(&p.run), p.run.clone()));
     let params = param_names(&exp);
     Ok(Merged {
         experiment: exp,
         rows,
         params,
         partial,
+        planned,
     })
+}
+
+/// The point of a run name (`p002_rate-8mbit_r1` -> `p002_rate-8mbit`, [`Run::name`]).
+fn point_of_run(run: &str) -> &str {
+    run.rsplit_once("_r").map_or(run, |(p, _)| p)
 }
 
 fn short_hash(h: &Option<String>) -> String {

@@ -102,9 +102,23 @@ pub fn row(
 }
 
 /// The facts [`crate::completeness`] judges that only the results file knows: per load flow
-/// that failed (`metadata.extra.flow_failures`), `failed.FLOW` = why; per loaded phase in
-/// which the test's flows moved no byte, `nodata.PHASE`.
+/// that failed (`metadata.extra.flow_failures`), `failed.FLOW` = why; per planned probe
+/// stream, `probe.SERIES` = the phases its plan spans (`idle,loaded,recovery`), so a prober
+/// that left nothing is seen; per loaded phase in which the test's flows moved no byte,
+/// `nodata.PHASE`.
 fn push_completeness_facts(r: &mut Row, file: &ResultsFile) {
+    for p in file.metadata.plan.iter().flat_map(|p| &p.probes) {
+        let phases: Vec<&str> = file
+            .raw
+            .phases
+            .iter()
+            .filter(|ph| p.start_ns < ph.end_ns && ph.start_ns < p.stop_ns)
+            .map(|ph| ph.name.as_str())
+            .collect();
+        if !phases.is_empty() {
+            r.push(format!("probe.{}", p.name), phases.join(","));
+        }
+    }
     for f in file
         .metadata
         .extra
@@ -499,29 +513,34 @@ mod tests {
         assert_eq!(r.get("emu.up.router.ce_marks"), Some(&Value::from(2)));
     }
 
-    #[test]
-    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
-        use bloatlab_results::schema::{
-            DirectionRecord, FlowRecord, FlowTcpRecord, PhaseKindRecord, PhaseRecord,
-            TransferRecord,
-        };
-        use bloatlab_results::{Metadata, Raw, ResultsFile};
+    /// 1 s idle, then 2 s loaded.
+    fn idle_then_loaded() -> Vec<bloatlab_results::schema::PhaseRecord> {
+        use bloatlab_results::schema::{PhaseKindRecord, PhaseRecord};
         let phase = |kind, name: &str, a: u64, b: u64| PhaseRecord {
             kind,
             name: name.into(),
             start_ns: a,
             end_ns: b,
         };
+        vec![
+            phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
+            phase(
+                PhaseKindRecord::Loaded,
+                "loaded",
+                1_000_000_000,
+                3_000_000_000,
+            ),
+        ]
+    }
+
+    #[test]
+    fn rows_carry_flow_failures_and_loaded_phases_without_bytes() {
+        use bloatlab_results::schema::{
+            DirectionRecord, FlowRecord, FlowTcpRecord, TransferRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
         let raw = Raw {
-            phases: vec![
-                phase(PhaseKindRecord::Idle, "idle", 0, 1_000_000_000),
-                phase(
-                    PhaseKindRecord::Loaded,
-                    "loaded",
-                    1_000_000_000,
-                    3_000_000_000,
-                ),
-            ],
+            phases: idle_then_loaded(),
             latency: vec![],
             throughput: vec![FlowRecord {
                 name: "tcp_up_1".into(),
@@ -546,6 +565,77 @@ mod tests {
         assert_eq!(r.get("failed.tcp_up_1"), Some(&Value::from("stalled: x")));
         assert!(r.get("nodata.loaded").is_some(), "{r:?}");
         assert!(r.get("nodata.idle").is_none(), "idle is not a loaded phase");
+    }
+
+    #[test]
+    fn rows_name_each_planned_probe_so_a_silent_prober_is_an_empty_phase() {
+        use bloatlab_results::schema::{
+            DelayKindRecord, LatencyRecord, PlanProbeRecord, PlanRecord, ProbeModeRecord,
+            ProbeRecord,
+        };
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        let probe = |name: &str, start_ns: u64| PlanProbeRecord {
+            name: name.into(),
+            mode: ProbeModeRecord::Udp,
+            start_ns,
+            stop_ns: 3_000_000_000,
+            interval_ns: 100_000_000,
+            tos: None,
+            size_bytes: None,
+            voip: false,
+            family: None,
+            address: None,
+        };
+        // udp_be answered in both phases; udp_bk (planned from 0 s) printed nothing; udp_ef
+        // starts 0.5 s in, still within idle.
+        let samples = (0..30)
+            .map(|i| ProbeRecord {
+                sent_ns: i * 100_000_000,
+                delay_ns: Some(20_000_000),
+                duplicates: 0,
+                late: false,
+            })
+            .collect::<Vec<_>>();
+        let raw = Raw {
+            phases: idle_then_loaded(),
+            latency: vec![
+                LatencyRecord {
+                    name: "udp_be".into(),
+                    kind: DelayKindRecord::Rtt,
+                    samples: samples.clone(),
+                },
+                LatencyRecord {
+                    name: "udp_ef".into(),
+                    kind: DelayKindRecord::Rtt,
+                    samples: samples[5..].to_vec(),
+                },
+            ],
+            throughput: vec![],
+        };
+        let mut meta = Metadata::new("rrul", vec![], Default::default());
+        meta.plan = Some(PlanRecord {
+            probes: vec![
+                probe("udp_be", 0),
+                probe("udp_bk", 0),
+                probe("udp_ef", 500_000_000),
+            ],
+            ..PlanRecord::default()
+        });
+        let file = ResultsFile::new(meta, raw).with_derived().unwrap();
+        let r = row("p001_r1", "p001", 1, &[], &file, &Value::Null);
+        assert_eq!(r.get("probe.udp_be"), Some(&Value::from("idle,loaded")));
+        assert_eq!(r.get("probe.udp_ef"), Some(&Value::from("idle,loaded")));
+        let causes: Vec<String> = crate::completeness::assess(&r, 0.05)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                "phase idle: probe udp_bk left no result",
+                "phase loaded: probe udp_bk left no result"
+            ]
+        );
     }
 
     #[test]

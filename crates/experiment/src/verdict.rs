@@ -9,7 +9,7 @@
 //! because a run that went wrong cannot reproduce anything.
 
 use crate::builtin::{self, Compared};
-use crate::completeness::{self, PointCompleteness};
+use crate::completeness::{self, Planned, PointCompleteness};
 use crate::file::Experiment;
 use crate::summary::Row;
 use std::fmt::Write as _;
@@ -80,6 +80,20 @@ impl Judgement {
             let _ = writeln!(s, "\nthe report's numbers beside ours:");
             s.push_str(&self.table);
         }
+        if !self.comparison.is_empty() {
+            let _ = writeln!(
+                s,
+                "\ncomparison (quantity | statistic | report | ours | band | result):"
+            );
+            for c in &self.comparison {
+                let [report, ours, band, result] = compared_cells(c);
+                let _ = writeln!(
+                    s,
+                    "  {} | {} | {report} | {ours} | {band} | {result}",
+                    c.quantity, c.statistic
+                );
+            }
+        }
         s.push_str(&self.points_text());
         s
     }
@@ -96,7 +110,12 @@ impl Judgement {
         );
         for p in &self.points {
             let word = if p.complete { "complete" } else { "INCOMPLETE" };
-            let _ = writeln!(s, "  {:<40} {word} ({} runs)", p.point, p.runs);
+            let missing = if p.missing > 0 {
+                format!(", {} without a result", p.missing)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(s, "  {:<40} {word} ({} runs{missing})", p.point, p.runs);
             for c in &p.causes {
                 let _ = writeln!(s, "      {c}");
             }
@@ -131,7 +150,52 @@ impl Judgement {
             let _ = write!(h, "<p><b>numbers:</b> {}</p>", esc(&self.because));
         }
         if !self.table.is_empty() {
-            let _ = write!(h, "<pre>{}</pre>", esc(&self.table));
+            let _ = write!(
+                h,
+                "<pre style=\"white-space:pre-wrap\">{}</pre>",
+                esc(&self.table)
+            );
+        }
+        // The judged effects as a table; the numbers shown beside the report's (the text table
+        // above has them too) folded below it.
+        let (judged, shown): (Vec<&Compared>, Vec<&Compared>) =
+            self.comparison.iter().partition(|c| c.band.is_some());
+        for (rows, head) in [
+            (judged, None),
+            (shown, Some("every number beside the report's")),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            if let Some(summary) = head {
+                let _ = write!(h, "<details><summary>{summary} ({})</summary>", rows.len());
+            }
+            h.push_str(
+                "<table class=\"comparison\"><tr><th>quantity</th><th>statistic</th><th>report</th><th>ours</th><th>band</th><th>result</th></tr>",
+            );
+            for c in rows {
+                let cells = compared_cells(c);
+                let style = match c.pass {
+                    Some(true) => " style=\"color:#2ca02c\"",
+                    Some(false) => " style=\"color:#d62728;font-weight:bold\"",
+                    None => "",
+                };
+                let left = "style=\"text-align:left;white-space:normal\"";
+                let _ = write!(
+                    h,
+                    "<tr><td {left}>{}</td><td {left}>{}</td><td>{}</td><td>{}</td><td>{}</td><td{style}>{}</td></tr>",
+                    esc(&c.quantity),
+                    esc(&c.statistic),
+                    esc(&cells[0]),
+                    esc(&cells[1]),
+                    esc(&cells[2]),
+                    esc(&cells[3])
+                );
+            }
+            h.push_str("</table>");
+            if head.is_some() {
+                h.push_str("</details>");
+            }
         }
         let _ = write!(
             h,
@@ -181,12 +245,41 @@ impl std::fmt::Display for Judgement {
     }
 }
 
+/// A compared quantity's report, ours, band and result cells as printed (`-` where empty).
+fn compared_cells(c: &Compared) -> [String; 4] {
+    let num = |v: Option<f64>| match v {
+        None => "-".to_string(),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+    };
+    let unit = |s: String| {
+        if c.unit.is_empty() || s == "-" {
+            s
+        } else {
+            format!("{s} {}", c.unit)
+        }
+    };
+    let band = match c.band {
+        None => "-".to_string(),
+        Some((None, hi)) => format!("at most {}", num(Some(hi))),
+        Some((Some(lo), hi)) => format!("{}..{}", num(Some(lo)), num(Some(hi))),
+    };
+    let result = c
+        .fit
+        .as_deref()
+        .map_or_else(|| "shown".to_string(), |f| f.replace('_', " "));
+    [unit(num(c.report)), unit(num(c.ours)), band, result]
+}
+
 /// Judges `rows` of `exp`: the built-in's check (if `exp` is one) and every point's
-/// completeness. `partial`: a merge that lacks shards. For an experiment that is not a
-/// built-in the outcome is [`Outcome::NotJudged`] with "no criterion".
-pub fn judge(exp: &Experiment, rows: &[Row], partial: bool) -> Judgement {
+/// completeness, against `planned`, the runs the plan asked for (a planned run without a row
+/// makes its point incomplete; empty: the rows alone). `partial`: a merge that lacks shards.
+/// For an experiment that is not a built-in the outcome is [`Outcome::NotJudged`] with "no
+/// criterion".
+pub fn judge(exp: &Experiment, rows: &[Row], planned: &[Planned], partial: bool) -> Judgement {
     let bound = completeness::probe_loss_bound(exp);
-    let points = completeness::points(rows, bound);
+    let points = completeness::points(rows, planned, bound);
     let incomplete = points.iter().filter(|p| !p.complete).count();
     let check = builtin::check(exp, rows);
     let (mut outcome, mut headline) = match check.as_ref().map(|v| v.reproduced) {
@@ -259,6 +352,7 @@ mod tests {
                 row("tcp_upload", 2.0, 150.0, &[]),
                 row("tcp_download", 2.0, 4.0, &[]),
             ],
+            &[],
             false,
         );
         assert_eq!(yes.outcome, Outcome::Reproduced, "{yes}");
@@ -269,6 +363,7 @@ mod tests {
                 row("tcp_upload", 2.0, 20.0, &[]),
                 row("tcp_download", 2.0, 4.0, &[]),
             ],
+            &[],
             false,
         );
         assert_eq!(no.outcome, Outcome::NotReproduced, "{no}");
@@ -293,7 +388,7 @@ mod tests {
                 &[("lat.udp_be.rtt.loaded.loss", 0.23.into())],
             ),
         ];
-        let j = judge(&r5(), &stalled, false);
+        let j = judge(&r5(), &stalled, &[], false);
         assert_eq!(j.outcome, Outcome::NotJudged, "{j}");
         assert_eq!(j.headline, "NOT JUDGED: 2 points incomplete");
         // What the numbers alone would have said is kept, with the causes.
@@ -314,15 +409,92 @@ mod tests {
             row("tcp_upload", 2.0, 150.0, &[]),
             row("tcp_download", 2.0, 4.0, &[]),
         ];
-        assert_eq!(judge(&r5(), &ok, true).outcome, Outcome::NotJudged);
+        assert_eq!(judge(&r5(), &ok, &[], true).outcome, Outcome::NotJudged);
     }
 
     #[test]
     fn an_experiment_without_criterion_has_no_verdict_but_its_completeness() {
         let e = crate::parse("x", "x", "[test]\nname = \"tcp_upload\"\n").unwrap();
-        let j = judge(&e, &[row("p001", 1.0, 2.0, &[])], false);
+        let j = judge(&e, &[row("p001", 1.0, 2.0, &[])], &[], false);
         assert_eq!(j.outcome, Outcome::NotJudged);
         assert!(j.headline.starts_with("NO VERDICT"), "{}", j.headline);
         assert_eq!(j.points.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_run_makes_its_point_incomplete_rather_than_dropping_it() {
+        // Upload and download complete; a third planned run (a repetition of the upload)
+        // failed and left no row: before, its point was simply judged on the other rows.
+        let rows = [
+            row("tcp_upload", 2.0, 150.0, &[]),
+            row("tcp_download", 2.0, 4.0, &[]),
+        ];
+        let plan = [
+            Planned::new("tcp_upload_r1", "tcp_upload", "not run"),
+            Planned::new(
+                "tcp_upload_r2",
+                "tcp_upload",
+                "test tcp_upload: lab up: no such device",
+            ),
+            Planned::new("tcp_download_r1", "tcp_download", "not run"),
+        ];
+        let j = judge(&r5(), &rows, &plan, false);
+        assert_eq!(j.outcome, Outcome::NotJudged, "{j}");
+        assert_eq!(j.headline, "NOT JUDGED: 1 point incomplete");
+        let text = j.to_text();
+        assert!(
+            text.contains("tcp_upload_r2: no result: test tcp_upload: lab up: no such device"),
+            "{text}"
+        );
+        assert!(text.contains("(1 runs, 1 without a result)"), "{text}");
+        // Every planned run with a row: judged.
+        let all = judge(&r5(), &rows, &[plan[0].clone(), plan[2].clone()], false);
+        assert_eq!(all.outcome, Outcome::Reproduced, "{all}");
+    }
+
+    #[test]
+    fn the_comparison_is_in_the_json_the_text_and_the_html() {
+        let j = judge(
+            &r5(),
+            &[
+                row("tcp_upload", 2.0, 150.0, &[]),
+                row("tcp_download", 2.0, 4.0, &[]),
+            ],
+            &[],
+            false,
+        );
+        // Two numbers shown beside the report's, two judged effects.
+        assert_eq!(j.comparison.len(), 4, "{:?}", j.comparison);
+        let v = serde_json::to_value(&j).unwrap();
+        let c = &v["comparison"];
+        assert_eq!(c[0]["report"], 147.0);
+        assert_eq!(c[0]["ours"], 150.0);
+        assert_eq!(c[0]["unit"], "ms");
+        assert!(c[0]["band"].is_null() && c[0]["pass"].is_null(), "{c}");
+        assert_eq!(c[2]["quantity"], "bloated side: induced median");
+        assert_eq!(c[2]["band"], serde_json::json!([73.0, 292.0]));
+        assert_eq!(
+            (&c[2]["fit"], &c[2]["pass"]),
+            (&"within".into(), &true.into())
+        );
+        assert_eq!(c[3]["band"][0], Value::Null, "at most: {c}");
+        let text = j.to_text();
+        assert!(
+            text.contains(
+                "  bloated side: induced median | report: ~147 - ~1.0 idle; ours: loaded median - idle median | 146 ms | 148 ms | 73.0..292 | within"
+            ),
+            "{text}"
+        );
+        let html = j.to_html();
+        assert!(html.contains("<table class=\"comparison\">"), "{html}");
+        assert!(html.contains("<td>73.0..292</td>"), "{html}");
+        // The judged effects first, the shown numbers folded below.
+        let judged = html.find("73.0..292").unwrap();
+        let folded = html.find("<details>").unwrap();
+        assert!(judged < folded, "{html}");
+        assert!(
+            html.contains("every number beside the report's (2)"),
+            "{html}"
+        );
     }
 }

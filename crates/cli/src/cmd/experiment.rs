@@ -493,6 +493,7 @@ fn merge(a: MergeArgs) -> anyhow::Result<()> {
         &a.out,
         &m.experiment,
         &m.rows,
+        &m.planned,
         &m.params,
         !m.partial.is_empty(),
     )

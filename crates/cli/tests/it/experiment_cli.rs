@@ -299,18 +299,55 @@ fn builtin_quick_prints_report_numbers_and_a_verdict() {
     ] {
         assert!(stdout(&o).contains(name), "{}", stdout(&o));
     }
-    let (text, rows) = run_quick("report5-directions");
+    let tmp = tempdir();
+    let (text, rows) = run_quick_in("report5-directions", tmp.path());
     assert_judged(
         &text,
         &[
             "report ms",
             "~147 (statistic not named)",
-            "median 2.73 (1.8-3.6)",
+            "1.8-3.6 (a range, no median)",
         ],
         "the report's effects within a factor of 2",
         "REPRODUCED: bloated side: induced median",
     );
     assert_eq!(rows.len(), 2);
+    // summary.json carries the report-vs-ours table entry by entry: the numbers shown beside
+    // the report's, then the judged effects with their bands; ours are the rows' numbers.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let c = summary["verdict"]["comparison"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no comparison in {summary}"));
+    assert_eq!(c.len(), 4, "{c:?}");
+    let col = |load: &str, k: &str| {
+        rows.iter()
+            .find(|r| r["load"] == load)
+            .and_then(|r| r[k].as_f64())
+            .unwrap()
+    };
+    let up = "lat.udp_be.rtt.loaded.median_ms";
+    assert_eq!(c[0]["report"], 147.0, "{c:?}");
+    assert_eq!(c[0]["ours"].as_f64(), Some(col("tcp_upload", up)), "{c:?}");
+    assert_eq!(c[1]["report"], 3.6, "the top of the report's range: {c:?}");
+    assert_eq!(c[2]["band"], serde_json::json!([73.0, 292.0]), "{c:?}");
+    let induced = col("tcp_upload", up) - col("tcp_upload", "lat.udp_be.rtt.idle.median_ms");
+    assert!(
+        (c[2]["ours"].as_f64().unwrap() - induced).abs() < 1e-9,
+        "{c:?}"
+    );
+    for e in &c[2..] {
+        assert_eq!(e["pass"], true, "REPRODUCED, so every effect within: {e}");
+        assert!(!e["statistic"].as_str().unwrap().is_empty(), "{e}");
+    }
+    let verdict = std::fs::read_to_string(tmp.path().join("out/verdict.txt")).unwrap();
+    assert!(
+        verdict.contains("comparison (quantity | statistic"),
+        "{verdict}"
+    );
+    let html = std::fs::read_to_string(tmp.path().join("out/report.html")).unwrap();
+    assert!(html.contains("<table class=\"comparison\">"), "{html}");
 }
 
 /// Report 2 quick (8 s loaded): BBR's NetPwr the report's 7.3x cubic's within a factor of 2
@@ -465,13 +502,51 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
         assert!(text.contains(want), "{want:?} in {text}");
     }
     assert!(text.contains("criterion: weight 0.4 cuts"), "{text}");
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("REPRODUCED: ") || l.starts_with("NOT REPRODUCED: ")),
-        "a verdict line: {text}"
-    );
     let got = rows(&out);
     assert_eq!(got.len(), 2, "{got:?}");
+    // The verdict follows from the rows' numbers: the printed effect is weight 0's mean
+    // write-to-read latency over weight 0.4's, and the verdict word is what the bands (8.38x
+    // within a factor of 2; throughput within 10 %) say of the rows. Either word may come
+    // out on a loaded machine, but never one the numbers do not support.
+    let col = |i: usize, k: &str| got[i][k].as_f64().unwrap_or(f64::NAN);
+    let w2r = "lat.tcp_up_1.owd_up.loaded.mean_ms";
+    let ratio = col(1, w2r) / col(0, w2r);
+    let share = col(0, "tput.loaded.up_mbit") / col(1, "tput.loaded.up_mbit");
+    let within =
+        (30.0 / 3.58 / 2.0..=30.0 / 3.58 * 2.0).contains(&ratio) && (0.9..=1.1).contains(&share);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("REPRODUCED: ") || l.starts_with("NOT REPRODUCED: "))
+        .unwrap_or_else(|| panic!("no verdict line: {text}"));
+    let ours = |x: f64| {
+        if x >= 100.0 {
+            format!("{x:.0}x")
+        } else if x >= 10.0 {
+            format!("{x:.1}x")
+        } else {
+            format!("{x:.2}x")
+        }
+    };
+    assert!(
+        line.contains(&format!(
+            "mean write-to-read latency, weight 0 / weight 0.4: ours {}",
+            ours(ratio)
+        )),
+        "the printed ratio is the rows' ({ratio}): {line}"
+    );
+    assert_eq!(
+        line.starts_with("REPRODUCED: "),
+        within,
+        "ratio {ratio:.2}, throughput share {share:.3}: {line}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let outcome = if within {
+        "reproduced"
+    } else {
+        "not_reproduced"
+    };
+    assert_eq!(summary["verdict"]["outcome"], outcome, "{summary}");
     for (r, w) in got.iter().zip(["0.4", "0"]) {
         assert_eq!(r["weight"], w, "{r}");
         assert!(r["tput.loaded.up_mbit"].as_f64().unwrap() > 10.0, "{r}");
@@ -524,7 +599,11 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
 /// Report 4 `--quick` end to end in real labs: the lowest shaper rate and SQM off at least.
 /// With the router a token-bucket `shaper`, the modem's FIFO stays empty at 6089/737 kbit/s
 /// (virtual time: exactly 0) and the ping stays near base; with SQM off the modem's FIFO holds
-/// the queue. The verdict is REPRODUCED.
+/// the queue. The numbers reproduce the report's effects. The shaped point is always complete;
+/// SQM off may not be: its full FIFO tail-drops the probes that arrive while it is full (13.7-25
+/// % of them in the full run, some runs under the 10 % bound) and a flow can stall behind its
+/// seconds of queue (docs/experiments.md, "Report 4 with the current file"), so the verdict is
+/// REPRODUCED, or NOT JUDGED with SQM off incomplete for exactly those causes.
 #[test]
 fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     if !tier::root("builtin_quick_report4_reproduces_the_sqm_sweep") {
@@ -536,20 +615,46 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     let d = tmp.path().to_path_buf();
     let out = d.join("out");
     let (text, rows) = run_quick_in("report4-sqm-sweep", &d);
-    assert_judged(
-        &text,
-        &["RRUL latency under load", "2051.3", "lost"],
-        "the report's effects within a factor of 2",
-        "REPRODUCED: 6089kbit/737kbit",
-    );
-    // The verdict is in the files too, and the shaped point lost no more probes than the
-    // file's bound (the up router's 20 ms CoDel target; 18-30 % lost with 5 ms).
-    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
-    assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
-    assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["verdict"]["outcome"], "reproduced", "{summary}");
+    let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+    let v = &summary["verdict"];
+    // The numbers alone: both effects within their bands, whatever the completeness.
+    let judged: Vec<&serde_json::Value> = v["comparison"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["band"].is_null())
+        .collect();
+    assert_eq!(judged.len(), 2, "{v}");
+    for c in &judged {
+        assert_eq!(c["pass"], true, "{c}: {text}");
+    }
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{v}");
+    assert_eq!(points[0]["complete"], true, "the shaped point: {v}");
+    if v["outcome"] == "reproduced" {
+        assert_judged(
+            &text,
+            &["RRUL latency under load", "2051.3", "lost"],
+            "the report's effects within a factor of 2",
+            "REPRODUCED: 6089kbit/737kbit",
+        );
+        assert!(verdict.contains("verdict: REPRODUCED"), "{verdict}");
+        assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
+    } else {
+        assert_eq!(v["outcome"], "not_judged", "{v}");
+        assert_eq!(v["headline"], "NOT JUDGED: 1 point incomplete", "{v}");
+        assert_eq!(points[1]["point"], "p002_shaper-SQM-off", "{v}");
+        for c in points[1]["causes"].as_array().unwrap() {
+            let c = c.as_str().unwrap();
+            assert!(
+                c.contains("of its probes in phase") || c.contains("stalled"),
+                "SQM off incomplete for another cause: {c}"
+            );
+        }
+        assert!(verdict.contains("verdict: NOT JUDGED"), "{verdict}");
+    }
     let run_of = |label: &str| {
         rows.iter()
             .find(|r| r["shaper"] == label)

@@ -6,6 +6,7 @@
 //! "no difference" (a ratio near 1) a factor of 2 means nothing and the band is stated in the
 //! experiment's docs instead (report 3's +-15 %).
 
+use super::{Compared, Table};
 use std::fmt;
 
 /// Where our effect fell relative to the band.
@@ -34,6 +35,9 @@ pub struct Effect {
     pub ours: Option<f64>,
     /// Unit suffix for printing (`"x"`, `" ms"`).
     pub unit: &'static str,
+    /// The statistic the effect is made of, as the report names it (`mean`, `median`, `90th
+    /// percentile`, ...): [`Effect::of`].
+    pub statistic: String,
 }
 
 impl Effect {
@@ -51,6 +55,7 @@ impl Effect {
             hi: report * 2.0,
             ours,
             unit,
+            statistic: String::new(),
         }
     }
 
@@ -69,6 +74,36 @@ impl Effect {
             hi,
             ours,
             unit,
+            statistic: String::new(),
+        }
+    }
+
+    /// The effect made of `statistic` (the files name it beside the numbers).
+    pub fn of(mut self, statistic: impl Into<String>) -> Self {
+        self.statistic = statistic.into();
+        self
+    }
+
+    /// The effect as the files carry it: the report's value, ours, the band and the fit.
+    pub fn compared(&self) -> Compared {
+        let fit = self.fit();
+        Compared {
+            quantity: self.what.clone(),
+            statistic: self.statistic.clone(),
+            unit: self.unit.trim().trim_start_matches('x').to_string(),
+            report: Some(self.report),
+            ours: self.ours.filter(|v| v.is_finite()),
+            band: Some((self.lo.is_finite().then_some(self.lo), self.hi)),
+            fit: Some(
+                match fit {
+                    Some(Fit::Within) => "within",
+                    Some(Fit::TooSmall) => "too_small",
+                    Some(Fit::TooLarge) => "too_large",
+                    None => "not_measured",
+                }
+                .to_string(),
+            ),
+            pass: fit.map(|f| f == Fit::Within),
         }
     }
 
@@ -123,8 +158,9 @@ impl fmt::Display for Effect {
 
 /// The verdict over `effects`: reproduced when every one is within its band, not reproduced
 /// when one is outside, not judged (`None`) when one is not measured (or there is none). The
-/// text lists every effect.
-pub fn judge(effects: &[Effect]) -> (Option<bool>, String) {
+/// text lists every effect; each is added to `t`'s comparison.
+pub(crate) fn judge(effects: &[Effect], t: &mut Table) -> (Option<bool>, String) {
+    t.comparison.extend(effects.iter().map(Effect::compared));
     let fits: Vec<Option<Fit>> = effects.iter().map(Effect::fit).collect();
     let verdict = if effects.is_empty() || fits.iter().any(Option::is_none) {
         None
@@ -164,14 +200,34 @@ mod tests {
         let ok = Effect::factor2("a", 10.0, Some(10.0), " ms");
         let big = Effect::factor2("b", 10.0, Some(30.0), " ms");
         let missing = Effect::factor2("c", 10.0, None, " ms");
+        let judge = |e: &[Effect]| judge(e, &mut Table::default());
         assert_eq!(judge(std::slice::from_ref(&ok)).0, Some(true));
         assert_eq!(judge(&[ok.clone(), big.clone()]).0, Some(false));
-        assert_eq!(judge(&[ok.clone(), missing]).0, None);
+        assert_eq!(judge(&[ok.clone(), missing.clone()]).0, None);
         assert_eq!(judge(&[]).0, None);
-        let (_, text) = judge(&[ok, big]);
+        let (_, text) = judge(&[ok.clone(), big.clone()]);
         assert!(
             text.contains("a: ours 10.0 ms") && text.contains("TOO LARGE"),
             "{text}"
         );
+        // Each effect goes to the comparison with its band and fit.
+        let mut t = Table::default();
+        super::judge(&[ok, big.of("median"), missing], &mut t);
+        assert_eq!(t.comparison.len(), 3);
+        let b = &t.comparison[1];
+        assert_eq!(
+            (b.statistic.as_str(), b.unit.as_str(), b.report, b.ours),
+            ("median", "ms", Some(10.0), Some(30.0))
+        );
+        assert_eq!(b.band, Some((Some(5.0), 20.0)));
+        assert_eq!((b.fit.as_deref(), b.pass), (Some("too_large"), Some(false)));
+        assert_eq!(t.comparison[0].pass, Some(true));
+        assert_eq!(
+            (t.comparison[2].fit.as_deref(), t.comparison[2].pass),
+            (Some("not_measured"), None)
+        );
+        // An upper bound only: no lower end.
+        let at_most = Effect::band("d", 1.0, (f64::NEG_INFINITY, 2.0), Some(0.5), " ms");
+        assert_eq!(at_most.compared().band, Some((None, 2.0)));
     }
 }

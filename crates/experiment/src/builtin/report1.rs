@@ -1,7 +1,7 @@
 //! Report 1's check: near-congestion weight 0.4 vs 0, write-to-read latency of one cubic flow.
 
 use super::band::{self, Effect};
-use super::{Experiment, Row, expect_f, f1, mean};
+use super::{Experiment, Row, Table, expect_f, mean};
 use std::fmt::Write as _;
 
 /// The flow whose latency the report measured (the client's one stream).
@@ -16,40 +16,75 @@ fn mbit_of(rate: &str) -> Option<f64> {
 }
 
 /// Writes report / ours per weight into `t`; returns the verdict and its numbers.
-pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut String) -> (Option<bool>, String) {
+pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut Table) -> (Option<bool>, String) {
     let col = |w: &str, c: &str| mean(rows, "weight", w, c);
     let mbit = |w: &str| col(w, "tput.loaded.up_mbit");
     let w2r = |w: &str| col(w, &format!("lat.{FLOW}.owd_up.loaded.mean_ms"));
     let _ = writeln!(
         t,
-        "{:<8}{:>20}{:>26}{:>20}{:>22}",
-        "weight", "Mbit/s", "write-to-read mean ms", "inP KByte", "NetPwr (client)"
+        "{:<8}{:>20}{:>26}{:>24}{:>22}",
+        "weight", "Mbit/s", "write-to-read mean ms", "inP", "NetPwr (client)"
     );
     let _ = writeln!(
         t,
-        "{:<8}{:>20}{:>26}{:>20}{:>22}",
+        "{:<8}{:>20}{:>26}{:>24}{:>22}",
         "", "report / ours", "report / ours", "report / ours", "report / ours"
     );
-    for (w, key) in [("0.4", "04"), ("0", "0")] {
-        let inp = col(w, &format!("w2r.{FLOW}.inp_bytes")).map(|b| b / 1024.0);
+    // inP in the unit the report's server line printed it: 408 KByte at weight 0.4, 3.37
+    // MByte at weight 0 (iperf's K and M are 2^10 and 2^20).
+    for (w, key, (inp_unit, inp_scale, inp_digits)) in [
+        ("0.4", "04", ("KByte", 1024.0, 0)),
+        ("0", "0", ("MByte", 1024.0 * 1024.0, 2)),
+    ] {
+        let rep = |k: &str| expect_f(exp, &format!("report_{key}_{k}"));
+        let inp_key = format!("inp_{}", inp_unit.to_lowercase());
+        let inp = col(w, &format!("w2r.{FLOW}.inp_bytes")).map(|b| b / inp_scale);
+        let netpwr = col(w, &format!("tcp.{FLOW}.netpwr"));
         let cell = |k: &str, ours: Option<f64>, digits: usize| {
-            let ours = match ours {
-                Some(v) if digits == 0 => format!("{v:.0}"),
-                v => f1(v),
-            };
-            format!(
-                "{:.*} / {ours}",
-                digits,
-                expect_f(exp, &format!("report_{key}_{k}"))
-            )
+            let ours = ours.map_or("-".into(), |v| format!("{v:.*}", digits.min(1)));
+            format!("{:.*} / {ours}", digits, rep(k))
         };
         let _ = writeln!(
             t,
-            "{w:<8}{:>20}{:>26}{:>20}{:>22}",
+            "{w:<8}{:>20}{:>26}{:>24}{:>22}",
             cell("mbit", mbit(w), 0),
             cell("w2r_ms", w2r(w), 2),
-            cell("inp_kbyte", inp, 0),
-            cell("netpwr", col(w, &format!("tcp.{FLOW}.netpwr")), 0),
+            format!(
+                "{:.*} / {} {inp_unit}",
+                inp_digits,
+                rep(&inp_key),
+                inp.map_or("-".into(), |v| format!("{v:.*}", inp_digits))
+            ),
+            cell("netpwr", netpwr, 0),
+        );
+        let q = |what: &str| format!("weight {w}: {what}");
+        t.compare(
+            q("throughput"),
+            "the client's 0-10 s summary",
+            "Mbit/s",
+            rep("mbit"),
+            mbit(w),
+        );
+        t.compare(
+            q("write-to-read latency"),
+            "mean (the server's summary)",
+            "ms",
+            rep("w2r_ms"),
+            w2r(w),
+        );
+        t.compare(
+            q("inP"),
+            "the server's summary",
+            inp_unit,
+            rep(&inp_key),
+            inp,
+        );
+        t.compare(
+            q("NetPwr"),
+            "the client's summary (-e)",
+            "",
+            rep("netpwr"),
+            netpwr,
         );
     }
     // The lab's rate, so the output says what the report's GigE became here.
@@ -84,23 +119,28 @@ pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut String) -> (Option<b
         (Some(m4), Some(m0)) if m0 > 0.0 => Some(m4 / m0),
         _ => None,
     };
-    band::judge(&[
-        Effect::factor2(
-            "mean write-to-read latency, weight 0 / weight 0.4",
-            report_ratio,
-            ratio,
-            "x",
-        ),
-        // "About 1 % of throughput traded": within 10 % either way (a ratio near 1, where a
-        // factor of 2 would mean nothing).
-        Effect::band(
-            "throughput, weight 0.4 / weight 0",
-            report_share,
-            (0.9, 1.1),
-            share,
-            "",
-        ),
-    ])
+    band::judge(
+        &[
+            Effect::factor2(
+                "mean write-to-read latency, weight 0 / weight 0.4",
+                report_ratio,
+                ratio,
+                "x",
+            )
+            .of("mean"),
+            // "About 1 % of throughput traded": within 10 % either way (a ratio near 1, where a
+            // factor of 2 would mean nothing).
+            Effect::band(
+                "throughput, weight 0.4 / weight 0",
+                report_share,
+                (0.9, 1.1),
+                share,
+                "",
+            )
+            .of("the client's 0-10 s summary"),
+        ],
+        t,
+    )
 }
 
 #[cfg(test)]

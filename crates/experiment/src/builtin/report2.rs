@@ -1,7 +1,7 @@
 //! Report 2's check: NetPwr (throughput / RTT) of BBR vs cubic through a bloated uplink.
 
 use super::band::{self, Effect};
-use super::{Experiment, Row, expect_f, f1, mean};
+use super::{Experiment, Row, Table, expect_f, f1, mean};
 use std::fmt::Write as _;
 
 /// Writes report / ours per congestion control into `t`; returns the verdict and its numbers.
@@ -10,7 +10,7 @@ pub(super) fn judge(
     exp: &Experiment,
     rows: &[Row],
     lat: &dyn Fn(&str, &str) -> String,
-    t: &mut String,
+    t: &mut Table,
 ) -> (Option<bool>, String) {
     let mbit = |cc: &str| mean(rows, "test.cc", cc, "tput.loaded.up_mbit");
     let rtt = |cc: &str| mean(rows, "test.cc", cc, &lat("median", "loaded"));
@@ -25,14 +25,32 @@ pub(super) fn judge(
         "cc", "report NetPwr", "ours", "report RTT ms", "ours", "Mbit/s"
     );
     for cc in ["cubic", "bbr"] {
+        let (rep_netpwr, rep_rtt) = (
+            expect_f(exp, &format!("report_{cc}_netpwr")),
+            expect_f(exp, &format!("report_{cc}_rtt_ms")),
+        );
         let _ = writeln!(
             t,
-            "{cc:<8}{:>16.2}{:>12}{:>16.0}{:>12}{:>12}",
-            expect_f(exp, &format!("report_{cc}_netpwr")),
+            "{cc:<8}{:>16.2}{:>12}{:>16}{:>12}{:>12}",
+            rep_netpwr,
             f1(netpwr(cc)),
-            expect_f(exp, &format!("report_{cc}_rtt_ms")),
+            format!("~{rep_rtt:.0}"),
             f1(rtt(cc)),
             f1(mbit(cc)),
+        );
+        t.compare(
+            format!("{cc}: NetPwr"),
+            "report: the client's summary (bytes/s over TCP's RTT in us); ours: loaded bytes/s over the loaded median probe RTT",
+            "",
+            rep_netpwr,
+            netpwr(cc),
+        );
+        t.compare(
+            format!("{cc}: RTT"),
+            "report: ~, TCP's smoothed RTT; ours: loaded median probe RTT",
+            "ms",
+            rep_rtt,
+            rtt(cc),
         );
     }
     let _ = writeln!(
@@ -47,16 +65,21 @@ pub(super) fn judge(
         (Some(b), Some(c)) if c > 0.0 => Some(b / c),
         _ => None,
     };
-    band::judge(&[
-        Effect::factor2(
-            "NetPwr, bbr / cubic",
-            expect_f(exp, "report_bbr_netpwr") / expect_f(exp, "report_cubic_netpwr"),
-            ratio,
-            "x",
-        ),
-        // "Same throughput": within 20 % either way.
-        Effect::band("throughput, bbr / cubic", 1.0, (0.8, 1.2), share, ""),
-    ])
+    band::judge(
+        &[
+            Effect::factor2(
+                "NetPwr, bbr / cubic",
+                expect_f(exp, "report_bbr_netpwr") / expect_f(exp, "report_cubic_netpwr"),
+                ratio,
+                "x",
+            )
+            .of("NetPwr as the table's"),
+            // "Same throughput": within 20 % either way.
+            Effect::band("throughput, bbr / cubic", 1.0, (0.8, 1.2), share, "")
+                .of("report: \"same throughput\"; ours: loaded mean"),
+        ],
+        t,
+    )
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! is not what the report found), not judged.
 
 use super::band::{self, Effect};
-use super::{Experiment, Row, expect_f, in_matrix};
+use super::{Experiment, Row, Table, expect_f, in_matrix};
 use std::fmt::Write as _;
 
 /// iperf's MBytes: 2^20 bytes.
@@ -40,7 +40,7 @@ fn flows_mib(r: &Row) -> Vec<f64> {
 }
 
 /// Writes report / ours per test and ECN setting into `t`; returns the verdict and its numbers.
-pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut String) -> (Option<bool>, String) {
+pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut Table) -> (Option<bool>, String) {
     let _ = writeln!(
         t,
         "{:<15}{:<5}{:>16}{:>16}{:>10}{:>10}",
@@ -72,10 +72,22 @@ pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut String) -> (Option<b
             ours[i] = mib;
             let n = |k: &str| r.and_then(|r| r.get(k)).and_then(|v| v.as_f64());
             let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+            let rep = expect_f(exp, &format!("{key}_{word}"));
+            t.compare(
+                format!("{load}, ECN {word}: transferred"),
+                if load == "one_vs_one" {
+                    "MB of both flows (iperf's summary lines, summed)"
+                } else {
+                    "MB of the long flow (iperf's summary line)"
+                },
+                "MiB",
+                rep,
+                mib,
+            );
             let _ = writeln!(
                 t,
                 "{load:<15}{word:<5}{:>16.1}{:>16}{:>10}{:>10}",
-                expect_f(exp, &format!("{key}_{word}")),
+                rep,
                 mib.map_or("-".into(), |v| format!("{v:.1}")),
                 cell(n("emu.up.middlebox.ce_marks")),
                 cell(n("emu.up.middlebox.drops")),
@@ -86,32 +98,38 @@ pub(super) fn judge(exp: &Experiment, rows: &[Row], t: &mut String) -> (Option<b
                     [a, b] if *a > 0.0 => Some(b / a),
                     _ => None,
                 };
-                effects.push(Effect::band(
-                    format!("one vs one, ECN {word}: smaller / larger flow"),
-                    report,
-                    EVEN,
-                    even,
-                    "",
-                ));
+                effects.push(
+                    Effect::band(
+                        format!("one vs one, ECN {word}: smaller / larger flow"),
+                        report,
+                        EVEN,
+                        even,
+                        "",
+                    )
+                    .of("MB transferred, smaller / larger"),
+                );
             }
         }
         let ratio = match ours {
             [Some(off), Some(on)] if off > 0.0 => Some(on / off),
             _ => None,
         };
-        effects.push(Effect::band(
-            format!("{load}: MBytes ECN on / off"),
-            expect_f(exp, &format!("{key}_on")) / expect_f(exp, &format!("{key}_off")),
-            SAME,
-            ratio,
-            "",
-        ));
+        effects.push(
+            Effect::band(
+                format!("{load}: MBytes ECN on / off"),
+                expect_f(exp, &format!("{key}_on")) / expect_f(exp, &format!("{key}_off")),
+                SAME,
+                ratio,
+                "",
+            )
+            .of("MB transferred, on / off"),
+        );
     }
     let _ = writeln!(
         t,
         "(MBytes = 2^20 bytes, as iperf prints them; the report's runs were 60 s, ours as the file says)"
     );
-    band::judge(&effects)
+    band::judge(&effects, t)
 }
 
 #[cfg(test)]

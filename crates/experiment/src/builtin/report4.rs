@@ -9,7 +9,7 @@
 //! * SQM off, the modem's FIFO holds seconds: induced median 2051.3 - 28.7 = 2022.6 ms.
 
 use super::band::{self, Effect};
-use super::{Experiment, Row, expect_f, f1, in_matrix, mean};
+use super::{Experiment, Row, Table, expect_f, f1, in_matrix, mean};
 use std::fmt::Write as _;
 
 /// The report's RRUL table (ms): min, 10pct, avg, median, 90pct, max, pings.
@@ -56,13 +56,15 @@ pub(super) fn judge(
     exp: &Experiment,
     rows: &[Row],
     col: &dyn Fn(&str) -> String,
-    t: &mut String,
+    t: &mut Table,
 ) -> (Option<bool>, String) {
     let points: Vec<&(&str, [f64; 7])> = REPORT
         .iter()
         .filter(|(label, _)| in_matrix(exp, "shaper", label))
         .collect();
     let stats = ["min", "p10", "mean", "median", "p90", "max"];
+    // The report's names of the statistics (its ping script's columns).
+    let names = ["min", "10pct", "avg", "median", "90pct", "max"];
     let ours = |label: &str, c: &str| mean(rows, "shaper", label, &col(c));
     let _ = writeln!(t, "RRUL latency under load (ms), report / ours:");
     let _ = writeln!(
@@ -73,17 +75,24 @@ pub(super) fn judge(
     for &&(label, rep) in &points {
         let mut line = format!("{label:<18}");
         for (i, s) in stats.iter().enumerate() {
-            let _ = write!(
-                line,
-                "{:>16}",
-                format!(
-                    "{:.1} / {}",
-                    rep[i],
-                    f1(ours(label, &format!("loaded.{s}_ms")))
-                )
+            let o = ours(label, &format!("loaded.{s}_ms"));
+            let _ = write!(line, "{:>16}", format!("{:.1} / {}", rep[i], f1(o)));
+            t.compare(
+                format!("{label}: RRUL ping"),
+                format!("{} (ours: loaded phase)", names[i]),
+                "ms",
+                rep[i],
+                o,
             );
         }
         let count = ours(label, "loaded.count");
+        t.compare(
+            format!("{label}: pings"),
+            "count (the report: ~78 a minute, idle included; ours: every 200 ms, loaded phase)",
+            "",
+            rep[6],
+            count,
+        );
         let _ = write!(
             line,
             "{:>12}",
@@ -124,15 +133,18 @@ pub(super) fn judge(
         .iter()
         .max_by(|a, b| share(a.1).total_cmp(&share(b.1)));
     if let Some(&(&(label, rep), r)) = lowest {
-        effects.push(Effect::factor2(
-            format!(
-                "{label} ({:.0} % of the line): induced median",
-                share(r) * 100.0
-            ),
-            report_induced(&rep, MEDIAN),
-            induced(label, "loaded.median_ms"),
-            " ms",
-        ));
+        effects.push(
+            Effect::factor2(
+                format!(
+                    "{label} ({:.0} % of the line): induced median",
+                    share(r) * 100.0
+                ),
+                report_induced(&rep, MEDIAN),
+                induced(label, "loaded.median_ms"),
+                " ms",
+            )
+            .of("median - min (ours: - idle median)"),
+        );
     }
     if let (Some(&(&(lo, lrep), _)), Some(&(&(hi, hrep), r))) = (lowest, nearest)
         && lo != hi
@@ -141,25 +153,31 @@ pub(super) fn judge(
             (Some(h), Some(l)) if l > 0.0 => Some(h / l),
             _ => None,
         };
-        effects.push(Effect::factor2(
-            format!(
-                "knee: induced 90pct at {hi} ({:.1} % of the line) / at {lo}",
-                share(r) * 100.0
-            ),
-            report_induced(&hrep, P90) / report_induced(&lrep, P90),
-            ratio,
-            "x",
-        ));
+        effects.push(
+            Effect::factor2(
+                format!(
+                    "knee: induced 90pct at {hi} ({:.1} % of the line) / at {lo}",
+                    share(r) * 100.0
+                ),
+                report_induced(&hrep, P90) / report_induced(&lrep, P90),
+                ratio,
+                "x",
+            )
+            .of("90pct - min (ours: - idle median)"),
+        );
     }
     if let Some(&&(label, rep)) = points.iter().find(|p| rates(p.0).is_none()) {
-        effects.push(Effect::factor2(
-            format!("{label}: induced median"),
-            report_induced(&rep, MEDIAN),
-            induced(label, "loaded.median_ms"),
-            " ms",
-        ));
+        effects.push(
+            Effect::factor2(
+                format!("{label}: induced median"),
+                report_induced(&rep, MEDIAN),
+                induced(label, "loaded.median_ms"),
+                " ms",
+            )
+            .of("median - min (ours: - idle median)"),
+        );
     }
-    band::judge(&effects)
+    band::judge(&effects, t)
 }
 
 #[cfg(test)]

@@ -138,11 +138,40 @@ fn a_missing_or_incomplete_shard_is_refused_unless_allowed_partial() {
     let m = merge(std::slice::from_ref(&a), true).unwrap();
     assert_eq!(m.rows.len(), 2);
     assert_eq!(m.partial, ["shard 1/2 missing"]);
+    // The missing shard's run is planned, so its point shows as incomplete, not absent.
+    let planned: Vec<(&str, &str, &str)> = m
+        .planned
+        .iter()
+        .map(|p| (p.run.as_str(), p.point.as_str(), p.why_missing.as_str()))
+        .collect();
+    assert_eq!(
+        planned[1],
+        (
+            "p002_rate-8mbit_r1",
+            "p002_rate-8mbit",
+            "shard 1/2 missing from the merge"
+        )
+    );
+    assert_eq!(planned.len(), 3);
+    let pts = crate::completeness::points(&m.rows, &m.planned, 0.05);
+    let incomplete: Vec<&str> = pts
+        .iter()
+        .filter(|p| !p.complete)
+        .map(|p| p.point.as_str())
+        .collect();
+    assert_eq!(incomplete, ["p002_rate-8mbit"]);
     // A shard with a run that did not complete.
     let b = shard(t.path(), "b", FILE, false, Some("1/2"), R1, &[]);
     let why = refused(&[a.clone(), b.clone()]);
     assert!(why.contains("/b: 1 of 1 runs not complete"), "{why}");
-    assert!(!merge(&[a, b], true).unwrap().partial.is_empty());
+    let m = merge(&[a, b], true).unwrap();
+    assert!(!m.partial.is_empty());
+    let pts = crate::completeness::points(&m.rows, &m.planned, 0.05);
+    assert!(
+        pts.iter()
+            .any(|p| !p.complete && p.causes[0].contains("no result: not complete in")),
+        "{pts:?}"
+    );
 }
 
 #[test]

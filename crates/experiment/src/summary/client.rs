@@ -5,7 +5,11 @@
 //! `tcp_down_1` for stream 1 sent by the server (`-R`, `--full-duplex`); `udp_...` for UDP.
 //!
 //! * `tput.loaded.{up,down}_mbit`: the streams' throughput per direction, summed;
-//!   `tput.loaded.FLOW.bytes`.
+//!   `tput.loaded.FLOW.bytes`. Both are what the **receiver** counted (issue 18: what arrived,
+//!   not what was written): for a stream the client sent, the server's summary relayed to the
+//!   client (a bloatlab server sends it when the stream ends normally); only when there is
+//!   none (a server that relays no report, e.g. iperf 2 without `-e`/trip-times) the
+//!   client's written bytes, and the row says so in `tput.loaded.FLOW.counted_by`.
 //! * `lat.FLOW.owd_{up,down}.loaded.{min,mean,median,p90,p99,max,stdev}_ms` and `.count`:
 //!   write-to-read (burst) latency with `--trip-times`, as the receiver measured it (the
 //!   server's report relayed to the client for `tcp_up_*`); median / p90 / p99 when the
@@ -72,7 +76,8 @@ pub fn cells(doc: &Document) -> Vec<(String, Value)> {
     let mut bps = [None::<f64>, None];
     for s in &doc.streams {
         let i = usize::from(s.direction == Direction::Receive);
-        bps[i] = Some(bps[i].unwrap_or(0.0) + s.summary.bits_per_second);
+        let counted = receiver(s).unwrap_or(&s.summary);
+        bps[i] = Some(bps[i].unwrap_or(0.0) + counted.bits_per_second);
     }
     for (dir, b) in ["up", "down"].iter().zip(bps) {
         if let Some(b) = b {
@@ -81,8 +86,15 @@ pub fn cells(doc: &Document) -> Vec<(String, Value)> {
     }
     for s in &doc.streams {
         let (name, dir) = flow(doc, s);
-        out.push((format!("tput.loaded.{name}.bytes"), s.summary.bytes.into()));
         let recv = receiver(s);
+        let counted = recv.unwrap_or(&s.summary);
+        out.push((format!("tput.loaded.{name}.bytes"), counted.bytes.into()));
+        if recv.is_none() {
+            out.push((
+                format!("tput.loaded.{name}.counted_by"),
+                "sender (no receiver report)".into(),
+            ));
+        }
         let tcp_recv = recv.and_then(|r| r.tcp_recv.as_ref());
         let lat = tcp_recv
             .and_then(|r| r.burst_latency.as_ref())
@@ -142,7 +154,10 @@ mod tests {
                 .map(|(_, v)| v.clone())
                 .unwrap_or_else(|| panic!("no {k} in {c:?}"))
         };
-        assert_eq!(get("tput.loaded.up_mbit"), Value::from(94.274));
+        // What the server counted (its relayed summary), not the client's written bytes
+        // (94.274 Mbit/s over the client's own 10 s).
+        assert_eq!(get("tput.loaded.up_mbit"), Value::from(94.481));
+        assert!(c.iter().all(|(k, _)| !k.ends_with(".counted_by")), "{c:?}");
         assert!(get("tput.loaded.tcp_up_1.bytes").as_u64().unwrap() > 90_000_000);
         assert_eq!(
             get("lat.tcp_up_1.owd_up.loaded.mean_ms"),
@@ -189,8 +204,21 @@ mod tests {
         let t = table(&rows, &["weight".into()]);
         let line = t.lines().nth(2).unwrap();
         assert!(
-            line.contains("2.9") && line.contains("5755") && line.contains("94.27"),
+            line.contains("2.9") && line.contains("5755") && line.contains("94.48"),
             "{t}"
+        );
+    }
+
+    #[test]
+    fn without_a_receiver_report_the_senders_count_is_used_and_said() {
+        let mut doc = Document::from_json(DOC).unwrap();
+        doc.streams[0].server_side = None;
+        let c = cells(&doc);
+        let get = |k: &str| c.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("tput.loaded.up_mbit"), Some(Value::from(94.274)));
+        assert_eq!(
+            get("tput.loaded.tcp_up_1.counted_by"),
+            Some(Value::from("sender (no receiver report)"))
         );
     }
 }
