@@ -43,6 +43,6 @@ fi
 # when that version is there. The tests find it at $BLOATLAB_MACH or /opt/bloatlab-peers/bin/mach.
 MACH_VERSION=0.4.0
 PEERS=${BLOATLAB_PEERS:-/opt/bloatlab-peers}
-if ! "$PEERS/bin/mach" --version 2>/dev/null | grep -qx "mach $MACH_VERSION"; then
+if ! "$PEERS/bin/mach" --version 2>/dev/null | grep -qx "cf-mach $MACH_VERSION"; then
     cargo install cf-mach --locked --version "$MACH_VERSION" --root "$PEERS" --quiet
 fi
