@@ -70,22 +70,22 @@ fn curl(args: &[&str]) -> Output {
         .expect("curl is installed (scripts/setup.sh)")
 }
 
-#[test]
-fn https_server_under_a_hundred_rpm_clients_keeps_its_caps_and_serves_afterwards() {
+/// `bloatlab server --no-iperf -B 127.0.0.1 --https PORT CAPS...`, once it
+/// listens; with its port.
+fn https_server(caps: &[&str]) -> (Proc, u16) {
     let port = free_port();
     let p = port.to_string();
-    let cap = MAX_CONNECTIONS.to_string();
-    let server = Proc::bloatlab(&[
-        "server",
-        "--no-iperf",
-        "-B",
-        "127.0.0.1",
-        "--https",
-        &p,
-        "--max-connections",
-        &cap,
-    ]);
+    let mut args = vec!["server", "--no-iperf", "-B", "127.0.0.1", "--https", &p];
+    args.extend_from_slice(caps);
+    let server = Proc::bloatlab(&args);
     server.wait_out("the HTTPS URL", READY, |s| s.contains("fingerprint"));
+    (server, port)
+}
+
+#[test]
+fn https_server_under_a_hundred_rpm_clients_keeps_its_caps_and_serves_afterwards() {
+    let cap = MAX_CONNECTIONS.to_string();
+    let (server, port) = https_server(&["--max-connections", &cap]);
     let pid = server.pid();
     let base = format!("https://127.0.0.1:{port}");
     let (fds0, rss0, threads0) = footprint(pid);
@@ -197,21 +197,7 @@ fn http_rate_cap_is_shared_by_parallel_downloads_and_uploads() {
     // are budgets for all connections of all sources, not caps per request.
     // 8 downloads and 8 uploads (half from 127.0.0.2, another source) for 4 s
     // against 16 Mbit/s caps: per request they would have moved 8 times more.
-    let port = free_port();
-    let p = port.to_string();
-    let server = Proc::bloatlab(&[
-        "server",
-        "--no-iperf",
-        "-B",
-        "127.0.0.1",
-        "--https",
-        &p,
-        "--max-rate",
-        "16m",
-        "--max-reverse-rate",
-        "16m",
-    ]);
-    server.wait_out("the HTTPS URL", READY, |s| s.contains("fingerprint"));
+    let (server, port) = https_server(&["--max-rate", "16m", "--max-reverse-rate", "16m"]);
     let dir = tempdir();
     let file = dir.path().join("upload");
     std::fs::File::create(&file)

@@ -110,3 +110,33 @@ pub fn stop_http_server(mut server: Proc) -> HttpStats {
         received: n[5],
     }
 }
+
+/// A self-signed P-256 certificate and its key made by openssl (a tool no one
+/// here wrote), valid one day, for `subject` (`/CN=...`) with `extra`
+/// `openssl req` arguments (`-addext subjectAltName=...`).
+pub fn openssl_self_signed(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    subject: &str,
+    extra: &[&str],
+) {
+    let o = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", subject])
+        .args(extra)
+        .arg("-keyout")
+        .arg(key)
+        .arg("-out")
+        .arg(cert)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl is installed (scripts/setup.sh)");
+    assert!(o.status.success(), "openssl req: {}", stderr(&o));
+}

@@ -19,7 +19,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use super::lab::LabGuard;
-use super::{Proc, stderr, stdout, tempdir, wait_until};
+use super::{Proc, openssl_self_signed, stderr, stdout, tempdir, wait_until};
 
 /// Where scripts/setup.sh installs mach (`$BLOATLAB_MACH` overrides).
 pub const MACH_DEFAULT: &str = "/opt/bloatlab-peers/bin/mach";
@@ -190,14 +190,6 @@ fn nq_config(authority: &str) -> String {
     .to_string()
 }
 
-fn run(program: &str, args: &[&str]) -> Output {
-    std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
 impl Nginx {
     /// Starts nginx on `host` of `lab`, listening on `ip:port`; returns once
     /// it serves its config (checked with curl from inside the host).
@@ -213,29 +205,13 @@ impl Nginx {
         for sub in ["root/files", "logs", "tmp"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
-        let o = run(
-            "openssl",
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-subj",
-                "/CN=nq.bloatlab.test",
-                "-addext",
-                &format!("subjectAltName=IP:{ip}"),
-                "-days",
-                "1",
-                "-keyout",
-                &d.join("key.pem").display().to_string(),
-                "-out",
-                &d.join("cert.pem").display().to_string(),
-            ],
+        let san = format!("subjectAltName=IP:{ip}");
+        openssl_self_signed(
+            &d.join("cert.pem"),
+            &d.join("key.pem"),
+            "/CN=nq.bloatlab.test",
+            &["-addext", &san],
         );
-        assert!(o.status.success(), "openssl req: {}", stderr(&o));
         mode(&d.join("key.pem"), 0o644);
         // The example's large object is 4 GiB of 'x'; a sparse 64 GiB file of
         // zeros costs no disk and outlasts any run.
