@@ -2,14 +2,18 @@
 # Loopback goodput of the HTTP test service (issue 20): bloatlab's h2 over TLS
 # 1.3 large-object download against Debian's nginx serving network-quality/
 # server's nginx layout (HTTP/2, TLS, /files/large as a sparse 64 GiB file),
-# same machine, same run, same client (curl --http2, one connection, TLS 1.3).
-# Rounds alternate between the servers so a noisy neighbour hits both.
+# same machine, same run, same load generator, same certificate. Rounds
+# alternate between the servers so a noisy neighbour hits both.
 #
 #   bench/http_loopback.sh              # uses target/release/bloatlab (builds it)
-#   BLOATLAB=target/debug/bloatlab ROUNDS=5 SECONDS_EACH=8 bench/http_loopback.sh
+#   CLIENTS=8 ROUNDS=5 SECONDS_EACH=8 bench/http_loopback.sh
+#   LOADGEN=curl bench/http_loopback.sh # one curl --http2 download at a time
 #
+# The load generator: h2load (nghttp2-client; default) with CLIENTS connections
+# (default 4), one stream each, for SECONDS_EACH; or curl (one connection,
+# which on this machine decrypts slower than either server encrypts).
 # Needs nginx (apt-get install nginx, or NGINX_BIN=path to one unpacked with
-# apt-get download nginx && dpkg-deb -x), curl and openssl.
+# apt-get download nginx && dpkg-deb -x), h2load or curl, and openssl.
 # Prints each round's goodput (Mbit/s) and the median ratio bloatlab/nginx;
 # issue 20's target is >= 0.9. Record results in docs/benchmarks.md.
 set -euo pipefail
@@ -18,6 +22,8 @@ BL=${BLOATLAB:-target/release/bloatlab}
 [ -x "$BL" ] || cargo build --release -p bloatlab >/dev/null
 ROUNDS=${ROUNDS:-5}
 SECS=${SECONDS_EACH:-8}
+LOADGEN=${LOADGEN:-h2load}
+CLIENTS=${CLIENTS:-4}
 BL_PORT=${BL_PORT:-47911}
 NG_PORT=${NG_PORT:-47912}
 # Not NGINX: nginx reads that variable as inherited listening sockets.
@@ -74,13 +80,21 @@ NG_PID=$!
 BL_PID=$!
 sleep 1
 
-goodput() { # url -> Mbit/s over SECS seconds of one h2 download
+goodput() { # url -> Mbit/s over SECS seconds of h2 downloads
     local bytes
-    bytes=$(curl -sk --http2 --tlsv1.3 -o /dev/null --max-time "$SECS" \
-        -w '%{size_download}' "$1" || true)
-    awk -v b="$bytes" -v s="$SECS" 'BEGIN { printf "%.0f", b * 8 / s / 1e6 }'
+    if [ "$LOADGEN" = curl ]; then
+        bytes=$(curl -sk --http2 --tlsv1.3 -o /dev/null --max-time "$SECS" \
+            -w '%{size_download}' "$1" || true)
+    else
+        # h2load's "traffic: 2.1GB (2254857216) total": every byte read,
+        # headers included (a few hundred per request, one request per client).
+        bytes=$(h2load -c "$CLIENTS" -t 1 -m 1 -D "$SECS" "$1" 2>/dev/null |
+            sed -n 's/^traffic: [^(]*(\([0-9]*\)) total.*/\1/p')
+    fi
+    awk -v b="${bytes:-0}" -v s="$SECS" 'BEGIN { printf "%.0f", b * 8 / s / 1e6 }'
 }
 
+echo "load: $LOADGEN$([ "$LOADGEN" = curl ] || echo " -c $CLIENTS"), $SECS s per round; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "round  bloatlab_Mbps  nginx_Mbps  ratio"
 ratios=()
 for r in $(seq 1 "$ROUNDS"); do

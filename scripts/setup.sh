@@ -5,13 +5,23 @@
 # curl and openssl check the HTTP test service (tests/it/http_service.rs).
 # slurm-wlm and munge: the test of docs/experiments.md's Slurm recipe (experiment_slurm) starts
 # a single-node Slurm itself, without systemd.
+# nginx with the echo module (its upload sink) is the RPM server no one here wrote
+# (tests/it/rpm_interop.rs, bench/http_loopback.sh); h2load (nghttp2-client) loads it and ours in
+# the benchmark. cmake and libclang-dev build Cloudflare's mach (BoringSSL, bindgen) below.
+# Debian does not start nginx at install in a container (policy-rc.d), and the tests run their
+# own instances with their own config.
 set -euo pipefail
 
 need_apt=()
-for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge; do
+for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge nginx:nginx h2load:nghttp2-client cmake:cmake; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+# Packages without a command of their own: checked by a file they install.
+for pair in '/usr/lib/nginx/modules/ngx_http_echo_module.so:libnginx-mod-http-echo' \
+    '/usr/lib/llvm-*/lib/libclang.so:libclang-dev'; do
+    compgen -G "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
 done
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
@@ -26,4 +36,13 @@ fi
 # cargo-fuzz drives the short fuzz run in scripts/test.sh.
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --quiet
+fi
+
+# Cloudflare's RPM client (crate cf-mach, binary mach) for the interop tests
+# (tests/it/rpm_interop.rs), built from crates.io into a directory outside the repo; a fast no-op
+# when that version is there. The tests find it at $BLOATLAB_MACH or /opt/bloatlab-peers/bin/mach.
+MACH_VERSION=0.4.0
+PEERS=${BLOATLAB_PEERS:-/opt/bloatlab-peers}
+if ! "$PEERS/bin/mach" --version 2>/dev/null | grep -qx "cf-mach $MACH_VERSION"; then
+    cargo install cf-mach --locked --version "$MACH_VERSION" --root "$PEERS" --quiet
 fi

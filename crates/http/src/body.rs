@@ -1,10 +1,10 @@
 //! Response bodies: a small fixed one, and the large object, streamed from
-//! one static buffer (nothing is allocated per chunk), paced when the
-//! download rate is capped, and counted into the service's statistics.
+//! one static buffer (nothing is allocated per chunk), charged to the
+//! download budget when the rate is capped ([`crate::budget`]), and counted
+//! into the service's statistics.
 
-use crate::pace::Pacer;
+use crate::budget::Charge;
 use crate::stats::Stats;
-use bloatlab_units::BitRate;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
@@ -42,20 +42,25 @@ impl Payload {
     }
 }
 
-/// The large object's body: `remaining` zero bytes, paced at `rate`.
+/// The large object's body: `remaining` zero bytes, each chunk charged to
+/// `charge` (the download budget) when the rate is capped.
 #[derive(Debug)]
 pub struct LargeBody {
     remaining: u64,
-    pacer: Option<Pacer>,
+    charge: Option<Charge>,
+    /// No chunk sent yet: the first one waits while the budget is in debt,
+    /// so a burst of new connections does not each add a chunk of debt.
+    first: bool,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     stats: Arc<Stats>,
 }
 
 impl LargeBody {
-    pub fn new(len: u64, rate: Option<BitRate>, stats: Arc<Stats>) -> LargeBody {
+    pub fn new(len: u64, charge: Option<Charge>, stats: Arc<Stats>) -> LargeBody {
         LargeBody {
             remaining: len,
-            pacer: rate.map(Pacer::new),
+            charge,
+            first: true,
             sleep: None,
             stats,
         }
@@ -96,6 +101,13 @@ impl LargeBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if std::mem::take(&mut self.first) {
+            self.sleep = self
+                .charge
+                .as_ref()
+                .and_then(|c| c.after(Instant::now(), 0))
+                .map(|wait| Box::pin(tokio::time::sleep(wait)));
+        }
         if let Some(sleep) = &mut self.sleep {
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
@@ -109,9 +121,9 @@ impl LargeBody {
         self.remaining -= n as u64;
         self.stats.downloaded.fetch_add(n as u64, Ordering::Relaxed);
         if let Some(wait) = self
-            .pacer
-            .as_mut()
-            .and_then(|p| p.after(Instant::now(), n as u64))
+            .charge
+            .as_ref()
+            .and_then(|c| c.after(Instant::now(), n as u64))
         {
             self.sleep = Some(Box::pin(tokio::time::sleep(wait)));
         }

@@ -8,7 +8,8 @@
 //!   object, a 1-byte object and an upload sink that discards.
 //! * The server's caps ([`Caps`]): connections in all and per source (over
 //!   them: `429` with `Retry-After`), a lifetime per connection
-//!   (`--max-duration`), an idle timeout, rate caps, `--permit-key`.
+//!   (`--max-duration`), an idle timeout, rate caps as budgets per source
+//!   and in all ([`budget`]), `--max-bytes` per request, `--permit-key`.
 //! * `TCP_NOTSENT_LOWAT` on every test connection ([`conn::NOTSENT_LOWAT`]).
 //!
 //! [`start`] returns once the listeners are bound; the service runs on its
@@ -18,10 +19,10 @@
 #![forbid(unsafe_code)]
 
 pub mod body;
+pub mod budget;
 pub mod caps;
 pub mod conn;
 pub mod error;
-pub mod pace;
 pub mod routes;
 pub mod service;
 pub mod stats;

@@ -5,9 +5,9 @@
 //! | path | method | answer |
 //! |------|--------|--------|
 //! | `/.well-known/nq` (and `/api/v1/config`) | GET, HEAD | the config JSON, URLs built from the Host the client used |
-//! | `/api/v1/large` | GET | [`LARGE_OBJECT_BYTES`] zero bytes, streamed |
+//! | `/api/v1/large` | GET | [`LARGE_OBJECT_BYTES`] zero bytes (fewer under `--max-bytes`), streamed |
 //! | `/api/v1/small` | GET | 1 byte |
-//! | `/api/v1/upload` | POST, PUT | reads and discards the body, answers `{"received_bytes":N}` |
+//! | `/api/v1/upload` | POST, PUT | reads and discards the body, answers `{"received_bytes":N}` (413 over `--max-bytes`) |
 //!
 //! Never a redirect, never a content encoding (the client's
 //! `Accept-Encoding` is ignored: bodies go as they are). Every response
@@ -15,6 +15,7 @@
 //! A later issue's browser test adds routes here ([`Route`]).
 
 use crate::body::{LARGE_OBJECT_BYTES, LargeBody, Payload};
+use crate::budget::Charge;
 use crate::service::Shared;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -161,25 +162,44 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
             if shared.caps.download_rate.is_some_and(|r| r.0 == 0) {
                 return too_many("downloads are off on this server (--max-reverse-rate 0)");
             }
-            let body = LargeBody::new(
-                LARGE_OBJECT_BYTES,
-                shared.caps.download_rate,
-                Arc::clone(&shared.stats),
-            );
+            let charge = shared.download_budget.clone().map(|budget| Charge {
+                budget,
+                peer: conn.peer.ip(),
+            });
+            let len = LARGE_OBJECT_BYTES.min(shared.caps.max_bytes.0);
+            let body = LargeBody::new(len, charge, Arc::clone(&shared.stats));
             respond(StatusCode::OK, Payload::Large(body))
         }
-        Route::Upload => sink(req.into_body(), shared).await,
+        Route::Upload => sink(req, shared, conn).await,
     }
 }
 
 /// Reads an upload and drops every chunk as it arrives, so memory stays flat
-/// whatever its size; paced at the upload cap (the client then sees TCP or
-/// HTTP/2 flow control, as from a slow link).
-async fn sink(mut body: Incoming, shared: &Shared) -> Response<Payload> {
+/// whatever its size; each chunk is charged to the upload budget (the
+/// client then meets TCP or HTTP/2 flow control, as from a slow link). More
+/// than `--max-bytes` gets 413, at once when `Content-Length` says so.
+async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Response<Payload> {
     if shared.caps.upload_rate.is_some_and(|r| r.0 == 0) {
         return too_many("uploads are off on this server (--max-rate 0)");
     }
-    let mut pacer = shared.caps.upload_rate.map(crate::pace::Pacer::new);
+    let cap = shared.caps.max_bytes.0;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap) {
+        return too_large(cap);
+    }
+    let charge = shared.upload_budget.clone().map(|budget| Charge {
+        budget,
+        peer: conn.peer.ip(),
+    });
+    // Nothing is read while the budget is in debt, so a burst of new
+    // uploads does not each add a chunk to it.
+    if let Some(wait) = charge.as_ref().and_then(|c| c.after(Instant::now(), 0)) {
+        tokio::time::sleep(wait).await;
+    }
+    let mut body = req.into_body();
     let mut received: u64 = 0;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
@@ -192,7 +212,10 @@ async fn sink(mut body: Incoming, shared: &Shared) -> Response<Payload> {
         let n = data.len() as u64;
         received += n;
         shared.stats.uploaded.fetch_add(n, Ordering::Relaxed);
-        if let Some(wait) = pacer.as_mut().and_then(|p| p.after(Instant::now(), n)) {
+        if received > cap {
+            return too_large(cap);
+        }
+        if let Some(wait) = charge.as_ref().and_then(|c| c.after(Instant::now(), n)) {
             tokio::time::sleep(wait).await;
         }
     }
@@ -205,6 +228,16 @@ async fn sink(mut body: Incoming, shared: &Shared) -> Response<Payload> {
         HeaderValue::from_static("application/json"),
     );
     r
+}
+
+/// 413 for an upload over `--max-bytes` (RFC 9110 section 15.5.14). The
+/// rest of the body is not read: hyper closes an HTTP/1.1 connection whose
+/// request body was left unread, and resets the HTTP/2 stream.
+fn too_large(cap: u64) -> Response<Payload> {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("an upload may be at most {cap} bytes on this server (--max-bytes)\n"),
+    )
 }
 
 /// The draft's config (section "Test Endpoint Discovery"): `version` and

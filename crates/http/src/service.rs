@@ -8,7 +8,8 @@ use crate::conn::{self, Admit};
 use crate::error::HttpError;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::tls::{Tls, TlsSource};
-use bloatlab_units::BitRate;
+use bloatlab_engine::rate_budget::SharedBudget;
+use bloatlab_units::{BitRate, Bytes};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,12 +31,17 @@ pub struct Caps {
     /// `--header-timeout`: the TLS handshake and each HTTP/1.1 request head
     /// must arrive within it.
     pub header_timeout: Duration,
-    /// `--max-reverse-rate`: the large object is paced at this rate per
-    /// request (`None`: full speed; 0: downloads refused with 429).
+    /// `--max-reverse-rate`: the large-object bytes of all connections from
+    /// one source, and of all sources together, are each held to this rate
+    /// ([`crate::budget`]; `None`: full speed; 0: downloads refused with 429).
     pub download_rate: Option<BitRate>,
-    /// `--max-rate`: each upload is read at most at this rate (`None`: full
+    /// `--max-rate`: the same budgets for upload bytes read (`None`: full
     /// speed; 0: uploads refused with 429).
     pub upload_rate: Option<BitRate>,
+    /// `--max-bytes`: the most one request moves. The large object is this
+    /// long when it is under [`crate::body::LARGE_OBJECT_BYTES`]; a longer
+    /// upload gets 413.
+    pub max_bytes: Bytes,
 }
 
 /// What to serve, where.
@@ -58,6 +64,10 @@ pub struct Shared {
     pub permit_key: Option<String>,
     pub stats: Arc<Stats>,
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The `--max-reverse-rate` budget every download charges.
+    pub download_budget: Option<SharedBudget>,
+    /// The `--max-rate` budget every upload charges.
+    pub upload_budget: Option<SharedBudget>,
     admission: Arc<Mutex<Admission>>,
     /// Refused connections still open (reading their 429); at most
     /// `max_connections` of them, beyond that a refused one is just closed.
@@ -112,6 +122,8 @@ pub fn start(cfg: HttpConfig) -> Result<Service, HttpError> {
         tls: tls
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(Arc::clone(&t.config))),
+        download_budget: cfg.caps.download_rate.map(SharedBudget::new),
+        upload_budget: cfg.caps.upload_rate.map(SharedBudget::new),
         admission: Arc::new(Mutex::new(Admission::new(
             cfg.caps.max_connections,
             cfg.caps.max_per_source,
@@ -164,11 +176,10 @@ impl Service {
         self.stats.snapshot()
     }
 
-    /// Serves until the process ends (`bloatlab server --no-iperf`).
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    /// False once the service's thread has ended (it only ends when the
+    /// service is dropped, or if its runtime failed).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 }
 
@@ -212,6 +223,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>, tls
         let admit = match Slot::take(&shared.admission, peer.ip()) {
             Ok(slot) => {
                 shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let open = crate::caps::lock(&shared.admission).open() as u64;
+                shared.stats.peak_open.fetch_max(open, Ordering::Relaxed);
                 Admit::Admitted(slot)
             }
             Err(hit) => {

@@ -20,6 +20,9 @@ pub struct Stats {
     /// Connections (admitted or refused) whose `TCP_NOTSENT_LOWAT` reads
     /// back as [`crate::conn::NOTSENT_LOWAT`].
     pub lowat_set: AtomicU64,
+    /// Most admitted connections open at once (never above
+    /// `--max-connections`).
+    pub peak_open: AtomicU64,
 }
 
 /// A copy of [`Stats`] at one moment.
@@ -31,6 +34,7 @@ pub struct StatsSnapshot {
     pub downloaded: u64,
     pub uploaded: u64,
     pub lowat_set: u64,
+    pub peak_open: u64,
 }
 
 impl Stats {
@@ -43,6 +47,24 @@ impl Stats {
             downloaded: g(&self.downloaded),
             uploaded: g(&self.uploaded),
             lowat_set: g(&self.lowat_set),
+            peak_open: g(&self.peak_open),
         }
+    }
+}
+
+impl std::fmt::Display for StatsSnapshot {
+    /// The line `bloatlab server --no-iperf` prints when it stops.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "HTTP service: {} connections accepted, {} refused, at most {} open at once, \
+             {} requests, {} bytes sent, {} bytes received",
+            self.accepted,
+            self.refused,
+            self.peak_open,
+            self.requests,
+            self.downloaded,
+            self.uploaded
+        )
     }
 }

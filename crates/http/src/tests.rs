@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 fn caps() -> Caps {
     Caps {
@@ -25,6 +25,7 @@ fn caps() -> Caps {
         header_timeout: Duration::from_secs(4),
         download_rate: None,
         upload_rate: None,
+        max_bytes: bloatlab_units::Bytes(1 << 40),
     }
 }
 
@@ -455,4 +456,102 @@ async fn unknown_paths_and_wrong_methods_are_not_redirected() {
         .unwrap();
     let r = c.send(bad).await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
+/// Reads the large object over a fresh HTTP/2 connection from `local` until
+/// `until`; the bytes received.
+async fn download_from(local: [u8; 4], addr: SocketAddr, until: Instant) -> u64 {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::from((local, 0))).unwrap();
+    let tcp = sock.connect(addr).await.unwrap();
+    let Client::H2(mut s) = Client::over(TokioIo::new(tcp), true).await else {
+        unreachable!()
+    };
+    let r = s.send_request(get(addr, LARGE, false)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut b = r.into_body();
+    let mut got = 0;
+    while let Ok(Some(Ok(f))) = tokio::time::timeout_at(until.into(), b.frame()).await {
+        got += f.data_ref().map_or(0, |d| d.len() as u64);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn download_cap_is_one_budget_for_all_connections_of_all_sources() {
+    // Issue 19's rule on this service: 4 connections from each of two
+    // sources share --max-reverse-rate 8 Mbit/s in all; per request it
+    // would have been 64 Mbit/s.
+    let pki = Pki::new();
+    let svc = serve(
+        Caps {
+            download_rate: Some(bloatlab_units::BitRate(8_000_000)),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    let t0 = Instant::now();
+    let until = t0 + Duration::from_secs(3);
+    let mut tasks = tokio::task::JoinSet::new();
+    for local in [[127, 0, 0, 1], [127, 0, 0, 2]] {
+        for _ in 0..4 {
+            tasks.spawn(download_from(local, addr, until));
+        }
+    }
+    let mut each = Vec::new();
+    while let Some(n) = tasks.join_next().await {
+        each.push(n.unwrap());
+    }
+    let total: u64 = each.iter().sum();
+    let mbit = total as f64 * 8.0 / t0.elapsed().as_secs_f64() / 1e6;
+    // Slack: the 100 ms burst and one 64 KiB chunk of debt per connection
+    // (0.7 MB over 3 s is 1.9 Mbit/s).
+    assert!((6.0..=10.5).contains(&mbit), "{mbit} Mbit/s, {each:?}");
+    assert!(
+        each.iter().all(|&n| n > 0),
+        "a connection starved: {each:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_bytes_shortens_the_large_object_and_refuses_longer_uploads() {
+    let pki = Pki::new();
+    let svc = serve(
+        Caps {
+            max_bytes: bloatlab_units::Bytes(1_000_000),
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    for h2 in [false, true] {
+        let mut c = Client::connect(addr, h2, None).await;
+        let r = c.send(get(addr, LARGE, false)).await.unwrap();
+        assert_eq!(r.headers()["content-length"], "1000000", "h2={h2}");
+        assert_eq!(body(r).await.len(), 1_000_000, "h2={h2}");
+        let upload = |len: u64| {
+            Request::post(format!("http://{addr}{UPLOAD}"))
+                .header("host", addr.to_string())
+                .body(Payload::Large(LargeBody::new(
+                    len,
+                    None,
+                    Arc::new(crate::stats::Stats::default()),
+                )))
+                .unwrap()
+        };
+        let r = c.send(upload(1_000_000)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "h2={h2}");
+        let _ = body(r).await;
+        let mut c = Client::connect(addr, h2, None).await;
+        let r = c.send(upload(1_000_001)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "h2={h2}");
+        let text = body(r).await;
+        assert!(
+            String::from_utf8_lossy(&text).contains("--max-bytes"),
+            "{text:?}"
+        );
+    }
 }

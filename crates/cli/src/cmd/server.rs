@@ -180,7 +180,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     let http = super::server_http::start(&args, &cfg)?;
     if args.no_iperf {
         if let Some(service) = http {
-            service.wait();
+            super::server_http::serve_until_interrupted(service, &cfg)?;
         }
         return Ok(());
     }

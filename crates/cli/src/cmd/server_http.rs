@@ -34,6 +34,7 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             header_timeout: cfg.header_timeout,
             download_rate: cfg.limits.max_reverse_rate,
             upload_rate: cfg.limits.max_rate,
+            max_bytes: cfg.limits.max_bytes,
         },
         permit_key: cfg.permit_key.clone(),
     })?;
@@ -72,6 +73,23 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
         }
     }
     Ok(Some(service))
+}
+
+/// Serves `--no-iperf` until SIGINT or SIGTERM, then prints what the service
+/// did (its statistics line) where the listen lines went, and stops it.
+pub fn serve_until_interrupted(service: Service, cfg: &ServerConfig) -> anyhow::Result<()> {
+    let stop = super::stop_on_interrupt()?;
+    while !stop.is_stopped() && service.is_running() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let line = service.stats().to_string();
+    if cfg.format == OutputFormat::Console {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+    anyhow::ensure!(stop.is_stopped(), "the HTTP service stopped on its own");
+    Ok(())
 }
 
 /// The address the iperf service would bind (-B, -V), without its port.

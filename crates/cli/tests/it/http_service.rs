@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{BIN, Proc, READY, free_port, stderr, stdout, tempdir};
+use crate::harness::{BIN, Proc, READY, free_port, openssl_self_signed, stderr, stdout, tempdir};
 
 /// Starts `bloatlab server ARGS -B 127.0.0.1` and returns it with the URLs it
 /// printed (`http` and `https`, port 0 picks free ones).
@@ -284,27 +284,7 @@ fn bad_tls_files_and_flag_mistakes_exit_non_zero_with_a_clear_message() {
         dir.path().join("k.pem"),
         dir.path().join("other.pem"),
     );
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-days",
-            "1",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "{}", stderr(&ok));
+    openssl_self_signed(&cert, &key, "/CN=localhost", &[]);
     let ok = Command::new("openssl")
         .args([
             "genpkey",

@@ -11,10 +11,13 @@
 //!   after another, so a timing-sensitive lab measurement never ran beside a loopback
 //!   flow at 17 Gbit/s. In one binary it would; the lock keeps it apart (rules in its
 //!   module doc).
+//! * [`rpm_peers`]: RPM peers no one here wrote (Cloudflare's mach, nginx as
+//!   network-quality/server's example) for the interop tests.
 
 pub mod lab;
 pub mod load;
 mod proc;
+pub mod rpm_peers;
 
 pub use proc::{Listen, Proc, READY};
 
@@ -66,4 +69,74 @@ pub fn stdout(o: &Output) -> String {
 /// A process's stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The statistics line `bloatlab server --no-iperf --http/--https` prints
+/// when it stops (`HTTP service: ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpStats {
+    pub accepted: u64,
+    pub refused: u64,
+    /// Most admitted connections open at once.
+    pub peak_open: u64,
+    pub requests: u64,
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// Stops a `bloatlab server --no-iperf` with SIGTERM (by its PID), asserts
+/// it exits 0 and returns its statistics line.
+pub fn stop_http_server(mut server: Proc) -> HttpStats {
+    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    let st = server.wait_exit(Duration::from_secs(10));
+    assert!(st.success(), "{st}\n{}", server.transcript());
+    let out = server.out();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("HTTP service:"))
+        .unwrap_or_else(|| panic!("no statistics line\n{}", server.transcript()));
+    eprintln!("{line}");
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 6, "{line}");
+    HttpStats {
+        accepted: n[0],
+        refused: n[1],
+        peak_open: n[2],
+        requests: n[3],
+        sent: n[4],
+        received: n[5],
+    }
+}
+
+/// A self-signed P-256 certificate and its key made by openssl (a tool no one
+/// here wrote), valid one day, for `subject` (`/CN=...`) with `extra`
+/// `openssl req` arguments (`-addext subjectAltName=...`).
+pub fn openssl_self_signed(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    subject: &str,
+    extra: &[&str],
+) {
+    let o = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", subject])
+        .args(extra)
+        .arg("-keyout")
+        .arg(key)
+        .arg("-out")
+        .arg(cert)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl is installed (scripts/setup.sh)");
+    assert!(o.status.success(), "openssl req: {}", stderr(&o));
 }
