@@ -37,6 +37,7 @@
 //!                                 "interval_ns", "tos", "size_bytes", "voip",
 //!                                 "family", "address"}]},
 //!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
+//!     "rpm": (omitted unless bloatlab rpm) { the responsiveness session, see schema::rpm },
 //!     "lab": (omitted outside a lab) { the lab's view of the run, see crate::lab },
 //!     "extra":              { free-form }   e.g. cpu_utilisation, notes
 //!   },
@@ -76,6 +77,7 @@ use derived::Derived;
 pub mod derived;
 pub mod meta;
 pub mod probe;
+pub mod rpm;
 
 pub use meta::{
     CongestionControlRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole, HostsRecord,
@@ -85,6 +87,10 @@ pub use meta::{
 pub use probe::{
     ClockMethod, ClockRecord, IpdvRecord, LossDirectionRecord, LostProbeRecord, ProbeSessionRecord,
     ProbeSummaryRecord, SignedDelayStats,
+};
+pub use rpm::{
+    RpmCapacityRecord, RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord, RpmPartsRecord,
+    RpmRecord, RpmResponsivenessRecord, RpmSamplesRecord,
 };
 
 /// The value of the `format` field.
@@ -166,6 +172,9 @@ pub struct Metadata {
     /// The probe session of `bloatlab ping`; `null` otherwise.
     #[serde(default)]
     pub probe: Option<ProbeSessionRecord>,
+    /// A `bloatlab rpm` session (schema::rpm); omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<RpmRecord>,
     /// The lab the run went through and what its emulator counted (crate::lab); `None`
     /// outside a lab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +202,7 @@ impl Metadata {
             link: None,
             plan: None,
             probe: None,
+            rpm: None,
             lab: None,
             extra: FreeForm::new(),
         }

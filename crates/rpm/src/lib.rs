@@ -10,8 +10,10 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod client;
 pub mod config;
 pub mod params;
+pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod stability;
