@@ -1,9 +1,9 @@
-//! The current (version 2) schema of a bloatlab results file.
+//! The current (version 3) schema of a bloatlab results file.
 //!
 //! ```text
 //! {
 //!   "format": "bloatlab-results",          constant, identifies the file
-//!   "version": 2,                          schema version, see crate::migrate
+//!   "version": 3,                          schema version, see crate::migrate
 //!   "metadata": {
 //!     "bloatlab_version": "0.1.0",
 //!     "test": "rrul",                      test name
@@ -97,7 +97,7 @@ pub use rpm::{
 pub const FORMAT: &str = "bloatlab-results";
 
 /// The schema version this build writes (and the newest it reads).
-pub const CURRENT_VERSION: u32 = 2;
+pub const CURRENT_VERSION: u32 = 3;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -51,13 +51,10 @@ pub struct LatencyPhaseDerived {
     pub grade: Option<String>,
     /// "Probe RPM": `60000 / trimmed mean` of this series' round trips in ms (loaded
     /// phases of RTT series). Not the draft's responsiveness, which `bloatlab rpm`
-    /// measures over HTTP (docs/rpm.md); named `rpm` in files written before issue 20
-    /// (still read).
-    #[serde(alias = "rpm")]
+    /// measures over HTTP (docs/rpm.md); `rpm` in version 2 files (migrated).
     pub probe_rpm: Option<f64>,
-    /// The draft's band of the probe RPM: Poor / Fair / Good / Excellent (`rpm_class`
-    /// before issue 20).
-    #[serde(alias = "rpm_class")]
+    /// The draft's band of the probe RPM: Poor / Fair / Good / Excellent (`rpm_class` in
+    /// version 2).
     pub probe_rpm_class: Option<String>,
 }
 
