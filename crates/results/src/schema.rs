@@ -89,8 +89,8 @@ pub use probe::{
     ProbeSummaryRecord, SignedDelayStats,
 };
 pub use rpm::{
-    RpmCapacityRecord, RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord, RpmPartsRecord,
-    RpmRecord, RpmResponsivenessRecord, RpmSamplesRecord,
+    RpmCapacityRecord, RpmFailedRecord, RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord,
+    RpmPartsRecord, RpmRecord, RpmResponsivenessRecord, RpmSamplesRecord,
 };
 
 /// The value of the `format` field.

@@ -198,14 +198,20 @@ fn url(field: &'static str, v: Option<String>) -> Result<Uri, ConfigError> {
     Ok(u)
 }
 
-/// The config URL for what the user typed: a URL as it is (http or https), or a host
-/// (`example.net`, `example.net:8443`, `[::1]:8443`) as
-/// `https://HOST[:PORT]/.well-known/nq`.
+/// The config URL for what the user typed: a URL as it is (http or https; without a
+/// path, the well-known path is added), or a host (`example.net`, `example.net:8443`,
+/// `[::1]:8443`) as `https://HOST[:PORT]/.well-known/nq`.
 pub fn config_url(arg: &str) -> Result<Uri, String> {
-    let text = if arg.contains("://") {
-        arg.to_owned()
-    } else {
-        format!("https://{arg}{WELL_KNOWN_PATH}")
+    let text = match arg.split_once("://") {
+        Some((scheme, rest)) if !rest.contains('/') => match rest.split_once('?') {
+            Some((authority, query)) => format!("{scheme}://{authority}{WELL_KNOWN_PATH}?{query}"),
+            None => format!("{scheme}://{rest}{WELL_KNOWN_PATH}"),
+        },
+        Some((scheme, rest)) if rest.ends_with('/') && rest.find('/') == Some(rest.len() - 1) => {
+            format!("{scheme}://{}{WELL_KNOWN_PATH}", &rest[..rest.len() - 1])
+        }
+        Some(_) => arg.to_owned(),
+        None => format!("https://{arg}{WELL_KNOWN_PATH}"),
     };
     let u: Uri = text
         .parse()
@@ -322,6 +328,20 @@ mod tests {
                 .unwrap()
                 .query(),
             Some("key=k")
+        );
+        // A URL without a path gets the well-known one.
+        assert_eq!(
+            config_url("https://127.0.0.1:8443").unwrap(),
+            "https://127.0.0.1:8443/.well-known/nq"
+        );
+        assert_eq!(config_url("http://h/").unwrap(), "http://h/.well-known/nq");
+        assert_eq!(
+            config_url("http://h:80?key=k").unwrap(),
+            "http://h:80/.well-known/nq?key=k"
+        );
+        assert_eq!(
+            config_url("https://h/other/nq").unwrap().path(),
+            "/other/nq"
         );
         assert!(config_url("ftp://h/").is_err());
         assert!(config_url("a b").is_err());

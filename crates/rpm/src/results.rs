@@ -14,8 +14,8 @@ use bloatlab_results::convert::nanos;
 use bloatlab_results::schema::{
     DelayKindRecord, DirectionRecord, FlowRecord, FlowTcpRecord, HostRecord, HostRole,
     LatencyRecord, Metadata, PhaseKindRecord, PhaseRecord, ProbeRecord, Raw, RpmCapacityRecord,
-    RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord, RpmPartsRecord, RpmRecord,
-    RpmResponsivenessRecord, RpmSamplesRecord, TransferRecord,
+    RpmFailedRecord, RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord, RpmPartsRecord,
+    RpmRecord, RpmResponsivenessRecord, RpmSamplesRecord, TransferRecord,
 };
 use bloatlab_results::{RawError, ResultsFile};
 use bloatlab_stats::rpm::{RpmClass, rpm_from_rtt};
@@ -80,6 +80,10 @@ pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
                 tls_f: counts[1] as u64,
                 http_f: counts[2] as u64,
                 http_l: counts[3] as u64,
+            },
+            failed_probes: RpmFailedRecord {
+                foreign: o.failed_probes.0 as u64,
+                self_probes: o.failed_probes.1 as u64,
             },
             rpm_series: o
                 .rpm_series

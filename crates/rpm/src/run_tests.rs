@@ -272,6 +272,26 @@ fn a_stalled_connection_ends_the_run_with_an_error() {
 }
 
 #[test]
+fn a_connection_that_never_starts_ends_the_run_after_the_setup_timeout() {
+    let mut sim = Sim::new(Params::default(), &[Direction::Download], secs(60));
+    // The first connection starts; the one asked for at 5 s never does.
+    sim.setup = secs(4);
+    sim.go(secs(4) + STEP);
+    sim.setup = secs(1000);
+    sim.go(secs(60));
+    let e = sim.run.finish().unwrap_err();
+    assert_eq!(
+        e,
+        RunError::LoadNotStarted {
+            conn: ConnId(1),
+            direction: Direction::Download,
+            after: secs(30)
+        }
+    );
+    assert!(e.to_string().contains("did not start within 30.0 s"), "{e}");
+}
+
+#[test]
 fn a_failed_connection_or_probe_ends_the_run_with_its_reason() {
     let mut run = Run::new(
         Params::default(),
@@ -291,6 +311,7 @@ fn a_failed_connection_or_probe_ends_the_run_with_its_reason() {
         e.to_string(),
         "upload load connection 0 failed: connection reset by peer"
     );
+    // A failed probe is counted; probes that mostly fail end the run.
     let mut run = Run::new(
         Params::default(),
         &[Direction::Download],
@@ -298,11 +319,29 @@ fn a_failed_connection_or_probe_ends_the_run_with_its_reason() {
         Limits::until(secs(30)),
         1,
     );
+    for i in 0..9 {
+        run.probe_failed(secs(1), ProbeId(i), "429 Too Many Requests".into());
+    }
+    assert!(!run.is_finished(), "9 ended: fewer than 10");
     run.probe_failed(secs(1), ProbeId(9), "429 Too Many Requests".into());
+    assert!(run.is_finished());
     assert_eq!(
         run.finish().unwrap_err().to_string(),
-        "foreign probe failed: 429 Too Many Requests"
+        "10 of 10 probes failed; the last foreign probe: 429 Too Many Requests"
     );
+}
+
+#[test]
+fn a_few_failed_probes_are_counted_not_fatal() {
+    let mut sim = Sim::new(Params::default(), &[Direction::Download], secs(40));
+    sim.go(secs(6));
+    // Fail one probe in flight of each kind by hand: the run goes on.
+    sim.run
+        .probe_failed(sim.now, ProbeId(1_000_000), "handshake timed out".into());
+    sim.go(secs(40));
+    let o = sim.run.finish().unwrap();
+    assert_eq!(o.failed_probes, (1, 0));
+    assert_eq!(o.ended, Ended::Stable);
 }
 
 #[test]

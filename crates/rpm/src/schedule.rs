@@ -27,10 +27,14 @@ pub enum Slot {
     SelfProbe,
 }
 
-/// The probe clock.
+/// The probe clock. The spacing follows the capacity measured at each call, so a slow
+/// start (little measured yet, few probes allowed) does not hold back the probes once
+/// the load is up: the next slot is always the last one plus the spacing allowed now.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    next: Duration,
+    start: Duration,
+    last: Option<Duration>,
+    next_hint: Duration,
     kind: Slot,
     max_pairs_per_s: f64,
     capacity_share: f64,
@@ -40,16 +44,18 @@ impl Schedule {
     /// A schedule whose first slot (a foreign probe) is at `start`.
     pub fn new(start: Duration, params: &Params) -> Schedule {
         Schedule {
-            next: start,
+            start,
+            last: None,
+            next_hint: start,
             kind: Slot::Foreign,
             max_pairs_per_s: f64::from(params.max_probes_per_second) / 2.0,
             capacity_share: params.probe_capacity,
         }
     }
 
-    /// When the next slot is.
+    /// When the next slot is, with the capacity known at the last call.
     pub fn next_at(&self) -> Duration {
-        self.next
+        self.next_hint
     }
 
     /// Probe pairs per second allowed with `capacity` bytes per second measured.
@@ -61,18 +67,22 @@ impl Schedule {
     /// The slot due at `now` (if any) given the capacity measured so far in bytes per
     /// second; moves the clock on.
     pub fn due(&mut self, now: Duration, capacity: f64) -> Option<Slot> {
-        if now < self.next {
-            return None;
-        }
         let pairs = self.pairs_per_second(capacity);
         if !(pairs.is_finite() && pairs > 0.0) {
-            self.next = now + NO_BUDGET_RETRY;
+            self.next_hint = now.max(self.start) + NO_BUDGET_RETRY;
             return None;
         }
         let spacing = Duration::from_secs_f64(1.0 / (2.0 * pairs));
+        let next = self.last.map_or(self.start, |l| l + spacing);
+        if now < next {
+            self.next_hint = next;
+            return None;
+        }
+        // Missed by more than a slot: this one counts from now (no burst to catch up).
+        let at = if now - next >= spacing { now } else { next };
+        self.last = Some(at);
+        self.next_hint = at + spacing;
         let slot = self.kind;
-        let next = self.next + spacing;
-        self.next = if next < now { now + spacing } else { next };
         self.kind = match slot {
             Slot::Foreign => Slot::SelfProbe,
             Slot::SelfProbe => Slot::Foreign,
@@ -151,6 +161,22 @@ mod tests {
                 Slot::SelfProbe
             ]
         );
+    }
+
+    #[test]
+    fn the_spacing_follows_the_capacity_measured_now() {
+        // A tiny early estimate (1 kB/s: one pair per 120 s) must not hold the next
+        // probe back once the capacity is known.
+        let mut s = Schedule::new(Duration::ZERO, &Params::default());
+        assert_eq!(s.due(Duration::ZERO, 1e3), Some(Slot::Foreign));
+        assert_eq!(s.due(Duration::from_millis(100), 1e3), None);
+        assert_eq!(s.next_at(), Duration::from_secs(60));
+        // 125 MB/s: 100 probes/s, one every 10 ms after the last.
+        assert_eq!(
+            s.due(Duration::from_millis(100), 125e6),
+            Some(Slot::SelfProbe)
+        );
+        assert_eq!(s.next_at(), Duration::from_millis(110));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub struct RpmArgs {
     pub interval: Duration,
     /// TMP: percentage of each kind's samples the trimmed mean keeps (the largest rest
     /// is dropped).
-    #[arg(long = "trim", default_value = "95", value_parser = percent)]
+    #[arg(long = "trim", default_value = "95", value_parser = dropped_by_trim)]
     pub trim: f64,
     /// SDT: stable when the standard deviation of the last MAD values is below this
     /// percentage of the current one.
@@ -109,13 +109,20 @@ fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--trim P` (percent kept) as the fraction dropped, computed from the percentages so
+/// that 95 gives exactly 0.05.
+fn dropped_by_trim(s: &str) -> Result<f64, String> {
+    let kept = percent(s)? * 100.0;
+    Ok((100.0 - kept) / 100.0)
+}
+
 impl RpmArgs {
     fn options(&self, permit_key: Option<String>) -> anyhow::Result<Options> {
         let config_url = bloatlab_rpm::config::config_url(&self.url).map_err(exit::usage)?;
         let params = Params {
             mad: usize::from(self.mad),
             interval: self.interval,
-            trim: 1.0 - self.trim,
+            trim: self.trim,
             stdev_tolerance: self.stdev_tolerance,
             max_connections: usize::from(self.max_connections),
             max_probes_per_second: self.max_probes,
@@ -324,12 +331,15 @@ fn map_error(e: ClientError) -> anyhow::Error {
     match e {
         ClientError::Usage(m) => exit::usage(m),
         ClientError::TlsSetup(e) => exit::usage(e.to_string()),
-        e @ ClientError::Run(_, RunError::LoadStalled { .. } | RunError::LoadFailed { .. }) => {
-            anyhow::Error::new(exit::Exit {
-                code: exit::FAILURE,
-                message: format!("{e} (the draft ends a test whose load connection fails)"),
-            })
-        }
+        e @ ClientError::Run(
+            _,
+            RunError::LoadStalled { .. }
+            | RunError::LoadFailed { .. }
+            | RunError::LoadNotStarted { .. },
+        ) => anyhow::Error::new(exit::Exit {
+            code: exit::FAILURE,
+            message: format!("{e} (the draft ends a test whose load connection fails)"),
+        }),
         e => anyhow::Error::new(exit::Exit {
             code: exit::FAILURE,
             message: e.to_string(),

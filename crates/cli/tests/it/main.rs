@@ -30,6 +30,7 @@ mod lab_kernel;
 mod lab_run;
 mod ping_loopback;
 mod report_cli;
+mod rpm_client;
 mod suite_clean_phases;
 mod suite_demo;
 mod suite_download_sender;

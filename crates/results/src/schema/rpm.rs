@@ -28,6 +28,7 @@
 //!     "trimmed": {"tcp_f_ns": …, "tls_f_ns": … | null, "http_f_ns": …, "http_l_ns": …} | null,
 //!     "p90":     { same, 90th percentiles } | null,
 //!     "samples": {"tcp_f": 120, "tls_f": 120, "http_f": 120, "http_l": 118},
+//!     "failed_probes": {"foreign": 0, "self": 0},
 //!     "rpm_series": [ {"interval": 3, "end_ns": …, "rpm": 230.1 | null} ]
 //!   } ],
 //!   "elapsed_ns": 41230000000
@@ -142,6 +143,16 @@ pub struct RpmSamplesRecord {
     pub http_l: u64,
 }
 
+/// Failed probes per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RpmFailedRecord {
+    /// Foreign probes.
+    pub foreign: u64,
+    /// Self probes.
+    #[serde(rename = "self")]
+    pub self_probes: u64,
+}
+
 /// Responsiveness at the end of one interval of the responsiveness stage.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RpmIntervalRecord {
@@ -186,6 +197,10 @@ pub struct RpmResponsivenessRecord {
     pub p90: Option<RpmPartsRecord>,
     /// Samples per kind.
     pub samples: RpmSamplesRecord,
+    /// Probes that failed (a new connection's handshake or a GET that did not complete),
+    /// per kind: `{"foreign": 2, "self": 0}`. The run fails when probes mostly fail.
+    #[serde(default)]
+    pub failed_probes: RpmFailedRecord,
     /// The responsiveness stage, interval by interval.
     #[serde(default)]
     pub rpm_series: Vec<RpmIntervalRecord>,

@@ -85,7 +85,8 @@ pub struct Options {
     pub duration: Duration,
     /// A bloatlab server's permit key, sent as a header on every request.
     pub permit_key: Option<String>,
-    /// A load connection that moves nothing this long fails the run.
+    /// A running load connection that moves nothing this long fails the run (one that
+    /// has not started gets three times as long).
     pub stall_timeout: Duration,
 }
 

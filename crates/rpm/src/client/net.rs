@@ -35,6 +35,10 @@ pub const PERMIT_HEADER: &str = bloatlab_http::routes::PERMIT_HEADER;
 /// same value).
 pub const NOTSENT_LOWAT: u32 = bloatlab_http::conn::NOTSENT_LOWAT;
 
+/// Most bytes of a stream hyper buffers before the socket takes them (its default is
+/// 400 KiB: two seconds at a 1.5 Mbit/s share of a loaded link).
+pub const H2_SEND_BUFFER: usize = 64 * 1024;
+
 /// HTTP/2 or HTTP/1.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -202,9 +206,14 @@ pub async fn connect(ep: &Endpoint) -> Result<Connected, NetError> {
     let io = TokioIo::new(io);
     let (sender, task) = match ep.protocol {
         Protocol::H2 => {
+            // Little of our own upload data waits in hyper's send buffer, so a self probe
+            // on an upload connection queues behind the network, not behind us (the
+            // draft's section 6.1.1 on HTTP/2-layer queues); windows large enough for a
+            // download to fill a long fat path.
             let (s, conn) = http2::Builder::new(TokioExecutor::new())
                 .initial_stream_window_size(4 << 20)
                 .initial_connection_window_size(16 << 20)
+                .max_send_buf_size(H2_SEND_BUFFER)
                 .handshake(io)
                 .await
                 .map_err(|e| NetError(format!("HTTP/2 handshake with {}: {e}", ep.addr)))?;

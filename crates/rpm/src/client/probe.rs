@@ -39,18 +39,25 @@ pub struct LoadShared {
 }
 
 impl LoadShared {
-    /// Goodput bytes so far: a download's body bytes; an upload's bytes the server
-    /// acknowledged (`tcpi_bytes_acked`: what crossed the path, not what waits in our
-    /// socket buffer).
+    /// Goodput bytes so far, counted by the kernel so that neither our socket buffers nor
+    /// a moment without CPU for this process shift bytes between intervals: a download's
+    /// bytes received in order (`tcpi_bytes_received`, read by us or not yet), an
+    /// upload's bytes the server acknowledged (`tcpi_bytes_acked`). Without those (a
+    /// kernel before 4.1), a download's body bytes read.
     pub fn goodput(&self, direction: Direction) -> u64 {
-        match direction {
-            Direction::Download => self.bytes.load(Ordering::Relaxed),
-            Direction::Upload => self
-                .fd
-                .get()
+        let fd = self.fd.get();
+        let kernel = match direction {
+            Direction::Download => {
+                fd.and_then(|fd| bloatlab_engine::tcpinfo::bytes_received(fd).ok().flatten())
+            }
+            Direction::Upload => fd
                 .and_then(|fd| bloatlab_engine::tcpinfo::sample(fd).ok())
-                .and_then(|t| t.bytes_acked)
-                .unwrap_or(0),
+                .and_then(|t| t.bytes_acked),
+        };
+        match (kernel, direction) {
+            (Some(b), _) => b,
+            (None, Direction::Download) => self.bytes.load(Ordering::Relaxed),
+            (None, Direction::Upload) => 0,
         }
     }
 
@@ -95,6 +102,12 @@ pub async fn load(
         Ok(never) => match never {},
         Err(e) => e.0,
     };
+    tracing::debug!(
+        conn = conn.0,
+        direction = direction.name(),
+        why,
+        "load connection ended"
+    );
     let _ = events.send(Event::LoadFailed(conn, why)).await;
 }
 
@@ -195,6 +208,7 @@ pub async fn foreign(ep: Endpoint, probe: ProbeId, url: Uri, events: mpsc::Sende
         })
     }
     .await;
+    tracing::debug!(probe = probe.0, ?result, "foreign probe");
     let _ = events
         .send(match result {
             Ok(t) => Event::ProbeDone(probe, t),
@@ -212,8 +226,10 @@ pub async fn on_load(
     url: Uri,
     events: mpsc::Sender<Event>,
 ) {
+    let result = get_small(&ep, &mut sender, &url).await;
+    tracing::debug!(probe = probe.0, ?result, "self probe");
     let _ = events
-        .send(match get_small(&ep, &mut sender, &url).await {
+        .send(match result {
             Ok(http) => Event::ProbeDone(probe, Timing::SelfProbe { http }),
             Err(e) => Event::ProbeFailed(probe, e.0),
         })

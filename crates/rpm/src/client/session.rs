@@ -208,6 +208,7 @@ async fn drive(
 ) -> Result<Outcome, ClientError> {
     let mut limits = Limits::until(deadline);
     limits.stall_timeout = opts.stall_timeout;
+    limits.setup_timeout = opts.stall_timeout * 3;
     let seed = start_seed();
     let mut run = Run::new(opts.params, dirs, start, limits, seed);
     let (tx, mut rx) = mpsc::channel::<Event>(4096);
@@ -221,6 +222,7 @@ async fn drive(
             run.load_progress(now, id, shared.goodput(*dir));
         }
         while let Some(action) = run.poll(now) {
+            tracing::debug!(?action, at = ?now, "action");
             match action {
                 Action::OpenLoad { conn, direction } => {
                     let shared = Arc::new(LoadShared::default());
