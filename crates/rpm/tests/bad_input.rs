@@ -208,22 +208,27 @@ fn a_config_with_urls_on_different_hosts_is_refused() {
     assert!(e.to_string().contains("different hosts"), "{e}");
 }
 
-#[test]
-fn a_redirect_is_refused_naming_its_target() {
+/// The error of a session against a raw server that answers every request the same.
+fn config_error(answer: fn(&str, SocketAddr) -> (Vec<u8>, bool)) -> String {
     let rt = runtime();
-    let a = raw(&rt, |_, _| {
-        (
-            b"HTTP/1.1 301 Moved Permanently\r\nLocation: https://elsewhere.example/.well-known/nq\r\nContent-Length: 0\r\n\r\n".to_vec(),
-            false,
-        )
-    });
-    let e = run(&opts(
+    let a = raw(&rt, answer);
+    run(&opts(
         &format!("http://{a}/.well-known/nq"),
         Mode::Concurrent,
         Protocol::H2,
     ))
     .unwrap_err()
-    .to_string();
+    .to_string()
+}
+
+#[test]
+fn a_redirect_is_refused_naming_its_target() {
+    let e = config_error(|_, _| {
+        (
+            b"HTTP/1.1 301 Moved Permanently\r\nLocation: https://elsewhere.example/.well-known/nq\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            false,
+        )
+    });
     assert!(
         e.contains("redirects") && e.contains("elsewhere.example"),
         "{e}"
@@ -232,20 +237,12 @@ fn a_redirect_is_refused_naming_its_target() {
 
 #[test]
 fn an_http_1_0_server_is_refused() {
-    let rt = runtime();
-    let a = raw(&rt, |_, _| {
+    let e = config_error(|_, _| {
         (
             b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"version\":1}".to_vec(),
             true,
         )
     });
-    let e = run(&opts(
-        &format!("http://{a}/.well-known/nq"),
-        Mode::Concurrent,
-        Protocol::H2,
-    ))
-    .unwrap_err()
-    .to_string();
     assert!(e.contains("HTTP/1.0"), "{e}");
 }
 

@@ -294,31 +294,25 @@ pub fn format_report(report: &Report, rec: &bloatlab_results::schema::RpmRecord)
                 );
             }
         }
-        if let Some(t) = &r.trimmed {
-            out += &format!(
-                "  trimmed means (ms): tcp_f {}  tls_f {}  http_f {}  http_l {}\n",
-                ns_ms(t.tcp_f_ns),
-                t.tls_f_ns.map_or("-".into(), ns_ms),
-                ns_ms(t.http_f_ns),
-                ns_ms(t.http_l_ns)
-            );
-        }
-        if let Some(t) = &r.p90 {
-            out += &format!(
-                "  P90 (ms):           tcp_f {}  tls_f {}  http_f {}  http_l {}\n",
-                ns_ms(t.tcp_f_ns),
-                t.tls_f_ns.map_or("-".into(), ns_ms),
-                ns_ms(t.http_f_ns),
-                ns_ms(t.http_l_ns)
-            );
+        for (what, parts) in [("trimmed means (ms):", &r.trimmed), ("P90 (ms):", &r.p90)] {
+            if let Some(t) = parts {
+                out += &format!(
+                    "  {what:<20}tcp_f {}  tls_f {}  http_f {}  http_l {}\n",
+                    ns_ms(t.tcp_f_ns),
+                    t.tls_f_ns.map_or("-".into(), ns_ms),
+                    ns_ms(t.http_f_ns),
+                    ns_ms(t.http_l_ns)
+                );
+            }
         }
         if let (Some(f), Some(l)) = (r.foreign_rpm, r.loaded_rpm) {
             out += &format!(
-                "  foreign {f:.0} RPM, loaded {l:.0} RPM; samples tcp_f {} tls_f {} http_f {} http_l {}; ended {} after {} intervals\n",
+                "  foreign {f:.0} RPM, loaded {l:.0} RPM; samples tcp_f {} tls_f {} http_f {} http_l {}; failed probes {}; ended {} after {} intervals\n",
                 r.samples.tcp_f,
                 r.samples.tls_f,
                 r.samples.http_f,
                 r.samples.http_l,
+                r.failed_probes.foreign + r.failed_probes.self_probes,
                 r.ended,
                 r.intervals
             );

@@ -130,12 +130,7 @@ async fn load_inner(
     let _task = c.task;
     match direction {
         Direction::Download => {
-            let req = net::request(ep, Method::GET, url, ReqBody::Empty)?;
-            let resp = sender
-                .send(req)
-                .await
-                .map_err(|e| NetError(format!("GET {url}: {e}")))?;
-            net::check_response(url, &resp)?;
+            let resp = get(ep, &mut sender, url).await?;
             let _ = events.send(Event::LoadReady(conn)).await;
             let length = declared(&resp);
             let mut body = resp.into_body();
@@ -177,6 +172,21 @@ async fn load_inner(
     }
 }
 
+/// A GET with an empty body whose response passed [`net::check_response`].
+async fn get(
+    ep: &Endpoint,
+    sender: &mut Sender,
+    url: &Uri,
+) -> Result<http::Response<hyper::body::Incoming>, NetError> {
+    let req = net::request(ep, Method::GET, url, ReqBody::Empty)?;
+    let resp = sender
+        .send(req)
+        .await
+        .map_err(|e| NetError(format!("GET {url}: {e}")))?;
+    net::check_response(url, &resp)?;
+    Ok(resp)
+}
+
 /// GETs the small object on `sender`, returning the time from the request to the last
 /// byte of the response.
 pub async fn get_small(
@@ -185,12 +195,7 @@ pub async fn get_small(
     url: &Uri,
 ) -> Result<Duration, NetError> {
     let t = Instant::now();
-    let req = net::request(ep, Method::GET, url, ReqBody::Empty)?;
-    let resp = sender
-        .send(req)
-        .await
-        .map_err(|e| NetError(format!("GET {url}: {e}")))?;
-    net::check_response(url, &resp)?;
+    let resp = get(ep, sender, url).await?;
     net::read_to_end(url, resp.into_body(), 1 << 20).await?;
     Ok(t.elapsed())
 }
