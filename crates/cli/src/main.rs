@@ -31,6 +31,9 @@ enum Command {
     Lab(cmd::lab::LabArgs),
     /// Isochronous latency probes to a bloatlab server (RTT, one-way delay, loss per direction).
     Ping(cmd::ping::PingArgs),
+    /// Responsiveness (RPM) the way draft-ietf-ippm-responsiveness measures it, against an
+    /// HTTP/2 test server (`bloatlab server --https`, networkQuality servers, nginx).
+    Rpm(cmd::rpm::RpmArgs),
     /// Redraw saved runs: summary tables, plots, HTML report, flent export.
     Report(cmd::report::ReportArgs),
     /// Run a latency-under-load test (rrul, tcp_upload, speedtest, voip, ...) against HOST.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Client(args) => cmd::client::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Ping(args) => cmd::ping::run(args),
+        Command::Rpm(args) => cmd::rpm::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Test(args) => cmd::test::run(args),
         Command::Demo(args) => cmd::demo::run(args),

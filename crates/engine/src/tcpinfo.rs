@@ -52,6 +52,15 @@ pub fn sample(sock: &impl AsRawFd) -> std::io::Result<TcpInfoSample> {
     })
 }
 
+/// Bytes this socket received in order (`tcpi_bytes_received`, Linux 4.1+): what
+/// crossed the path, whether the application has read it yet or not. `None` when the
+/// kernel does not report it.
+pub fn bytes_received(sock: &impl AsRawFd) -> std::io::Result<Option<u64>> {
+    let (info, len) = raw(sock)?;
+    Ok((offset_of!(libc::tcp_info, tcpi_bytes_received) + 8 <= len)
+        .then_some(info.tcpi_bytes_received))
+}
+
 /// `tcpi_options` bits (linux/tcp.h).
 const TCPI_OPT_ECN: u8 = 8;
 const TCPI_OPT_ECN_SEEN: u8 = 16;
@@ -168,6 +177,21 @@ mod tests {
             (Some(0), Some(0)),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn bytes_received_counts_what_arrived_before_it_is_read() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.write_all(&[1u8; 100_000]).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while bytes_received(&s).unwrap() != Some(100_000) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Nothing was read from `s`: the kernel counted it all the same.
+        assert_eq!(bytes_received(&s).unwrap(), Some(100_000));
+        assert_eq!(bytes_received(&c).unwrap(), Some(0));
     }
 
     #[test]

@@ -59,6 +59,16 @@ pub fn run_summary(v: &RunView) -> String {
         out.push_str("note: the run was interrupted; figures cover what was measured\n");
     }
     out.push_str(&format!("phases: {}\n\n", v.phases.join(", ")));
+    if !v.responsiveness.is_empty() {
+        out.push_str("responsiveness (bloatlab rpm)\n");
+        let rows: Vec<Vec<String>> = v
+            .responsiveness
+            .iter()
+            .map(|r| vec![r.key.clone(), r.value.clone()])
+            .collect();
+        out.push_str(&render(&["figure", "value"], &rows));
+        out.push('\n');
+    }
     if v.latency.is_empty() {
         out.push_str("no latency series\n");
     } else {
@@ -81,14 +91,26 @@ pub fn run_summary(v: &RunView) -> String {
                     r.loss.clone(),
                     r.induced.clone(),
                     r.grade.clone(),
-                    r.rpm.clone(),
+                    r.probe_rpm.clone(),
                 ]
             })
             .collect();
         out.push_str(&render(
             &[
-                "series", "phase", "min", "p10", "mean", "median", "p90", "max", "count", "p99",
-                "loss", "induced", "grade", "RPM",
+                "series",
+                "phase",
+                "min",
+                "p10",
+                "mean",
+                "median",
+                "p90",
+                "max",
+                "count",
+                "p99",
+                "loss",
+                "induced",
+                "grade",
+                "probe RPM",
             ],
             &rows,
         ));

@@ -110,7 +110,8 @@ pub struct LatencyRow {
     pub loss: String,
     pub induced: String,
     pub grade: String,
-    pub rpm: String,
+    /// 60000 / trimmed mean of the probe RTTs ("probe RPM", not the draft's).
+    pub probe_rpm: String,
 }
 
 /// One flow in one phase.
@@ -200,6 +201,73 @@ pub struct RunView {
     pub throughput: Vec<ThroughputView>,
     /// Per flow, whole run.
     pub flows: Vec<FlowSummaryRow>,
+    /// The draft's responsiveness of a `bloatlab rpm` run (`metadata.rpm`); empty
+    /// otherwise.
+    pub responsiveness: Vec<MetaRow>,
+}
+
+fn parts_text(p: &bloatlab_results::schema::RpmPartsRecord) -> String {
+    format!(
+        "tcp_f {}  tls_f {}  http_f {}  http_l {}",
+        ms(p.tcp_f_ns),
+        opt(p.tls_f_ns, ms),
+        ms(p.http_f_ns),
+        ms(p.http_l_ns)
+    )
+}
+
+/// The rows of a `bloatlab rpm` session: how it ran, idle latency, capacities, and per
+/// run the draft's RPM (trimmed means) beside the P90 figure, with their parts in ms.
+pub fn responsiveness_rows(r: &bloatlab_results::schema::RpmRecord) -> Vec<MetaRow> {
+    let mut rows = vec![(
+        "method".to_owned(),
+        format!(
+            "draft-ietf-ippm-responsiveness-09, {} ({}), {}, self probes: {}",
+            r.protocol,
+            r.tls.as_deref().unwrap_or("no TLS"),
+            r.mode,
+            r.self_probes
+        ),
+    )];
+    if let Some(i) = &r.idle {
+        rows.push((
+            "idle latency (ms)".into(),
+            format!("{} ({} GETs)", ms(i.latency_ns), i.samples),
+        ));
+    }
+    for (dir, c) in [("download", &r.download), ("upload", &r.upload)] {
+        if let Some(c) = c {
+            rows.push((
+                format!("{dir} capacity (Mbit/s)"),
+                format!(
+                    "{}, confidence {}, {} connections",
+                    mbps(c.capacity_bps),
+                    c.confidence,
+                    c.connections
+                ),
+            ));
+        }
+    }
+    for x in &r.responsiveness {
+        let rpm = |v: Option<f64>, b: &Option<String>| match (v, b) {
+            (Some(v), Some(b)) => format!("{v:.0} ({b})"),
+            _ => NONE.to_owned(),
+        };
+        rows.push((
+            format!("{} RPM (trimmed mean)", x.run),
+            format!("{}, confidence {}", rpm(x.rpm, &x.band), x.confidence),
+        ));
+        rows.push((format!("{} RPM (P90)", x.run), rpm(x.p90_rpm, &x.p90_band)));
+        if let Some(t) = &x.trimmed {
+            rows.push((format!("{} trimmed means (ms)", x.run), parts_text(t)));
+        }
+        if let Some(t) = &x.p90 {
+            rows.push((format!("{} P90 (ms)", x.run), parts_text(t)));
+        }
+    }
+    rows.into_iter()
+        .map(|(key, value)| MetaRow { key, value })
+        .collect()
 }
 
 fn flow_rows(run: &Run) -> Vec<FlowSummaryRow> {
@@ -273,7 +341,7 @@ fn latency_row(series: &str, kind: DelayKindRecord, p: &LatencyPhaseDerived) -> 
         loss: opt(p.loss_fraction, percent),
         induced: opt(p.induced_ns, signed_ms),
         grade: p.grade.clone().unwrap_or_else(|| NONE.into()),
-        rpm: match (&p.rpm, &p.rpm_class) {
+        probe_rpm: match (&p.probe_rpm, &p.probe_rpm_class) {
             (Some(r), Some(c)) => format!("{r:.0} ({c})"),
             (Some(r), None) => format!("{r:.0}"),
             _ => NONE.into(),
@@ -406,6 +474,13 @@ impl RunView {
             latency,
             throughput: run.derived.throughput.iter().map(throughput_view).collect(),
             flows: flow_rows(run),
+            responsiveness: run
+                .file
+                .metadata
+                .rpm
+                .as_ref()
+                .map(responsiveness_rows)
+                .unwrap_or_default(),
         }
     }
 }
@@ -454,7 +529,7 @@ impl Comparison {
     /// Compares runs phase by phase (phases matched by name, latency series by name
     /// **and** kind, round-trip series first). For every latency series: the idle
     /// median, then per loaded phase the median, p90, p99 and loss; round-trip series
-    /// also get the headline figures (induced latency, grade, RPM), one-way series do
+    /// also get the headline figures (induced latency, grade, probe RPM), one-way series do
     /// not. Then per loaded phase the throughput and Jain's index per direction.
     pub fn new(runs: &[Run]) -> Comparison {
         let mut rows = Vec::new();
@@ -532,7 +607,7 @@ impl Comparison {
                     figures.extend::<[Figure; 3]>([
                         ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
                         ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
-                        ("RPM", &|d| opt(d.rpm, |r| format!("{r:.0}"))),
+                        ("probe RPM", &|d| opt(d.probe_rpm, |r| format!("{r:.0}"))),
                     ]);
                 }
                 for (name, f) in figures {

@@ -67,15 +67,15 @@ fn rtt_and_owd_series_sharing_a_name_compare_as_the_rtt() {
         induced[0],
         bloatlab_report::view::signed_ms(rtt.induced_ns.unwrap())
     );
-    let rpm = row(&c, "udp_be (rtt): loaded RPM").unwrap();
-    assert_eq!(rpm[0], format!("{:.0}", rtt.rpm.unwrap()));
+    let rpm = row(&c, "udp_be (rtt): loaded probe RPM").unwrap();
+    assert_eq!(rpm[0], format!("{:.0}", rtt.probe_rpm.unwrap()));
     // One-way rows are there, named as such, without headline figures.
     let median = row(&c, "udp_be (owd down): loaded median (ms)").unwrap();
     assert_eq!(
         median[0],
         bloatlab_report::view::ms(down.delay.unwrap().median_ns)
     );
-    for headline in ["grade", "induced (ms)", "RPM"] {
+    for headline in ["grade", "induced (ms)", "probe RPM"] {
         assert!(row(&c, &format!("udp_be (owd down): loaded {headline}")).is_none());
     }
     // No row under the bare name, anywhere.

@@ -66,8 +66,8 @@ impl Derived {
                             d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
                         }),
                         grade: a.grade.map(|g| g.to_string()),
-                        rpm: a.rpm.map(|r| r.rpm),
-                        rpm_class: a.rpm.map(|r| r.class().to_string()),
+                        probe_rpm: a.rpm.map(|r| r.rpm),
+                        probe_rpm_class: a.rpm.map(|r| r.class().to_string()),
                     })
                     .collect(),
             })

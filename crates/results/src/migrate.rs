@@ -15,12 +15,14 @@ use serde_json::Value;
 use crate::schema::CURRENT_VERSION;
 
 mod v1;
+mod v2;
 
 /// One upgrade step: a version-`k` document in, a version-`k + 1` document out.
 pub type Step = fn(Value) -> Result<Value, String>;
 
-/// The upgrade chain: version 1 -> 2 types the metadata ([`v1::to_v2`]).
-pub const MIGRATIONS: &[Step] = &[v1::to_v2];
+/// The upgrade chain: version 1 -> 2 types the metadata ([`v1::to_v2`]); 2 -> 3 names
+/// the derived probe RPM as such ([`v2::to_v3`]).
+pub const MIGRATIONS: &[Step] = &[v1::to_v2, v2::to_v3];
 
 const _: () = assert!(
     MIGRATIONS.len() + 1 == CURRENT_VERSION as usize,

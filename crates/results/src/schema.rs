@@ -1,9 +1,9 @@
-//! The current (version 2) schema of a bloatlab results file.
+//! The current (version 3) schema of a bloatlab results file.
 //!
 //! ```text
 //! {
 //!   "format": "bloatlab-results",          constant, identifies the file
-//!   "version": 2,                          schema version, see crate::migrate
+//!   "version": 3,                          schema version, see crate::migrate
 //!   "metadata": {
 //!     "bloatlab_version": "0.1.0",
 //!     "test": "rrul",                      test name
@@ -37,6 +37,7 @@
 //!                                 "interval_ns", "tos", "size_bytes", "voip",
 //!                                 "family", "address"}]},
 //!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
+//!     "rpm": (omitted unless bloatlab rpm) { the responsiveness session, see schema::rpm },
 //!     "lab": (omitted outside a lab) { the lab's view of the run, see crate::lab },
 //!     "extra":              { free-form }   e.g. cpu_utilisation, notes
 //!   },
@@ -76,6 +77,7 @@ use derived::Derived;
 pub mod derived;
 pub mod meta;
 pub mod probe;
+pub mod rpm;
 
 pub use meta::{
     CongestionControlRecord, FlowCongestionControl, FlowEnd, HostRecord, HostRole, HostsRecord,
@@ -86,12 +88,16 @@ pub use probe::{
     ClockMethod, ClockRecord, IpdvRecord, LossDirectionRecord, LostProbeRecord, ProbeSessionRecord,
     ProbeSummaryRecord, SignedDelayStats,
 };
+pub use rpm::{
+    RpmCapacityRecord, RpmFailedRecord, RpmIdleRecord, RpmIntervalRecord, RpmParametersRecord,
+    RpmPartsRecord, RpmRecord, RpmResponsivenessRecord, RpmSamplesRecord,
+};
 
 /// The value of the `format` field.
 pub const FORMAT: &str = "bloatlab-results";
 
 /// The schema version this build writes (and the newest it reads).
-pub const CURRENT_VERSION: u32 = 2;
+pub const CURRENT_VERSION: u32 = 3;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,6 +172,9 @@ pub struct Metadata {
     /// The probe session of `bloatlab ping`; `null` otherwise.
     #[serde(default)]
     pub probe: Option<ProbeSessionRecord>,
+    /// A `bloatlab rpm` session (schema::rpm); omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<RpmRecord>,
     /// The lab the run went through and what its emulator counted (crate::lab); `None`
     /// outside a lab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -193,6 +202,7 @@ impl Metadata {
             link: None,
             plan: None,
             probe: None,
+            rpm: None,
             lab: None,
             extra: FreeForm::new(),
         }

@@ -1,11 +1,12 @@
 //! Committed sample files: every schema version bloatlab ever wrote must keep loading.
 //!
-//! `tests/data/v2.json` is what this build writes for [`sample_run`]; the test
-//! `writer_output_matches_committed_v2` fails if the written form drifts without a
+//! `tests/data/v3.json` is what this build writes for [`sample_run`]; the test
+//! `writer_output_matches_committed_v3` fails if the written form drifts without a
 //! version bump. To rewrite the file after a deliberate, versioned change, run the tests
 //! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result. `tests/data/v1.json` is
-//! what version 1 wrote for the same run (with its hand-spelled metadata maps); it must
-//! keep loading, migrated.
+//! what version 1 wrote for the same run (with its hand-spelled metadata maps), and
+//! `tests/data/v2.json` what version 2 wrote (the probe RPM named `rpm`); they must keep
+//! loading, migrated.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -203,8 +204,8 @@ fn sample_run() -> ResultsFile {
 }
 
 #[test]
-fn writer_output_matches_committed_v2() {
-    let path = data_dir().join("v2.json");
+fn writer_output_matches_committed_v3() {
+    let path = data_dir().join("v3.json");
     let written = bloatlab_results::to_vec(&sample_run()).unwrap();
     if std::env::var_os("BLOATLAB_REGENERATE_SAMPLES").is_some() {
         // Committed pretty-printed so a reviewer can read it; compared as JSON values.
@@ -224,7 +225,7 @@ fn writer_output_matches_committed_v2() {
 #[test]
 fn committed_v1_migrates_its_maps_into_records() {
     let f = load(&data_dir().join("v1.json")).unwrap();
-    assert_eq!(f.version, 2);
+    assert_eq!(f.version, CURRENT_VERSION);
     let m = &f.metadata;
     // v1 spelled the ends "client" and "server"; v2 has one spelling.
     assert_eq!(m.hosts.remote.address.as_deref(), Some("10.0.0.2"));
@@ -272,9 +273,12 @@ fn committed_v2_has_typed_records() {
 
 #[test]
 fn committed_samples_load_with_hand_computed_numbers() {
-    for name in ["v1.json", "v2.json"] {
+    for name in ["v1.json", "v2.json", "v3.json"] {
         let f = load(&data_dir().join(name)).unwrap();
-        assert_eq!((f.format.as_str(), f.version), ("bloatlab-results", 2));
+        assert_eq!(
+            (f.format.as_str(), f.version),
+            ("bloatlab-results", CURRENT_VERSION)
+        );
         assert_eq!(f.metadata.test, "rrul");
         assert_eq!(f.metadata.start_time.to_string(), "2026-12-02T11:00:00Z");
         assert_eq!(f.metadata.sysctls["net.ipv4.tcp_ecn"], "2");
@@ -301,6 +305,9 @@ fn committed_samples_load_with_hand_computed_numbers() {
             ("loaded", Some(126_500_000))
         );
         assert_eq!(lp.grade.as_deref(), Some("C"));
+        // The probe RPM, `rpm` in v1 and v2 files: 60000 / 148.06 ms.
+        assert!((lp.probe_rpm.unwrap() - 405.253).abs() < 1e-3, "{name}");
+        assert_eq!(lp.probe_rpm_class.as_deref(), Some("Fair"));
         assert_eq!(lp.loss_fraction, Some(0.1));
         // Throughput over the loaded phase: 625 kB / 0.5 s = 10 Mbit/s up; 20 Mbit/s down
         // over the 1.5 s covered (one 0.5 s report missing); fairness 30^2 / (2 * 500) = 0.9.
@@ -357,11 +364,11 @@ fn truncated_sample_is_reported_as_truncated() {
 
 /// issue 18: a chained link's stages are optional fields of version 2 (no bump): absent
 /// for a single link, so the committed sample is unchanged (see
-/// `writer_output_matches_committed_v2`), and a file with them round-trips.
+/// `writer_output_matches_committed_v3`), and a file with them round-trips.
 #[test]
 fn chain_stages_are_optional_and_round_trip() {
     use bloatlab_results::schema::StageRecord;
-    let text = std::fs::read_to_string(data_dir().join("v2.json")).unwrap();
+    let text = std::fs::read_to_string(data_dir().join("v3.json")).unwrap();
     assert!(
         !text.contains("\"stages\""),
         "a single link writes no stages"

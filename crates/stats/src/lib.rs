@@ -4,7 +4,7 @@
 //! start of a run (`Duration`), sizes are [`bloatlab_units::Bytes`], rates are
 //! [`bloatlab_units::BitRate`]. Every definition is written out in `docs/statistics.md`.
 //!
-//! * [`analysis`]: one series over a whole timeline: per-phase table, induced latency, grade, RPM.
+//! * [`analysis`]: one series over a whole timeline: per-phase table, induced latency, grade, probe RPM.
 //! * [`quantile`](mod@quantile): the one percentile definition (Hyndman–Fan type 7, numpy's default).
 //! * [`histogram`]: the one streaming (log-linear) histogram, for distributions not kept sample by sample.
 //! * [`phase`]: idle / loaded / recovery time ranges; summaries are per phase, so idle

@@ -15,8 +15,9 @@
 //! `responsiveness` figure bloatlab reports is `RPM(loaded-phase RTTs)`, and
 //! [`Rpm::combined`] is there for callers that do have both kinds.
 //!
-//! Classification (draft-09): Poor < 300 RPM, Fair 300 to < 1000, Good 1000 to 6000,
-//! Excellent > 6000.
+//! Classification (draft-09 section 1.2): Poor < 300 RPM <= Fair < 1000 <= Good < 6000 <=
+//! Excellent (the draft's table draws the lines at 300, 1000 and 6000 RPM; a value on a
+//! line belongs to the better class).
 
 use std::fmt;
 use std::time::Duration;
@@ -52,16 +53,16 @@ pub enum RpmClass {
     Poor,
     /// 300 to < 1000 RPM.
     Fair,
-    /// 1000 to 6000 RPM.
+    /// 1000 to < 6000 RPM.
     Good,
-    /// > 6000 RPM (RTT < 10 ms).
+    /// 6000 RPM or more (RTT <= 10 ms).
     Excellent,
 }
 
 impl RpmClass {
     /// The class of an RPM value. NaN is Poor.
     pub fn of(rpm: f64) -> RpmClass {
-        if rpm > 6000.0 {
+        if rpm >= 6000.0 {
             RpmClass::Excellent
         } else if rpm >= 1000.0 {
             RpmClass::Good
@@ -164,8 +165,8 @@ mod tests {
         assert_eq!(RpmClass::of(300.0), RpmClass::Fair);
         assert_eq!(RpmClass::of(999.0), RpmClass::Fair);
         assert_eq!(RpmClass::of(1000.0), RpmClass::Good);
-        assert_eq!(RpmClass::of(6000.0), RpmClass::Good);
-        assert_eq!(RpmClass::of(6000.1), RpmClass::Excellent);
+        assert_eq!(RpmClass::of(5999.9), RpmClass::Good);
+        assert_eq!(RpmClass::of(6000.0), RpmClass::Excellent);
         assert_eq!(RpmClass::of(f64::NAN), RpmClass::Poor);
         // A 287 ms bidirectional RRUL RTT (anchors §2.3) is Poor; 24 ms is Good.
         assert_eq!(

@@ -1,5 +1,5 @@
 //! The terminal summary of a run: per phase, the latency table (min, p10, median, mean,
-//! p90, p99, max, count, loss, induced latency, grade, RPM), throughput per flow,
+//! p90, p99, max, count, loss, induced latency, grade, probe RPM), throughput per flow,
 //! direction and total with Jain's index, the grade, and the findings. Every number comes
 //! from the results file's `derived` section (computed by `bloatlab-stats`).
 
@@ -49,9 +49,9 @@ fn latency_row(name: &str, p: &LatencyPhaseDerived) -> String {
     let induced = p
         .induced_ns
         .map_or("-".into(), |v| format!("{:+.2}", v as f64 / 1e6));
-    let rpm = p.rpm.map_or("-".into(), |r| format!("{r:.0}"));
+    let rpm = p.probe_rpm.map_or("-".into(), |r| format!("{r:.0}"));
     format!(
-        "{name:<10} {:<9}{cells}{count:>7}{p99:>8}{loss:>7}{induced:>9} {:>5}{rpm:>9}",
+        "{name:<10} {:<9}{cells}{count:>7}{p99:>8}{loss:>7}{induced:>9} {:>5}{rpm:>10}",
         p.phase,
         p.grade.as_deref().unwrap_or("-"),
     )
@@ -64,7 +64,7 @@ fn latency_table(out: &mut String, d: &Derived) {
     }
     let _ = writeln!(
         out,
-        "Latency, round trip (ms; induced = phase median - idle median)\n{:<10} {:<9}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>8}{:>7}{:>9} {:>5}{:>9}",
+        "Latency, round trip (ms; induced = phase median - idle median)\n{:<10} {:<9}{:>8}{:>8}{:>8}{:>8}{:>8}{:>8}{:>7}{:>8}{:>7}{:>9} {:>5}{:>10}",
         "series",
         "phase",
         "min",
@@ -78,7 +78,7 @@ fn latency_table(out: &mut String, d: &Derived) {
         "loss",
         "induced",
         "grade",
-        "RPM"
+        "probe RPM"
     );
     for s in d.latency.iter().filter(|s| s.kind == DelayKindRecord::Rtt) {
         for p in &s.phases {

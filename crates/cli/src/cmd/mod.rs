@@ -9,6 +9,7 @@ pub mod lab;
 pub mod opts;
 pub mod ping;
 pub mod report;
+pub mod rpm;
 pub mod server;
 pub mod server_http;
 pub mod test;

@@ -33,6 +33,7 @@ mod lab_physics;
 mod lab_run;
 mod ping_loopback;
 mod report_cli;
+mod rpm_client;
 mod rpm_interop;
 mod suite_clean_phases;
 mod suite_demo;

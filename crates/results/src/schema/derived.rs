@@ -53,10 +53,13 @@ pub struct LatencyPhaseDerived {
     pub induced_ns: Option<i64>,
     /// A+..F on the induced latency.
     pub grade: Option<String>,
-    /// Round trips per minute (loaded phases of RTT series).
-    pub rpm: Option<f64>,
-    /// Poor / Fair / Good / Excellent.
-    pub rpm_class: Option<String>,
+    /// "Probe RPM": `60000 / trimmed mean` of this series' round trips in ms (loaded
+    /// phases of RTT series). Not the draft's responsiveness, which `bloatlab rpm`
+    /// measures over HTTP (docs/rpm.md); `rpm` in version 2 files (migrated).
+    pub probe_rpm: Option<f64>,
+    /// The draft's band of the probe RPM: Poor / Fair / Good / Excellent (`rpm_class` in
+    /// version 2).
+    pub probe_rpm_class: Option<String>,
 }
 
 /// A delay distribution, all in ns.
