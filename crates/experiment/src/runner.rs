@@ -711,11 +711,12 @@ pub fn merge(dirs: &[PathBuf], allow_partial: bool) -> Result<Merged, RunError> 
         }
         // A missing shard's runs, as its plan would have listed them.
         for m in missing {
-            planned.extend(matrix::runs(&exp, Some(m)).iter().map(|r| Planned {
-                run: r.name(),
-                point: r.point.name(),
-                why_missing: format!("shard {}/{} missing from the merge", m.k, m.n),
-            }));
+            let runs = matrix::runs(&exp, Some(m))?;
+            let why = format!("shard {}/{} missing from the merge", m.k, m.n);
+            planned.extend(
+                runs.iter()
+                    .map(|r| Planned::new(&r.name(), &r.point.name(), why.clone())),
+            );
         }
     }
     let mut rows: Vec<Row> = Vec::new();

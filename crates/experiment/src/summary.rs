@@ -594,6 +594,7 @@ mod tests {
                 delay_ns: Some(20_000_000),
                 duplicates: 0,
                 late: false,
+                unfinished: false,
             })
             .collect::<Vec<_>>();
         let raw = Raw {

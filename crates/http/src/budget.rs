@@ -41,7 +41,7 @@ mod tests {
     /// while the budget is in debt, then it writes `chunk`s as soon as its
     /// charges allow.
     fn greedy(peers: &[IpAddr], rate: BitRate, chunk: u64, secs: u64) -> u64 {
-        let budget = SharedBudget::new(rate);
+        let budget = SharedBudget::new(rate, rate);
         let charges: Vec<Charge> = peers
             .iter()
             .map(|&peer| Charge {

@@ -159,7 +159,7 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
         }
         Route::Small => respond(StatusCode::OK, Payload::full(Bytes::from_static(b"x"))),
         Route::Large => {
-            if shared.caps.download_rate.is_some_and(|r| r.0 == 0) {
+            if shared.caps.download_rate.is_some_and(|(per, _)| per.0 == 0) {
                 return too_many("downloads are off on this server (--max-reverse-rate 0)");
             }
             let charge = shared.download_budget.clone().map(|budget| Charge {
@@ -179,7 +179,7 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
 /// client then meets TCP or HTTP/2 flow control, as from a slow link). More
 /// than `--max-bytes` gets 413, at once when `Content-Length` says so.
 async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Response<Payload> {
-    if shared.caps.upload_rate.is_some_and(|r| r.0 == 0) {
+    if shared.caps.upload_rate.is_some_and(|(per, _)| per.0 == 0) {
         return too_many("uploads are off on this server (--max-rate 0)");
     }
     let cap = shared.caps.max_bytes.0;

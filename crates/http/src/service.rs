@@ -31,13 +31,16 @@ pub struct Caps {
     /// `--header-timeout`: the TLS handshake and each HTTP/1.1 request head
     /// must arrive within it.
     pub header_timeout: Duration,
-    /// `--max-reverse-rate`: the large-object bytes of all connections from
-    /// one source, and of all sources together, are each held to this rate
-    /// ([`crate::budget`]; `None`: full speed; 0: downloads refused with 429).
-    pub download_rate: Option<BitRate>,
-    /// `--max-rate`: the same budgets for upload bytes read (`None`: full
-    /// speed; 0: uploads refused with 429).
-    pub upload_rate: Option<BitRate>,
+    /// `--max-reverse-rate` and `--max-total-reverse-rate` (per source, in
+    /// all): the large-object bytes of all connections from one source are
+    /// held to the first rate, those of all sources together to the second
+    /// ([`crate::budget`]; `None`: full speed; a per-source 0: downloads
+    /// refused with 429).
+    pub download_rate: Option<(BitRate, BitRate)>,
+    /// `--max-rate` and `--max-total-rate`: the same budgets for upload
+    /// bytes read (`None`: full speed; a per-source 0: uploads refused with
+    /// 429).
+    pub upload_rate: Option<(BitRate, BitRate)>,
     /// `--max-bytes`: the most one request moves. The large object is this
     /// long when it is under [`crate::body::LARGE_OBJECT_BYTES`]; a longer
     /// upload gets 413.
@@ -122,8 +125,14 @@ pub fn start(cfg: HttpConfig) -> Result<Service, HttpError> {
         tls: tls
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(Arc::clone(&t.config))),
-        download_budget: cfg.caps.download_rate.map(SharedBudget::new),
-        upload_budget: cfg.caps.upload_rate.map(SharedBudget::new),
+        download_budget: cfg
+            .caps
+            .download_rate
+            .map(|(per, all)| SharedBudget::new(per, all)),
+        upload_budget: cfg
+            .caps
+            .upload_rate
+            .map(|(per, all)| SharedBudget::new(per, all)),
         admission: Arc::new(Mutex::new(Admission::new(
             cfg.caps.max_connections,
             cfg.caps.max_per_source,

@@ -353,7 +353,7 @@ async fn download_rate_cap_paces_the_large_object() {
     let rate = bloatlab_units::BitRate(16_000_000);
     let svc = serve(
         Caps {
-            download_rate: Some(rate),
+            download_rate: Some((rate, rate)),
             ..caps()
         },
         &pki,
@@ -376,7 +376,7 @@ async fn upload_rate_cap_paces_the_sink() {
     let rate = bloatlab_units::BitRate(16_000_000);
     let svc = serve(
         Caps {
-            upload_rate: Some(rate),
+            upload_rate: Some((rate, rate)),
             ..caps()
         },
         &pki,
@@ -485,7 +485,10 @@ async fn download_cap_is_one_budget_for_all_connections_of_all_sources() {
     let pki = Pki::new();
     let svc = serve(
         Caps {
-            download_rate: Some(bloatlab_units::BitRate(8_000_000)),
+            download_rate: Some((
+                bloatlab_units::BitRate(8_000_000),
+                bloatlab_units::BitRate(8_000_000),
+            )),
             ..caps()
         },
         &pki,

@@ -142,6 +142,7 @@ pub fn raw(r: &Report) -> Raw {
         delay_ns: Some(nanos(d)),
         duplicates: 0,
         late: false,
+        unfinished: false,
     };
     if let Some(i) = &r.idle {
         phases.push(PhaseRecord {

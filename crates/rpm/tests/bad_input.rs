@@ -354,6 +354,7 @@ fn a_certificate_that_does_not_match_is_refused() {
             header_timeout: Duration::from_secs(4),
             download_rate: None,
             upload_rate: None,
+            max_bytes: bloatlab_units::Bytes(1 << 40),
         },
         permit_key: None,
     })
