@@ -194,10 +194,20 @@ fn https_server_under_a_hundred_rpm_clients_keeps_its_caps_and_serves_afterwards
 #[test]
 fn http_rate_cap_is_shared_by_parallel_downloads_and_uploads() {
     // Issue 19's rule on the HTTP service: --max-reverse-rate and --max-rate
-    // are budgets for all connections of all sources, not caps per request.
-    // 8 downloads and 8 uploads (half from 127.0.0.2, another source) for 4 s
-    // against 16 Mbit/s caps: per request they would have moved 8 times more.
-    let (server, port) = https_server(&["--max-rate", "16m", "--max-reverse-rate", "16m"]);
+    // are budgets for all connections of a source, and --max-total-* for
+    // all sources together, not caps per request. 8 downloads and 8 uploads
+    // (half from 127.0.0.2, another source) for 4 s against 16 Mbit/s
+    // totals: per request they would have moved 8 times more.
+    let (server, port) = https_server(&[
+        "--max-rate",
+        "16m",
+        "--max-reverse-rate",
+        "16m",
+        "--max-total-rate",
+        "16m",
+        "--max-total-reverse-rate",
+        "16m",
+    ]);
     let dir = tempdir();
     let file = dir.path().join("upload");
     std::fs::File::create(&file)
