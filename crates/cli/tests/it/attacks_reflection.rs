@@ -236,6 +236,34 @@ fn every_reply_the_server_sends_is_measured_and_bounded() {
     );
 }
 
+// Issue 19, attack 5, client side: "our client's -u -n 3M -b 1m against --max-duration 3
+// still sends for 25.2 s and exits 0".
+#[test]
+fn our_udp_client_stops_at_the_server_deadline_and_exits_1_saying_so() {
+    let (_srv, port) = udp_server(&["--max-duration", "1"]);
+    let t0 = Instant::now();
+    let out = std::process::Command::new(BIN)
+        .args(["client", "127.0.0.1", "-u", "-p", &port.to_string()])
+        .args(["-b", "1m", "-n", "3M"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // The server's AckFIN comes at 1 s + 2 s grace; -n 3M would take 25 s.
+    assert!(took < Duration::from_secs(8), "ran {took:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the server ended the test at its deadline"),
+        "{stderr}"
+    );
+    // The server's report is printed, as after a FIN exchange.
+    assert!(stdout.contains("Server Report"), "{stdout}");
+}
+
 // Issue 19, attack 5: "a flow whose header says -t 1 was received for 20 s".
 #[test]
 fn a_udp_flow_whose_header_says_t_1_is_ended_after_its_deadline_with_an_ack_fin() {

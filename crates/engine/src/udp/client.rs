@@ -11,6 +11,10 @@
 //! 3. report the final line, `Sent N datagrams` and the `Server Report:`
 //!    decoded from the AckFIN (plus the bloatlab report frame, if any).
 //!
+//! A bloatlab server that ends the flow at its deadline (`--max-duration`)
+//! sends its AckFIN before our FIN: step 1 notices it, sends one FIN, uses
+//! that report and fails the stream saying so (iperf 2 servers never do).
+//!
 //! `-R` streams ask and receive instead ([`super::reverse_client`]);
 //! `--full-duplex` streams do steps 1 and 3 (one FIN, no AckFIN) while a
 //! second thread receives on the same socket.
@@ -161,6 +165,8 @@ fn send_plan(cfg: &ClientConfig) -> SendPlan {
         rate: cfg.rate.unwrap_or(DEFAULT_UDP_RATE),
         len: cfg.effective_len(),
         deadline: None,
+        // -R and --full-duplex receive on the socket elsewhere.
+        watch_server: cfg.direction == Direction::Forward,
     }
 }
 
@@ -299,9 +305,23 @@ fn stream(
     gate: &StartGate,
     sink: &Sender<Event>,
 ) -> Result<(), UdpError> {
-    let (mut tx, SendOutcome { partial, total }) = send_phase(cfg, sock, id, tmpl, gate, sink);
+    let (
+        mut tx,
+        SendOutcome {
+            partial,
+            total,
+            server_ended,
+        },
+    ) = send_phase(cfg, sock, id, tmpl, gate, sink);
     let fin_start = std::time::Instant::now();
-    let (mut server, last_fin) = fin_exchange(&mut tx);
+    let early = server_ended.as_deref().and_then(decode_ack);
+    let ended_by_server = early.is_some();
+    let (mut server, last_fin) = match early {
+        // The server ended the flow at its deadline and already sent its
+        // report: one FIN says we stopped (its repeated AckFIN goes unread).
+        Some(outcome) => (outcome, send_one_fin(&mut tx, id)),
+        None => fin_exchange(&mut tx),
+    };
     if let ServerOutcome::Report { report, .. } = &server {
         // Every id we used (data and FINs) was a -l byte datagram.
         let ids = last_fin.unsigned_abs();
@@ -325,7 +345,39 @@ fn stream(
         sent: last_fin.unsigned_abs() + 1,
         server,
     });
+    if ended_by_server {
+        // Our own -t/-n was not reached: the run did not happen as asked.
+        let _ = sink.send(Event::Failed {
+            stream: id,
+            error: ended_by_server_message(cfg.amount, total.span.len()),
+        });
+    }
     Ok(())
+}
+
+/// Why a stream whose server ended it early failed.
+fn ended_by_server_message(amount: Amount, sent_for: Duration) -> String {
+    let asked = match amount {
+        Amount::Time(d) => format!("-t {} s", d.as_secs_f64()),
+        Amount::Bytes(b) => format!("-n {} bytes", b.0),
+    };
+    format!(
+        "the server ended the test at its deadline (its --max-duration, or the test's -t, \
+         plus grace) after {:.1} s of sending, before this stream's {asked}: the Server \
+         Report covers only that part",
+        sent_for.as_secs_f64()
+    )
+}
+
+/// Sends one FIN (the next id, negated) without waiting for an answer;
+/// returns its id.
+fn send_one_fin(tx: &mut StreamTx, id: u32) -> i64 {
+    let fin = -tx.seq;
+    stamp(tx.batch.datagram_mut(0), fin, realtime_now());
+    if let Err(e) = tx.batch.send(&tx.sock, 1) {
+        tracing::debug!(stream = id, error = %e, "sending the FIN failed");
+    }
+    fin
 }
 
 /// `--full-duplex`: send as a forward stream while a second thread receives
@@ -355,12 +407,8 @@ fn full_duplex_stream(
             op: "thread spawn",
             source: e,
         })?;
-    let (mut tx, SendOutcome { partial, total }) = send_phase(cfg, sock, id, tmpl, gate, sink);
-    let fin = -tx.seq;
-    stamp(tx.batch.datagram_mut(0), fin, realtime_now());
-    if let Err(e) = tx.batch.send(&tx.sock, 1) {
-        tracing::debug!(stream = id, error = %e, "sending the FIN failed");
-    }
+    let (mut tx, SendOutcome { partial, total, .. }) = send_phase(cfg, sock, id, tmpl, gate, sink);
+    let fin = send_one_fin(&mut tx, id);
     let _ = sink.send(Event::SendFinal {
         stream: id,
         partial,

@@ -108,6 +108,7 @@ pub(crate) fn reverse_plan(
         rate,
         len: start.len,
         deadline: Some(max_duration),
+        watch_server: false,
     }
 }
 
@@ -143,7 +144,7 @@ pub(crate) fn spawn_sender(
                 len: plan.len,
                 meter: Some(meter),
             };
-            let SendOutcome { partial, total } =
+            let SendOutcome { partial, total, .. } =
                 send_stream(&plan, &mut tx, mono, t0, start.id, &sink, &cancel);
             // One FIN, no AckFIN (NOUDPFIN): the client ends on it or on
             // its own timer.

@@ -7,12 +7,15 @@
 //! amount (`-t` or `-n`) is reached or a stop is requested. It emits
 //! interval events and returns the final partial interval and total; the
 //! end-of-test exchange (the client's FIN/AckFIN, the server's single FIN)
-//! is the caller's.
+//! is the caller's. A forward client's loop also looks (non-blocking, at
+//! most every [`WATCH_EVERY`]) for a server report that a bloatlab server
+//! sends when it ends the flow at its deadline, and stops on it (issue 19).
 
 use super::clock::Mono;
 use super::datagram::stamp;
-use super::mmsg::SendBatch;
+use super::mmsg::{SendBatch, recv_now};
 use super::report::Event;
+use super::server_report::parse_ack_fin;
 use crate::config::Amount;
 use crate::meter::Meter;
 use crate::pacer::{Pace, Pacer};
@@ -40,11 +43,36 @@ pub(crate) struct SendPlan {
     /// Stop this long after the start whatever the amount says (a
     /// server's `--max-duration`, which also ends `-n` tests).
     pub deadline: Option<Duration>,
+    /// Watch the socket for a server report sent before our FIN (a
+    /// bloatlab server's AckFIN at its deadline). Only where nothing else
+    /// reads the socket: a forward client's stream.
+    pub watch_server: bool,
 }
 
 /// Longest one pacing sleep lasts before the loop looks at the clock and
 /// the cancel flag again (a `-b 1` gap is hours).
 const SLEEP_SLICE: Duration = Duration::from_millis(200);
+
+/// Shortest gap between two looks for an early server report: one
+/// non-blocking recv per 5 ms at most, whatever the datagram rate.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+/// When the send loop next looks at its socket (sans-IO).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WatchClock {
+    next: Duration,
+}
+
+impl WatchClock {
+    /// True (and the next look [`WATCH_EVERY`] later) if a look is due at `now`.
+    pub fn due(&mut self, now: Duration) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now + WATCH_EVERY;
+        true
+    }
+}
 
 impl SendPlan {
     /// `sendmmsg` slots: every datagram of a batch carries the batch's send
@@ -80,6 +108,9 @@ pub(crate) struct SendOutcome {
     /// The last partial interval, when long enough to print.
     pub partial: Option<UdpSendSnapshot>,
     pub total: UdpSendSnapshot,
+    /// The server report that ended the sending early (the datagram as
+    /// received), when [`SendPlan::watch_server`] saw one.
+    pub server_ended: Option<Vec<u8>>,
 }
 
 /// Sends per `plan` starting at `t0` on the `mono` clock, then computes the
@@ -97,7 +128,7 @@ pub(crate) fn send_stream(
     let ivl = plan.interval.map(IntervalClock::new);
     let pacer_gap = pacer.gap();
     let slots = tx.batch.slots() as u32;
-    let last_boundary = send_loop(
+    let (last_boundary, server_ended) = send_loop(
         plan,
         tx,
         pacer.with_max_batch(slots),
@@ -123,7 +154,11 @@ pub(crate) fn send_stream(
     // this stream's own sending time, first datagram to the end of the
     // last one's slot, like iperf 2's per-stream start.
     let total = tx.stats.total(Span::from_zero(end.saturating_sub(t0)));
-    SendOutcome { partial, total }
+    SendOutcome {
+        partial,
+        total,
+        server_ended,
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -133,8 +168,9 @@ struct Clocks {
     ivl: Option<IntervalClock>,
 }
 
-/// Sends until the amount is reached; emits interval events. Returns the
-/// start of the interval in progress (for the final partial line).
+/// Sends until the amount is reached (or a watched socket brings a server
+/// report); emits interval events. Returns the start of the interval in
+/// progress (for the final partial line) and that server report.
 fn send_loop(
     plan: &SendPlan,
     tx: &mut StreamTx,
@@ -143,7 +179,7 @@ fn send_loop(
     id: u32,
     sink: &Sender<Event>,
     cancel: &AtomicBool,
-) -> Duration {
+) -> (Duration, Option<Vec<u8>>) {
     let Clocks { mono, t0, ivl } = clocks;
     let end = match plan.amount {
         Amount::Time(d) => Some(t0 + d),
@@ -163,6 +199,7 @@ fn send_loop(
     let len = tx.len;
     // Held back by the server's send budget until then (mono clock).
     let mut hold = Duration::ZERO;
+    let mut watch = WatchClock::default();
     loop {
         let now = mono.now();
         while let (Some(c), Some(b)) = (ivl, next_report) {
@@ -178,7 +215,14 @@ fn send_loop(
         // as if the amount were reached, so the FIN exchange still collects
         // the server's report.
         if end.is_some_and(|e| now >= e) || budget == Some(0) || cancel.load(Ordering::Relaxed) {
-            return interval_start;
+            return (interval_start, None);
+        }
+        if plan.watch_server
+            && watch.due(now)
+            && let Some(report) = early_server_report(&tx.sock)
+        {
+            tracing::debug!(stream = id, "the server's report arrived before our FIN");
+            return (interval_start, Some(report));
         }
         let pace = match pacer.poll(now) {
             // The shared budget may hold a batch back further than -b does.
@@ -219,7 +263,7 @@ fn send_loop(
                             hold = mono.now() + moved.wait;
                             if moved.out_of_time {
                                 tracing::debug!(stream = id, "the source's busy time is spent");
-                                return interval_start;
+                                return (interval_start, None);
                             }
                         }
                         k.max(1).min(n)
@@ -244,5 +288,37 @@ fn send_loop(
                 }
             }
         }
+    }
+}
+
+/// A server report waiting on the socket, if any (never blocks). Other
+/// datagrams (a stale client_hdr_ack, strays) and errors (ICMP port
+/// unreachable, which the sends and the FIN exchange see again) are dropped.
+fn early_server_report(sock: &UdpSocket) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 2048];
+    while let Ok(n) = recv_now(sock, &mut buf) {
+        let got = &buf[..n.min(buf.len())];
+        if parse_ack_fin(got).is_ok() {
+            return Some(got.to_vec());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_is_looked_at_once_per_watch_gap_whatever_the_rate() {
+        let mut w = WatchClock::default();
+        // A datagram every 10 us for 20 ms: 2000 loop turns, 4 looks.
+        let looks = (0..2000u64)
+            .filter(|i| w.due(Duration::from_micros(i * 10)))
+            .count();
+        assert_eq!(looks, 4);
+        // A slow loop (one turn per 200 ms sleep slice) looks every turn.
+        let mut w = WatchClock::default();
+        assert!((0..5u64).all(|i| w.due(Duration::from_millis(i * 200))));
     }
 }

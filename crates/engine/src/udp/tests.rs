@@ -823,3 +823,61 @@ fn udp_requests_above_the_caps_create_nothing() {
     feed(&mut core, &ok, &ok.datagram(1, T0), T0);
     assert_eq!(core.active_flows(), 1);
 }
+
+/// A bloatlab server that ends the flow at its deadline sends its AckFIN
+/// while the client still sends: the client stops within a few watch gaps,
+/// keeps that report and fails the stream naming the server's deadline.
+#[test]
+fn an_ackfin_before_our_fin_ends_the_stream_as_ended_by_the_server() {
+    use bloatlab_wire::{AckFin, ServerFlags, ServerReportRepr, SplitDouble};
+    let port = fake_udp_server(|s| {
+        let mut b = [0u8; 2048];
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (mut got, mut first, mut ended) = (0i64, None, false);
+        while let Ok((n, from)) = s.recv_from(&mut b) {
+            let id = super::datagram::parse_incoming(&b[..n]).unwrap().seqno;
+            got += i64::from(id > 0 && !ended);
+            let since = *first.get_or_insert_with(std::time::Instant::now);
+            // Its "deadline" is 300 ms into the flow: the AckFIN then, and
+            // again for the FIN.
+            let at_deadline = !ended && since.elapsed() >= Duration::from_millis(300);
+            if at_deadline || id < 0 {
+                ended = true;
+                let report = ServerReportRepr {
+                    flags: ServerFlags(0),
+                    total_bytes: Bytes(got.unsigned_abs() * 200),
+                    duration: Duration::from_millis(300),
+                    lost: 0,
+                    out_of_order: 0,
+                    datagrams: got,
+                    jitter: SplitDouble::default(),
+                    ext: None,
+                };
+                let mut ack = vec![0u8; report.buffer_len()];
+                report.emit(&mut AckFin::new_unchecked(&mut ack[..]));
+                let _ = s.send_to(&ack, from);
+            }
+        }
+    });
+    let mut c = client_cfg(false);
+    c.port = port;
+    // 1 MB at 100 kbit/s would take 80 s.
+    c.amount = Amount::Bytes(Bytes(1_000_000));
+    c.rate = Some(BitRate(100_000));
+    c.format = OutputFormat::Json;
+    let started = std::time::Instant::now();
+    let out = super::run_client(&c).unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "ran {took:?}");
+    assert_eq!(out.failures.len(), 1, "{:?}", out.failures);
+    assert!(
+        out.failures[0].1.contains("ended the test at its deadline"),
+        "{:?}",
+        out.failures
+    );
+    let s = &out.streams[&1];
+    assert!(s.server_snapshot.is_some(), "the early report is kept");
+    assert!(s.no_ack_tries.is_none());
+    // ~19 datagrams in 300 ms at 62.5/s, not 5000.
+    assert!(s.sent_datagrams < 200, "sent {}", s.sent_datagrams);
+}
