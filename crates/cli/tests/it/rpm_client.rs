@@ -168,37 +168,18 @@ fn h1_sequential_trusting_a_ca_file_reports_each_direction() {
     // A certificate for 127.0.0.1 made with openssl (an end-entity certificate:
     // webpki refuses a CA certificate as a server's), given to the server and to --ca.
     let dir = tempdir();
-    let (cert, key, cfg) = (
-        dir.path().join("c.pem"),
-        dir.path().join("k.pem"),
-        dir.path().join("req.cnf"),
+    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+    crate::harness::openssl_self_signed(
+        &cert,
+        &key,
+        "/CN=bloatlab test",
+        &[
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
     );
-    std::fs::write(
-        &cfg,
-        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n\
-         [dn]\nCN = bloatlab test\n\
-         [ext]\nbasicConstraints = critical, CA:FALSE\nsubjectAltName = IP:127.0.0.1\n",
-    )
-    .unwrap();
-    let o = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-        ])
-        .args(["-nodes", "-days", "1", "-config"])
-        .arg(&cfg)
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl is installed (scripts/setup.sh)");
-    assert!(o.status.success(), "{}", stderr(&o));
     let (_server, base, _) = https_server(&[
         "--tls-cert",
         cert.to_str().unwrap(),
