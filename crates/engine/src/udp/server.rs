@@ -87,6 +87,18 @@ pub struct Datagram<'a> {
     pub rx: Duration,
 }
 
+/// Accounts datagram `d` (id `seqno`, sender time `sent`) to a flow's receive side. A FIN
+/// counts too: iperf 2 takes its |id| as the Total and its bytes into the Transfer.
+fn account(
+    recv: &mut RecvFlow,
+    d: &Datagram<'_>,
+    seqno: i64,
+    sent: Duration,
+    events: &mut Vec<Event>,
+) {
+    recv.account(seqno.unsigned_abs(), sent, d.rx, d.wire_len, events);
+}
+
 /// Something the driver must send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
@@ -562,13 +574,7 @@ impl ServerCore {
                 if police(&mut self.recv_budget, d) {
                     self.policed += 1;
                 } else {
-                    flow.recv.account(
-                        inc.seqno.unsigned_abs(),
-                        inc.sent,
-                        d.rx,
-                        d.wire_len,
-                        &mut self.events,
-                    );
+                    account(&mut flow.recv, d, inc.seqno, inc.sent, &mut self.events);
                 }
                 out
             }
@@ -611,13 +617,7 @@ impl ServerCore {
                 // Its second datagram: the flow is a test now.
                 self.events.append(&mut flow.pending);
                 // id 0 is ignored by the accumulator, like iperf 2.
-                flow.recv.account(
-                    inc.seqno.unsigned_abs(),
-                    inc.sent,
-                    d.rx,
-                    d.wire_len,
-                    &mut self.events,
-                );
+                account(&mut flow.recv, d, inc.seqno, inc.sent, &mut self.events);
                 None
             }
             Verdict::Fin => self.fin(d, inc.seqno, inc.sent),
@@ -781,13 +781,7 @@ impl ServerCore {
 
     fn data(&mut self, d: &Datagram<'_>, seqno: i64, sent: Duration) {
         if let Some(flow) = self.table.get_mut(&d.from) {
-            flow.recv.account(
-                seqno.unsigned_abs(),
-                sent,
-                d.rx,
-                d.wire_len,
-                &mut self.events,
-            );
+            account(&mut flow.recv, d, seqno, sent, &mut self.events);
         }
     }
 
@@ -806,13 +800,7 @@ impl ServerCore {
         self.events.append(&mut flow.pending);
         // The FIN is the last datagram of the test: iperf 2 counts it (its
         // |id| is the Total, its bytes are in the Transfer).
-        flow.recv.account(
-            seqno.unsigned_abs(),
-            sent,
-            d.rx,
-            d.wire_len,
-            &mut self.events,
-        );
+        account(&mut flow.recv, d, seqno, sent, &mut self.events);
         let total = flow.recv.finalize(d.rx, &mut self.events);
         if flow.full_duplex {
             // No AckFIN; the (empty) ack phase still absorbs stragglers.
