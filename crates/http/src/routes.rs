@@ -25,7 +25,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub const WELL_KNOWN: &str = "/.well-known/nq";
 pub const CONFIG_ALIAS: &str = "/api/v1/config";
@@ -188,6 +188,7 @@ async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respon
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > cap) {
+        linger(req.into_body());
         return too_large(cap);
     }
     let charge = shared.upload_budget.clone().map(|budget| Charge {
@@ -213,6 +214,7 @@ async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respon
         received += n;
         shared.stats.uploaded.fetch_add(n, Ordering::Relaxed);
         if received > cap {
+            linger(body);
             return too_large(cap);
         }
         if let Some(wait) = charge.as_ref().and_then(|c| c.after(Instant::now(), n)) {
@@ -230,9 +232,33 @@ async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respon
     r
 }
 
-/// 413 for an upload over `--max-bytes` (RFC 9110 section 15.5.14). The
-/// rest of the body is not read: hyper closes an HTTP/1.1 connection whose
-/// request body was left unread, and resets the HTTP/2 stream.
+/// How long and how much of a refused upload's body [`linger`] still reads.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: u64 = 4 << 20;
+
+/// Reads and discards the rest of a refused upload for a bounded time and
+/// amount, then drops it (hyper then closes an HTTP/1.1 connection and resets
+/// an HTTP/2 stream). An HTTP/1.1 client without `Expect: 100-continue` is
+/// still writing its body when the 413 goes out; closing at once would reset
+/// the connection under it, and most clients then report a broken pipe
+/// instead of our answer. nginx's lingering close does the same.
+fn linger(mut body: Incoming) {
+    tokio::spawn(async move {
+        let mut read = 0u64;
+        let drain = async {
+            while read < LINGER_BYTES {
+                match body.frame().await {
+                    Some(Ok(f)) => read += f.data_ref().map_or(0, |d| d.len() as u64),
+                    _ => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER_TIME, drain).await;
+    });
+}
+
+/// 413 for an upload over `--max-bytes` (RFC 9110 section 15.5.14); the
+/// rest of the body is read only by [`linger`].
 fn too_large(cap: u64) -> Response<Payload> {
     text(
         StatusCode::PAYLOAD_TOO_LARGE,
