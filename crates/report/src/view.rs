@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use bloatlab_results::derived::{DelayDerived, LatencyPhaseDerived, ThroughputDerived};
+use bloatlab_results::derived::{DelayDerived, Derived, LatencyPhaseDerived, ThroughputDerived};
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 use serde::Serialize;
 
@@ -217,8 +217,13 @@ fn parts_text(p: &bloatlab_results::schema::RpmPartsRecord) -> String {
 }
 
 /// The rows of a `bloatlab rpm` session: how it ran, idle latency, capacities, and per
-/// run the draft's RPM (trimmed means) beside the P90 figure, with their parts in ms.
-pub fn responsiveness_rows(r: &bloatlab_results::schema::RpmRecord) -> Vec<MetaRow> {
+/// run the draft's RPM (trimmed means) beside the P90 figure, with their parts in ms. For
+/// a `bloatlab test rpm` run (each run names its test phase) also the probe RPM of each
+/// probe series in that phase, from `derived`: the two figures side by side.
+pub fn responsiveness_rows(
+    r: &bloatlab_results::schema::RpmRecord,
+    derived: &Derived,
+) -> Vec<MetaRow> {
     let mut rows = vec![(
         "method".to_owned(),
         format!(
@@ -254,10 +259,36 @@ pub fn responsiveness_rows(r: &bloatlab_results::schema::RpmRecord) -> Vec<MetaR
             _ => NONE.to_owned(),
         };
         rows.push((
-            format!("{} RPM (trimmed mean)", x.run),
+            format!("{} RPM (draft, trimmed mean)", x.run),
             format!("{}, confidence {}", rpm(x.rpm, &x.band), x.confidence),
         ));
-        rows.push((format!("{} RPM (P90)", x.run), rpm(x.p90_rpm, &x.p90_band)));
+        rows.push((
+            format!("{} RPM (draft, P90)", x.run),
+            rpm(x.p90_rpm, &x.p90_band),
+        ));
+        if let Some(phase) = &x.phase {
+            let probes: Vec<String> = derived
+                .latency
+                .iter()
+                .filter(|s| s.kind == DelayKindRecord::Rtt)
+                .filter_map(|s| {
+                    let p = s.phases.iter().find(|p| &p.phase == phase)?;
+                    Some(format!(
+                        "{} {}",
+                        s.name,
+                        opt(p.probe_rpm, |v| format!("{v:.0}"))
+                    ))
+                })
+                .collect();
+            rows.push((
+                format!("{} probe RPM (phase {phase}, UDP/ICMP probes)", x.run),
+                if probes.is_empty() {
+                    NONE.to_owned()
+                } else {
+                    probes.join(", ")
+                },
+            ));
+        }
         if let Some(t) = &x.trimmed {
             rows.push((format!("{} trimmed means (ms)", x.run), parts_text(t)));
         }
@@ -479,7 +510,7 @@ impl RunView {
                 .metadata
                 .rpm
                 .as_ref()
-                .map(responsiveness_rows)
+                .map(|r| responsiveness_rows(r, &run.derived))
                 .unwrap_or_default(),
         }
     }
@@ -613,6 +644,29 @@ impl Comparison {
                 for (name, f) in figures {
                     push(format!("{label}: {p} {name}"), &|i| cell(i, s, p, f));
                 }
+            }
+        }
+        // The draft's RPM of the runs that have one (`bloatlab test rpm`), beside the
+        // probe RPM rows above, per loaded phase.
+        let draft = |i: usize, p: &str| {
+            runs[i]
+                .file
+                .metadata
+                .rpm
+                .iter()
+                .flat_map(|r| &r.responsiveness)
+                .find(|x| x.phase.as_deref() == Some(p))
+                .map_or_else(|| NONE.to_owned(), |x| opt(x.rpm, |v| format!("{v:.0}")))
+        };
+        if runs.iter().any(|r| {
+            r.file
+                .metadata
+                .rpm
+                .as_ref()
+                .is_some_and(|r| r.responsiveness.iter().any(|x| x.phase.is_some()))
+        }) {
+            for p in &loaded {
+                push(format!("{p} RPM (draft)"), &|i| draft(i, p));
             }
         }
         for p in &loaded {

@@ -153,7 +153,10 @@ fn h2_against_our_server_pinned_by_fingerprint_json_and_report() {
     assert!(r.status.success(), "{}{}", stdout(&r), stderr(&r));
     let text = stdout(&r);
     assert!(text.contains("responsiveness (bloatlab rpm)"), "{text}");
-    assert!(text.contains("concurrent RPM (trimmed mean)"), "{text}");
+    assert!(
+        text.contains("concurrent RPM (draft, trimmed mean)"),
+        "{text}"
+    );
     assert!(
         text.contains("http_l (rtt)") && text.contains("probe RPM"),
         "{text}"
