@@ -717,6 +717,93 @@ fn kind_order(k: DelayKindRecord) -> u8 {
 mod tests {
     use super::*;
 
+    /// A run with idle and loaded phases, a `udp_be` series (1 ms idle, 80 ms loaded: probe
+    /// RPM 750) and, for `bloatlab test rpm`, the draft's run in the loaded phase.
+    fn run(label: &str, draft_rpm: Option<f64>) -> Run {
+        use bloatlab_results::schema::{LatencyRecord, PhaseRecord, ProbeRecord};
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        const S: u64 = 1_000_000_000;
+        let ph = |kind, name: &str, start_ns, end_ns| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns,
+            end_ns,
+        };
+        let samples = (0..20u64)
+            .map(|k| ProbeRecord {
+                sent_ns: k * S / 10,
+                delay_ns: Some(if k < 10 { 1_000_000 } else { 80_000_000 }),
+                duplicates: 0,
+                late: false,
+                unfinished: false,
+            })
+            .collect();
+        let raw = Raw {
+            phases: vec![
+                ph(PhaseKindRecord::Idle, "idle", 0, S),
+                ph(PhaseKindRecord::Loaded, "loaded", S, 2 * S),
+            ],
+            latency: vec![LatencyRecord {
+                name: "udp_be".into(),
+                kind: DelayKindRecord::Rtt,
+                samples,
+            }],
+            throughput: vec![],
+        };
+        let mut meta = Metadata::new("rpm", vec![], jiff::Timestamp::UNIX_EPOCH);
+        meta.rpm = draft_rpm.map(|rpm| {
+            serde_json::from_value(serde_json::json!({
+                "config_url": "https://h:8443/.well-known/nq", "address": "10.77.0.2:8443",
+                "protocol": "h2", "tls": "TLSv1.3", "mode": "concurrent",
+                "self_probes": "h2_stream",
+                "parameters": {"mad": 4, "interval_ns": 1_000_000_000u64, "trim_fraction": 0.05,
+                    "stdev_tolerance": 0.05, "max_connections": 16, "max_probes_per_second": 100,
+                    "probe_capacity": 0.05, "duration_ns": S, "stall_timeout_ns": S},
+                "responsiveness": [{"run": "concurrent", "start_ns": 0, "end_ns": S,
+                    "ended": "stable", "intervals": 8, "rpm": rpm, "confidence": "High",
+                    "band": "Fair", "p90_rpm": 355.0, "p90_band": "Fair",
+                    "samples": {"tcp_f": 1, "tls_f": 1, "http_f": 1, "http_l": 1},
+                    "phase": "loaded"}],
+                "elapsed_ns": S
+            }))
+            .unwrap()
+        });
+        Run::new(label, ResultsFile::new(meta, raw)).unwrap()
+    }
+
+    #[test]
+    fn the_drafts_rpm_sits_beside_the_probe_rpm_of_its_phase() {
+        let a = run("fq", Some(391.4));
+        let rows = RunView::new(&a).responsiveness;
+        let row = |key: &str| {
+            rows.iter()
+                .find(|r| r.key == key)
+                .map(|r| r.value.clone())
+                .unwrap_or_else(|| panic!("no {key} in {rows:?}"))
+        };
+        assert_eq!(
+            row("concurrent RPM (draft, trimmed mean)"),
+            "391 (Fair), confidence High"
+        );
+        assert_eq!(
+            row("concurrent probe RPM (phase loaded, UDP/ICMP probes)"),
+            "udp_be 750"
+        );
+        // Compared with a run without the draft's figure: its own row, "-" for the other.
+        let c = Comparison::new(&[a, run("rrul", None)]);
+        let draft = c.rows.iter().find(|r| r.metric == "loaded RPM (draft)");
+        assert_eq!(draft.unwrap().values, ["391", NONE]);
+        let probe = c
+            .rows
+            .iter()
+            .find(|r| r.metric.ends_with("loaded probe RPM"))
+            .unwrap();
+        assert_eq!(probe.values, ["750", "750"]);
+        // Without any draft run, no such row.
+        let c = Comparison::new(&[run("a", None), run("b", None)]);
+        assert!(!c.rows.iter().any(|r| r.metric.contains("(draft)")));
+    }
+
     #[test]
     fn number_formats() {
         assert_eq!(ms(20_000_000), "20.00");
