@@ -720,36 +720,10 @@ mod tests {
     /// A run with idle and loaded phases, a `udp_be` series (1 ms idle, 80 ms loaded: probe
     /// RPM 750) and, for `bloatlab test rpm`, the draft's run in the loaded phase.
     fn run(label: &str, draft_rpm: Option<f64>) -> Run {
-        use bloatlab_results::schema::{LatencyRecord, PhaseRecord, ProbeRecord};
-        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        use bloatlab_results::{Metadata, ResultsFile};
         const S: u64 = 1_000_000_000;
-        let ph = |kind, name: &str, start_ns, end_ns| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns,
-            end_ns,
-        };
-        let samples = (0..20u64)
-            .map(|k| ProbeRecord {
-                sent_ns: k * S / 10,
-                delay_ns: Some(if k < 10 { 1_000_000 } else { 80_000_000 }),
-                duplicates: 0,
-                late: false,
-                unfinished: false,
-            })
-            .collect();
-        let raw = Raw {
-            phases: vec![
-                ph(PhaseKindRecord::Idle, "idle", 0, S),
-                ph(PhaseKindRecord::Loaded, "loaded", S, 2 * S),
-            ],
-            latency: vec![LatencyRecord {
-                name: "udp_be".into(),
-                kind: DelayKindRecord::Rtt,
-                samples,
-            }],
-            throughput: vec![],
-        };
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::idle_then_loaded(ms(1), ms(80), ms(2000));
         let mut meta = Metadata::new("rpm", vec![], jiff::Timestamp::UNIX_EPOCH);
         meta.rpm = draft_rpm.map(|rpm| {
             serde_json::from_value(serde_json::json!({

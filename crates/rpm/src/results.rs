@@ -37,6 +37,25 @@ fn parts(p: &Parts) -> RpmPartsRecord {
     }
 }
 
+/// The draft's parameters as a session with this `duration` and `stall_timeout` ran them.
+pub fn parameters(
+    p: &crate::Params,
+    duration: Duration,
+    stall_timeout: Duration,
+) -> RpmParametersRecord {
+    RpmParametersRecord {
+        mad: p.mad as u64,
+        interval_ns: nanos(p.interval),
+        trim_fraction: p.trim,
+        stdev_tolerance: p.stdev_tolerance,
+        max_connections: p.max_connections as u64,
+        max_probes_per_second: u64::from(p.max_probes_per_second),
+        probe_capacity: p.probe_capacity,
+        duration_ns: nanos(duration),
+        stall_timeout_ns: nanos(stall_timeout),
+    }
+}
+
 /// The session's record.
 pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
     let p = &r.params;
@@ -112,17 +131,7 @@ pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
             Protocol::H1 => "tcp_info_rtt",
         }
         .to_owned(),
-        parameters: RpmParametersRecord {
-            mad: p.mad as u64,
-            interval_ns: nanos(p.interval),
-            trim_fraction: p.trim,
-            stdev_tolerance: p.stdev_tolerance,
-            max_connections: p.max_connections as u64,
-            max_probes_per_second: u64::from(p.max_probes_per_second),
-            probe_capacity: p.probe_capacity,
-            duration_ns: nanos(r.duration),
-            stall_timeout_ns: nanos(stall_timeout),
-        },
+        parameters: parameters(p, r.duration, stall_timeout),
         idle: r.idle.as_ref().and_then(|i| {
             let l = i.latency(p.trim)?;
             Some(RpmIdleRecord {
@@ -321,17 +330,11 @@ mod tests {
             tls: Some("TLSv1.3".into()),
             mode: "concurrent".into(),
             self_probes: "h2_stream".into(),
-            parameters: RpmParametersRecord {
-                mad: 4,
-                interval_ns: 1_000_000_000,
-                trim_fraction: 0.05,
-                stdev_tolerance: 0.05,
-                max_connections: 16,
-                max_probes_per_second: 100,
-                probe_capacity: 0.05,
-                duration_ns: 10_000_000_000,
-                stall_timeout_ns: 10_000_000_000,
-            },
+            parameters: parameters(
+                &crate::Params::default(),
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+            ),
             idle: None,
             download: None,
             upload: None,

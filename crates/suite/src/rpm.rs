@@ -109,9 +109,7 @@ pub fn phases(planned: &Timeline, rec: &mut RpmRecord, spawned: Duration) -> Opt
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use bloatlab_results::schema::{
-        RpmFailedRecord, RpmParametersRecord, RpmResponsivenessRecord, RpmSamplesRecord,
-    };
+    use bloatlab_results::schema::{RpmFailedRecord, RpmResponsivenessRecord, RpmSamplesRecord};
 
     fn s(v: f64) -> Duration {
         Duration::from_secs_f64(v)
@@ -160,17 +158,11 @@ pub(crate) mod tests {
             }
             .into(),
             self_probes: "h2_stream".into(),
-            parameters: RpmParametersRecord {
-                mad: 4,
-                interval_ns: 1_000_000_000,
-                trim_fraction: 0.05,
-                stdev_tolerance: 0.05,
-                max_connections: 16,
-                max_probes_per_second: 100,
-                probe_capacity: 0.05,
-                duration_ns: 20_000_000_000,
-                stall_timeout_ns: 10_000_000_000,
-            },
+            parameters: bloatlab_rpm::results::parameters(
+                &bloatlab_rpm::Params::default(),
+                Duration::from_secs(20),
+                Duration::from_secs(10),
+            ),
             idle: None,
             download: None,
             upload: None,

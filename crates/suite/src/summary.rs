@@ -664,35 +664,10 @@ mod tests {
 
     #[test]
     fn the_rpm_test_shows_the_drafts_rpm_beside_each_probe_series_rpm() {
-        use bloatlab_results::schema::{LatencyRecord, ProbeRecord, RpmCapacityRecord};
-        let ph = |kind, name: &str, a, b| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns: a,
-            end_ns: b,
-        };
+        use bloatlab_results::schema::RpmCapacityRecord;
         // udp_be: 1 ms idle, 40 ms loaded (probe RPM 1500).
-        let samples = (0..40u64)
-            .map(|k| ProbeRecord {
-                sent_ns: k * S / 10,
-                delay_ns: Some(if k < 10 { 1_000_000 } else { 40_000_000 }),
-                duplicates: 0,
-                late: false,
-                unfinished: false,
-            })
-            .collect();
-        let raw = Raw {
-            phases: vec![
-                ph(PhaseKindRecord::Idle, "idle", 0, S),
-                ph(PhaseKindRecord::Loaded, "loaded", S, 4 * S),
-            ],
-            latency: vec![LatencyRecord {
-                name: "udp_be".into(),
-                kind: DelayKindRecord::Rtt,
-                samples,
-            }],
-            throughput: vec![],
-        };
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::idle_then_loaded(ms(1), ms(40), ms(4000));
         let mut meta = Metadata::new("rpm", vec![], jiff::Timestamp::UNIX_EPOCH);
         let mut rec = crate::rpm::tests::record(vec![crate::rpm::tests::run(
             "concurrent",

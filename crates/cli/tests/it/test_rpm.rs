@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use bloatlab_results::schema::{DelayKindRecord, PhaseKindRecord};
 use bloatlab_testkit::tier;
 
-use crate::harness::{BIN, Listen, Proc, READY, free_port, load, stderr, stdout, tempdir};
+use crate::harness::{
+    BIN, Listen, Proc, free_port, https_url_and_fingerprint, load, stderr, stdout, tempdir,
+};
 
 /// `bloatlab server -p PORT --https 0 -B 127.0.0.1`: the guard, its HTTPS port and the
 /// certificate's fingerprint, once both services listen.
@@ -19,21 +21,11 @@ fn server(port: u16) -> (Proc, u16, String) {
     let p = port.to_string();
     let srv = Proc::bloatlab(&["server", "-p", &p, "--https", "0", "-B", "127.0.0.1"]);
     srv.wait_listening(port, Listen::Both);
-    let out = srv.wait_out("the HTTPS URL and fingerprint", READY, |s| {
-        s.contains("https://") && s.contains("fingerprint")
-    });
-    let https = out
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("https://127.0.0.1:"))
-        .and_then(|w| w.split('/').next())
+    let (url, fp) = https_url_and_fingerprint(&srv);
+    let https = url
+        .strip_prefix("https://127.0.0.1:")
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTPS port in {out}"));
-    let fp = out
-        .lines()
-        .find(|l| l.contains("fingerprint"))
-        .and_then(|l| l.split_whitespace().last())
-        .unwrap()
-        .to_owned();
+        .unwrap_or_else(|| panic!("no HTTPS port in {url}"));
     (srv, https, fp)
 }
 
