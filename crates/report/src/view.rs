@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use bloatlab_results::derived::{DelayDerived, LatencyPhaseDerived, ThroughputDerived};
+use bloatlab_results::derived::{DelayDerived, Derived, LatencyPhaseDerived, ThroughputDerived};
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 use serde::Serialize;
 
@@ -217,8 +217,13 @@ fn parts_text(p: &bloatlab_results::schema::RpmPartsRecord) -> String {
 }
 
 /// The rows of a `bloatlab rpm` session: how it ran, idle latency, capacities, and per
-/// run the draft's RPM (trimmed means) beside the P90 figure, with their parts in ms.
-pub fn responsiveness_rows(r: &bloatlab_results::schema::RpmRecord) -> Vec<MetaRow> {
+/// run the draft's RPM (trimmed means) beside the P90 figure, with their parts in ms. For
+/// a `bloatlab test rpm` run (each run names its test phase) also the probe RPM of each
+/// probe series in that phase, from `derived`: the two figures side by side.
+pub fn responsiveness_rows(
+    r: &bloatlab_results::schema::RpmRecord,
+    derived: &Derived,
+) -> Vec<MetaRow> {
     let mut rows = vec![(
         "method".to_owned(),
         format!(
@@ -254,10 +259,36 @@ pub fn responsiveness_rows(r: &bloatlab_results::schema::RpmRecord) -> Vec<MetaR
             _ => NONE.to_owned(),
         };
         rows.push((
-            format!("{} RPM (trimmed mean)", x.run),
+            format!("{} RPM (draft, trimmed mean)", x.run),
             format!("{}, confidence {}", rpm(x.rpm, &x.band), x.confidence),
         ));
-        rows.push((format!("{} RPM (P90)", x.run), rpm(x.p90_rpm, &x.p90_band)));
+        rows.push((
+            format!("{} RPM (draft, P90)", x.run),
+            rpm(x.p90_rpm, &x.p90_band),
+        ));
+        if let Some(phase) = &x.phase {
+            let probes: Vec<String> = derived
+                .latency
+                .iter()
+                .filter(|s| s.kind == DelayKindRecord::Rtt)
+                .filter_map(|s| {
+                    let p = s.phases.iter().find(|p| &p.phase == phase)?;
+                    Some(format!(
+                        "{} {}",
+                        s.name,
+                        opt(p.probe_rpm, |v| format!("{v:.0}"))
+                    ))
+                })
+                .collect();
+            rows.push((
+                format!("{} probe RPM (phase {phase}, UDP/ICMP probes)", x.run),
+                if probes.is_empty() {
+                    NONE.to_owned()
+                } else {
+                    probes.join(", ")
+                },
+            ));
+        }
         if let Some(t) = &x.trimmed {
             rows.push((format!("{} trimmed means (ms)", x.run), parts_text(t)));
         }
@@ -479,7 +510,7 @@ impl RunView {
                 .metadata
                 .rpm
                 .as_ref()
-                .map(responsiveness_rows)
+                .map(|r| responsiveness_rows(r, &run.derived))
                 .unwrap_or_default(),
         }
     }
@@ -615,6 +646,29 @@ impl Comparison {
                 }
             }
         }
+        // The draft's RPM of the runs that have one (`bloatlab test rpm`), beside the
+        // probe RPM rows above, per loaded phase.
+        let draft = |i: usize, p: &str| {
+            runs[i]
+                .file
+                .metadata
+                .rpm
+                .iter()
+                .flat_map(|r| &r.responsiveness)
+                .find(|x| x.phase.as_deref() == Some(p))
+                .map_or_else(|| NONE.to_owned(), |x| opt(x.rpm, |v| format!("{v:.0}")))
+        };
+        if runs.iter().any(|r| {
+            r.file
+                .metadata
+                .rpm
+                .as_ref()
+                .is_some_and(|r| r.responsiveness.iter().any(|x| x.phase.is_some()))
+        }) {
+            for p in &loaded {
+                push(format!("{p} RPM (draft)"), &|i| draft(i, p));
+            }
+        }
         for p in &loaded {
             let tp = |i: usize, f: &dyn Fn(&ThroughputDerived) -> String| {
                 runs[i]
@@ -662,6 +716,67 @@ fn kind_order(k: DelayKindRecord) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run with idle and loaded phases, a `udp_be` series (1 ms idle, 80 ms loaded: probe
+    /// RPM 750) and, for `bloatlab test rpm`, the draft's run in the loaded phase.
+    fn run(label: &str, draft_rpm: Option<f64>) -> Run {
+        use bloatlab_results::{Metadata, ResultsFile};
+        const S: u64 = 1_000_000_000;
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::idle_then_loaded(ms(1), ms(80), ms(2000));
+        let mut meta = Metadata::new("rpm", vec![], jiff::Timestamp::UNIX_EPOCH);
+        meta.rpm = draft_rpm.map(|rpm| {
+            serde_json::from_value(serde_json::json!({
+                "config_url": "https://h:8443/.well-known/nq", "address": "10.77.0.2:8443",
+                "protocol": "h2", "tls": "TLSv1.3", "mode": "concurrent",
+                "self_probes": "h2_stream",
+                "parameters": {"mad": 4, "interval_ns": 1_000_000_000u64, "trim_fraction": 0.05,
+                    "stdev_tolerance": 0.05, "max_connections": 16, "max_probes_per_second": 100,
+                    "probe_capacity": 0.05, "duration_ns": S, "stall_timeout_ns": S},
+                "responsiveness": [{"run": "concurrent", "start_ns": 0, "end_ns": S,
+                    "ended": "stable", "intervals": 8, "rpm": rpm, "confidence": "High",
+                    "band": "Fair", "p90_rpm": 355.0, "p90_band": "Fair",
+                    "samples": {"tcp_f": 1, "tls_f": 1, "http_f": 1, "http_l": 1},
+                    "phase": "loaded"}],
+                "elapsed_ns": S
+            }))
+            .unwrap()
+        });
+        Run::new(label, ResultsFile::new(meta, raw)).unwrap()
+    }
+
+    #[test]
+    fn the_drafts_rpm_sits_beside_the_probe_rpm_of_its_phase() {
+        let a = run("fq", Some(391.4));
+        let rows = RunView::new(&a).responsiveness;
+        let row = |key: &str| {
+            rows.iter()
+                .find(|r| r.key == key)
+                .map(|r| r.value.clone())
+                .unwrap_or_else(|| panic!("no {key} in {rows:?}"))
+        };
+        assert_eq!(
+            row("concurrent RPM (draft, trimmed mean)"),
+            "391 (Fair), confidence High"
+        );
+        assert_eq!(
+            row("concurrent probe RPM (phase loaded, UDP/ICMP probes)"),
+            "udp_be 750"
+        );
+        // Compared with a run without the draft's figure: its own row, "-" for the other.
+        let c = Comparison::new(&[a, run("rrul", None)]);
+        let draft = c.rows.iter().find(|r| r.metric == "loaded RPM (draft)");
+        assert_eq!(draft.unwrap().values, ["391", NONE]);
+        let probe = c
+            .rows
+            .iter()
+            .find(|r| r.metric.ends_with("loaded probe RPM"))
+            .unwrap();
+        assert_eq!(probe.values, ["750", "750"]);
+        // Without any draft run, no such row.
+        let c = Comparison::new(&[run("a", None), run("b", None)]);
+        assert!(!c.rows.iter().any(|r| r.metric.contains("(draft)")));
+    }
 
     #[test]
     fn number_formats() {

@@ -37,7 +37,7 @@
 //!                                 "interval_ns", "tos", "size_bytes", "voip",
 //!                                 "family", "address"}]},
 //!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
-//!     "rpm": (omitted unless bloatlab rpm) { the responsiveness session, see schema::rpm },
+//!     "rpm": (omitted unless bloatlab rpm or bloatlab test rpm) { the responsiveness session, see schema::rpm },
 //!     "lab": (omitted outside a lab) { the lab's view of the run, see crate::lab },
 //!     "extra":              { free-form }   e.g. cpu_utilisation, notes
 //!   },
@@ -172,7 +172,8 @@ pub struct Metadata {
     /// The probe session of `bloatlab ping`; `null` otherwise.
     #[serde(default)]
     pub probe: Option<ProbeSessionRecord>,
-    /// A `bloatlab rpm` session (schema::rpm); omitted otherwise.
+    /// A `bloatlab rpm` session (schema::rpm), or the draft's run of `bloatlab test rpm`
+    /// (its runs name their test phase); omitted otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpm: Option<RpmRecord>,
     /// The lab the run went through and what its emulator counted (crate::lab); `None`

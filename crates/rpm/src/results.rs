@@ -7,6 +7,10 @@
 //! `http_f`, `http_l` (round trips, each probe at its send time; the idle connection's
 //! handshakes and first GET count as foreign, its later GETs as `http_l`); one throughput
 //! flow per load connection (`download_3`, `upload_4`).
+//!
+//! The `--json` document ([`json_document`], [`parse_json`]) is the record with two header
+//! fields, `"format": "bloatlab-rpm"` and `"version": 1`; `bloatlab test rpm` reads what
+//! its `bloatlab rpm --json` child printed through [`parse_json`].
 
 use std::time::Duration;
 
@@ -30,6 +34,25 @@ fn parts(p: &Parts) -> RpmPartsRecord {
         tls_f_ns: p.tls_f.map(nanos),
         http_f_ns: nanos(p.http_f),
         http_l_ns: nanos(p.http_l),
+    }
+}
+
+/// The draft's parameters as a session with this `duration` and `stall_timeout` ran them.
+pub fn parameters(
+    p: &crate::Params,
+    duration: Duration,
+    stall_timeout: Duration,
+) -> RpmParametersRecord {
+    RpmParametersRecord {
+        mad: p.mad as u64,
+        interval_ns: nanos(p.interval),
+        trim_fraction: p.trim,
+        stdev_tolerance: p.stdev_tolerance,
+        max_connections: p.max_connections as u64,
+        max_probes_per_second: u64::from(p.max_probes_per_second),
+        probe_capacity: p.probe_capacity,
+        duration_ns: nanos(duration),
+        stall_timeout_ns: nanos(stall_timeout),
     }
 }
 
@@ -94,6 +117,7 @@ pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
                     rpm: i.rpm,
                 })
                 .collect(),
+            phase: None,
         });
     }
     RpmRecord {
@@ -107,17 +131,7 @@ pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
             Protocol::H1 => "tcp_info_rtt",
         }
         .to_owned(),
-        parameters: RpmParametersRecord {
-            mad: p.mad as u64,
-            interval_ns: nanos(p.interval),
-            trim_fraction: p.trim,
-            stdev_tolerance: p.stdev_tolerance,
-            max_connections: p.max_connections as u64,
-            max_probes_per_second: u64::from(p.max_probes_per_second),
-            probe_capacity: p.probe_capacity,
-            duration_ns: nanos(r.duration),
-            stall_timeout_ns: nanos(stall_timeout),
-        },
+        parameters: parameters(p, r.duration, stall_timeout),
         idle: r.idle.as_ref().and_then(|i| {
             let l = i.latency(p.trim)?;
             Some(RpmIdleRecord {
@@ -252,4 +266,108 @@ pub fn results_file(
     };
     meta.rpm = Some(record(r, stall_timeout));
     ResultsFile::new(meta, raw(r)).with_derived()
+}
+
+/// The `format` of the `--json` document.
+pub const JSON_FORMAT: &str = "bloatlab-rpm";
+
+/// The `version` of the `--json` document.
+pub const JSON_VERSION: u64 = 1;
+
+/// The `--json` document: `format` and `version`, then the record's fields.
+pub fn json_document(rec: &RpmRecord) -> Result<serde_json::Value, serde_json::Error> {
+    let mut doc = serde_json::Map::new();
+    doc.insert("format".into(), JSON_FORMAT.into());
+    doc.insert("version".into(), JSON_VERSION.into());
+    if let serde_json::Value::Object(fields) = serde_json::to_value(rec)? {
+        doc.extend(fields);
+    }
+    Ok(serde_json::Value::Object(doc))
+}
+
+/// A `--json` document that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON, or a field of the record is missing or of the wrong type.
+    #[error("not a bloatlab rpm --json document: {0}")]
+    Syntax(#[from] serde_json::Error),
+    /// Another document (`format` is not `bloatlab-rpm`).
+    #[error("not a bloatlab rpm --json document (format {0:?})")]
+    Format(Option<String>),
+    /// A version this build does not read.
+    #[error("bloatlab rpm --json document version {0}, this build reads version {JSON_VERSION}")]
+    Version(u64),
+}
+
+/// Reads a `--json` document back into its record: the header is checked, unknown
+/// fields are ignored (new fields may be added without a version bump).
+pub fn parse_json(bytes: &[u8]) -> Result<RpmRecord, JsonError> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        format: Option<String>,
+        version: Option<u64>,
+    }
+    let v: serde_json::Value = serde_json::from_slice(bytes)?;
+    let head: Head = serde_json::from_value(v.clone())?;
+    if head.format.as_deref() != Some(JSON_FORMAT) {
+        return Err(JsonError::Format(head.format));
+    }
+    match head.version {
+        Some(JSON_VERSION) => Ok(serde_json::from_value(v)?),
+        other => Err(JsonError::Version(other.unwrap_or(0))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RpmRecord {
+        RpmRecord {
+            config_url: "https://127.0.0.1:8443/.well-known/nq".into(),
+            address: "127.0.0.1:8443".into(),
+            protocol: "h2".into(),
+            tls: Some("TLSv1.3".into()),
+            mode: "concurrent".into(),
+            self_probes: "h2_stream".into(),
+            parameters: parameters(
+                &crate::Params::default(),
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+            ),
+            idle: None,
+            download: None,
+            upload: None,
+            responsiveness: Vec::new(),
+            elapsed_ns: 9_000_000_000,
+        }
+    }
+
+    #[test]
+    fn the_json_document_reads_back_and_its_header_is_checked() {
+        let rec = sample();
+        let doc = json_document(&rec).unwrap();
+        assert_eq!(doc["format"], JSON_FORMAT);
+        assert_eq!(doc["version"], JSON_VERSION);
+        let bytes = serde_json::to_vec(&doc).unwrap();
+        assert_eq!(parse_json(&bytes).unwrap(), rec);
+        // A field added by a newer build is ignored.
+        let mut newer = doc.clone();
+        newer["future_field"] = 1.into();
+        assert_eq!(parse_json(newer.to_string().as_bytes()).unwrap(), rec);
+        let mut other = doc.clone();
+        other["format"] = "bloatlab-results".into();
+        let e = parse_json(other.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(e, JsonError::Format(Some(_))), "{e}");
+        let mut v2 = doc.clone();
+        v2["version"] = 2.into();
+        let e = parse_json(v2.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("version 2"), "{e}");
+        let mut cut = doc;
+        cut.as_object_mut().unwrap().remove("parameters");
+        let e = parse_json(cut.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("parameters"), "{e}");
+        assert!(parse_json(b"").is_err());
+        assert!(parse_json(b"[1]").is_err());
+    }
 }

@@ -36,11 +36,13 @@ pub enum TestName {
     OneVsPulses,
     /// An isochronous VoIP-like stream (50 pps, 172 B) with an E-model MOS, under a 1+1 load.
     Voip,
+    /// The draft's responsiveness run (`bloatlab rpm`) as the load, with UDP and ICMP probes.
+    Rpm,
 }
 
 impl TestName {
     /// Every test, in the order `--list` shows them.
-    pub const ALL: [TestName; 13] = [
+    pub const ALL: [TestName; 14] = [
         TestName::Rrul,
         TestName::RrulBe,
         TestName::Rrul46,
@@ -54,6 +56,7 @@ impl TestName {
         TestName::OneVsOne,
         TestName::OneVsPulses,
         TestName::Voip,
+        TestName::Rpm,
     ];
 
     /// The command-line name.
@@ -72,6 +75,7 @@ impl TestName {
             TestName::OneVsOne => "one_vs_one",
             TestName::OneVsPulses => "one_vs_pulses",
             TestName::Voip => "voip",
+            TestName::Rpm => "rpm",
         }
     }
 
@@ -104,6 +108,9 @@ impl TestName {
             TestName::OneVsPulses => "a long TCP upload against 40 sequential 1 MB uploads",
             TestName::Voip => {
                 "50 pps 172-byte UDP stream with an E-model MOS, under 1 up + 1 down TCP flow"
+            }
+            TestName::Rpm => {
+                "the draft's RPM run (bloatlab rpm, HTTPS on --rpm-port 8443) as the load, with UDP and ICMP probes"
             }
         }
     }

@@ -428,53 +428,27 @@ pub fn side_by_side(runs: &[(&str, &ResultsFile)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloatlab_results::schema::{
-        FlowRecord, LatencyRecord, PhaseKindRecord, PhaseRecord, ProbeRecord, TransferRecord,
-    };
-    use bloatlab_results::{Metadata, Raw};
+    use bloatlab_results::Metadata;
+    use bloatlab_results::schema::{FlowRecord, TransferRecord};
 
     fn run(loaded_rtt_ms: u64) -> ResultsFile {
-        let ph = |kind, name: &str, a: u64, b: u64| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns: a * 1_000_000_000,
-            end_ns: b * 1_000_000_000,
-        };
-        let samples = (0..30u64)
-            .map(|i| ProbeRecord {
-                sent_ns: i * 100_000_000,
-                delay_ns: Some(if i < 10 {
-                    80_000_000
-                } else {
-                    loaded_rtt_ms * 1_000_000
-                }),
-                duplicates: 0,
-                late: false,
-                unfinished: false,
-            })
-            .collect();
-        let raw = Raw {
-            phases: vec![
-                ph(PhaseKindRecord::Idle, "idle", 0, 1),
-                ph(PhaseKindRecord::Loaded, "loaded", 1, 3),
-            ],
-            latency: vec![LatencyRecord {
-                name: "udp_be".into(),
-                kind: DelayKindRecord::Rtt,
-                samples,
+        let ms = Duration::from_millis;
+        let mut raw = bloatlab_testkit::sample::idle_then_loaded(
+            ms(80),
+            ms(loaded_rtt_ms),
+            Duration::from_secs(3),
+        );
+        raw.throughput = vec![FlowRecord {
+            name: "tcp_up_be".into(),
+            ecn: None,
+            direction: bloatlab_results::schema::DirectionRecord::Up,
+            tcp: Default::default(),
+            samples: vec![TransferRecord {
+                start_ns: 1_000_000_000,
+                end_ns: 3_000_000_000,
+                bytes: 5_000_000,
             }],
-            throughput: vec![FlowRecord {
-                name: "tcp_up_be".into(),
-                ecn: None,
-                direction: bloatlab_results::schema::DirectionRecord::Up,
-                tcp: Default::default(),
-                samples: vec![TransferRecord {
-                    start_ns: 1_000_000_000,
-                    end_ns: 3_000_000_000,
-                    bytes: 5_000_000,
-                }],
-            }],
-        };
+        }];
         let meta = Metadata::new("rrul", vec![], jiff::Timestamp::UNIX_EPOCH);
         ResultsFile::new(meta, raw).with_derived().unwrap()
     }

@@ -49,6 +49,37 @@ pub struct Target {
     /// `--ecn mix`: the SO_MARK (client `--fwmark`) of flows that ask for ECN; a policy
     /// rule routes marked sockets through a route with `features ecn` ([`crate::ecn`]).
     pub ecn_fwmark: Option<u32>,
+    /// Where and how the `rpm` test's draft client runs (unused by the other tests).
+    pub rpm: RpmClient,
+}
+
+/// The `rpm` test's `bloatlab rpm` child: its config URL and the options passed through.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RpmClient {
+    /// `--rpm-url`: a config URL or `HOST[:PORT]`, as `bloatlab rpm` takes it; `None` =
+    /// `https://HOST:PORT/.well-known/nq` with the test's host and [`Self::port`].
+    pub url: Option<String>,
+    /// `--rpm-port`: the server's HTTPS port when `url` is not given.
+    pub port: u16,
+    /// Options for `bloatlab rpm`, passed as given (trust, `--sequential`,
+    /// `--max-connections N`, `--interval D`, `--h1`); checked by `bloatlab test`.
+    pub options: Vec<String>,
+}
+
+/// `bloatlab server --https`'s port in the docs and the default of `--rpm-port`.
+pub const DEFAULT_RPM_PORT: u16 = 8443;
+
+impl Target {
+    /// The config URL the `rpm` test's child fetches.
+    pub fn rpm_url(&self) -> String {
+        match &self.rpm.url {
+            Some(u) => u.clone(),
+            None if self.host.contains(':') => {
+                format!("https://[{}]:{}/.well-known/nq", self.host, self.rpm.port)
+            }
+            None => format!("https://{}:{}/.well-known/nq", self.host, self.rpm.port),
+        }
+    }
 }
 
 /// The environment variable that carries the permit key to the `client` and `ping`
@@ -75,7 +106,7 @@ impl Target {
 /// echo has no key: it does not reach the server's responder).
 pub fn runner_keyed(runner: &Runner) -> bool {
     match &runner.kind {
-        RunnerKind::Tcp(_) => true,
+        RunnerKind::Tcp(_) | RunnerKind::Rpm => true,
         RunnerKind::Probe(p) => p.mode != ProbeMode::Icmp,
     }
 }
@@ -177,6 +208,19 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
     let port = target.port.to_string();
     match &runner.kind {
         RunnerKind::Tcp(flow) => tcp_args(target, runner, flow, sample_interval),
+        // The draft's run ends when its responsiveness is stable or, at the latest, when
+        // the loaded phase does (`--duration`); its JSON is read by `crate::rpm`.
+        RunnerKind::Rpm => {
+            let mut a = vec![
+                "rpm".to_owned(),
+                target.rpm_url(),
+                "--json".into(),
+                "--duration".into(),
+                secs_arg(runner.stop.saturating_sub(runner.start)),
+            ];
+            a.extend(target.rpm.options.iter().cloned());
+            a
+        }
         RunnerKind::Probe(p) => {
             let len = runner.stop.saturating_sub(runner.start);
             let mut a = vec![
@@ -613,6 +657,7 @@ mod tests {
             port: 5001,
             permit_key: None,
             ecn_fwmark: None,
+            rpm: RpmClient::default(),
         };
         let stop = AtomicBool::new(false);
         let r = drive(
@@ -648,6 +693,7 @@ mod tests {
             port: 5001,
             permit_key: None,
             ecn_fwmark: None,
+            rpm: RpmClient::default(),
         };
         let by = |name: &str| p.runners.iter().find(|r| r.name == name).unwrap();
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
@@ -737,6 +783,7 @@ mod tests {
             port: 5001,
             permit_key: None,
             ecn_fwmark: None,
+            rpm: RpmClient::default(),
         };
         let sample = Duration::from_millis(200);
         let host_of = |name: &str| {
@@ -755,6 +802,46 @@ mod tests {
         assert_eq!(t.host_for(None), "10.77.0.2");
         let v4_only = Target { host6: None, ..t };
         assert_eq!(v4_only.host_for(Some(Family::V6)), "10.77.0.2");
+    }
+
+    #[test]
+    fn the_rpm_runner_runs_the_drafts_client_for_the_loaded_phase() {
+        let params = TestParams {
+            loaded: Duration::from_millis(12_500),
+            idle_before: Duration::from_secs(2),
+            idle_after: Duration::from_secs(2),
+            ..TestParams::default()
+        };
+        let p = plan(TestName::Rpm, &params).unwrap();
+        let mut t = Target {
+            exe: "bloatlab".into(),
+            host: "10.77.0.2".into(),
+            host6: None,
+            port: 5001,
+            permit_key: Some("abcd1234".into()),
+            ecn_fwmark: None,
+            rpm: RpmClient {
+                url: None,
+                port: DEFAULT_RPM_PORT,
+                options: vec!["--insecure".into(), "--sequential".into()],
+            },
+        };
+        let r = p.rpm().unwrap();
+        assert_eq!(
+            runner_args(&t, r, Duration::from_millis(200)).join(" "),
+            "rpm https://10.77.0.2:8443/.well-known/nq --json --duration 12.500 --insecure \
+             --sequential"
+        );
+        // The key goes by environment, as to every other keyed runner.
+        assert!(runner_keyed(r));
+        t.host = "fd00:77::2".into();
+        t.rpm.port = 9443;
+        assert_eq!(t.rpm_url(), "https://[fd00:77::2]:9443/.well-known/nq");
+        t.rpm.url = Some("https://nq.example/.well-known/nq".into());
+        assert_eq!(
+            runner_args(&t, r, Duration::ZERO)[1],
+            t.rpm.url.clone().unwrap()
+        );
     }
 
     #[test]

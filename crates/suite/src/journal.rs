@@ -613,6 +613,7 @@ pub fn config(j: &Journal, exe: PathBuf) -> Result<RunConfig, JournalError> {
             host6: h.host6.clone(),
             port: h.port,
             ecn_fwmark: None,
+            rpm: Default::default(),
             permit_key: None,
         },
         command_line: h.command_line.clone(),

@@ -11,6 +11,8 @@
 //! * [`driver`]: spawns, watches and interrupts the runner processes.
 //! * [`flow`]: a load flow's client document, read through the engine's types.
 //! * [`collect`]: runner output to series on the run's time axis (pure).
+//! * [`rpm`]: the `rpm` test's draft run (`bloatlab rpm --json`) read and laid onto the
+//!   test's phases (pure).
 //! * [`run`]: pre-flight, drive, assemble the results file, working-condition findings.
 //! * [`summary`]: the terminal summary.
 //! * [`journal`]: what a run has learnt so far, on disk, and recovering a run from it.
@@ -35,10 +37,11 @@ pub mod lab;
 pub mod meta;
 pub mod orphan;
 pub mod plan;
+pub mod rpm;
 pub mod run;
 pub mod summary;
 
 pub use catalog::{TestName, Tos, UnknownTest, list_tests, parse_marking};
-pub use driver::Target;
+pub use driver::{RpmClient, Target};
 pub use plan::{Plan, PlanError, TestParams, plan};
 pub use run::{RunConfig, RunError, RunOutcome, preflight, recover, run, run_journaled};

@@ -135,6 +135,8 @@ pub fn plan_record(p: &TestParams, plan: &Plan, target: &Target) -> PlanRecord {
                 family,
                 address,
             }),
+            // Its window and settings are in `metadata.rpm` (the runs as they ran).
+            RunnerKind::Rpm => {}
         }
     }
     out
@@ -201,6 +203,7 @@ mod tests {
             port: 5001,
             permit_key: None,
             ecn_fwmark: None,
+            rpm: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@
 //! | most | idle `[0, I)`, loaded `[I, I+L)`, recovery `[I+L, I+L+R)` | flows run `[I, I+L)` |
 //! | `speedtest` | idle, `download` `[I, I+L)`, `upload` `[I+L, I+2L)`, recovery | down flows, then up flows |
 //! | `ping` | one idle phase `[0, L)` | none |
+//! | `rpm` | as most | the draft's run (`bloatlab rpm`) `[I, I+L)`; phases then follow its runs (`crate::rpm`) |
 //!
 //! Probes run over the whole timeline. `rrul46` pins each runner to a [`Family`] (half
 //! the flows and probes over IPv4, half over IPv6, as flent's `rrul46.conf`); its series
@@ -155,6 +156,9 @@ pub enum RunnerKind {
     Tcp(TcpFlow),
     /// A probe stream.
     Probe(Probe),
+    /// The draft's responsiveness run, `bloatlab rpm URL --json` (`rpm` test): its load
+    /// connections are the load; where it goes is the target's ([`crate::driver::RpmClient`]).
+    Rpm,
 }
 
 /// The IP family a runner is pinned to (`rrul46` runs half its runners over each).
@@ -216,7 +220,7 @@ impl Plan {
     pub fn tcp(&self) -> impl Iterator<Item = (&Runner, &TcpFlow)> {
         self.runners.iter().filter_map(|r| match &r.kind {
             RunnerKind::Tcp(f) => Some((r, f)),
-            RunnerKind::Probe(_) => None,
+            RunnerKind::Probe(_) | RunnerKind::Rpm => None,
         })
     }
 
@@ -224,8 +228,13 @@ impl Plan {
     pub fn probes(&self) -> impl Iterator<Item = (&Runner, &Probe)> {
         self.runners.iter().filter_map(|r| match &r.kind {
             RunnerKind::Probe(p) => Some((r, p)),
-            RunnerKind::Tcp(_) => None,
+            RunnerKind::Tcp(_) | RunnerKind::Rpm => None,
         })
+    }
+
+    /// The draft's responsiveness run, if the test has one.
+    pub fn rpm(&self) -> Option<&Runner> {
+        self.runners.iter().find(|r| r.kind == RunnerKind::Rpm)
     }
 }
 
@@ -322,6 +331,13 @@ pub fn plan(test: TestName, p: &TestParams) -> Result<Plan, PlanError> {
             b.numbered_flows(up, p.flows, load_end, load_end + l);
         }
         TestName::Ping => {}
+        TestName::Rpm => b.runners.push(Runner {
+            name: "rpm".into(),
+            family: None,
+            start: i,
+            stop: load_end,
+            kind: RunnerKind::Rpm,
+        }),
         TestName::OneVsOne => b.numbered_flows(up, 2, i, load_end),
         TestName::OneVsPulses => {
             b.flow("tcp_up_long".into(), up, 0, Amount::UntilStop, i, load_end);
@@ -706,6 +722,30 @@ mod tests {
         assert_eq!(p.end(), s(30));
         assert_eq!(p.tcp().count(), 0);
         assert_eq!(p.probes().count(), 2);
+    }
+
+    #[test]
+    fn rpm_runs_the_drafts_client_in_the_loaded_phase_and_probes_throughout() {
+        let p = plan(TestName::Rpm, &short()).unwrap();
+        assert_eq!(
+            p.timeline,
+            plan(TestName::TcpUpload, &short()).unwrap().timeline
+        );
+        assert_eq!(p.tcp().count(), 0);
+        let r = p.rpm().unwrap();
+        assert_eq!((r.name.as_str(), r.start, r.stop), ("rpm", s(2), s(32)));
+        let probes: Vec<_> = p
+            .probes()
+            .map(|(r, q)| (r.name.as_str(), q.mode, r.start, r.stop))
+            .collect();
+        assert_eq!(
+            probes,
+            [
+                ("udp_be", ProbeMode::Udp, s(0), s(35)),
+                ("icmp", ProbeMode::Icmp, s(0), s(35))
+            ]
+        );
+        assert!(plan(TestName::Rrul, &short()).unwrap().rpm().is_none());
     }
 
     #[test]

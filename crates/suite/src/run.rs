@@ -2,7 +2,7 @@
 //! into a results file, and the working-condition findings.
 
 use bloatlab_emu::{Framing, Overhead};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bloatlab_results::lab::LabRecord;
@@ -108,6 +108,18 @@ pub enum RunError {
     /// Every load flow failed.
     #[error("every load flow failed; first error: {0}")]
     AllFlowsFailed(String),
+    /// The `rpm` test's draft run (`bloatlab rpm`) failed: its load is the test's load.
+    #[error(
+        "the draft's responsiveness run (bloatlab rpm {url}) failed: {detail} (the rpm test \
+         needs `bloatlab server --https PORT` there; --rpm-port or --rpm-url say where, \
+         --fingerprint, --ca or --insecure whom to trust)"
+    )]
+    Rpm {
+        /// The config URL it fetched.
+        url: String,
+        /// The client's message.
+        detail: String,
+    },
     /// The phases could not be stored (a bug).
     #[error(transparent)]
     Raw(#[from] bloatlab_results::RawError),
@@ -367,15 +379,22 @@ fn run_in_lab(
     }
     let spool = journal.as_deref().map(JournalWriter::spool_dir);
     let mut last = Duration::ZERO;
+    // The drive stops on the user's stop or when the `rpm` test's draft run fails: its
+    // load is the test's, so the run could not measure anything more.
+    let abort = AtomicBool::new(false);
+    let mut rpm_failed = None;
     let drove = driver::drive(
         &cfg.target,
         plan,
         cfg.params.sample_interval,
         Duration::from_secs(10),
-        stop,
+        &abort,
         spool.as_deref(),
         |ev| match ev {
             DriveEvent::Tick(now) => {
+                if stop.load(Ordering::Relaxed) {
+                    abort.store(true, Ordering::Relaxed);
+                }
                 last = now;
                 cpu.tick(now, &plan.timeline);
                 if let Some(w) = &mut watch {
@@ -400,6 +419,13 @@ fn run_in_lab(
                 if let Some(j) = journal.as_deref_mut() {
                     j.output(&runner.name, output, last);
                 }
+                if runner.kind == RunnerKind::Rpm
+                    && !abort.load(Ordering::Relaxed)
+                    && let Err(why) = crate::rpm::read(output)
+                {
+                    rpm_failed = Some(why);
+                    abort.store(true, Ordering::Relaxed);
+                }
             }
         },
     )
@@ -410,6 +436,17 @@ fn run_in_lab(
     if let Some(w) = &mut watch {
         w.finish();
     }
+    if let Some(detail) = rpm_failed {
+        // Nothing half-written: no results file, and the journal goes (test.rs).
+        return Err(RunError::Rpm {
+            url: cfg.target.rpm_url(),
+            detail,
+        });
+    }
+    let drove = DriveResult {
+        interrupted: stop.load(Ordering::Relaxed),
+        ..drove
+    };
     if let Some(j) = journal {
         j.end(last, drove.interrupted);
     }
@@ -584,6 +621,8 @@ fn assemble(
     let mut flow_failures: Vec<serde_json::Value> = Vec::new();
     let mut flows_with_data = 0;
     let mut end_seen = Duration::ZERO;
+    // The `rpm` test's draft run and its child's spawn offset.
+    let mut draft = None;
     for r in &drove.runners {
         for o in &r.outputs {
             end_seen = end_seen.max(o.exited);
@@ -694,6 +733,23 @@ fn assemble(
                     ecn: (ecn != FlowEcnRecord::default()).then_some(ecn),
                 });
             }
+            RunnerKind::Rpm => match r.outputs.first().map(|o| (o.spawned, crate::rpm::read(o))) {
+                Some((spawned, Ok(rec))) => draft = Some((rec, spawned)),
+                other => {
+                    let why = match other {
+                        Some((_, Err(e))) => e,
+                        _ => "it did not start".to_owned(),
+                    };
+                    // Stopped by the user before it reported: the file says interrupted.
+                    if !drove.interrupted {
+                        return Err(RunError::Rpm {
+                            url: cfg.target.rpm_url(),
+                            detail: why,
+                        });
+                    }
+                    notes.push(format!("rpm: {why}"));
+                }
+            },
             RunnerKind::Probe(p) => {
                 let Some(o) = r.outputs.first() else { continue };
                 match collect::parse_ping(&o.stdout) {
@@ -722,10 +778,16 @@ fn assemble(
             first_flow_error.unwrap_or_else(|| "no output".into()),
         ));
     }
+    // The `rpm` test's phases follow the draft's runs (crate::rpm).
+    let timeline = match &mut draft {
+        Some((rec, spawned)) => crate::rpm::phases(&plan.timeline, rec, *spawned),
+        None => None,
+    }
+    .unwrap_or_else(|| plan.timeline.clone());
     let phases = if drove.interrupted {
-        cut_timeline(&plan.timeline, drove.stopped_at.unwrap_or(end_seen))
+        cut_timeline(&timeline, drove.stopped_at.unwrap_or(end_seen))
     } else {
-        plan.timeline.phases().to_vec()
+        timeline.phases().to_vec()
     };
     let raw = Raw {
         phases: phases.iter().map(PhaseRecord::from).collect(),
@@ -750,6 +812,7 @@ fn assemble(
         per_flow_cc,
     );
     meta.plan = Some(crate::meta::plan_record(&cfg.params, plan, &cfg.target));
+    meta.rpm = draft.map(|(rec, _)| rec);
     meta.extra.insert("cpu_utilisation".into(), json!(cpu));
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses

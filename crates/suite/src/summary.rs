@@ -10,6 +10,7 @@ use bloatlab_results::derived::{Derived, LatencyPhaseDerived};
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
     CongestionControlRecord, DelayKindRecord, DirectionRecord, IpFamilyRecord, PhaseKindRecord,
+    RpmRecord,
 };
 use bloatlab_stats::conditions::Severity;
 use bloatlab_stats::jain_fairness;
@@ -84,6 +85,84 @@ fn latency_table(out: &mut String, d: &Derived) {
         for p in &s.phases {
             let _ = writeln!(out, "{}", latency_row(&s.name, p));
         }
+    }
+}
+
+/// The `rpm` test: per loaded phase, the draft's RPM of the run that made it beside the
+/// probe RPM of each probe series in that phase, then the parts and capacities. The two
+/// measure different round trips (docs/tests.md, "rpm"), so both are named.
+fn rpm_section(out: &mut String, rec: &RpmRecord, d: Option<&Derived>) {
+    let _ = writeln!(
+        out,
+        "RPM (draft) = draft-ietf-ippm-responsiveness by bloatlab rpm {} ({}, {}, {}); \
+         probe RPM = 60000 / trimmed mean of the probes' round trips",
+        rec.config_url,
+        rec.protocol,
+        rec.tls.as_deref().unwrap_or("no TLS"),
+        rec.mode
+    );
+    let band = |v: Option<f64>, b: &Option<String>| match (v, b) {
+        (Some(v), Some(b)) => format!("{v:.0} ({b})"),
+        (Some(v), None) => format!("{v:.0}"),
+        _ => "-".into(),
+    };
+    for r in &rec.responsiveness {
+        let phase = r.phase.as_deref().unwrap_or(&r.run);
+        let probes: Vec<String> = d
+            .into_iter()
+            .flat_map(|d| &d.latency)
+            .filter(|s| s.kind == DelayKindRecord::Rtt)
+            .filter_map(|s| {
+                let p = s.phases.iter().find(|p| p.phase == phase)?;
+                Some(format!(
+                    "{} {}",
+                    s.name,
+                    p.probe_rpm.map_or("-".into(), |v| format!("{v:.0}"))
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  phase {phase}: RPM (draft) {}, confidence {}, P90 {}; probe RPM {}",
+            band(r.rpm, &r.band),
+            r.confidence,
+            band(r.p90_rpm, &r.p90_band),
+            if probes.is_empty() {
+                "-".to_owned()
+            } else {
+                probes.join(", ")
+            }
+        );
+        if let Some(t) = &r.trimmed {
+            let _ = writeln!(
+                out,
+                "    draft's parts (trimmed means, ms): tcp_f {} tls_f {} http_f {} http_l {}; \
+                 foreign {}, loaded {}; {} intervals, ended {}",
+                ms_ns(t.tcp_f_ns),
+                opt_ms(t.tls_f_ns),
+                ms_ns(t.http_f_ns),
+                ms_ns(t.http_l_ns),
+                band(r.foreign_rpm, &None),
+                band(r.loaded_rpm, &None),
+                r.intervals,
+                r.ended
+            );
+        }
+    }
+    let caps: Vec<String> = [("download", &rec.download), ("upload", &rec.upload)]
+        .into_iter()
+        .filter_map(|(dir, c)| {
+            let c = c.as_ref()?;
+            Some(format!(
+                "{dir} {} Mbit/s (confidence {}, {} connections)",
+                mbit(c.capacity_bps),
+                c.confidence,
+                c.connections
+            ))
+        })
+        .collect();
+    if !caps.is_empty() {
+        let _ = writeln!(out, "  draft's capacity: {}", caps.join(", "));
     }
 }
 
@@ -470,6 +549,9 @@ pub fn render(o: &RunOutcome) -> String {
             .collect();
         throughput_table(&mut out, d, &loaded, &retransmits, &families);
     }
+    if let Some(rec) = &m.rpm {
+        rpm_section(&mut out, rec, o.file.derived.as_ref());
+    }
     ecn_table(&mut out, &o.file.raw.throughput);
     if let Some(l) = load_cc_line(&m.congestion_control) {
         let _ = writeln!(out, "{l}");
@@ -578,6 +660,49 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_rpm_test_shows_the_drafts_rpm_beside_each_probe_series_rpm() {
+        use bloatlab_results::schema::RpmCapacityRecord;
+        // udp_be: 1 ms idle, 40 ms loaded (probe RPM 1500).
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::idle_then_loaded(ms(1), ms(40), ms(4000));
+        let mut meta = Metadata::new("rpm", vec![], jiff::Timestamp::UNIX_EPOCH);
+        let mut rec = crate::rpm::tests::record(vec![crate::rpm::tests::run(
+            "concurrent",
+            0.0,
+            3.0,
+            Some(812.4),
+        )]);
+        rec.responsiveness[0].phase = Some("loaded".into());
+        rec.download = Some(RpmCapacityRecord {
+            run: "concurrent".into(),
+            capacity_bps: 19_100_000,
+            confidence: "High".into(),
+            connections: 4,
+            saturated_at_interval: Some(3),
+        });
+        meta.rpm = Some(rec);
+        let file = ResultsFile::new(meta, raw).with_derived().unwrap();
+        let text = render(&outcome(file));
+        assert!(
+            text.contains(
+                "  phase loaded: RPM (draft) 812 (Good), confidence High, P90 406; \
+                 probe RPM udp_be 1500\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("RPM (draft) = draft-ietf-ippm-responsiveness"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "draft's capacity: download 19.10 Mbit/s (confidence High, 4 connections)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -171,3 +171,42 @@ pub fn rrul_like(queue: Queue) -> ResultsFile {
     };
     ResultsFile::new(meta, Raw::from_measurements(&timeline, &latency, &flows))
 }
+
+/// The smallest run with a queue: phases `idle` `[0, 1 s)` and `loaded` `[1 s, end)`,
+/// and a `udp_be` round-trip series of one probe every 100 ms up to `end`, each delayed
+/// `idle` before 1 s and `loaded` from then on; no flows. Exact figures to assert on:
+/// the loaded phase's probe RPM is `60000 / loaded in ms`.
+pub fn idle_then_loaded(idle: Duration, loaded: Duration, end: Duration) -> Raw {
+    use bloatlab_results::schema::{
+        DelayKindRecord, LatencyRecord, PhaseKindRecord, PhaseRecord, ProbeRecord,
+    };
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let (one, step) = (Duration::from_secs(1), Duration::from_millis(100));
+    let phase = |kind, name: &str, start_ns, end_ns| PhaseRecord {
+        kind,
+        name: name.into(),
+        start_ns,
+        end_ns,
+    };
+    let samples = (0..ns(end) / ns(step))
+        .map(|i| ProbeRecord {
+            sent_ns: i * ns(step),
+            delay_ns: Some(ns(if i * ns(step) < ns(one) { idle } else { loaded })),
+            duplicates: 0,
+            late: false,
+            unfinished: false,
+        })
+        .collect();
+    Raw {
+        phases: vec![
+            phase(PhaseKindRecord::Idle, "idle", 0, ns(one)),
+            phase(PhaseKindRecord::Loaded, "loaded", ns(one), ns(end)),
+        ],
+        latency: vec![LatencyRecord {
+            name: "udp_be".into(),
+            kind: DelayKindRecord::Rtt,
+            samples,
+        }],
+        throughput: Vec::new(),
+    }
+}

@@ -81,7 +81,7 @@ pub struct RpmArgs {
 }
 
 /// A duration with a unit (ms, s); a bare number is seconds.
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -421,16 +421,7 @@ pub fn run(args: RpmArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
-        let doc = serde_json::json!({
-            "format": "bloatlab-rpm",
-            "version": 1,
-        });
-        let mut v = serde_json::to_value(&rec).context("serialising the result")?;
-        if let (Some(obj), Some(head)) = (v.as_object_mut(), doc.as_object()) {
-            for (k, x) in head.iter().rev() {
-                obj.insert(k.clone(), x.clone());
-            }
-        }
+        let v = bloatlab_rpm::results::json_document(&rec).context("serialising the result")?;
         println!(
             "{}",
             serde_json::to_string(&v).context("serialising the result")?

@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::Context;
 use bloatlab_suite::ecn::EcnMode;
 use bloatlab_suite::journal::{self, JournalWriter};
-use bloatlab_suite::{RunConfig, RunError, RunOutcome, Target, TestName, TestParams, Tos};
+use bloatlab_suite::{
+    RpmClient, RunConfig, RunError, RunOutcome, Target, TestName, TestParams, Tos,
+};
 
 use crate::cmd::opts;
 use crate::exit;
@@ -22,7 +24,8 @@ use crate::exit;
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     /// Test to run (`--list` shows them): rrul, rrul_be, rrul46, tcp_upload, tcp_download,
-    /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip.
+    /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip,
+    /// rpm.
     #[arg(required_unless_present_any = ["list", "recover"])]
     pub name: Option<String>,
     /// Host running `bloatlab server`. Inside a lab (`lab exec`) it defaults to
@@ -98,12 +101,123 @@ pub struct TestArgs {
     /// A title stored in the results file.
     #[arg(long = "title")]
     pub title: Option<String>,
+    #[command(flatten)]
+    pub rpm: RpmTestArgs,
     /// List the available tests and exit.
     #[arg(long = "list")]
     pub list: bool,
     /// Skip the check that the server answers TCP and probes before the run.
     #[arg(long = "no-preflight", hide = true)]
     pub no_preflight: bool,
+}
+
+/// The `rpm` test's options: where the draft's server is and what its `bloatlab rpm`
+/// child is given (docs/tests.md, "rpm").
+#[derive(Debug, Default, clap::Args)]
+pub struct RpmTestArgs {
+    /// rpm: the server's config URL (https://HOST:PORT/.well-known/nq) or HOST[:PORT], as
+    /// `bloatlab rpm` takes it. Default: https://HOST:8443/.well-known/nq.
+    #[arg(
+        id = "rpm_url",
+        long = "rpm-url",
+        value_name = "URL",
+        conflicts_with = "rpm_port"
+    )]
+    pub url: Option<String>,
+    /// rpm: the HTTPS port of `bloatlab server --https PORT` on HOST (default 8443).
+    #[arg(id = "rpm_port", long = "rpm-port", value_name = "PORT")]
+    pub port: Option<u16>,
+    /// rpm: accept any certificate.
+    #[arg(long = "insecure", group = "rpm_trust")]
+    pub insecure: bool,
+    /// rpm: trust only the CA certificates in this PEM file.
+    #[arg(long = "ca", value_name = "FILE", group = "rpm_trust")]
+    pub ca: Option<PathBuf>,
+    /// rpm: trust exactly the certificate with this SHA-256 fingerprint (as `bloatlab
+    /// server --https` prints it).
+    #[arg(long = "fingerprint", value_name = "SHA256", group = "rpm_trust")]
+    pub fingerprint: Option<String>,
+    /// rpm: download, then upload, each with its own RPM (phases `download` and `upload`).
+    #[arg(long = "sequential")]
+    pub sequential: bool,
+    /// rpm: the draft's MNP, most load connections per direction (default 16).
+    #[arg(long = "max-connections", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub max_connections: Option<u16>,
+    /// rpm: the draft's ID, the interval of its stability checks (default 5s; 1s as
+    /// networkQuality).
+    #[arg(id = "rpm_interval", long = "rpm-interval", value_name = "D", value_parser = crate::cmd::rpm::duration)]
+    pub interval: Option<Duration>,
+    /// rpm: HTTP/1.1 instead of HTTP/2.
+    #[arg(long = "h1")]
+    pub h1: bool,
+}
+
+impl RpmTestArgs {
+    /// The `bloatlab rpm` child's URL and options; exit 2 for a bad value, or for an
+    /// option given to a test other than `rpm`.
+    fn client(&self, test: TestName) -> anyhow::Result<RpmClient> {
+        let mut options: Vec<String> = Vec::new();
+        let mut given: Vec<&str> = Vec::new();
+        let mut flag = |on: bool, name: &'static str| {
+            if on {
+                options.push(name.into());
+                given.push(name);
+            }
+        };
+        flag(self.insecure, "--insecure");
+        flag(self.sequential, "--sequential");
+        flag(self.h1, "--h1");
+        if let Some(ca) = &self.ca {
+            if !ca.is_file() {
+                return Err(exit::usage(format!(
+                    "--ca {}: no such file (a PEM file of CA certificates)",
+                    ca.display()
+                )));
+            }
+            options.extend(["--ca".into(), ca.display().to_string()]);
+            given.push("--ca");
+        }
+        if let Some(fp) = &self.fingerprint {
+            bloatlab_rpm::client::tls::normalize_fingerprint(fp)
+                .map_err(|e| exit::usage(format!("--fingerprint: {e}")))?;
+            options.extend(["--fingerprint".into(), fp.clone()]);
+            given.push("--fingerprint");
+        }
+        if let Some(n) = self.max_connections {
+            options.extend(["--max-connections".into(), n.to_string()]);
+            given.push("--max-connections");
+        }
+        if let Some(d) = self.interval {
+            options.extend(["--interval".into(), format!("{}ms", d.as_millis().max(1))]);
+            given.push("--rpm-interval");
+        }
+        let url = match &self.url {
+            Some(u) => {
+                given.push("--rpm-url");
+                let uri = bloatlab_rpm::config::config_url(u)
+                    .map_err(|e| exit::usage(format!("--rpm-url: {e}")))?;
+                Some(uri.to_string())
+            }
+            None => None,
+        };
+        if self.port.is_some() {
+            given.push("--rpm-port");
+        }
+        if test != TestName::Rpm && !given.is_empty() {
+            return Err(exit::usage(format!(
+                "{} {} for the rpm test (the draft's responsiveness run); {test} does not run it",
+                given.join(", "),
+                if given.len() > 1 { "are" } else { "is" }
+            )));
+        }
+        Ok(RpmClient {
+            url,
+            port: self
+                .port
+                .unwrap_or(bloatlab_suite::driver::DEFAULT_RPM_PORT),
+            options,
+        })
+    }
 }
 
 fn ecn_mode(s: &str) -> Result<EcnMode, String> {
@@ -171,6 +285,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     };
     let params = args.params();
     bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
+    let rpm = args.rpm.client(test)?;
     let (host, host6) = endpoints(test, host, args.v6.as_deref())?;
     // Check the output path before any traffic: an unwritable directory must not
     // cost a whole run (issue 11).
@@ -190,6 +305,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             port: args.port,
             permit_key: args.permit_key.clone(),
             ecn_fwmark: None,
+            rpm,
         },
         command_line: redact_key(std::env::args()),
         title: args.title.clone(),
@@ -596,6 +712,67 @@ mod tests {
         assert_eq!(
             endpoints(TestName::Rrul46, "10.0.0.2".into(), Some("[fd00::2]")).unwrap(),
             ("10.0.0.2".into(), Some("fd00::2".into()))
+        );
+    }
+
+    #[test]
+    fn rpm_options_reach_the_drafts_client_and_only_the_rpm_test_takes_them() {
+        let a = parse(&["rpm", "10.0.0.2"]).unwrap();
+        let c = a.rpm.client(TestName::Rpm).unwrap();
+        assert_eq!(
+            c,
+            RpmClient {
+                url: None,
+                port: 8443,
+                options: vec![]
+            }
+        );
+        let a = parse(&[
+            "rpm",
+            "10.0.0.2",
+            "--rpm-port",
+            "9443",
+            "--insecure",
+            "--sequential",
+            "--max-connections",
+            "4",
+            "--rpm-interval",
+            "1s",
+            "--h1",
+        ])
+        .unwrap();
+        let c = a.rpm.client(TestName::Rpm).unwrap();
+        assert_eq!(c.port, 9443);
+        assert_eq!(
+            c.options.join(" "),
+            "--insecure --sequential --h1 --max-connections 4 --interval 1000ms"
+        );
+        let a = parse(&["rpm", "h", "--rpm-url", "nq.example:4443"]).unwrap();
+        assert_eq!(
+            a.rpm.client(TestName::Rpm).unwrap().url.as_deref(),
+            Some("https://nq.example:4443/.well-known/nq")
+        );
+        // Refused: both a URL and a port, two trusts, a bad fingerprint, a missing CA
+        // file, a bad URL, and rpm options on another test.
+        assert!(parse(&["rpm", "h", "--rpm-url", "x", "--rpm-port", "1"]).is_err());
+        assert!(parse(&["rpm", "h", "--insecure", "--fingerprint", "AB"]).is_err());
+        assert!(parse(&["rpm", "h", "--max-connections", "0"]).is_err());
+        let client = |argv: &[&str], t| parse(argv).unwrap().rpm.client(t).unwrap_err().to_string();
+        assert!(
+            client(&["rpm", "h", "--fingerprint", "AB:CD"], TestName::Rpm)
+                .contains("--fingerprint")
+        );
+        assert!(client(&["rpm", "h", "--ca", "/nonexistent.pem"], TestName::Rpm).contains("--ca"));
+        assert!(
+            client(&["rpm", "h", "--rpm-url", "ftp://h/"], TestName::Rpm).contains("--rpm-url")
+        );
+        let e = client(
+            &["rrul", "h", "--insecure", "--rpm-port", "1"],
+            TestName::Rrul,
+        );
+        assert!(
+            e.contains("--insecure, --rpm-port are for the rpm test"),
+            "{e}"
         );
     }
 

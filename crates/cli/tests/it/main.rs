@@ -39,4 +39,5 @@ mod suite_clean_phases;
 mod suite_demo;
 mod suite_download_sender;
 mod suite_test;
+mod test_rpm;
 mod tune_lab;

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::LabGuard;
-use crate::harness::{BIN, Listen, Proc, READY, load, stderr, stdout, tempdir};
+use crate::harness::{BIN, Listen, Proc, https_url_and_fingerprint, load, stderr, stdout, tempdir};
 
 /// `bloatlab server --no-iperf --https 0 -B 127.0.0.1 EXTRA...`: the guard, its base URL
 /// and the fingerprint it printed.
@@ -19,21 +19,7 @@ fn https_server(extra: &[&str]) -> (Proc, String, String) {
     let mut args = vec!["server", "--no-iperf", "--https", "0", "-B", "127.0.0.1"];
     args.extend_from_slice(extra);
     let p = Proc::bloatlab(&args);
-    let out = p.wait_out("the HTTPS URL and fingerprint", READY, |s| {
-        s.contains("https://") && s.contains("fingerprint")
-    });
-    let url = out
-        .split_whitespace()
-        .find(|w| w.starts_with("https://"))
-        .unwrap()
-        .trim_end_matches("/.well-known/nq")
-        .to_owned();
-    let fp = out
-        .lines()
-        .find(|l| l.contains("fingerprint"))
-        .and_then(|l| l.split_whitespace().last())
-        .unwrap()
-        .to_owned();
+    let (url, fp) = https_url_and_fingerprint(&p);
     (p, url, fp)
 }
 
@@ -153,7 +139,10 @@ fn h2_against_our_server_pinned_by_fingerprint_json_and_report() {
     assert!(r.status.success(), "{}{}", stdout(&r), stderr(&r));
     let text = stdout(&r);
     assert!(text.contains("responsiveness (bloatlab rpm)"), "{text}");
-    assert!(text.contains("concurrent RPM (trimmed mean)"), "{text}");
+    assert!(
+        text.contains("concurrent RPM (draft, trimmed mean)"),
+        "{text}"
+    );
     assert!(
         text.contains("http_l (rtt)") && text.contains("probe RPM"),
         "{text}"

@@ -29,7 +29,8 @@
 //!     "p90":     { same, 90th percentiles } | null,
 //!     "samples": {"tcp_f": 120, "tls_f": 120, "http_f": 120, "http_l": 118},
 //!     "failed_probes": {"foreign": 0, "self": 0},
-//!     "rpm_series": [ {"interval": 3, "end_ns": …, "rpm": 230.1 | null} ]
+//!     "rpm_series": [ {"interval": 3, "end_ns": …, "rpm": 230.1 | null} ],
+//!     "phase": "loaded"                       bloatlab test rpm only: the test's phase
 //!   } ],
 //!   "elapsed_ns": 41230000000
 //! }
@@ -204,4 +205,10 @@ pub struct RpmResponsivenessRecord {
     /// The responsiveness stage, interval by interval.
     #[serde(default)]
     pub rpm_series: Vec<RpmIntervalRecord>,
+    /// `bloatlab test rpm`: the test's phase this run was (`loaded`, or `download` and
+    /// `upload` with `--sequential`), whose probe series' `probe_rpm` sits beside this
+    /// `rpm` in `derived.latency`. Omitted by `bloatlab rpm` (its phases are named after
+    /// the runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }

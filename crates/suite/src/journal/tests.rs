@@ -25,6 +25,7 @@ fn cfg() -> RunConfig {
             host6: None,
             port: 5999,
             ecn_fwmark: None,
+            rpm: Default::default(),
             permit_key: Some("not journaled".into()),
         },
         command_line: vec!["bloatlab".into(), "test".into()],

@@ -140,3 +140,25 @@ pub fn openssl_self_signed(
         .expect("openssl is installed (scripts/setup.sh)");
     assert!(o.status.success(), "openssl req: {}", stderr(&o));
 }
+
+/// What `bloatlab server --https` printed once it listens: its base URL
+/// (`https://ADDR:PORT`, without the config path) and its certificate's SHA-256
+/// fingerprint.
+pub fn https_url_and_fingerprint(server: &Proc) -> (String, String) {
+    let out = server.wait_out("the HTTPS URL and fingerprint", READY, |s| {
+        s.contains("https://") && s.contains("fingerprint")
+    });
+    let url = out
+        .split_whitespace()
+        .find(|w| w.starts_with("https://"))
+        .unwrap()
+        .trim_end_matches("/.well-known/nq")
+        .to_owned();
+    let fp = out
+        .lines()
+        .find(|l| l.contains("fingerprint"))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap()
+        .to_owned();
+    (url, fp)
+}
