@@ -8,7 +8,7 @@
 use bloatlab_testkit::tier;
 
 use crate::harness::lab::*;
-use crate::harness::{load, tempdir};
+use crate::harness::{free_port, load, tempdir};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -40,13 +40,6 @@ impl Drop for Daemons {
             let _ = c.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn missing_programs() -> Vec<&'static str> {

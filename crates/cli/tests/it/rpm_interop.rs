@@ -142,20 +142,23 @@ fn mach_measures_our_server_and_nginx_alike_through_a_deep_fifo() {
 
     assert_physics("mach vs bloatlab server", &on_ours, true);
     assert_physics("mach vs nginx", &on_nginx, false);
-    // The same client through the same link sees the same capacity from
-    // either server. (RPM may differ: nginx does not set TCP_NOTSENT_LOWAT,
-    // so a self probe also waits behind nginx's own socket buffer.)
-    for (dir, a, b) in [
-        ("download", on_ours.download, on_nginx.download),
-        ("upload", on_ours.upload, on_nginx.upload),
-    ] {
-        assert!(
-            agree(a.throughput_bps, b.throughput_bps, 0.10),
-            "{dir}: {:.2} Mbit/s from ours, {:.2} from nginx",
-            a.throughput_bps / 1e6,
-            b.throughput_bps / 1e6
-        );
-    }
+    // The same client through the same link sees the same download
+    // capacity from either server. (RPM may differ: nginx does not set
+    // TCP_NOTSENT_LOWAT, so a self probe also waits behind nginx's own
+    // socket buffer.) The upload is not compared: mach counts upload bytes
+    // as its HTTP/2 body hands them over (see `assert_physics`), so its
+    // figure includes whatever each server lets it put in flight (HTTP/2
+    // flow-control windows and socket buffers differ between the two), and
+    // both figures are above what the link can carry: 27.8 (ours) and
+    // 30.9 Mbit/s (nginx) on a 19.3 Mbit/s link in one CI run, 11 % apart.
+    // The bytes our server actually received are checked below.
+    let (a, b) = (on_ours.download, on_nginx.download);
+    assert!(
+        agree(a.throughput_bps, b.throughput_bps, 0.10),
+        "download: {:.2} Mbit/s from ours, {:.2} from nginx",
+        a.throughput_bps / 1e6,
+        b.throughput_bps / 1e6
+    );
 
     // Our server saw mach: its config fetch, the probes, the bytes.
     let st = stop_http_server(ours);

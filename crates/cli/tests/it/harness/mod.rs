@@ -4,7 +4,7 @@
 //!   drained by threads (so a chatty child never blocks on a full pipe), with readiness
 //!   checks: wait for a line ([`Proc::wait_out`]) or for a listening port
 //!   ([`Proc::wait_listening`]) instead of sleeping a fixed time.
-//! * [`free_port`]: a loopback port free for TCP and UDP alike.
+//! * [`free_port`]: a port free for TCP and UDP alike, outside the ephemeral range.
 //! * [`tempdir`]: a fresh directory (`tempfile`), removed when the guard drops.
 //! * [`lab`]: labs brought up for a test and always torn down.
 //! * [`load`]: the load lock. Cargo used to run each test file as its own binary, one
@@ -28,16 +28,62 @@ use std::time::{Duration, Instant};
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_bloatlab");
 
-/// A loopback port free for both TCP and UDP right now (servers listen on both: TCP
-/// flows and UDP latency probes share the port).
+/// A port free for both TCP and UDP right now (servers listen on both: TCP
+/// flows and UDP latency probes share the port), and one the kernel will not
+/// hand to a client socket meanwhile.
+///
+/// Why not port 0: the kernel's answer is an ephemeral port, and CI runs
+/// tests side by side whose clients open thousands of connections (the
+/// attack tests). A client's connect() can take the port between this
+/// function and the server's bind(), and the server then exits with
+/// EADDRINUSE while `wait_listening` sees someone else's socket. So the
+/// ports come from below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`), which connect() never picks, each one
+/// once per test binary.
 pub fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral TCP port");
-        let port = t.local_addr().expect("local address").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (lo, hi) = test_port_range();
+    let span = u32::from(hi - lo);
+    // Start where another test binary running now is unlikely to be.
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = lo + ((start + k) % span) as u16;
+        if bindable(port) {
             return port;
         }
     }
+    panic!("no free port in {lo}..{hi} for TCP and UDP");
+}
+
+/// The ports [`free_port`] hands out: from 10000 up to the start of the
+/// ephemeral range (at most 32768, Linux's default start).
+fn test_port_range() -> (u16, u16) {
+    const LOW: u16 = 10_000;
+    let start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768)
+        .min(32_768);
+    assert!(
+        start >= LOW + 1_000,
+        "net.ipv4.ip_local_port_range starts at {start}: too low to keep test servers' ports \
+         (from {LOW}) out of the clients' ephemeral ports"
+    );
+    (LOW, start)
+}
+
+/// Whether a server could bind `port` on every address, TCP and UDP (IPv6
+/// only where the host has it).
+fn bindable(port: u16) -> bool {
+    let v6_free = |r: std::io::Result<()>| {
+        r.is_ok() || r.is_err_and(|e| e.kind() != std::io::ErrorKind::AddrInUse)
+    };
+    TcpListener::bind(("0.0.0.0", port)).is_ok()
+        && UdpSocket::bind(("0.0.0.0", port)).is_ok()
+        && v6_free(TcpListener::bind(("::", port)).map(drop))
+        && v6_free(UdpSocket::bind(("::", port)).map(drop))
 }
 
 /// A fresh directory under the system temp dir, removed with everything in it when the
