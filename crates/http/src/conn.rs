@@ -1,18 +1,26 @@
 //! One accepted connection: socket options, the TLS handshake, HTTP/1.1 or
 //! HTTP/2 (by ALPN, or by the HTTP/2 preface on plain TCP: h2c with prior
-//! knowledge), and the three things that end it besides the peer:
+//! knowledge), and the things that end it besides the peer:
 //! `--max-duration` since accept, `--idle-timeout` without a byte moving,
-//! and the short life of a refused (429) connection.
+//! the short life of a refused (429) connection, and the handshake and
+//! request-head deadlines, which this driver only carries out: when they run
+//! and which one passed is decided by [`crate::deadlines`].
 
+use crate::body::Payload;
+use crate::deadlines::{Cut, Deadlines, Proto};
 use crate::routes::{self, ConnInfo};
 use crate::service::Shared;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use std::convert::Infallible;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -68,28 +76,66 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
     };
     let born = Instant::now();
     let activity = Arc::new(Activity::new(born));
-    if let Some(acceptor) = shared.tls.clone().filter(|_| tls) {
-        let handshake = tokio::time::timeout(caps.header_timeout, acceptor.accept(stream));
-        match handshake.await {
-            Ok(Ok(s)) => {
-                let io = Tracked::new(s, Arc::clone(&activity));
-                run(
-                    io,
-                    shared,
-                    info,
-                    admit,
-                    lifetime.saturating_sub(born.elapsed()),
-                    activity,
-                )
-                .await
-            }
-            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake: {e}"),
-            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-        }
-    } else {
+    let tls = shared.tls.clone().filter(|_| tls);
+    let deadlines = Arc::new(Mutex::new(Deadlines::new(
+        born,
+        caps.deadlines,
+        tls.is_some(),
+    )));
+    let Some(acceptor) = tls else {
         let io = Tracked::new(stream, Arc::clone(&activity));
-        run(io, shared, info, admit, lifetime, activity).await
+        return run(io, shared, info, admit, lifetime, activity, deadlines).await;
+    };
+    tokio::select! {
+        r = acceptor.accept(stream) => match r {
+            Ok(s) => {
+                lock(&deadlines).handshake_done(Instant::now());
+                let io = Tracked::new(s, Arc::clone(&activity));
+                let left = lifetime.saturating_sub(born.elapsed());
+                run(io, shared, info, admit, left, activity, deadlines).await
+            }
+            Err(e) => tracing::debug!(%peer, "TLS handshake: {e}"),
+        },
+        cut = passed(&deadlines) => count(&shared, peer, cut),
+        // A refused connection's 5 s (or a --max-duration shorter than the
+        // handshake deadline) bound the handshake too.
+        _ = tokio::time::sleep(lifetime) => {
+            tracing::debug!(%peer, "connection reached its time limit in the TLS handshake");
+        }
     }
+}
+
+/// Locks a connection's deadlines. Each update is one step, so the state
+/// stays sound even if a task panicked while holding the lock.
+fn lock(d: &Mutex<Deadlines>) -> MutexGuard<'_, Deadlines> {
+    d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Resolves once the core says a deadline has passed, with which one; never
+/// while none runs. The deadline may move (a request comes, a response
+/// ends) while this sleeps: callers that can move it create this future
+/// anew on a short tick, so a wait that starts is seen within that tick.
+async fn passed(d: &Mutex<Deadlines>) -> Cut {
+    loop {
+        let next = lock(d).next();
+        match next {
+            Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending::<()>().await,
+        }
+        if let Some(cut) = lock(d).check(Instant::now()) {
+            return cut;
+        }
+    }
+}
+
+/// Counts a connection cut by a deadline, under its reason.
+fn count(shared: &Shared, peer: SocketAddr, cut: Cut) {
+    let n = match cut {
+        Cut::Handshake => &shared.stats.cut_handshake,
+        Cut::RequestHead => &shared.stats.cut_request_head,
+    };
+    n.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(%peer, "connection cut: {cut}");
 }
 
 async fn run<S>(
@@ -99,6 +145,7 @@ async fn run<S>(
     admit: Admit,
     lifetime: Duration,
     activity: Arc<Activity>,
+    deadlines: Arc<Mutex<Deadlines>>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -107,7 +154,9 @@ async fn run<S>(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(caps.header_timeout)
+        // Ours (crate::deadlines) instead, counted; hyper's would also
+        // default to 30 s once a timer is set.
+        .header_read_timeout(None)
         .keep_alive(true);
     builder
         .http2()
@@ -122,14 +171,25 @@ async fn run<S>(
         Admit::Refused(why) => (None, Some(why)),
     };
     let shared2 = Arc::clone(&shared);
-    let svc = service_fn(move |req| {
+    let deadlines2 = Arc::clone(&deadlines);
+    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let shared = Arc::clone(&shared2);
         let why = why.clone();
+        let proto = if req.version() == hyper::Version::HTTP_2 {
+            Proto::Http2
+        } else {
+            Proto::Http1
+        };
+        lock(&deadlines2).request_started(Instant::now(), proto);
+        // Made before the handler runs: a handler dropped half-way (the
+        // connection ended) still reports the request done.
+        let done = Done(Arc::clone(&deadlines2));
         async move {
-            match why {
+            let r = match why {
                 None => routes::handle(req, shared, info).await,
                 Some(why) => routes::refuse(req, shared, why).await,
-            }
+            };
+            r.map(|r| r.map(|inner| Watched { inner, _done: done }))
         }
     });
     let conn = builder.serve_connection(io, svc);
@@ -149,6 +209,12 @@ async fn run<S>(
                 tracing::debug!(peer = %info.peer, "connection reached its time limit");
                 break;
             }
+            // Made anew at every pass of the loop (at least every tick),
+            // so a deadline that starts while none ran is seen.
+            cut = passed(&deadlines) => {
+                count(&shared, info.peer, cut);
+                break;
+            }
             _ = tick.tick() => {
                 if activity.idle_for() >= caps.idle_timeout {
                     tracing::debug!(peer = %info.peer, "connection idle too long");
@@ -160,6 +226,44 @@ async fn run<S>(
     // Dropping `conn` closes the socket (an abortive end for a body in flight:
     // the client sees its download or upload cut, as the caps mean).
     drop(slot);
+}
+
+/// Tells the deadlines a request is done when dropped: with its response
+/// body, which hyper drops once the body is sent or the connection ends.
+#[derive(Debug)]
+struct Done(Arc<Mutex<Deadlines>>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        lock(&self.0).request_finished(Instant::now());
+    }
+}
+
+/// A response body carrying its request's [`Done`].
+#[derive(Debug)]
+struct Watched {
+    inner: Payload,
+    _done: Done,
+}
+
+impl Body for Watched {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// When bytes last moved on a connection, for the idle timeout.

@@ -8,7 +8,8 @@
 //!   object, a 1-byte object and an upload sink that discards.
 //! * The server's caps ([`Caps`]): connections in all and per source (over
 //!   them: `429` with `Retry-After`), a lifetime per connection
-//!   (`--max-duration`), an idle timeout, rate caps as budgets per source
+//!   (`--max-duration`), an idle timeout, deadlines for the TLS handshake
+//!   and the request heads ([`deadlines`]), rate caps as budgets per source
 //!   and in all ([`budget`]), `--max-bytes` per request, `--permit-key`.
 //! * `TCP_NOTSENT_LOWAT` on every test connection ([`conn::NOTSENT_LOWAT`]).
 //!
@@ -22,6 +23,7 @@ pub mod body;
 pub mod budget;
 pub mod caps;
 pub mod conn;
+pub mod deadlines;
 pub mod error;
 pub mod routes;
 pub mod service;

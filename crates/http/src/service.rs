@@ -28,9 +28,10 @@ pub struct Caps {
     pub max_duration: Duration,
     /// `--idle-timeout`: a connection without a byte moving this long ends.
     pub idle_timeout: Duration,
-    /// `--header-timeout`: the TLS handshake and each HTTP/1.1 request head
-    /// must arrive within it.
-    pub header_timeout: Duration,
+    /// `--handshake-timeout` and `--http-header-timeout`: the TLS handshake
+    /// and the request heads must arrive within them ([`crate::deadlines`]).
+    /// Not the iperf service's `--header-timeout`: see there why.
+    pub deadlines: crate::deadlines::Limits,
     /// `--max-reverse-rate` and `--max-total-reverse-rate` (per source, in
     /// all): the large-object bytes of all connections from one source are
     /// held to the first rate, those of all sources together to the second

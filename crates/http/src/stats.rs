@@ -23,6 +23,11 @@ pub struct Stats {
     /// Most admitted connections open at once (never above
     /// `--max-connections`).
     pub peak_open: AtomicU64,
+    /// Connections (admitted or refused) cut because their TLS handshake
+    /// missed `--handshake-timeout`.
+    pub cut_handshake: AtomicU64,
+    /// Connections cut because a request head missed `--http-header-timeout`.
+    pub cut_request_head: AtomicU64,
 }
 
 /// A copy of [`Stats`] at one moment.
@@ -35,6 +40,8 @@ pub struct StatsSnapshot {
     pub uploaded: u64,
     pub lowat_set: u64,
     pub peak_open: u64,
+    pub cut_handshake: u64,
+    pub cut_request_head: u64,
 }
 
 impl Stats {
@@ -48,23 +55,30 @@ impl Stats {
             uploaded: g(&self.uploaded),
             lowat_set: g(&self.lowat_set),
             peak_open: g(&self.peak_open),
+            cut_handshake: g(&self.cut_handshake),
+            cut_request_head: g(&self.cut_request_head),
         }
     }
 }
 
 impl std::fmt::Display for StatsSnapshot {
-    /// The line `bloatlab server --no-iperf` prints when it stops.
+    /// The line `bloatlab server --no-iperf` prints when it stops. The
+    /// integration tests read its numbers in this order
+    /// (`harness::stop_http_server`): append, never reorder.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "HTTP service: {} connections accepted, {} refused, at most {} open at once, \
-             {} requests, {} bytes sent, {} bytes received",
+             {} requests, {} bytes sent, {} bytes received, \
+             {} cut at the handshake deadline, {} cut at the request head deadline",
             self.accepted,
             self.refused,
             self.peak_open,
             self.requests,
             self.downloaded,
-            self.uploaded
+            self.uploaded,
+            self.cut_handshake,
+            self.cut_request_head
         )
     }
 }

@@ -22,7 +22,7 @@ fn caps() -> Caps {
         max_per_source: 16,
         max_duration: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
-        header_timeout: Duration::from_secs(4),
+        deadlines: crate::deadlines::Limits::default(),
         download_rate: None,
         upload_rate: None,
         max_bytes: bloatlab_units::Bytes(1 << 40),

@@ -351,7 +351,7 @@ fn a_certificate_that_does_not_match_is_refused() {
             max_per_source: 64,
             max_duration: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
-            header_timeout: Duration::from_secs(4),
+            deadlines: bloatlab_http::deadlines::Limits::default(),
             download_rate: None,
             upload_rate: None,
             max_bytes: bloatlab_units::Bytes(1 << 40),

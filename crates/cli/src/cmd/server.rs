@@ -16,9 +16,22 @@ pub struct ServerArgs {
     /// Exit after one test (all of its -P streams).
     #[arg(short = '1', long = "one-off")]
     pub one_off: bool,
-    /// Seconds to wait for a client's test header before dropping it.
+    /// Seconds to wait for a client's test header before dropping it (the
+    /// iperf-compatible service only; the HTTP service has --http-header-timeout).
     #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
     pub header_timeout: Duration,
+    /// --https: seconds from accept to a finished TLS handshake before the
+    /// connection is cut (a handshake through a loaded, bloated link needs
+    /// several of its long round trips).
+    #[arg(long = "handshake-timeout", value_name = "S", default_value = "15",
+          value_parser = opts::positive_seconds)]
+    pub handshake_timeout: Duration,
+    /// --http / --https: seconds to wait for a request head (the first one after
+    /// accept or the TLS handshake; on HTTP/1.1 each next one after a response)
+    /// before the connection is cut. --header-timeout never applies here.
+    #[arg(long = "http-header-timeout", value_name = "S", default_value = "10",
+          value_parser = opts::positive_seconds)]
+    pub http_header_timeout: Duration,
     /// Refuse tests that make this server send (-R, --full-duplex), TCP and UDP:
     /// a UDP -R request from a spoofed address would aim our traffic at a third party.
     #[arg(long = "no-reverse")]
@@ -346,6 +359,36 @@ mod tests {
             &["t", "--tls-cert", "c", "--tls-key", "k"],
         ] {
             assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn http_deadlines_default_apart_from_the_iperf_header_timeout_and_must_be_positive() {
+        let a = T::try_parse_from(["t", "--header-timeout", "30"])
+            .unwrap()
+            .a;
+        // --header-timeout is the iperf service's only.
+        assert_eq!(a.header_timeout, Duration::from_secs(30));
+        assert_eq!(a.handshake_timeout, Duration::from_secs(15));
+        assert_eq!(a.http_header_timeout, Duration::from_secs(10));
+        let a = T::try_parse_from([
+            "t",
+            "--handshake-timeout",
+            "1",
+            "--http-header-timeout",
+            "0.5",
+        ])
+        .unwrap()
+        .a;
+        assert_eq!(a.handshake_timeout, Duration::from_secs(1));
+        assert_eq!(a.http_header_timeout, Duration::from_millis(500));
+        for flag in ["--handshake-timeout", "--http-header-timeout"] {
+            for bad in ["0", "-1", "x", "1e300"] {
+                let arg = format!("{flag}={bad}");
+                let e = T::try_parse_from(["t", &arg]).unwrap_err();
+                assert_eq!(e.exit_code(), 2, "{flag} {bad}");
+                assert!(e.to_string().contains(flag), "{e}");
+            }
         }
     }
 

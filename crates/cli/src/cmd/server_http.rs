@@ -31,7 +31,12 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             max_per_source: cfg.max_per_source,
             max_duration: cfg.limits.max_duration,
             idle_timeout: cfg.idle_timeout,
-            header_timeout: cfg.header_timeout,
+            // Not cfg.header_timeout: the iperf header's 4 s would cut TLS
+            // handshakes through the loaded links RPM measures (docs/http.md).
+            deadlines: bloatlab_http::deadlines::Limits {
+                handshake: args.handshake_timeout,
+                request_head: args.http_header_timeout,
+            },
             download_rate: cfg.limits.send_budget(),
             upload_rate: cfg.limits.receive_budget(),
             max_bytes: cfg.limits.max_bytes,

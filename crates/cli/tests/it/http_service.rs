@@ -13,7 +13,7 @@ use crate::harness::{BIN, Proc, READY, free_port, openssl_self_signed, stderr, s
 
 /// Starts `bloatlab server ARGS -B 127.0.0.1` and returns it with the URLs it
 /// printed (`http` and `https`, port 0 picks free ones).
-fn server(args: &[&str]) -> (Proc, Option<String>, Option<String>) {
+pub(crate) fn server(args: &[&str]) -> (Proc, Option<String>, Option<String>) {
     let mut all = vec!["server", "-B", "127.0.0.1"];
     all.extend_from_slice(args);
     let p = Proc::bloatlab(&all);
@@ -31,7 +31,7 @@ fn server(args: &[&str]) -> (Proc, Option<String>, Option<String>) {
     (p, h, s)
 }
 
-fn curl(args: &[&str]) -> Output {
+pub(crate) fn curl(args: &[&str]) -> Output {
     Command::new("curl")
         .args(["-sS", "--max-time", "20"])
         .args(args)

@@ -11,6 +11,7 @@ mod harness;
 
 mod attacks;
 mod attacks_caps;
+mod attacks_http;
 mod attacks_more;
 mod attacks_reflection;
 mod engine_tcp;

@@ -128,6 +128,10 @@ pub struct HttpStats {
     pub requests: u64,
     pub sent: u64,
     pub received: u64,
+    /// Connections cut at `--handshake-timeout`.
+    pub cut_handshake: u64,
+    /// Connections cut at `--http-header-timeout`.
+    pub cut_request_head: u64,
 }
 
 /// Stops a `bloatlab server --no-iperf` with SIGTERM (by its PID), asserts
@@ -146,7 +150,7 @@ pub fn stop_http_server(mut server: Proc) -> HttpStats {
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    assert_eq!(n.len(), 6, "{line}");
+    assert_eq!(n.len(), 8, "{line}");
     HttpStats {
         accepted: n[0],
         refused: n[1],
@@ -154,6 +158,8 @@ pub fn stop_http_server(mut server: Proc) -> HttpStats {
         requests: n[3],
         sent: n[4],
         received: n[5],
+        cut_handshake: n[6],
+        cut_request_head: n[7],
     }
 }
 

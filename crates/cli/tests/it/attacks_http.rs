@@ -1,0 +1,135 @@
+//! The HTTP service against clients that hold connections half-open (issue 20):
+//! a TCP connection to --https that never starts its TLS handshake is cut at
+//! `--handshake-timeout`, one to --http that sends part of a request head (or
+//! nothing more after a response) at `--http-header-timeout`, each counted in
+//! the statistics line under its own reason, while clients that keep to the
+//! deadlines are served. The deadlines' logic is unit-tested in
+//! crates/http/src/deadlines.rs; these tests guard the flags and the wiring.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::harness::{stdout, stop_http_server};
+use crate::http_service::{curl, server};
+
+/// Reads `s` until the server closes it; how long after `t0` that was, and
+/// what was read. Panics if the server keeps it open 10 s.
+fn closed_after(s: &mut TcpStream, t0: Instant) -> (Duration, String) {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("still open after 10 s; read {got:?}")
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // A reset is a close too.
+            Err(_) => break,
+        }
+    }
+    (t0.elapsed(), String::from_utf8_lossy(&got).into_owned())
+}
+
+/// About `want` after `t0`: not before (the server's clock starts at accept,
+/// after our connect) and not much later (the 250 ms loop tick, a busy machine).
+fn assert_near(took: Duration, want: Duration, what: &str) {
+    assert!(
+        took >= want - Duration::from_millis(100) && took < want + Duration::from_millis(2500),
+        "{what}: closed after {took:?}, the deadline was {want:?}"
+    );
+}
+
+#[test]
+fn a_silent_client_on_https_is_cut_at_the_handshake_deadline_and_counted() {
+    // The head deadline (10 s by default) is far from the handshake's: the cut at
+    // 1 s can only be the handshake deadline (before issue 20 it was
+    // --header-timeout's 4 s).
+    let (p, _, https) = server(&["--no-iperf", "--https", "0", "--handshake-timeout", "1"]);
+    let base = https.unwrap();
+    let hostport = base.trim_start_matches("https://").to_string();
+    let t0 = Instant::now();
+    let mut silent = TcpStream::connect(&hostport).unwrap();
+    // A second one that starts a TLS record and stops there is cut as well.
+    let mut partial = TcpStream::connect(&hostport).unwrap();
+    partial
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+        .unwrap();
+    let (took, got) = closed_after(&mut silent, t0);
+    assert_near(took, Duration::from_secs(1), "silent TLS client");
+    assert!(got.is_empty(), "{got:?}");
+    let (took, _) = closed_after(&mut partial, t0);
+    assert_near(took, Duration::from_secs(1), "partial ClientHello");
+    // A client that does its handshake is served.
+    let o = curl(&[
+        "-k",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{http_version}",
+        &format!("{base}/api/v1/small"),
+    ]);
+    assert_eq!(stdout(&o), "200 2");
+    let st = stop_http_server(p);
+    assert_eq!((st.cut_handshake, st.cut_request_head), (2, 0), "{st:?}");
+    assert_eq!((st.accepted, st.requests), (3, 1), "{st:?}");
+}
+
+#[test]
+fn a_partial_or_late_request_head_on_http_is_cut_at_the_head_deadline_and_counted() {
+    let (p, http, _) = server(&[
+        "--no-iperf",
+        "--http",
+        "0",
+        "--http-header-timeout",
+        "1",
+        // Never the one that cuts here: the handshake is HTTPS's.
+        "--handshake-timeout",
+        "30",
+        // --header-timeout is the iperf service's: it does not lengthen ours.
+        "--header-timeout",
+        "30",
+    ]);
+    let base = http.unwrap();
+    let hostport = base.trim_start_matches("http://").to_string();
+    let one = Duration::from_secs(1);
+    // A head that never ends (no blank line).
+    let t0 = Instant::now();
+    let mut partial = TcpStream::connect(&hostport).unwrap();
+    partial
+        .write_all(b"GET /api/v1/small HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // A client that connects and sends nothing (not even enough bytes to tell
+    // HTTP/1.1 from HTTP/2).
+    let mut silent = TcpStream::connect(&hostport).unwrap();
+    let (took, got) = closed_after(&mut partial, t0);
+    assert_near(took, one, "partial head");
+    assert!(got.is_empty(), "no response to half a head: {got:?}");
+    let (took, _) = closed_after(&mut silent, t0);
+    assert_near(took, one, "silent plain client");
+    // A head finished in time is served; on keep-alive, the wait for the next
+    // head starts after the response, and it is cut 1 s later.
+    let mut slow = TcpStream::connect(&hostport).unwrap();
+    slow.write_all(b"GET /api/v1/small HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    slow.write_all(b"Host: x\r\n\r\n").unwrap();
+    let t1 = Instant::now();
+    let (took, got) = closed_after(&mut slow, t1);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert_near(took, one, "idle keep-alive connection");
+    // And an ordinary client.
+    let o = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("{base}/api/v1/small"),
+    ]);
+    assert_eq!(stdout(&o), "200");
+    let st = stop_http_server(p);
+    assert_eq!((st.cut_handshake, st.cut_request_head), (0, 3), "{st:?}");
+    assert_eq!((st.accepted, st.requests), (4, 2), "{st:?}");
+}
