@@ -13,6 +13,7 @@ mod attacks;
 mod attacks_caps;
 mod attacks_more;
 mod attacks_reflection;
+mod browser_page;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
