@@ -351,4 +351,20 @@ fn the_pages_statistics_agree_with_bloatlab_stats() {
         assert_eq!(js["increase"].as_u64(), Some(inc), "{loaded:?}");
         assert_eq!(js["grade"], grade, "{loaded:?}");
     }
+    // A bad option stops the page with a message that says what is allowed.
+    for bad in ["abc", "0", "61", "2.5", "-1"] {
+        // The previous page, should it still be there, is not taken for this one.
+        b.eval("window.bloatlab.state = 'stale'; ''");
+        b.open(&format!("{url}?autostart=1&duration={bad}"));
+        assert_eq!(
+            b.wait_state(&["error", "running", "done"], Duration::from_secs(20)),
+            "error",
+            "duration={bad}"
+        );
+        let msg = b.eval("document.getElementById('message').textContent");
+        assert!(
+            msg.contains(&format!("?duration=\"{bad}\"")) && msg.contains("from 1 to 60"),
+            "{bad}: {msg}"
+        );
+    }
 }
