@@ -5,7 +5,8 @@
 //!   dance is not supported, as hyper does not), and HTTPS with TLS 1.3 and
 //!   ALPN `h2`, `http/1.1` ([`tls`]).
 //! * The routes ([`routes`]): `/.well-known/nq` (the config), a large
-//!   object, a 1-byte object and an upload sink that discards.
+//!   object, a 1-byte object and an upload sink that discards; and the
+//!   browser bufferbloat test page at `/` ([`browser`]).
 //! * The server's caps ([`Caps`]): connections in all and per source (over
 //!   them: `429` with `Retry-After`), a lifetime per connection
 //!   (`--max-duration`), an idle timeout, deadlines for the TLS handshake
@@ -20,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod body;
+pub mod browser;
 pub mod budget;
 pub mod caps;
 pub mod conn;

@@ -8,13 +8,17 @@
 //! | `/api/v1/large` | GET | [`LARGE_OBJECT_BYTES`] zero bytes (fewer under `--max-bytes`), streamed |
 //! | `/api/v1/small` | GET | 1 byte |
 //! | `/api/v1/upload` | POST, PUT | reads and discards the body, answers `{"received_bytes":N}` (413 over `--max-bytes`) |
+//! | `/` and `/browser/*` | GET, HEAD | the browser test page and its assets ([`crate::browser`]), with a strict CSP |
+//! | `/api/v1/browser` | GET, HEAD | the page's parameters: phases, grade table ([`crate::browser::params_json`]) |
 //!
 //! Never a redirect, never a content encoding (the client's
 //! `Accept-Encoding` is ignored: bodies go as they are). Every response
 //! carries `Cache-Control: no-store` so a proxy cannot answer for us.
-//! A later issue's browser test adds routes here ([`Route`]).
+//! The page and its assets are public (no permit key); the page passes its
+//! own `?key=` on to the endpoints it measures with.
 
 use crate::body::{LARGE_OBJECT_BYTES, LargeBody, Payload};
+use crate::browser::{self, Asset};
 use crate::budget::Charge;
 use crate::service::Shared;
 use bytes::Bytes;
@@ -58,6 +62,10 @@ pub enum Route {
     Large,
     Small,
     Upload,
+    /// The browser test page or one of its assets.
+    Page(&'static Asset),
+    /// The page's parameters.
+    BrowserParams,
 }
 
 impl Route {
@@ -68,13 +76,16 @@ impl Route {
             LARGE => Some(Route::Large),
             SMALL => Some(Route::Small),
             UPLOAD => Some(Route::Upload),
-            _ => None,
+            browser::PARAMS => Some(Route::BrowserParams),
+            _ => Asset::at(path).map(Route::Page),
         }
     }
 
     fn allows(self, m: &Method) -> bool {
         match self {
-            Route::Config | Route::Small => m == Method::GET || m == Method::HEAD,
+            Route::Config | Route::Small | Route::Page(_) | Route::BrowserParams => {
+                m == Method::GET || m == Method::HEAD
+            }
             Route::Large => m == Method::GET,
             Route::Upload => m == Method::POST || m == Method::PUT,
         }
@@ -82,7 +93,7 @@ impl Route {
 
     fn allow_header(self) -> &'static str {
         match self {
-            Route::Config | Route::Small => "GET, HEAD",
+            Route::Config | Route::Small | Route::Page(_) | Route::BrowserParams => "GET, HEAD",
             Route::Large => "GET",
             Route::Upload => "POST, PUT",
         }
@@ -129,6 +140,9 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
         );
         return r;
     }
+    if let Route::Page(asset) = route {
+        return page(asset);
+    }
     let query_key = req.uri().query().and_then(permit_from_query);
     if let Some(key) = &shared.permit_key {
         let sent = req
@@ -158,6 +172,16 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
             r
         }
         Route::Small => respond(StatusCode::OK, Payload::full(Bytes::from_static(b"x"))),
+        Route::Page(asset) => page(asset),
+        Route::BrowserParams => {
+            let body = browser::params_json(shared.caps.max_bytes.0);
+            let mut r = respond(StatusCode::OK, Payload::full(body));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r
+        }
         Route::Large => {
             if shared.caps.download_rate.is_some_and(|(per, _)| per.0 == 0) {
                 return too_many("downloads are off on this server (--max-reverse-rate 0)");
@@ -349,6 +373,41 @@ fn respond(status: StatusCode, body: Payload) -> Response<Payload> {
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
+    );
+    r
+}
+
+/// The page or one of its assets, with headers that keep it to itself: the
+/// CSP ([`browser::CSP`]), no MIME sniffing, no referrer, no framing, and
+/// cross-origin isolation (COOP + COEP), which also gives its scripts the
+/// finest timer the browser offers.
+fn page(asset: &'static Asset) -> Response<Payload> {
+    let mut r = respond(StatusCode::OK, Payload::full(asset.bytes()));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(asset.content_type),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(browser::CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-embedder-policy",
+        HeaderValue::from_static("require-corp"),
     );
     r
 }

@@ -559,3 +559,97 @@ async fn max_bytes_shortens_the_large_object_and_refuses_longer_uploads() {
         );
     }
 }
+
+/// The browser test page (issue 21): the page and its assets with their
+/// content types and the CSP, over HTTP/1.1 and HTTP/2, plain and TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_page_and_its_assets_are_served_with_a_strict_csp() {
+    use crate::browser::{ASSETS, CSP, PAGE, PARAMS};
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, None);
+    for (h2, tls) in [(false, false), (true, false), (false, true), (true, true)] {
+        let addr = if tls { svc.https_addr } else { svc.http_addr }.unwrap();
+        let what = format!("h2={h2} tls={tls}");
+        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+        for a in std::iter::once(&PAGE).chain(&ASSETS) {
+            let r = c.send(get(addr, a.path, tls)).await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{what} {}", a.path);
+            let h = r.headers();
+            assert_eq!(h["content-type"], a.content_type, "{what} {}", a.path);
+            assert_eq!(h["content-security-policy"], CSP, "{what}");
+            assert_eq!(h["x-content-type-options"], "nosniff");
+            assert_eq!(h["cross-origin-opener-policy"], "same-origin");
+            assert_eq!(h["cross-origin-embedder-policy"], "require-corp");
+            assert!(h.get("content-encoding").is_none());
+            assert_eq!(body(r).await, a.body.as_bytes(), "{what} {}", a.path);
+        }
+        let r = c.send(get(addr, "/", tls)).await.unwrap();
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        let page = String::from_utf8(body(r).await.to_vec()).unwrap();
+        assert!(page.contains("<script src=\"/browser/app.js\""), "{what}");
+        // The parameters: JSON with bloatlab's grade table.
+        let r = c.send(get(addr, PARAMS, tls)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{what}");
+        assert_eq!(r.headers()["content-type"], "application/json");
+        let v: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(v["grade"]["below_ms"][1], serde_json::json!(["A", 30.0]));
+    }
+    // The CSP allows this origin only and nothing inline.
+    assert!(CSP.starts_with("default-src 'self'"));
+    assert!(!CSP.contains("unsafe-inline") && !CSP.contains("unsafe-eval"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_browser_paths_are_404_and_the_page_is_read_only() {
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, None);
+    let addr = svc.http_addr.unwrap();
+    let mut c = Client::connect(addr, true, None).await;
+    for path in [
+        "/browser/",
+        "/browser/app.js.map",
+        "/browser/APP.JS",
+        "/browser/../Cargo.toml",
+        "/browser/%2e%2e/Cargo.toml",
+        "/browser/app.js/x",
+        "/index.htm",
+    ] {
+        let r = c.send(get(addr, path, false)).await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        assert!(
+            r.headers().get("content-security-policy").is_none(),
+            "{path}"
+        );
+        let _ = body(r).await;
+    }
+    let post = Request::post(format!("http://{addr}/"))
+        .body(Payload::full(Bytes::from_static(b"x")))
+        .unwrap();
+    let r = c.send(post).await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_permit_key_the_page_is_public_and_its_parameters_are_not() {
+    use crate::browser::PARAMS;
+    let pki = Pki::new();
+    let svc = serve(caps(), &pki, Some("s3cretKey"));
+    let addr = svc.http_addr.unwrap();
+    let mut c = Client::connect(addr, false, None).await;
+    for (path, want) in [
+        ("/", StatusCode::OK),
+        ("/browser/app.js", StatusCode::OK),
+        (PARAMS, StatusCode::FORBIDDEN),
+        ("/api/v1/browser?key=s3cretKey", StatusCode::OK),
+    ] {
+        let r = c.send(get(addr, path, false)).await.unwrap();
+        assert_eq!(r.status(), want, "{path}");
+        let _ = body(r).await;
+    }
+}

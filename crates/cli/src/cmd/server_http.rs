@@ -54,6 +54,14 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             "HTTPS (RPM) service listening on https://{a}/.well-known/nq"
         ));
     }
+    for (scheme, addr) in [("http", service.http_addr), ("https", service.https_addr)] {
+        if let Some(a) = addr {
+            lines.push(format!(
+                "Browser bufferbloat test page: {}",
+                page_url(scheme, a, cfg.permit_key.is_some())
+            ));
+        }
+    }
     if let Some(fp) = &service.fingerprint {
         let kind = if service.self_signed {
             "self-signed"
@@ -97,6 +105,26 @@ pub fn serve_until_interrupted(service: Service, cfg: &ServerConfig) -> anyhow::
     Ok(())
 }
 
+/// The test page's URL on `addr` as a user would type it: a wildcard
+/// address becomes this host's name (or `localhost`), and with a permit key
+/// the URL shows where the key goes (the key itself is not printed).
+fn page_url(scheme: &str, addr: SocketAddr, keyed: bool) -> String {
+    let host = if addr.ip().is_unspecified() {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    } else {
+        match addr.ip() {
+            IpAddr::V6(v6) => format!("[{v6}]"),
+            IpAddr::V4(v4) => v4.to_string(),
+        }
+    };
+    let key = if keyed { "?key=PERMIT_KEY" } else { "" };
+    format!("{scheme}://{host}:{}/{key}", addr.port())
+}
+
 /// The address the iperf service would bind (-B, -V), without its port.
 fn listen_ip(cfg: &ServerConfig) -> IpAddr {
     match cfg.socket.bind {
@@ -120,4 +148,24 @@ fn self_signed_names(ip: IpAddr) -> Vec<String> {
         }
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_url_names_the_bound_address_and_the_keys_place() {
+        let a: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(page_url("http", a, false), "http://127.0.0.1:8080/");
+        let a: SocketAddr = "[::1]:8443".parse().unwrap();
+        assert_eq!(
+            page_url("https", a, true),
+            "https://[::1]:8443/?key=PERMIT_KEY"
+        );
+        let a: SocketAddr = "0.0.0.0:80".parse().unwrap();
+        let u = page_url("http", a, false);
+        assert!(u.starts_with("http://") && u.ends_with(":80/"), "{u}");
+        assert!(!u.contains("0.0.0.0"), "{u}");
+    }
 }
