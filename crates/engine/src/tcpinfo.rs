@@ -61,6 +61,28 @@ pub fn bytes_received(sock: &impl AsRawFd) -> std::io::Result<Option<u64>> {
         .then_some(info.tcpi_bytes_received))
 }
 
+/// What a sender is waiting for: segments sent and not yet acknowledged
+/// (`tcpi_unacked`) and how long ago the peer's last ACK came
+/// (`tcpi_last_ack_recv`). Both are in every kernel's TCP_INFO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckWait {
+    pub unacked: u32,
+    pub since_last_ack: Duration,
+}
+
+/// Reads [`AckWait`] from a connected TCP socket.
+pub fn ack_wait(sock: &impl AsRawFd) -> std::io::Result<AckWait> {
+    let (info, len) = raw(sock)?;
+    let end = offset_of!(libc::tcp_info, tcpi_last_ack_recv) + 4;
+    if len < end.max(offset_of!(libc::tcp_info, tcpi_unacked) + 4) {
+        return Err(std::io::Error::other("TCP_INFO too short"));
+    }
+    Ok(AckWait {
+        unacked: info.tcpi_unacked,
+        since_last_ack: Duration::from_millis(u64::from(info.tcpi_last_ack_recv)),
+    })
+}
+
 /// `tcpi_options` bits (linux/tcp.h).
 const TCPI_OPT_ECN: u8 = 8;
 const TCPI_OPT_ECN_SEEN: u8 = 16;

@@ -18,6 +18,7 @@ use hyper_util::server::conn::auto;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -82,21 +83,23 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
         caps.deadlines,
         tls.is_some(),
     )));
+    // Below TLS: the handshake's bytes count as the client's progress, and
+    // the idle timeout sees every byte on the wire.
+    let fd = stream.as_raw_fd();
+    let io = Tracked::new(stream, Arc::clone(&activity));
     let Some(acceptor) = tls else {
-        let io = Tracked::new(stream, Arc::clone(&activity));
-        return run(io, shared, info, admit, lifetime, activity, deadlines).await;
+        return run(io, shared, info, admit, lifetime, activity, deadlines, fd).await;
     };
     tokio::select! {
-        r = acceptor.accept(stream) => match r {
+        r = acceptor.accept(io) => match r {
             Ok(s) => {
                 lock(&deadlines).handshake_done(Instant::now());
-                let io = Tracked::new(s, Arc::clone(&activity));
                 let left = lifetime.saturating_sub(born.elapsed());
-                run(io, shared, info, admit, left, activity, deadlines).await
+                run(s, shared, info, admit, left, activity, deadlines, fd).await
             }
             Err(e) => tracing::debug!(%peer, "TLS handshake: {e}"),
         },
-        cut = passed(&deadlines) => count(&shared, peer, cut),
+        cut = passed(&deadlines, |d, now| progress(d, now, &activity, fd)) => count(&shared, peer, cut),
         // A refused connection's 5 s (or a --max-duration shorter than the
         // handshake deadline) bound the handshake too.
         _ = tokio::time::sleep(lifetime) => {
@@ -115,37 +118,63 @@ fn lock(d: &Mutex<Deadlines>) -> MutexGuard<'_, Deadlines> {
 /// while none runs. The deadline may move (a request comes, a response
 /// ends) while this sleeps: callers that can move it create this future
 /// anew on a short tick, so a wait that starts is seen within that tick.
-async fn passed(d: &Mutex<Deadlines>) -> Cut {
+/// The client's progress in the handshake moves it too: `look` tells the
+/// deadlines about it whenever one comes due, so a handshake that made
+/// progress meanwhile sleeps on to its new deadline.
+async fn passed(d: &Mutex<Deadlines>, look: impl Fn(&mut Deadlines, Instant)) -> Cut {
     loop {
-        let next = lock(d).next();
+        let next = {
+            let mut d = lock(d);
+            look(&mut d, Instant::now());
+            d.next()
+        };
         match next {
             Some((at, _)) => tokio::time::sleep_until(at.into()).await,
             None => std::future::pending::<()>().await,
         }
-        if let Some(cut) = lock(d).check(Instant::now()) {
+        let mut d = lock(d);
+        let now = Instant::now();
+        look(&mut d, now);
+        if let Some(cut) = d.check(now) {
             return cut;
         }
+    }
+}
+
+/// Tells the deadlines what a wait's progress is at `now`: when the
+/// client's bytes last came, and whether our own bytes still wait for its
+/// ACK or when it last sent one (TCP_INFO of `fd`). A syscall, made only
+/// when a deadline comes due (and at each pass of the driver's loop).
+fn progress(d: &mut Deadlines, now: Instant, activity: &Activity, fd: RawFd) {
+    if !d.waiting() {
+        return;
+    }
+    d.received(activity.last_read());
+    match bloatlab_engine::tcpinfo::ack_wait(&fd) {
+        Ok(w) => d.observed(now, w),
+        Err(e) => tracing::debug!("TCP_INFO: {e}"),
     }
 }
 
 /// Counts a connection cut by a deadline, under its reason.
 fn count(shared: &Shared, peer: SocketAddr, cut: Cut) {
     let n = match cut {
-        Cut::Handshake => &shared.stats.cut_handshake,
-        Cut::RequestHead => &shared.stats.cut_request_head,
+        c if c.in_handshake() => &shared.stats.cut_handshake,
+        _ => &shared.stats.cut_request_head,
     };
     n.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(%peer, "connection cut: {cut}");
 }
 
 async fn run<S>(
-    io: Tracked<S>,
+    io: S,
     shared: Arc<Shared>,
     info: ConnInfo,
     admit: Admit,
     lifetime: Duration,
     activity: Arc<Activity>,
     deadlines: Arc<Mutex<Deadlines>>,
+    fd: RawFd,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -211,7 +240,7 @@ async fn run<S>(
             }
             // Made anew at every pass of the loop (at least every tick),
             // so a deadline that starts while none ran is seen.
-            cut = passed(&deadlines) => {
+            cut = passed(&deadlines, |d, now| progress(d, now, &activity, fd)) => {
                 count(&shared, info.peer, cut);
                 break;
             }
@@ -266,12 +295,15 @@ impl Body for Watched {
     }
 }
 
-/// When bytes last moved on a connection, for the idle timeout.
+/// When bytes last moved on a connection, for the idle timeout, and when
+/// the client last sent any, for the handshake's progress.
 #[derive(Debug)]
 pub struct Activity {
     epoch: Instant,
     /// Milliseconds since `epoch` of the last byte read or written.
     last_ms: AtomicU64,
+    /// Milliseconds since `epoch` of the last byte read.
+    read_ms: AtomicU64,
 }
 
 impl Activity {
@@ -279,6 +311,7 @@ impl Activity {
         Activity {
             epoch,
             last_ms: AtomicU64::new(0),
+            read_ms: AtomicU64::new(0),
         }
     }
 
@@ -287,9 +320,20 @@ impl Activity {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
+    fn touch_read(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_ms.store(ms, Ordering::Relaxed);
+        self.read_ms.store(ms, Ordering::Relaxed);
+    }
+
     fn idle_for(&self) -> Duration {
         let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// When a byte was last read (accept, if none was).
+    fn last_read(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.read_ms.load(Ordering::Relaxed))
     }
 }
 
@@ -316,7 +360,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
         let before = buf.filled().len();
         let r = Pin::new(&mut this.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
-            this.activity.touch();
+            this.activity.touch_read();
         }
         r
     }

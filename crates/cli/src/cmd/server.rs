@@ -20,15 +20,24 @@ pub struct ServerArgs {
     /// iperf-compatible service only; the HTTP service has --http-header-timeout).
     #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
     pub header_timeout: Duration,
-    /// --https: seconds from accept to a finished TLS handshake before the
-    /// connection is cut (a handshake through a loaded, bloated link needs
-    /// several of its long round trips).
+    /// --https: seconds a TLS handshake may stall (the client owing us bytes
+    /// and sending none) before the connection is cut. The clock starts again
+    /// at each byte or ACK from the client and while our own bytes are
+    /// unacknowledged (a handshake through a loaded, bloated link takes
+    /// several of its long round trips); up to --http-wait-max in all.
     #[arg(long = "handshake-timeout", value_name = "S", default_value = "15",
           value_parser = opts::positive_seconds)]
     pub handshake_timeout: Duration,
-    /// --http / --https: seconds to wait for a request head (the first one after
+    /// --http / --https: seconds a TLS handshake or a wait for a request head
+    /// may take in all, however the client progresses (the bound on one that
+    /// trickles bytes).
+    #[arg(long = "http-wait-max", value_name = "S", default_value = "60",
+          value_parser = opts::positive_seconds)]
+    pub http_wait_max: Duration,
+    /// --http / --https: seconds a wait for a request head (the first one after
     /// accept or the TLS handshake; on HTTP/1.1 each next one after a response)
-    /// before the connection is cut. --header-timeout never applies here.
+    /// may stall, as --handshake-timeout, before the connection is cut.
+    /// --header-timeout never applies here.
     #[arg(long = "http-header-timeout", value_name = "S", default_value = "10",
           value_parser = opts::positive_seconds)]
     pub http_header_timeout: Duration,
@@ -371,18 +380,26 @@ mod tests {
         assert_eq!(a.header_timeout, Duration::from_secs(30));
         assert_eq!(a.handshake_timeout, Duration::from_secs(15));
         assert_eq!(a.http_header_timeout, Duration::from_secs(10));
+        assert_eq!(a.http_wait_max, Duration::from_secs(60));
         let a = T::try_parse_from([
             "t",
             "--handshake-timeout",
             "1",
             "--http-header-timeout",
             "0.5",
+            "--http-wait-max",
+            "2",
         ])
         .unwrap()
         .a;
         assert_eq!(a.handshake_timeout, Duration::from_secs(1));
         assert_eq!(a.http_header_timeout, Duration::from_millis(500));
-        for flag in ["--handshake-timeout", "--http-header-timeout"] {
+        assert_eq!(a.http_wait_max, Duration::from_secs(2));
+        for flag in [
+            "--handshake-timeout",
+            "--http-header-timeout",
+            "--http-wait-max",
+        ] {
             for bad in ["0", "-1", "x", "1e300"] {
                 let arg = format!("{flag}={bad}");
                 let e = T::try_parse_from(["t", &arg]).unwrap_err();

@@ -34,8 +34,9 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             // Not cfg.header_timeout: the iperf header's 4 s would cut TLS
             // handshakes through the loaded links RPM measures (docs/http.md).
             deadlines: bloatlab_http::deadlines::Limits {
-                handshake: args.handshake_timeout,
-                request_head: args.http_header_timeout,
+                handshake_stall: args.handshake_timeout,
+                head_stall: args.http_header_timeout,
+                wait_max: args.http_wait_max,
             },
             download_rate: cfg.limits.send_budget(),
             upload_rate: cfg.limits.receive_budget(),

@@ -1,6 +1,7 @@
 //! The HTTP service against clients that hold connections half-open (issue 20):
-//! a TCP connection to --https that never starts its TLS handshake is cut at
-//! `--handshake-timeout`, one to --http that sends part of a request head (or
+//! a TCP connection to --https that never starts its TLS handshake, or stops
+//! half-way, is cut at `--handshake-timeout` (a stall), one that trickles its
+//! ClientHello at `--http-wait-max`, one to --http that sends part of a request head (or
 //! nothing more after a response) at `--http-header-timeout`, each counted in
 //! the statistics line under its own reason, while clients that keep to the
 //! deadlines are served. The deadlines' logic is unit-tested in
@@ -48,7 +49,15 @@ fn a_silent_client_on_https_is_cut_at_the_handshake_deadline_and_counted() {
     // The head deadline (10 s by default) is far from the handshake's: the cut at
     // 1 s can only be the handshake deadline (before issue 20 it was
     // --header-timeout's 4 s).
-    let (p, _, https) = server(&["--no-iperf", "--https", "0", "--handshake-timeout", "1"]);
+    let (p, _, https) = server(&[
+        "--no-iperf",
+        "--https",
+        "0",
+        "--handshake-timeout",
+        "1",
+        "--http-wait-max",
+        "3",
+    ]);
     let base = https.unwrap();
     let hostport = base.trim_start_matches("https://").to_string();
     let t0 = Instant::now();
@@ -58,11 +67,28 @@ fn a_silent_client_on_https_is_cut_at_the_handshake_deadline_and_counted() {
     partial
         .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
         .unwrap();
+    // A third trickles its ClientHello a byte every 400 ms: never stalled for
+    // the 1 s stall limit, it is cut at the 3 s wait max.
+    let mut trickle = TcpStream::connect(&hostport).unwrap();
+    let mut w = trickle.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut bytes = vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
+        bytes.resize(40, 0);
+        for b in bytes {
+            if w.write_all(&[b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(400));
+        }
+    });
     let (took, got) = closed_after(&mut silent, t0);
     assert_near(took, Duration::from_secs(1), "silent TLS client");
     assert!(got.is_empty(), "{got:?}");
     let (took, _) = closed_after(&mut partial, t0);
     assert_near(took, Duration::from_secs(1), "partial ClientHello");
+    let (took, _) = closed_after(&mut trickle, t0);
+    assert_near(took, Duration::from_secs(3), "trickled ClientHello");
+    writer.join().unwrap();
     // A client that does its handshake is served.
     let o = curl(&[
         "-k",
@@ -74,8 +100,8 @@ fn a_silent_client_on_https_is_cut_at_the_handshake_deadline_and_counted() {
     ]);
     assert_eq!(stdout(&o), "200 2");
     let st = stop_http_server(p);
-    assert_eq!((st.cut_handshake, st.cut_request_head), (2, 0), "{st:?}");
-    assert_eq!((st.accepted, st.requests), (3, 1), "{st:?}");
+    assert_eq!((st.cut_handshake, st.cut_request_head), (3, 0), "{st:?}");
+    assert_eq!((st.accepted, st.requests), (4, 1), "{st:?}");
 }
 
 #[test]

@@ -86,7 +86,7 @@ pub struct Options {
     /// A bloatlab server's permit key, sent as a header on every request.
     pub permit_key: Option<String>,
     /// A running load connection that moves nothing this long fails the run (one that
-    /// has not started gets three times as long).
+    /// has not started gets twice as long).
     pub stall_timeout: Duration,
 }
 

@@ -208,7 +208,7 @@ async fn drive(
 ) -> Result<Outcome, ClientError> {
     let mut limits = Limits::until(deadline);
     limits.stall_timeout = opts.stall_timeout;
-    limits.setup_timeout = opts.stall_timeout * 3;
+    limits.setup_timeout = opts.stall_timeout * 2;
     let seed = start_seed();
     let mut run = Run::new(opts.params, dirs, start, limits, seed);
     let (tx, mut rx) = mpsc::channel::<Event>(4096);
