@@ -13,9 +13,8 @@
 //! at 20 Mbit/s adds 180 ms, so the RPM is Poor (< 300); a saturated link
 //! carries its TCP goodput, 20 Mbit/s x 1448 / 1500.
 //!
-//! When `bloatlab rpm` lands, its comparison with mach on the same link
-//! (within 15 % RPM and 10 % capacity) uses [`agree`] and the peers in
-//! `harness::rpm_peers` ([`run_mach`], [`Nginx`]).
+//! Our own client against nginx and against our server, through one
+//! FQ-CoDel link, is [`our_client_measures_nginx_and_our_server_alike_through_one_link`].
 
 use crate::harness::lab::LabGuard;
 use crate::harness::rpm_peers::{MachLeg, MachReport, Nginx, run_mach};
@@ -25,6 +24,11 @@ use bloatlab_testkit::tier;
 /// The link every test here runs through.
 const LINK: &[&str] = &[
     "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fifo", "--limit", "300p", "--cc", "reno",
+];
+/// The link our client measures both servers through: FQ-CoDel keeps the
+/// network's queue short, so what differs between two runs is the servers.
+const D3_LINK: &[&str] = &[
+    "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fq_codel", "--limit", "1000p",
 ];
 /// The lab's server address.
 const SERVER: &str = "10.77.0.2";
@@ -171,4 +175,88 @@ fn mach_measures_our_server_and_nginx_alike_through_a_deep_fifo() {
     );
     // Foreign probes open a connection each; self probes are requests too.
     assert!(st.accepted >= 10 && st.requests > st.accepted, "{st:?}");
+}
+
+/// `bloatlab rpm CONFIG_URL --json --interval 2s` on the lab's client, both directions
+/// at once, 40 s at most; its JSON document.
+fn run_ours(lab: &LabGuard, config_url: &str) -> serde_json::Value {
+    let o = lab.exec(
+        "client",
+        &[
+            BIN,
+            "rpm",
+            config_url,
+            "--insecure",
+            "--json",
+            "--interval",
+            "2s",
+            "--duration",
+            "40",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "bloatlab rpm {config_url} failed ({}):\n{}{}",
+        o.status,
+        stdout(&o),
+        crate::harness::stderr(&o)
+    );
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
+}
+
+/// RPM, P90 RPM, download and upload capacity (bit/s) of a `bloatlab rpm` report.
+fn figures(v: &serde_json::Value) -> [f64; 4] {
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or_else(|| panic!("{v}"));
+    let r = &v["responsiveness"][0];
+    [
+        f(&r["rpm"]),
+        f(&r["p90_rpm"]),
+        f(&v["download"]["capacity_bps"]),
+        f(&v["upload"]["capacity_bps"]),
+    ]
+}
+
+/// D3 of issue 20: `bloatlab rpm` against nginx (a server no one here wrote) and
+/// against `bloatlab server`, back to back through one FQ-CoDel link, agree within
+/// 15 % RPM and 10 % capacity each way. 2-s intervals: with 1 s, a loss repaired on
+/// many connections at once made a 4-s capacity window read 21.5 Mbit/s through a
+/// 20 Mbit/s link (2 of 3 runs over 10 % apart); through the deep FIFO the RPM
+/// itself swung 0-27 % between runs. Measured (3 runs, docs/http.md): RPM 409, 409,
+/// 403 ours against 379, 379, 349 nginx (7-13 % apart, all of it the loaded half:
+/// nginx's self probes wait 1.5-1.8 s behind its send buffers, ours 0.65-0.68 s; the
+/// foreign parts agree at 81-93 ms); capacities 0-4.5 % apart. About 45 s.
+#[test]
+fn our_client_measures_nginx_and_our_server_alike_through_one_link() {
+    if !tier::root("our_client_measures_nginx_and_our_server_alike_through_one_link") {
+        return;
+    }
+    // Capacity within 10 %: timing-sensitive, alone.
+    let _s = load::exclusive();
+    let lab = LabGuard::up("rpmd3", D3_LINK);
+    let ours = our_server(&lab, 8443);
+    let nginx = Nginx::start_in_lab(&lab, "server", SERVER, 8444);
+    // Back to back through the same link, the same client and parameters.
+    let on_ours = run_ours(&lab, &format!("https://{SERVER}:8443/.well-known/nq"));
+    let on_nginx = run_ours(&lab, &nginx.config_url);
+    let (a, b) = (figures(&on_ours), figures(&on_nginx));
+    eprintln!("bloatlab rpm vs bloatlab server: {a:?}\nbloatlab rpm vs nginx: {b:?}");
+    eprintln!("{on_ours}\n{on_nginx}");
+    for (who, [rpm, ..]) in [("ours", a), ("nginx", b)] {
+        assert!(rpm > 0.0 && rpm <= RPM_CEILING, "{who}: RPM {rpm}");
+    }
+    assert!(
+        agree(a[0], b[0], 0.15),
+        "RPM: {} ours, {} nginx",
+        a[0],
+        b[0]
+    );
+    for (i, dir) in [(2, "download"), (3, "upload")] {
+        assert!(
+            agree(a[i], b[i], 0.10),
+            "{dir}: {:.2} Mbit/s from ours, {:.2} from nginx",
+            a[i] / 1e6,
+            b[i] / 1e6
+        );
+    }
+    drop(ours);
 }
