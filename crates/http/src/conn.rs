@@ -88,14 +88,26 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
     let fd = stream.as_raw_fd();
     let io = Tracked::new(stream, Arc::clone(&activity));
     let Some(acceptor) = tls else {
-        return run(io, shared, info, admit, lifetime, activity, deadlines, fd).await;
+        let watch = Watch {
+            lifetime,
+            activity,
+            deadlines,
+            fd,
+        };
+        return run(io, shared, info, admit, watch).await;
     };
     tokio::select! {
         r = acceptor.accept(io) => match r {
             Ok(s) => {
                 lock(&deadlines).handshake_done(Instant::now());
                 let left = lifetime.saturating_sub(born.elapsed());
-                run(s, shared, info, admit, left, activity, deadlines, fd).await
+                let watch = Watch {
+                    lifetime: left,
+                    activity,
+                    deadlines,
+                    fd,
+                };
+                run(s, shared, info, admit, watch).await
             }
             Err(e) => tracing::debug!(%peer, "TLS handshake: {e}"),
         },
@@ -166,18 +178,25 @@ fn count(shared: &Shared, peer: SocketAddr, cut: Cut) {
     tracing::debug!(%peer, "connection cut: {cut}");
 }
 
-async fn run<S>(
-    io: S,
-    shared: Arc<Shared>,
-    info: ConnInfo,
-    admit: Admit,
+/// What ends a connection besides the peer, once it serves HTTP: its time
+/// left, its activity, its deadlines, and its socket for TCP_INFO.
+struct Watch {
     lifetime: Duration,
     activity: Arc<Activity>,
     deadlines: Arc<Mutex<Deadlines>>,
     fd: RawFd,
-) where
+}
+
+async fn run<S>(io: S, shared: Arc<Shared>, info: ConnInfo, admit: Admit, watch: Watch)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Watch {
+        lifetime,
+        activity,
+        deadlines,
+        fd,
+    } = watch;
     let caps = shared.caps;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -250,7 +250,7 @@ mod tests {
     fn in_flight() -> AckWait {
         AckWait {
             unacked: 1,
-            since_last_ack: 0 * S,
+            since_last_ack: Duration::ZERO,
         }
     }
 
