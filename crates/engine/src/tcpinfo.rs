@@ -169,6 +169,21 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
 
     #[test]
+    fn ack_wait_sees_nothing_unacknowledged_once_loopback_acked() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let w = ack_wait(&c).unwrap();
+        assert_eq!(w.unacked, 0, "{w:?}");
+        // The ACK of "hello" came within the 50 ms (and the clock reads ms).
+        assert!(w.since_last_ack < Duration::from_secs(5), "{w:?}");
+    }
+
+    #[test]
     fn loopback_sample_has_plausible_values() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
