@@ -7,6 +7,7 @@
 //! and which one passed is decided by [`crate::deadlines`].
 
 use crate::body::Payload;
+use crate::caps::Eviction;
 use crate::deadlines::{Cut, Deadlines, Proto};
 use crate::routes::{self, ConnInfo};
 use crate::service::Shared;
@@ -76,7 +77,11 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
         Admit::Refused(_) => REFUSED_LIFETIME,
     };
     let born = Instant::now();
-    let activity = Arc::new(Activity::new(born));
+    let (moved, eviction) = match &admit {
+        Admit::Admitted(slot) => (Some(slot.progress()), slot.eviction()),
+        Admit::Refused(_) => (None, Eviction::default()),
+    };
+    let activity = Arc::new(Activity::new(born, moved));
     let tls = shared.tls.clone().filter(|_| tls);
     let deadlines = Arc::new(Mutex::new(Deadlines::new(
         born,
@@ -93,6 +98,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
             activity,
             deadlines,
             fd,
+            eviction,
         };
         return run(io, shared, info, admit, watch).await;
     };
@@ -106,12 +112,16 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
                     activity,
                     deadlines,
                     fd,
+                    eviction,
                 };
                 run(s, shared, info, admit, watch).await
             }
             Err(e) => tracing::debug!(%peer, "TLS handshake: {e}"),
         },
         cut = passed(&deadlines, |d, now| progress(d, now, &activity, fd)) => count(&shared, peer, cut),
+        () = eviction.wait() => {
+            tracing::debug!(%peer, "connection evicted in the TLS handshake: its place went to a fairer claim");
+        }
         // A refused connection's 5 s (or a --max-duration shorter than the
         // handshake deadline) bound the handshake too.
         _ = tokio::time::sleep(lifetime) => {
@@ -185,6 +195,8 @@ struct Watch {
     activity: Arc<Activity>,
     deadlines: Arc<Mutex<Deadlines>>,
     fd: RawFd,
+    /// The table gave this connection's place to another (crate::caps).
+    eviction: Eviction,
 }
 
 async fn run<S>(io: S, shared: Arc<Shared>, info: ConnInfo, admit: Admit, watch: Watch)
@@ -196,6 +208,7 @@ where
         activity,
         deadlines,
         fd,
+        eviction,
     } = watch;
     let caps = shared.caps;
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -251,6 +264,10 @@ where
                 if let Err(e) = r {
                     tracing::debug!(peer = %info.peer, "connection: {e}");
                 }
+                break;
+            }
+            () = eviction.wait() => {
+                tracing::debug!(peer = %info.peer, "connection evicted: its place went to a fairer claim");
                 break;
             }
             _ = &mut end => {
@@ -319,6 +336,9 @@ impl Body for Watched {
 #[derive(Debug)]
 pub struct Activity {
     epoch: Instant,
+    /// The slot's byte count (what keeps an admitted connection from being
+    /// evicted as idle).
+    progress: Option<bloatlab_engine::limits::Progress>,
     /// Milliseconds since `epoch` of the last byte read or written.
     last_ms: AtomicU64,
     /// Milliseconds since `epoch` of the last byte read.
@@ -326,20 +346,27 @@ pub struct Activity {
 }
 
 impl Activity {
-    fn new(epoch: Instant) -> Activity {
+    fn new(epoch: Instant, progress: Option<bloatlab_engine::limits::Progress>) -> Activity {
         Activity {
             epoch,
+            progress,
             last_ms: AtomicU64::new(0),
             read_ms: AtomicU64::new(0),
         }
     }
 
-    fn touch(&self) {
+    fn touch(&self, n: usize) {
+        if let Some(p) = &self.progress {
+            p.add(n as u64);
+        }
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
-    fn touch_read(&self) {
+    fn touch_read(&self, n: usize) {
+        if let Some(p) = &self.progress {
+            p.add(n as u64);
+        }
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last_ms.store(ms, Ordering::Relaxed);
         self.read_ms.store(ms, Ordering::Relaxed);
@@ -379,7 +406,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
         let before = buf.filled().len();
         let r = Pin::new(&mut this.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
-            this.activity.touch_read();
+            this.activity.touch_read(buf.filled().len() - before);
         }
         r
     }
@@ -389,8 +416,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write(cx, b);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.touch();
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            this.activity.touch(n);
         }
         r
     }
@@ -402,8 +431,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.touch();
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            this.activity.touch(n);
         }
         r
     }

@@ -3,17 +3,19 @@
 //! certificate is an error at start, not a log line later; then a thread
 //! runs a small multi-thread tokio runtime with one accept loop per listener.
 
-use crate::caps::{Admission, CapHit, Slot};
+use crate::caps::Table;
 use crate::conn::{self, Admit};
 use crate::error::HttpError;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::tls::{Tls, TlsSource};
+use bloatlab_engine::limits::Refusal;
 use bloatlab_engine::rate_budget::SharedBudget;
 use bloatlab_units::{BitRate, Bytes};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 /// The server's caps as this service applies them (the same flags as the
 /// iperf-compatible service; the two services count connections apart).
@@ -72,7 +74,7 @@ pub struct Shared {
     pub download_budget: Option<SharedBudget>,
     /// The `--max-rate` budget every upload charges.
     pub upload_budget: Option<SharedBudget>,
-    admission: Arc<Mutex<Admission>>,
+    admission: Table,
     /// Refused connections still open (reading their 429); at most
     /// `max_connections` of them, beyond that a refused one is just closed.
     refusing: AtomicUsize,
@@ -134,10 +136,7 @@ pub fn start(cfg: HttpConfig) -> Result<Service, HttpError> {
             .caps
             .upload_rate
             .map(|(per, all)| SharedBudget::new(per, all)),
-        admission: Arc::new(Mutex::new(Admission::new(
-            cfg.caps.max_connections,
-            cfg.caps.max_per_source,
-        ))),
+        admission: Table::new(cfg.caps.max_connections, cfg.caps.max_per_source),
         refusing: AtomicUsize::new(0),
     });
     // Two workers: the machine the lab runs on is small, and one core
@@ -230,10 +229,10 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>, tls
                 continue;
             }
         };
-        let admit = match Slot::take(&shared.admission, peer.ip()) {
+        let admit = match shared.admission.take(Instant::now(), peer.ip()) {
             Ok(slot) => {
                 shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let open = crate::caps::lock(&shared.admission).open() as u64;
+                let open = shared.admission.open() as u64;
                 shared.stats.peak_open.fetch_max(open, Ordering::Relaxed);
                 Admit::Admitted(slot)
             }
@@ -259,6 +258,14 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>, tls
     }
 }
 
-fn refusal_text(hit: CapHit) -> String {
-    format!("server busy: {hit}; retry later")
+fn refusal_text(hit: Refusal) -> String {
+    // The cap by its flag, as the 429 body always said it.
+    let cap = match hit {
+        Refusal::Connections { cap, .. } => format!("--max-connections ({cap}) reached"),
+        Refusal::PerSource { cap, .. } => {
+            format!("--max-per-source ({cap}) reached for this source")
+        }
+        other => other.to_string(),
+    };
+    format!("server busy: {cap}; retry later")
 }

@@ -4,7 +4,8 @@
 //! ClientHello at `--http-wait-max`, one to --http that sends part of a request head (or
 //! nothing more after a response) at `--http-header-timeout`, each counted in
 //! the statistics line under its own reason, while clients that keep to the
-//! deadlines are served. The deadlines' logic is unit-tested in
+//! deadlines are served; and a source that fills the connection table loses
+//! its oldest connection to a client from another source. The deadlines' logic is unit-tested in
 //! crates/http/src/deadlines.rs; these tests guard the flags and the wiring.
 
 use std::io::{ErrorKind, Read, Write};
@@ -158,4 +159,61 @@ fn a_partial_or_late_request_head_on_http_is_cut_at_the_head_deadline_and_counte
     let st = stop_http_server(p);
     assert_eq!((st.cut_handshake, st.cut_request_head), (0, 3), "{st:?}");
     assert_eq!((st.accepted, st.requests), (4, 2), "{st:?}");
+}
+
+#[test]
+fn a_source_that_fills_the_connection_table_cannot_keep_another_source_out() {
+    // --max-per-source as large as --max-connections: one source may fill the
+    // table (4 connections holding half a head, each within its 10 s head stall
+    // limit). A client from another address is still served: it takes the place
+    // of the filling source's oldest connection (the engine's table, issue 19's
+    // rule); before, it got 429 ("--max-connections (4) reached").
+    let (p, http, _) = server(&[
+        "--no-iperf",
+        "--http",
+        "0",
+        "--max-connections",
+        "4",
+        "--max-per-source",
+        "4",
+    ]);
+    let base = http.unwrap();
+    let hostport = base.trim_start_matches("http://").to_string();
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(&hostport).unwrap();
+            s.write_all(b"GET /api/v1/small HTTP/1.1\r\n").unwrap();
+            // Admitted in this order: the first is the oldest.
+            std::thread::sleep(Duration::from_millis(50));
+            s
+        })
+        .collect();
+    let t0 = Instant::now();
+    let o = curl(&[
+        "--interface",
+        "127.0.0.2",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("{base}/api/v1/small"),
+    ]);
+    assert_eq!(stdout(&o), "200", "{}", crate::harness::stderr(&o));
+    // The oldest of the four was closed for it, at once, not at its deadline.
+    let (took, got) = closed_after(&mut held[0], t0);
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    assert!(got.is_empty(), "{got:?}");
+    // The others stay (until their own head deadline).
+    held[1]
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    let e = held[1].read(&mut b).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        "{e}"
+    );
+    drop(held);
+    let st = stop_http_server(p);
+    assert_eq!((st.accepted, st.refused, st.requests), (5, 0, 1), "{st:?}");
 }
