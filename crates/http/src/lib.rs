@@ -27,12 +27,15 @@ pub mod caps;
 pub mod conn;
 pub mod deadlines;
 pub mod error;
+pub mod record;
 pub mod routes;
 pub mod service;
 pub mod stats;
 pub mod tls;
 
 pub use error::HttpError;
+pub use record::RecordConfig;
+pub use record::ledger::TestCaps;
 pub use service::{Caps, HttpConfig, Service, start};
 pub use stats::StatsSnapshot;
 pub use tls::TlsSource;

@@ -60,6 +60,8 @@ pub struct HttpConfig {
     pub caps: Caps,
     /// `--permit-key`: requests must carry it (header or `?key=`).
     pub permit_key: Option<String>,
+    /// `--results-dir` and the browser tests' caps ([`crate::record`]).
+    pub records: crate::record::RecordConfig,
 }
 
 /// What every connection task shares.
@@ -72,6 +74,8 @@ pub struct Shared {
     pub download_budget: Option<SharedBudget>,
     /// The `--max-rate` budget every upload charges.
     pub upload_budget: Option<SharedBudget>,
+    /// The browser tests started and their caps.
+    pub records: Arc<crate::record::Records>,
     admission: Arc<Mutex<Admission>>,
     /// Refused connections still open (reading their 429); at most
     /// `max_connections` of them, beyond that a refused one is just closed.
@@ -134,6 +138,7 @@ pub fn start(cfg: HttpConfig) -> Result<Service, HttpError> {
             .caps
             .upload_rate
             .map(|(per, all)| SharedBudget::new(per, all)),
+        records: Arc::new(crate::record::Records::new(cfg.records)),
         admission: Arc::new(Mutex::new(Admission::new(
             cfg.caps.max_connections,
             cfg.caps.max_per_source,

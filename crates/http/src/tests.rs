@@ -78,6 +78,7 @@ fn serve(caps: Caps, pki: &Pki, key: Option<&str>) -> Service {
         tls: pki.source.clone(),
         caps,
         permit_key: key.map(str::to_string),
+        records: Default::default(),
     })
     .unwrap()
 }

@@ -15,6 +15,7 @@ mod attacks_http;
 mod attacks_more;
 mod attacks_reflection;
 mod browser_page;
+mod browser_record;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
