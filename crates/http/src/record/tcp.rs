@@ -46,10 +46,12 @@ pub struct ConnTcp {
     pub min_rtt: Duration,
     pub max_rtt: Duration,
     pub sum_rtt: Duration,
-    /// `tcpi_total_retrans` at the last sample: segments retransmitted
-    /// since the connection opened (the page opens its load connections
-    /// for the test).
+    /// Segments retransmitted between the first and the last sample
+    /// (`tcpi_total_retrans` is per connection, and HTTP/1.1 may carry an
+    /// upload and later a download on one connection: each counts its own).
     pub retransmits: u32,
+    /// `tcpi_total_retrans` at the first sample.
+    base_retransmits: u32,
 }
 
 impl ConnTcp {
@@ -81,6 +83,7 @@ impl TcpAgg {
                         max_rtt: Duration::ZERO,
                         sum_rtt: Duration::ZERO,
                         retransmits: 0,
+                        base_retransmits: s.total_retrans,
                     },
                 ));
                 self.conns.len() - 1
@@ -89,7 +92,9 @@ impl TcpAgg {
         };
         let c = &mut self.conns[i].1;
         c.last = c.last.max(at);
-        c.retransmits = c.retransmits.max(s.total_retrans);
+        c.retransmits = c
+            .retransmits
+            .max(s.total_retrans.saturating_sub(c.base_retransmits));
         if !s.rtt.is_zero() {
             c.samples += 1;
             c.min_rtt = c.min_rtt.min(s.rtt);
@@ -121,6 +126,7 @@ impl TcpAgg {
                     max_rtt: o.max_rtt.max(c.max_rtt),
                     sum_rtt: o.sum_rtt + c.sum_rtt,
                     retransmits: o.retransmits + c.retransmits,
+                    base_retransmits: 0,
                 },
             });
         }
@@ -197,13 +203,15 @@ mod tests {
         a.add(key(1, Dir::Down), s(1), &sample(0, 0));
         a.add(key(1, Dir::Down), s(2), &sample(40, 2));
         a.add(key(1, Dir::Down), s(3), &sample(200, 5));
-        a.add(key(2, Dir::Down), s(2), &sample(60, 1));
+        // Connection 2 retransmitted 4 segments before this test's bytes.
+        a.add(key(2, Dir::Down), s(2), &sample(60, 4));
+        a.add(key(2, Dir::Down), s(2), &sample(60, 5));
         a.add(key(3, Dir::Up), s(2), &sample(30, 0));
         let d = a.direction(Dir::Down).unwrap();
-        assert_eq!(d.samples, 3, "the zero RTT is no sample");
+        assert_eq!(d.samples, 4, "the zero RTT is no sample");
         assert_eq!(d.min_rtt, Duration::from_millis(40));
         assert_eq!(d.max_rtt, Duration::from_millis(200));
-        assert_eq!(d.mean_rtt(), Duration::from_millis(100));
+        assert_eq!(d.mean_rtt(), Duration::from_millis(90));
         assert_eq!(d.retransmits, 6);
         assert_eq!((d.first, d.last), (s(1), s(3)));
         assert_eq!(a.direction(Dir::Up).unwrap().samples, 1);
