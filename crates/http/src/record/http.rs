@@ -113,8 +113,8 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> 
             .insert(header::ALLOW, HeaderValue::from_static(allow));
         return r;
     }
-    if path.starts_with(RESULT_PAGE) {
-        let id = path[RESULT_PAGE.len()..].to_owned();
+    if let Some(id) = path.strip_prefix(RESULT_PAGE) {
+        let id = id.to_owned();
         return result_page(shared, &id).await;
     }
     if !routes::permitted(&req, shared) {

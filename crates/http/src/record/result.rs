@@ -183,7 +183,7 @@ impl PageResult {
         let (mut t, mut d, mut u) = (-1.0, 0.0, 0.0);
         for s in &r.throughput {
             ns("throughput.t_ms", s.t_ms, limit_ms)?;
-            let ok = |v: f64| v.is_finite() && v >= 0.0 && v < 1e15;
+            let ok = |v: f64| (0.0..1e15).contains(&v);
             if !ok(s.down_bytes) || !ok(s.up_bytes) {
                 return Err(bad("throughput", "byte counts must be finite and >= 0"));
             }
@@ -333,9 +333,9 @@ pub fn to_results(page: &PageResult, cx: &Context<'_>) -> ResultsFile {
                 "first_ns": c.first.as_nanos() as u64,
                 "last_ns": c.last.as_nanos() as u64,
                 "rtt_samples": c.samples,
-                "min_rtt_ns": (c.samples > 0).then(|| c.min_rtt.as_nanos() as u64),
-                "mean_rtt_ns": (c.samples > 0).then(|| c.mean_rtt().as_nanos() as u64),
-                "max_rtt_ns": (c.samples > 0).then(|| c.max_rtt.as_nanos() as u64),
+                "min_rtt_ns": (c.samples > 0).then_some(c.min_rtt.as_nanos() as u64),
+                "mean_rtt_ns": (c.samples > 0).then_some(c.mean_rtt().as_nanos() as u64),
+                "max_rtt_ns": (c.samples > 0).then_some(c.max_rtt.as_nanos() as u64),
                 "retransmits": c.retransmits,
             })
         })
