@@ -13,6 +13,9 @@
 //!   and the request heads ([`deadlines`]), rate caps as budgets per source
 //!   and in all ([`budget`]), `--max-bytes` per request, `--permit-key`.
 //! * `TCP_NOTSENT_LOWAT` on every test connection ([`conn::NOTSENT_LOWAT`]).
+//! * The operator's record of browser tests ([`record`]): tests started by
+//!   the server (id + token, the `--browser-*` caps), their results kept as
+//!   results files with `--results-dir` and shown at `/result/ID`.
 //!
 //! [`start`] returns once the listeners are bound; the service runs on its
 //! own threads until the [`Service`] is dropped. docs/http.md is the user's

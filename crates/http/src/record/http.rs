@@ -374,6 +374,9 @@ async fn result_page(shared: &Shared, id: &str) -> Response<Payload> {
         return routes::text(StatusCode::NOT_FOUND, "no such result\n");
     };
     let path = file_of(&dir, id);
+    let Ok(_permit) = shared.records.renders.acquire().await else {
+        return routes::text(StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n");
+    };
     let rendered = tokio::task::spawn_blocking(move || -> Result<Option<String>, String> {
         if !path.exists() {
             return Ok(None);

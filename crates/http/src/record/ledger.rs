@@ -22,6 +22,9 @@ pub const HOUR: Duration = Duration::from_secs(3600);
 /// How long a finished or expired test's entry is kept, so a late or
 /// repeated POST is told "used" or "expired" rather than "unknown".
 pub const REMEMBER: Duration = Duration::from_secs(600);
+/// The most tests remembered at once (running, done or expired): a bound
+/// on memory whatever the caps; over it a start is refused as busy.
+pub const MAX_REMEMBERED: usize = 4096;
 
 /// The caps on browser tests (flags `--browser-*`, docs/browser.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +219,7 @@ impl Ledger {
             });
         }
         let running = self.running(now);
-        if running >= self.caps.concurrent as usize {
+        if running >= self.caps.concurrent as usize || self.tests.len() >= MAX_REMEMBERED {
             return Err(Refusal::Busy(self.caps.concurrent));
         }
         let limit = self.caps.per_source_per_hour;
@@ -452,6 +455,29 @@ mod tests {
         // An hour after the first start, one more.
         l.start(at(3600), ip("2001:db8::2"), S, rnd(11)).unwrap();
         assert!(l.start(at(3601), ip("2001:db8::2"), S, rnd(12)).is_err());
+    }
+
+    #[test]
+    fn memory_stays_bounded_however_many_sources_come() {
+        let mut c = caps();
+        c.concurrent = u32::MAX;
+        let t0 = Instant::now();
+        let mut l = Ledger::new(c);
+        for i in 0..MAX_REMEMBERED as u32 {
+            let mut r = [0u8; 24];
+            r[..4].copy_from_slice(&i.to_le_bytes());
+            l.start(t0, IpAddr::from(i.to_be_bytes()), S, r).unwrap();
+        }
+        let e = l.start(t0, ip("198.51.100.1"), S, [9; 24]).unwrap_err();
+        assert!(matches!(e, Refusal::Busy(_)), "{e}");
+        // Once the old ones are forgotten, tests start again.
+        l.start(
+            t0 + Duration::from_secs(701),
+            ip("198.51.100.1"),
+            S,
+            [9; 24],
+        )
+        .unwrap();
     }
 
     #[test]

@@ -42,7 +42,14 @@ pub struct RecordConfig {
 pub struct Records {
     ledger: Mutex<Ledger>,
     pub dir: Option<PathBuf>,
+    /// Result pages rendered at once: each costs a few ms of CPU (20 ms
+    /// for a long test), so a flood of `/result/ID` requests waits here
+    /// instead of taking every core.
+    pub renders: tokio::sync::Semaphore,
 }
+
+/// Result pages rendered at once.
+pub const RENDERS: usize = 2;
 
 /// The query parameter a load request names its test with.
 pub const TEST_QUERY: &str = "t";
@@ -52,6 +59,7 @@ impl Records {
         Records {
             ledger: Mutex::new(Ledger::new(cfg.caps)),
             dir: cfg.results_dir,
+            renders: tokio::sync::Semaphore::new(RENDERS),
         }
     }
 
