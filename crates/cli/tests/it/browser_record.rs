@@ -298,3 +298,47 @@ fn a_finished_browser_test_leaves_one_file_report_reads_and_result_shows() {
         "true"
     );
 }
+
+#[test]
+fn results_dir_mistakes_are_usage_errors_that_name_the_flag() {
+    let dir = crate::harness::tempdir();
+    let missing = dir.path().join("missing");
+    let port = free_port().to_string();
+    for (args, want) in [
+        (
+            vec![
+                "server",
+                "--no-iperf",
+                "--results-dir",
+                missing.to_str().unwrap(),
+            ],
+            "--no-iperf needs --http",
+        ),
+        (
+            vec!["server", "--results-dir", dir.path().to_str().unwrap()],
+            "--results-dir needs --http PORT or --https PORT",
+        ),
+        (
+            vec![
+                "server",
+                "--no-iperf",
+                "-B",
+                "127.0.0.1",
+                "--http",
+                &port,
+                "--results-dir",
+                missing.to_str().unwrap(),
+            ],
+            "--results-dir",
+        ),
+    ] {
+        let o = std::process::Command::new(crate::harness::BIN)
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = crate::harness::stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert_eq!(files(dir.path()), Vec::<String>::new());
+}
