@@ -20,8 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A headless Chromium on a DevTools pipe, with one page attached; killed
-/// by PID and reaped on drop.
-struct Browser {
+/// by PID and reaped on drop. Also used by the lab tests (browser_lab.rs).
+pub(crate) struct Browser {
     child: Child,
     pipe: UnixStream,
     buf: Vec<u8>,
@@ -34,10 +34,23 @@ impl Browser {
     /// Starts Chromium; `insecure`: accept the server's self-signed
     /// certificate (`--ignore-certificate-errors`).
     fn start(insecure: bool) -> Browser {
+        Browser::start_in(&[], insecure)
+    }
+
+    /// [`Browser::start`] with Chromium run through `wrapper` (for example
+    /// `ip netns exec NS`, which keeps fds 3 and 4 open across its exec).
+    pub(crate) fn start_in(wrapper: &[&str], insecure: bool) -> Browser {
         let profile = crate::harness::tempdir();
         let (ours, theirs) = UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
-        let mut cmd = Command::new("/usr/bin/chromium");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg("/usr/bin/chromium");
+                c
+            }
+            None => Command::new("/usr/bin/chromium"),
+        };
         cmd.args([
             "--headless=new",
             "--no-sandbox",
@@ -96,7 +109,7 @@ impl Browser {
     }
 
     /// Sends a command (to the page once attached) and returns its result.
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -123,7 +136,7 @@ impl Browser {
     }
 
     /// Evaluates a JS expression that returns a string in the page.
-    fn eval(&mut self, expr: &str) -> String {
+    pub(crate) fn eval(&mut self, expr: &str) -> String {
         let r = self.call(
             "Runtime.evaluate",
             json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
@@ -132,12 +145,12 @@ impl Browser {
         r["result"]["value"].as_str().unwrap_or("").to_owned()
     }
 
-    fn open(&mut self, url: &str) {
+    pub(crate) fn open(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url}));
     }
 
     /// Polls `window.bloatlab.state` until it is one of `states`.
-    fn wait_state(&mut self, states: &[&str], within: Duration) -> String {
+    pub(crate) fn wait_state(&mut self, states: &[&str], within: Duration) -> String {
         let end = Instant::now() + within;
         loop {
             let s = self.eval("String(window.bloatlab && window.bloatlab.state)");

@@ -14,6 +14,7 @@ mod attacks_caps;
 mod attacks_http;
 mod attacks_more;
 mod attacks_reflection;
+mod browser_lab;
 mod browser_page;
 mod engine_tcp;
 mod engine_udp;
