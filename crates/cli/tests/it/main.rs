@@ -16,6 +16,7 @@ mod attacks_more;
 mod attacks_reflection;
 mod browser_lab;
 mod browser_page;
+mod cf_speedtest;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;
