@@ -182,16 +182,18 @@ fn points(v: &Value) -> Vec<f64> {
 /// The link's TCP goodput: 1448 payload bytes per 1500-byte packet at 20 Mbit/s.
 const GOODPUT_BPS: f64 = 20e6 * 1448.0 / 1500.0;
 
-#[test]
-fn cloudflare_speedtest_against_our_server_through_an_fq_codel_lab() {
-    if !tier::root("cloudflare_speedtest_against_our_server_through_an_fq_codel_lab") {
-        return;
-    }
+/// Runs the package in Chromium in the client namespace of a 20 Mbit/s, 2 x 40 ms lab
+/// with `qdisc` (1000-packet limit) against `bloatlab server --http` in the server
+/// namespace; `window.cf` once it finished. (Through a deep FIFO the package's loaded
+/// latency stayed near 84 ms in our run, where the page's four streams see 200 ms and
+/// more: one request at a time, as the package loads, barely fills the queue; so only
+/// FQ-CoDel, where the answer is known, is checked. docs/browser.md has the numbers.)
+fn through_lab(qdisc: &str) -> Value {
     let js = speedtest_js();
     let lab = LabGuard::up(
         "cfs",
         &[
-            "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fq_codel", "--limit", "1000p",
+            "--rate", "20mbit", "--delay", "40ms", "--qdisc", qdisc, "--limit", "1000p",
         ],
     );
     let _server = lab.serve(
@@ -225,8 +227,13 @@ fn cloudflare_speedtest_against_our_server_through_an_fq_codel_lab() {
     };
     let cf: Value = serde_json::from_str(&b.eval("JSON.stringify(window.cf)")).unwrap();
     drop(b);
-    eprintln!("@cloudflare/speedtest through fq_codel: {cf}");
+    eprintln!("@cloudflare/speedtest through {qdisc}: {cf}");
     assert_eq!(state, "done", "{}", cf["error"]);
+    cf
+}
+
+/// Download and upload within 15 % of the link's goodput.
+fn check_rates(cf: &Value) {
     let s = &cf["summary"];
     for (dir, v) in [("download", &s["download"]), ("upload", &s["upload"])] {
         let bps = v.as_f64().unwrap_or_else(|| panic!("no {dir}: {s}"));
@@ -237,6 +244,15 @@ fn cloudflare_speedtest_against_our_server_through_an_fq_codel_lab() {
             GOODPUT_BPS / 1e6
         );
     }
+}
+
+#[test]
+fn cloudflare_speedtest_against_our_server_through_an_fq_codel_lab() {
+    if !tier::root("cloudflare_speedtest_against_our_server_through_an_fq_codel_lab") {
+        return;
+    }
+    let cf = through_lab("fq_codel");
+    check_rates(&cf);
     // 2 x 40 ms of delay; the package takes the server's Server-Timing off each time to
     // first byte. FQ-CoDel keeps the probes' own flow out of the load's queue.
     let idle = median(&points(&cf["idle"]));
