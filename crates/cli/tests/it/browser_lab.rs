@@ -137,7 +137,17 @@ fn through_lab(qdisc: &str) -> Run {
     b.open(&format!(
         "http://10.77.0.2:8080/?autostart=1&duration={PHASE_S}"
     ));
-    let state = b.wait_state(&["done", "error"], Duration::from_secs(total_s + 30));
+    // Polled here rather than with `wait_state`, which panics on a timeout: the
+    // screenshot is taken whatever the page's state, and a page that never finished
+    // is the one most worth seeing.
+    let end = std::time::Instant::now() + Duration::from_secs(total_s + 30);
+    let state = loop {
+        let s = b.eval("String(window.bloatlab && window.bloatlab.state)");
+        if s == "done" || s == "error" || std::time::Instant::now() > end {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
     let screenshot = std::env::temp_dir().join(format!("bl-browser-lab-{}-{qdisc}.png", lab.name));
     save_screenshot(&mut b, &screenshot);
     eprintln!(
