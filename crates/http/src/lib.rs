@@ -6,7 +6,8 @@
 //!   ALPN `h2`, `http/1.1` ([`tls`]).
 //! * The routes ([`routes`]): `/.well-known/nq` (the config), a large
 //!   object, a 1-byte object and an upload sink that discards; and the
-//!   browser bufferbloat test page at `/` ([`browser`]).
+//!   browser bufferbloat test page at `/` ([`browser`]); Cloudflare's
+//!   speed-test API `/__down`, `/__up` ([`cloudflare`]).
 //! * The server's caps ([`Caps`]): connections in all and per source (over
 //!   them: `429` with `Retry-After`), a lifetime per connection
 //!   (`--max-duration`), an idle timeout, deadlines for the TLS handshake
@@ -27,6 +28,7 @@ pub mod body;
 pub mod browser;
 pub mod budget;
 pub mod caps;
+pub mod cloudflare;
 pub mod conn;
 pub mod deadlines;
 pub mod error;

@@ -10,6 +10,7 @@
 //! | `/api/v1/upload` | POST, PUT | reads and discards the body, answers `{"received_bytes":N}` (413 over `--max-bytes`) |
 //! | `/` and `/browser/*` | GET, HEAD | the browser test page and its assets ([`crate::browser`]), with a strict CSP |
 //! | `/api/v1/browser` | GET, HEAD | the page's parameters: phases, grade table ([`crate::browser::params_json`]) |
+//! | `/__down`, `/__up` | GET, POST, OPTIONS | Cloudflare's speed-test API ([`crate::cloudflare`]) |
 //!
 //! Never a redirect, never a content encoding (the client's
 //! `Accept-Encoding` is ignored: bodies go as they are). Every response
@@ -21,6 +22,7 @@ use crate::body::{LARGE_OBJECT_BYTES, LargeBody, Payload};
 use crate::browser::{self, Asset};
 use crate::budget::Charge;
 use crate::record::tcp::Dir;
+use crate::cloudflare;
 use crate::service::Shared;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -70,6 +72,9 @@ pub enum Route {
     Page(&'static Asset),
     /// The page's parameters.
     BrowserParams,
+    /// Cloudflare's `/__down` and `/__up` ([`crate::cloudflare`]).
+    CfDown,
+    CfUp,
 }
 
 impl Route {
@@ -81,6 +86,8 @@ impl Route {
             SMALL => Some(Route::Small),
             UPLOAD => Some(Route::Upload),
             browser::PARAMS => Some(Route::BrowserParams),
+            cloudflare::DOWN => Some(Route::CfDown),
+            cloudflare::UP => Some(Route::CfUp),
             _ => Asset::at(path).map(Route::Page),
         }
     }
@@ -92,6 +99,8 @@ impl Route {
             }
             Route::Large => m == Method::GET,
             Route::Upload => m == Method::POST || m == Method::PUT,
+            Route::CfDown => m == Method::GET || m == Method::OPTIONS,
+            Route::CfUp => m == Method::POST || m == Method::OPTIONS,
         }
     }
 
@@ -100,6 +109,8 @@ impl Route {
             Route::Config | Route::Small | Route::Page(_) | Route::BrowserParams => "GET, HEAD",
             Route::Large => "GET",
             Route::Upload => "POST, PUT",
+            Route::CfDown => "GET, OPTIONS",
+            Route::CfUp => "POST, OPTIONS",
         }
     }
 }
@@ -150,6 +161,9 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
     if let Route::Page(asset) = route {
         return page(asset);
     }
+    if let Some(r) = cloudflare::preflight(route, req.method()) {
+        return r;
+    }
     let query_key = req.uri().query().and_then(permit_from_query);
     if !permitted(&req, shared) {
         return text(
@@ -196,6 +210,8 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
             respond(StatusCode::OK, Payload::Large(body))
         }
         Route::Upload => sink(req, shared, conn).await,
+        Route::CfDown => cloudflare::down(&req, shared, conn),
+        Route::CfUp => cloudflare::up(req, shared, conn).await,
     }
 }
 
@@ -222,7 +238,11 @@ pub(crate) fn permitted(req: &Request<Incoming>, shared: &Shared) -> bool {
 /// whatever its size; each chunk is charged to the upload budget (the
 /// client then meets TCP or HTTP/2 flow control, as from a slow link). More
 /// than `--max-bytes` gets 413, at once when `Content-Length` says so.
-async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Response<Payload> {
+pub(crate) async fn sink(
+    req: Request<Incoming>,
+    shared: &Shared,
+    conn: ConnInfo,
+) -> Response<Payload> {
     if shared.caps.upload_rate.is_some_and(|(per, _)| per.0 == 0) {
         return too_many("uploads are off on this server (--max-rate 0)");
     }
@@ -445,7 +465,7 @@ pub(crate) fn text(status: StatusCode, msg: impl Into<Bytes>) -> Response<Payloa
     r
 }
 
-fn too_many(why: &str) -> Response<Payload> {
+pub(crate) fn too_many(why: &str) -> Response<Payload> {
     let mut r = text(StatusCode::TOO_MANY_REQUESTS, format!("{why}\n"));
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));

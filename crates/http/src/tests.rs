@@ -654,3 +654,7 @@ async fn with_a_permit_key_the_page_is_public_and_its_parameters_are_not() {
         let _ = body(r).await;
     }
 }
+
+/// Cloudflare's speed-test API (issue 21, deliverable 3).
+#[path = "cloudflare_tests.rs"]
+mod cloudflare;

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A headless Chromium on a DevTools pipe, with one page attached; killed
-/// by PID and reaped on drop.
+/// by PID and reaped on drop. Also used by the lab tests (browser_lab.rs).
 pub(crate) struct Browser {
     child: Child,
     pipe: UnixStream,
@@ -34,10 +34,23 @@ impl Browser {
     /// Starts Chromium; `insecure`: accept the server's self-signed
     /// certificate (`--ignore-certificate-errors`).
     pub(crate) fn start(insecure: bool) -> Browser {
+        Browser::start_in(&[], insecure)
+    }
+
+    /// [`Browser::start`] with Chromium run through `wrapper` (for example
+    /// `ip netns exec NS`, which keeps fds 3 and 4 open across its exec).
+    pub(crate) fn start_in(wrapper: &[&str], insecure: bool) -> Browser {
         let profile = crate::harness::tempdir();
         let (ours, theirs) = UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
-        let mut cmd = Command::new("/usr/bin/chromium");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg("/usr/bin/chromium");
+                c
+            }
+            None => Command::new("/usr/bin/chromium"),
+        };
         cmd.args([
             "--headless=new",
             "--no-sandbox",
