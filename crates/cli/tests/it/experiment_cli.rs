@@ -639,6 +639,11 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     let behind =
         |p: &serde_json::Value| p["complete"] == false && causes(p).iter().all(|c| host_busy(c));
     let (shaped_behind, off_behind) = (behind(&points[0]), behind(&points[1]));
+    // What this run said (flaky-looking outcomes are read from here).
+    eprintln!(
+        "report4 --quick: {}; points: {}",
+        v["headline"], v["points"]
+    );
     // The numbers: both effects within their bands, whatever the completeness, unless the
     // point a number comes from was measured on an emulator that fell behind.
     let judged: Vec<&serde_json::Value> = v["comparison"]
