@@ -27,7 +27,8 @@ pub fn socket(domain: libc::c_int, ty: libc::c_int, protocol: libc::c_int) -> io
 pub fn socketpair(ty: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    let rc = unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    let rc =
+        unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -109,9 +110,13 @@ mod tests {
     fn a_raw_udp_socket_talks_to_a_std_one() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = socket(libc::AF_INET, libc::SOCK_DGRAM, 0).unwrap();
-        assert_eq!(send_to(&tx, b"hello!", rx.local_addr().unwrap()).unwrap(), 6);
+        assert_eq!(
+            send_to(&tx, b"hello!", rx.local_addr().unwrap()).unwrap(),
+            6
+        );
         let mut buf = [0u8; 4];
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
         // MSG_TRUNC: the real length, though only 4 bytes fit.
         let n = recv(&rx, &mut buf, libc::MSG_TRUNC).unwrap();
         assert_eq!((n, &buf), (6, b"hell"));
@@ -131,7 +136,10 @@ mod tests {
         let e = read(&b, &mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         // A descriptor number that is not open is an error, not undefined behaviour.
-        assert_eq!(read(&-1, &mut buf).unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert_eq!(
+            read(&-1, &mut buf).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
     }
 
     #[test]

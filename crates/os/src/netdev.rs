@@ -87,8 +87,7 @@ mod tests {
     /// the request we sent (read-only: nothing is changed).
     #[test]
     fn a_netlink_request_reaches_the_kernel() {
-        let s = crate::fdio::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE)
-            .unwrap();
+        let s = crate::fdio::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE).unwrap();
         // nlmsghdr (16 bytes) + ifinfomsg (16 bytes), index 1 (lo), no dump flag.
         let mut m = [0u8; 32];
         m[0..4].copy_from_slice(&32u32.to_ne_bytes());

@@ -96,7 +96,10 @@ mod tests {
         assert_ne!(fds[1].revents & libc::POLLIN, 0);
         // A sub-millisecond timeout is honoured, not rounded to zero or to 1 ms.
         let mut none = [pollfd(a.as_raw_fd(), libc::POLLIN)];
-        assert_eq!(poll(&mut none, Some(Duration::from_micros(200))).unwrap(), 0);
+        assert_eq!(
+            poll(&mut none, Some(Duration::from_micros(200))).unwrap(),
+            0
+        );
         // A negative descriptor is ignored (poll(2)), not an error.
         let mut bad = [pollfd(-5, libc::POLLIN)];
         assert_eq!(poll(&mut bad, Some(Duration::ZERO)).unwrap(), 0);

@@ -265,7 +265,12 @@ mod tests {
 
     #[test]
     fn socket_addresses_round_trip_through_the_kernel_form() {
-        for a in ["127.0.0.1:5001", "10.77.0.2:0", "[::1]:443", "[fe80::1%3]:9"] {
+        for a in [
+            "127.0.0.1:5001",
+            "10.77.0.2:0",
+            "[::1]:443",
+            "[fe80::1%3]:9",
+        ] {
             let a: SocketAddr = a.parse().unwrap();
             let (ss, len) = std_to_sockaddr(a);
             assert_eq!(sockaddr_to_std(&ss, len), Some(a));

@@ -362,20 +362,16 @@ mod tests {
     }
 
     /// A pair of connected SOCK_SEQPACKET sockets stands in for a TUN: one
-    /// packet per read/write, non-blocking on the driver's side.
-    fn seqpacket() -> (RawFd, RawFd) {
-        let mut fds = [0; 2];
-        // SAFETY: fds is a valid array of two ints.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0);
-        (fds[0], fds[1])
+    /// packet per read/write, non-blocking on the driver's side. `keep`
+    /// owns them (they close when the test drops it); the driver takes the
+    /// descriptor numbers, as it does a TUN's.
+    fn seqpacket(keep: &mut Vec<std::os::fd::OwnedFd>) -> (RawFd, RawFd) {
+        use std::os::fd::AsRawFd;
+        let (a, b) =
+            bloatlab_os::fdio::socketpair(libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK).unwrap();
+        let fds = (a.as_raw_fd(), b.as_raw_fd());
+        keep.extend([a, b]);
+        fds
     }
 
     fn packet_to(dst: [u8; 4], len: usize) -> Vec<u8> {
@@ -390,9 +386,10 @@ mod tests {
 
     #[test]
     fn forwards_after_the_link_delay_and_routes_by_destination() {
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
-        let (other_drv, other_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
+        let (other_drv, other_test) = seqpacket(&mut keep);
         let io = DirectionIo {
             name: "up".into(),
             inputs: vec![in_drv],
@@ -456,10 +453,7 @@ mod tests {
         assert_eq!(r.io.unroutable, 1);
         assert_eq!(r.lateness.count, 3);
         assert_eq!(r.link.total.dequeued.packets, 3);
-        for fd in [in_test, in_drv, out_drv, out_test, other_drv, other_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 
     /// An IPv6 packet goes to the TUN of its IPv6 destination, an IPv6
@@ -467,8 +461,9 @@ mod tests {
     /// unroutable, and the link model parsed both.
     #[test]
     fn ipv6_packets_are_routed_by_their_destination() {
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
         let server6: Ipv6Addr = "fd00:77::2".parse().unwrap();
         let io = DirectionIo {
             name: "up".into(),
@@ -528,18 +523,16 @@ mod tests {
         let r = shared.lock().unwrap().clone();
         assert_eq!((r.io.tx_packets, r.io.unroutable), (1, 1));
         assert_eq!(r.link.total.unparsed, 0);
-        for fd in [in_test, in_drv, out_drv, out_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 
     #[test]
     fn with_offloads_a_tso_frame_is_emulated_as_segments_and_written_as_one() {
         use crate::offload::testpkt::{self, ACK};
         use crate::offload::{F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN, VnetHeader};
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
         let io = DirectionIo {
             name: "up".into(),
             inputs: vec![in_drv],
@@ -608,9 +601,6 @@ mod tests {
             (3, 4500, 1)
         );
         assert_eq!(r.link.total.enqueued.packets, 3);
-        for fd in [in_test, in_drv, out_drv, out_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 }
