@@ -106,15 +106,13 @@ pub struct DirectionReport {
     pub calibration: Option<super::calibrate::TrimReport>,
 }
 
-/// Destination address of an IPv4 or IPv6 packet (RFC 791, RFC 8200 §3).
+/// Destination address of an IPv4 or IPv6 packet (RFC 791, RFC 8200 §3), read
+/// through the link model's header view.
 fn ip_dst(pkt: &[u8]) -> Option<IpAddr> {
-    match pkt.first()? >> 4 {
-        4 if pkt.len() >= 20 => Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]).into()),
-        6 if pkt.len() >= 40 => {
-            let b: [u8; 16] = pkt[24..40].try_into().ok()?;
-            Some(Ipv6Addr::from(b).into())
-        }
-        _ => None,
+    let dst = bloatlab_emu::packet::IpView::parse(pkt).ok()?.dst();
+    match <[u8; 4]>::try_from(dst) {
+        Ok(v4) => Some(Ipv4Addr::from(v4).into()),
+        Err(_) => Some(Ipv6Addr::from(<[u8; 16]>::try_from(dst).ok()?).into()),
     }
 }
 
