@@ -125,6 +125,8 @@ impl RecvBatch {
     }
 
     /// Datagram `i` of the last [`recv`](Self::recv) (`i < returned count`).
+    // Called per datagram from the engine: inline across the crate boundary.
+    #[inline]
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
         if i >= self.filled {
             return None;
@@ -195,11 +197,13 @@ impl SendBatch {
     }
 
     /// Number of preallocated datagrams.
+    #[inline]
     pub fn slots(&self) -> usize {
         self.hdrs.len()
     }
 
     /// Datagram `i`'s bytes, to rewrite before [`send`](Self::send).
+    #[inline]
     pub fn datagram_mut(&mut self, i: usize) -> &mut [u8] {
         let start = i * self.len;
         &mut self.bufs[start..start + self.len]
