@@ -14,8 +14,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 
-/// Checksum and IPv4 and IPv6 TCP segmentation offload (offload/split.rs
-/// cuts both); no UDP segmentation.
+// Checksum and IPv4 and IPv6 TCP segmentation offload (offload/split.rs
+// cuts both); no UDP segmentation.
 use bloatlab_os::tun::TUN_F_CSUM_TSO;
 
 /// Whether a TUN exchanges offloaded packets with its host.
