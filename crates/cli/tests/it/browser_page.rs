@@ -225,7 +225,7 @@ fn the_page_runs_to_a_grade_in_headless_chromium() {
 
 /// Over HTTPS (the server's self-signed certificate) the browser speaks
 /// HTTP/2; the page and its load share one connection, the probes take
-/// another (seen by hand in DevTools' connection ids; docs/browser.md).
+/// another (checked by `the_probes_have_connections_of_their_own_over_http2`).
 #[test]
 fn the_page_runs_to_a_grade_over_https_and_http2() {
     page_runs_to_a_grade(true);
@@ -354,11 +354,18 @@ fn probes_on_their_own_connections(https: bool) {
         .collect();
     probes.sort_by_key(|p| p.0);
     let sent = r["probes"].as_array().unwrap();
-    assert_eq!(probes.len(), sent.len(), "probe requests seen vs the page's");
+    assert_eq!(
+        probes.len(),
+        sent.len(),
+        "probe requests seen vs the page's"
+    );
     // Which load requests went over which connection.
     let mut load: BTreeMap<u64, BTreeMap<String, usize>> = BTreeMap::new();
     let want = if https { "h2" } else { "http/1.1" };
-    for req in reqs.values().filter(|r| [LARGE, UPLOAD].contains(&path(r).as_str())) {
+    for req in reqs
+        .values()
+        .filter(|r| [LARGE, UPLOAD].contains(&path(r).as_str()))
+    {
         if let Some((id, proto)) = &req.connection {
             assert_eq!(proto, want, "{}", req.url);
             *load.entry(*id).or_default().entry(path(req)).or_default() += 1;
@@ -367,7 +374,10 @@ fn probes_on_their_own_connections(https: bool) {
     let answered = |p: &str| load.values().filter_map(|m| m.get(p)).sum::<usize>();
     let (downloads, uploads) = (answered(LARGE), answered(UPLOAD));
     // 4 + 3 download streams, 4 + 3 upload streams at least.
-    assert!(downloads >= 7 && uploads >= 7, "{downloads} downloads, {uploads} uploads answered");
+    assert!(
+        downloads >= 7 && uploads >= 7,
+        "{downloads} downloads, {uploads} uploads answered"
+    );
     let mut shared: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     let mut own = BTreeSet::new();
     let mut per_phase: BTreeMap<&str, usize> = BTreeMap::new();
