@@ -21,8 +21,8 @@
 use crate::body::{LARGE_OBJECT_BYTES, LargeBody, Payload};
 use crate::browser::{self, Asset};
 use crate::budget::Charge;
-use crate::record::tcp::Dir;
 use crate::cloudflare;
+use crate::record::tcp::Dir;
 use crate::service::Shared;
 use bytes::Bytes;
 use http_body_util::BodyExt;
