@@ -18,7 +18,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -74,22 +73,9 @@ impl Browser {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        // SAFETY: dup2 and fcntl are async-signal-safe; the child reads
-        // DevTools commands on fd 3 and writes answers on fd 4, both our
-        // socket's other end. Close-on-exec is cleared on both, also when
-        // the socket already was fd 3 or 4 (then dup2 leaves it set).
-        unsafe {
-            cmd.pre_exec(move || {
-                for target in [3, 4] {
-                    if (fd != target && libc::dup2(fd, target) < 0)
-                        || libc::fcntl(target, libc::F_SETFD, 0) < 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
+        // The child reads DevTools commands on fd 3 and writes answers on fd 4,
+        // both our socket's other end.
+        bloatlab_os::process::inherit_fd_as(&mut cmd, fd, &[3, 4]);
         let child = cmd
             .spawn()
             .expect("/usr/bin/chromium runs (Debian package `chromium`, scripts/setup.sh)");

@@ -13,7 +13,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,9 +99,8 @@ impl PageServer {
         let (tx, rx) = std::sync::mpsc::channel();
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            // SAFETY: setns on an open namespace fd; it moves only this thread.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            // Moves only this thread into the namespace.
+            bloatlab_os::netns::setns_net(&ns).expect("setns into the lab's client namespace");
             drop(ns);
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.set_nonblocking(true).unwrap();

@@ -7,6 +7,8 @@
 //! root skip for a normal user and fail under `BLOATLAB_TEST_TIER=full` (the README's test
 //! command): `bloatlab_testkit::tier`.
 
+#![forbid(unsafe_code)]
+
 mod harness;
 
 mod attacks;
