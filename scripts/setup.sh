@@ -7,13 +7,14 @@
 # a single-node Slurm itself, without systemd.
 # nginx with the echo module (its upload sink) is the RPM server no one here wrote
 # (tests/it/rpm_interop.rs, bench/http_loopback.sh); h2load (nghttp2-client) loads it and ours in
-# the benchmark. cmake and libclang-dev build Cloudflare's mach (BoringSSL, bindgen) below.
+# the benchmark. cmake and libclang-dev build Cloudflare's mach (BoringSSL, bindgen) below; npm
+# installs Cloudflare's browser speed test (@cloudflare/speedtest) below.
 # Debian does not start nginx at install in a container (policy-rc.d), and the tests run their
 # own instances with their own config.
 set -euo pipefail
 
 need_apt=()
-for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge nginx:nginx h2load:nghttp2-client cmake:cmake; do
+for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge nginx:nginx h2load:nghttp2-client cmake:cmake npm:npm; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")
@@ -45,4 +46,15 @@ MACH_VERSION=0.4.0
 PEERS=${BLOATLAB_PEERS:-/opt/bloatlab-peers}
 if ! "$PEERS/bin/mach" --version 2>/dev/null | grep -qx "cf-mach $MACH_VERSION"; then
     cargo install cf-mach --locked --version "$MACH_VERSION" --root "$PEERS" --quiet
+fi
+
+# Cloudflare's browser speed test (npm package @cloudflare/speedtest), which tests/it/cf_speedtest.rs
+# runs in headless Chromium against our /__down and /__up, installed outside the repo; a no-op when
+# that version is there. The test finds it at $BLOATLAB_CF_SPEEDTEST or
+# /opt/bloatlab-peers/cf-speedtest/node_modules/@cloudflare/speedtest.
+CF_SPEEDTEST_VERSION=1.14.1
+if ! grep -qs "\"version\": \"$CF_SPEEDTEST_VERSION\"" \
+    "$PEERS/cf-speedtest/node_modules/@cloudflare/speedtest/package.json"; then
+    npm install --prefix "$PEERS/cf-speedtest" --no-audit --no-fund --save-exact \
+        "@cloudflare/speedtest@$CF_SPEEDTEST_VERSION"
 fi

@@ -191,6 +191,38 @@ impl ClientConfig {
         }
     }
 
+    /// The `--json` test description of this client run, started at `start_wall`
+    /// (CLOCK_REALTIME since the epoch) against `remote`: what TCP and UDP share. The
+    /// drivers add their own fields (TCP: congestion control and near-congestion weight;
+    /// UDP: the rate and datagram length in effect).
+    pub(crate) fn test_info(
+        &self,
+        start_wall: Duration,
+        remote: String,
+    ) -> bloatlab_metrics::json::TestInfo {
+        bloatlab_metrics::json::TestInfo {
+            start_unix_us: u64::try_from(start_wall.as_micros()).ok(),
+            clock: Some("realtime".into()),
+            interval_s: self.interval.map(|d| d.as_secs_f64()),
+            duration_s: match self.amount {
+                Amount::Time(d) => Some(d.as_secs_f64()),
+                Amount::Bytes(_) => None,
+            },
+            amount_bytes: match self.amount {
+                Amount::Bytes(b) => Some(b.0),
+                Amount::Time(_) => None,
+            },
+            buffer_bytes: Some(self.effective_len().0),
+            target_bits_per_second: self.rate.map(|r| r.0),
+            parallel: self.parallel,
+            trip_times: self.trip_times,
+            reverse: self.direction == Direction::Reverse,
+            full_duplex: self.direction == Direction::FullDuplex,
+            remote: Some(remote),
+            ..Default::default()
+        }
+    }
+
     /// The effective `-l`: the explicit value or the protocol's default.
     pub fn effective_len(&self) -> Bytes {
         self.buffer_len
@@ -298,6 +330,30 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_info_describes_the_run_for_json() {
+        let mut c = ClientConfig::new("h");
+        c.amount = Amount::Bytes(Bytes(5000));
+        c.interval = Some(Duration::from_millis(500));
+        c.direction = Direction::FullDuplex;
+        c.parallel = 3;
+        let t = c.test_info(
+            Duration::from_micros(1_700_000_000_000_001),
+            "h:5001".into(),
+        );
+        assert_eq!(t.start_unix_us, Some(1_700_000_000_000_001));
+        assert_eq!(t.clock.as_deref(), Some("realtime"));
+        assert_eq!((t.duration_s, t.amount_bytes), (None, Some(5000)));
+        assert_eq!(t.interval_s, Some(0.5));
+        assert_eq!(t.buffer_bytes, Some(DEFAULT_TCP_LEN.0));
+        assert_eq!((t.parallel, t.reverse, t.full_duplex), (3, false, true));
+        assert_eq!(t.remote.as_deref(), Some("h:5001"));
+        assert_eq!(t.target_bits_per_second, None);
+        c.amount = Amount::Time(Duration::from_secs(2));
+        let t = c.test_info(Duration::ZERO, String::new());
+        assert_eq!((t.duration_s, t.amount_bytes), (Some(2.0), None));
+    }
 
     #[test]
     fn defaults_follow_iperf2() {

@@ -16,6 +16,8 @@
 //! * **monotonic clock** ([`std::time::Instant`], `udp::clock::Mono`) for local intervals,
 //!   pacing and test durations, immune to wall-clock steps.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod console;
 pub mod flow_table;

@@ -7,7 +7,6 @@
 use crate::config::SocketOptions;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
-use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -108,39 +107,16 @@ pub fn congestion_in_effect(sock: &Socket) -> Option<String> {
 /// a sender keeps at most about that much queued in its own buffer.
 pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> Result<(), SockError> {
     let v: libc::c_int = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the pointer and length describe `v`, which outlives the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(opt_err("--notsent-lowat", bytes)(io::Error::last_os_error()))
-    }
+    bloatlab_os::sockopt::set_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, v)
+        .map_err(opt_err("--notsent-lowat", bytes))
 }
 
 /// TCP_NOTSENT_LOWAT in effect (`None` when unset: the kernel reports
 /// `UINT_MAX`, or when the call fails).
 pub fn notsent_lowat(sock: &impl AsRawFd) -> Option<u32> {
-    let mut v: libc::c_uint = 0;
-    let mut len = size_of::<libc::c_uint>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `v`, which outlives the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&mut v as *mut libc::c_uint).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0 && v != 0 && v != libc::c_uint::MAX).then_some(v)
+    let v =
+        bloatlab_os::sockopt::get_uint(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT).ok()?;
+    (v != 0 && v != libc::c_uint::MAX).then_some(v)
 }
 
 /// Sets the congestion control of a connected socket (`-Z`, or what a

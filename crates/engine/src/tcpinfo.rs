@@ -5,7 +5,7 @@
 //! the length the kernel wrote back are trusted (`libc::tcp_info` grows with
 //! libc releases; an older kernel copies fewer bytes).
 
-use std::mem::{offset_of, size_of};
+use std::mem::offset_of;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -143,23 +143,7 @@ pub fn sample_receiver(
 
 /// `getsockopt(TCP_INFO)`: the struct and the number of bytes the kernel wrote.
 fn raw(sock: &impl AsRawFd) -> std::io::Result<(libc::tcp_info, usize)> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the pointer and length describe `info`, which outlives the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((info, len as usize))
+    bloatlab_os::sockopt::tcp_info(sock)
 }
 
 #[cfg(test)]

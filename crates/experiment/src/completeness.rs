@@ -13,7 +13,13 @@
 //! * a phase has no data: an RTT series without a single answered probe in a phase
 //!   (`.count` 0), a probe the test planned (`probe.SERIES` lists the phases its plan spans)
 //!   that left no cells for a phase at all (its prober printed nothing), or a loaded phase in
-//!   which the flows moved nothing (`nodata.PHASE`).
+//!   which the flows moved nothing (`nodata.PHASE`);
+//! * the lab's emulator fell behind its own schedule in some phase and direction: more than
+//!   [`MAX_LATE_FRACTION`] of the packets it released there left more than 1 ms after their
+//!   due time (`late.DIR.PHASE.over_1ms`, judged when the phase released at least
+//!   [`MIN_LATE_PACKETS`] packets). Those packets reached their hosts late, so the run's
+//!   latency figures include host delay, not only the link's (docs/experiments.md, "A busy
+//!   host").
 //!
 //! A point is incomplete when any of its repetitions is, and when a run the plan asked for
 //! has no row at all (it failed, or was never run: [`Planned`]). The rule reads only the
@@ -27,6 +33,8 @@ use serde_json::Value;
 /// experiment states its own bound (`[expect] max_probe_loss`). The field reports lost no
 /// probes; a few percent allows for the odd probe lost to an AQM under full load.
 pub const DEFAULT_MAX_PROBE_LOSS: f64 = 0.05;
+
+pub use bloatlab_results::lab::{MAX_LATE_FRACTION, MIN_LATE_PACKETS};
 
 /// The row column that holds whether the run is complete (`true`/`false`).
 pub const COMPLETE: &str = "complete";
@@ -62,6 +70,19 @@ pub enum Cause {
         /// Why, as far as known.
         why: String,
     },
+    /// The emulator released too many packets late in a phase: the host was too busy.
+    EmulatorLate {
+        /// `up` or `down`.
+        direction: String,
+        /// The phase.
+        phase: String,
+        /// Fraction of the phase's packets released more than 1 ms late.
+        late: f64,
+        /// Their 99th percentile lateness, ms, if recorded.
+        p99_ms: Option<f64>,
+        /// The bound, a fraction ([`MAX_LATE_FRACTION`]).
+        bound: f64,
+    },
     /// A phase without data.
     EmptyPhase {
         /// The phase.
@@ -89,6 +110,28 @@ impl std::fmt::Display for Cause {
             ),
             Cause::NoResult { why } => write!(f, "no result: {why}"),
             Cause::EmptyPhase { phase, what } => write!(f, "phase {phase}: {what}"),
+            Cause::EmulatorLate {
+                direction,
+                phase,
+                late,
+                p99_ms,
+                bound,
+            } => {
+                write!(
+                    f,
+                    "the emulator released {:.1} % of the {direction} packets more than 1 ms \
+                     late in phase {phase} (bound {:.1} %",
+                    late * 100.0,
+                    bound * 100.0
+                )?;
+                if let Some(p) = p99_ms {
+                    write!(f, ", p99 {p:.1} ms")?;
+                }
+                write!(
+                    f,
+                    "): the host was too busy, latency figures include host delay"
+                )
+            }
         }
     }
 }
@@ -130,6 +173,26 @@ pub fn assess(row: &Row, bound: f64) -> Vec<Cause> {
                         what: format!("probe {series} left no result"),
                     });
                 }
+            }
+        } else if let Some(rest) = k.strip_prefix("late.")
+            && let Some(base) = rest.strip_suffix(".over_1ms")
+            && let Some((direction, phase)) = base.split_once('.')
+        {
+            let late = v.as_f64().unwrap_or(0.0);
+            let packets = row
+                .get(&format!("late.{base}.packets"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if bloatlab_results::lab::fell_behind(packets, late) {
+                causes.push(Cause::EmulatorLate {
+                    direction: direction.to_string(),
+                    phase: phase.to_string(),
+                    late,
+                    p99_ms: row
+                        .get(&format!("late.{base}.p99_ms"))
+                        .and_then(Value::as_f64),
+                    bound: MAX_LATE_FRACTION,
+                });
             }
         } else if let Some(rest) = k.strip_prefix("lat.")
             && let Some((series, phase, stat)) = rtt_cell(rest)
@@ -516,5 +579,84 @@ mod tests {
             ],
         );
         assert_eq!(assess(&other, 0.05).len(), 1);
+    }
+
+    /// A phase's lateness cells as [`crate::summary`] writes them.
+    fn late(
+        dir: &str,
+        phase: &str,
+        packets: u64,
+        over_1ms: f64,
+        p99_ms: f64,
+    ) -> Vec<(String, Value)> {
+        let b = format!("late.{dir}.{phase}");
+        vec![
+            (format!("{b}.packets"), packets.into()),
+            (format!("{b}.p50_ms"), 0.05.into()),
+            (format!("{b}.p99_ms"), p99_ms.into()),
+            (format!("{b}.max_ms"), (p99_ms * 3.0).into()),
+            (format!("{b}.over_1ms"), over_1ms.into()),
+        ]
+    }
+
+    fn with(cells: Vec<(String, Value)>) -> Row {
+        let mut r = row("p001_r1", "p001", &[]);
+        r.cells.extend(cells);
+        r
+    }
+
+    #[test]
+    fn an_emulator_that_fell_behind_makes_the_run_incomplete() {
+        // On time: a calm host (0.1 % late) in both directions and phases is complete, and
+        // so is a run exactly at the bound.
+        let mut calm = late("up", "loaded", 3000, 0.001, 0.4);
+        calm.extend(late("down", "loaded", 6000, 0.0, 0.2));
+        calm.extend(late("up", "idle", 300, 0.0, 0.1));
+        calm.extend(late("up", "recovery", 199, 0.5, 20.0));
+        calm.extend(late("down", "recovery", 900, MAX_LATE_FRACTION, 0.9));
+        assert!(assess(&with(calm), 0.1).is_empty());
+        // Just above the bound: incomplete.
+        let just = with(late("up", "loaded", 3000, MAX_LATE_FRACTION + 0.0001, 1.1));
+        assert_eq!(assess(&just, 0.1).len(), 1);
+        // Behind: 6.5 % of the up packets of the loaded phase more than 1 ms late.
+        let busy = with(late("up", "loaded", 3000, 0.065, 7.2));
+        let c = assess(&busy, 0.1);
+        assert_eq!(
+            c,
+            vec![Cause::EmulatorLate {
+                direction: "up".into(),
+                phase: "loaded".into(),
+                late: 0.065,
+                p99_ms: Some(7.2),
+                bound: MAX_LATE_FRACTION,
+            }]
+        );
+        assert_eq!(
+            c[0].to_string(),
+            "the emulator released 6.5 % of the up packets more than 1 ms late in phase \
+             loaded (bound 2.0 %, p99 7.2 ms): the host was too busy, latency figures \
+             include host delay"
+        );
+        // Any phase counts once it released enough packets; a phase of a few probes does not.
+        assert_eq!(
+            assess(&with(late("down", "recovery", 500, 0.03, 1.5)), 0.1).len(),
+            1
+        );
+        assert!(assess(&with(late("up", "idle", 12, 0.5, 3.0)), 0.1).is_empty());
+        // Its point is incomplete with that cause, and the rows say so.
+        let mut rows = [busy, row("p002_r1", "p002", &[])];
+        let pts = points(&rows, &[], 0.1);
+        assert!(!pts[0].complete && pts[1].complete);
+        assert!(pts[0].causes[0].starts_with("p001_r1: the emulator released 6.5 %"));
+        annotate(&mut rows, 0.1);
+        assert_eq!(rows[0].get(COMPLETE), Some(&Value::Bool(false)));
+        assert!(
+            rows[0]
+                .get(INCOMPLETE_BECAUSE)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .contains("host was too busy")
+        );
     }
 }

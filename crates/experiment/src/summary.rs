@@ -6,7 +6,9 @@
 //! `.count` and `.loss`; per throughput phase `tput.PHASE.{up,down}_mbit` and per flow
 //! `tput.PHASE.FLOW.bytes`; per flow `tcp.FLOW.retransmits` (sender's TCP_INFO, when
 //! sampled); and per lab direction and emulator stage
-//! `emu.DIR.STAGE.{drops,ce_marks}` (a single-link direction's stage is `link`). Rows read
+//! `emu.DIR.STAGE.{drops,ce_marks}` (a single-link direction's stage is `link`); per lab
+//! direction and phase the emulator's release lateness
+//! `late.DIR.PHASE.{packets,p50_ms,p99_ms,max_ms,over_1ms}` ([`push_lateness`]). Rows read
 //! results through `bloatlab_results` types; a column a run does not have is empty.
 //! `[client]` runs have their own measurement columns ([`client_row`], [`client`]).
 
@@ -91,6 +93,7 @@ pub fn row(
         }
     }
     push_completeness_facts(&mut r, file);
+    push_lateness(&mut r, file);
     // TCP retransmits per flow, from the sender's TCP_INFO (absent when not sampled).
     for f in &file.raw.throughput {
         if let Some(n) = f.tcp.sender.and_then(|t| t.retransmits) {
@@ -146,6 +149,31 @@ fn push_completeness_facts(r: &mut Row, file: &ResultsFile) {
             .is_some_and(|t| t.flows.iter().any(|f| f.bytes > 0));
         if !moved {
             r.push(format!("nodata.{}", p.name), "the flows moved no byte");
+        }
+    }
+}
+
+/// The emulator's release lateness per phase and direction (`metadata.lab.phases`), which
+/// [`crate::completeness`] judges: `late.DIR.PHASE.{packets,p50_ms,p99_ms,max_ms}` and
+/// `late.DIR.PHASE.over_1ms`, the fraction of the phase's packets released more than 1 ms
+/// after their due time. Absent outside a lab and in files written before it was recorded.
+fn push_lateness(r: &mut Row, file: &ResultsFile) {
+    for p in file.metadata.lab.iter().flat_map(|l| &l.phases) {
+        let Some(l) = &p.lateness else { continue };
+        let dir = serde_json::to_value(p.direction)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let base = format!("late.{dir}.{}", p.phase);
+        let pc = &l.percentiles;
+        r.push(format!("{base}.packets"), pc.count);
+        for (stat, v) in [("p50", pc.p50_ns), ("p99", pc.p99_ns), ("max", pc.max_ns)] {
+            if let Some(ns) = v {
+                r.push(format!("{base}.{stat}_ms"), ms(ns));
+            }
+        }
+        if let Some(f) = l.late_fraction() {
+            r.push(format!("{base}.over_1ms"), (f * 1e4).round() / 1e4);
         }
     }
 }

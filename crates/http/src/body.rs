@@ -53,6 +53,8 @@ pub struct LargeBody {
     first: bool,
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
     stats: Arc<Stats>,
+    /// Samples the connection's TCP_INFO for a browser test's record.
+    tracker: Option<crate::record::tcp::Tracker>,
 }
 
 impl LargeBody {
@@ -63,7 +65,14 @@ impl LargeBody {
             first: true,
             sleep: None,
             stats,
+            tracker: None,
         }
+    }
+
+    /// Samples TCP_INFO into a browser test's record as chunks go out.
+    pub fn tracked(mut self, tracker: Option<crate::record::tcp::Tracker>) -> LargeBody {
+        self.tracker = tracker;
+        self
     }
 }
 
@@ -120,6 +129,9 @@ impl LargeBody {
         let n = self.remaining.min(CHUNK as u64) as usize;
         self.remaining -= n as u64;
         self.stats.downloaded.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(t) = &mut self.tracker {
+            t.poll(Instant::now());
+        }
         if let Some(wait) = self
             .charge
             .as_ref()

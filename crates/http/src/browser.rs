@@ -193,6 +193,8 @@ pub fn params_json(max_bytes: u64) -> String {
             "large": crate::routes::LARGE,
             "small": crate::routes::SMALL,
             "upload": crate::routes::UPLOAD,
+            "start": crate::record::http::START,
+            "result": crate::record::http::RESULT,
         },
         "grade": grade_table(),
         "grade_rule": "the mean, over the loaded phases, of each phase's median probe \

@@ -70,7 +70,12 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
     }
     // Small responses (probes) go out at once.
     let _ = stream.set_nodelay(true);
-    let info = ConnInfo { peer, local, tls };
+    let info = ConnInfo {
+        peer,
+        local,
+        tls,
+        fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+    };
     let caps = shared.caps;
     let lifetime = match admit {
         Admit::Admitted(_) => caps.max_duration,

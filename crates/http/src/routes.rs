@@ -10,6 +10,7 @@
 //! | `/api/v1/upload` | POST, PUT | reads and discards the body, answers `{"received_bytes":N}` (413 over `--max-bytes`) |
 //! | `/` and `/browser/*` | GET, HEAD | the browser test page and its assets ([`crate::browser`]), with a strict CSP |
 //! | `/api/v1/browser` | GET, HEAD | the page's parameters: phases, grade table ([`crate::browser::params_json`]) |
+//! | `/__down`, `/__up` | GET, POST, OPTIONS | Cloudflare's speed-test API ([`crate::cloudflare`]) |
 //!
 //! Never a redirect, never a content encoding (the client's
 //! `Accept-Encoding` is ignored: bodies go as they are). Every response
@@ -20,6 +21,8 @@
 use crate::body::{LARGE_OBJECT_BYTES, LargeBody, Payload};
 use crate::browser::{self, Asset};
 use crate::budget::Charge;
+use crate::cloudflare;
+use crate::record::tcp::Dir;
 use crate::service::Shared;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -53,6 +56,9 @@ pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub tls: bool,
+    /// The connection's socket, for TCP_INFO while a request of it runs
+    /// ([`crate::record::tcp`]).
+    pub fd: std::os::fd::RawFd,
 }
 
 /// What a request is for.
@@ -66,6 +72,9 @@ pub enum Route {
     Page(&'static Asset),
     /// The page's parameters.
     BrowserParams,
+    /// Cloudflare's `/__down` and `/__up` ([`crate::cloudflare`]).
+    CfDown,
+    CfUp,
 }
 
 impl Route {
@@ -77,6 +86,8 @@ impl Route {
             SMALL => Some(Route::Small),
             UPLOAD => Some(Route::Upload),
             browser::PARAMS => Some(Route::BrowserParams),
+            cloudflare::DOWN => Some(Route::CfDown),
+            cloudflare::UP => Some(Route::CfUp),
             _ => Asset::at(path).map(Route::Page),
         }
     }
@@ -88,6 +99,8 @@ impl Route {
             }
             Route::Large => m == Method::GET,
             Route::Upload => m == Method::POST || m == Method::PUT,
+            Route::CfDown => m == Method::GET || m == Method::OPTIONS,
+            Route::CfUp => m == Method::POST || m == Method::OPTIONS,
         }
     }
 
@@ -96,6 +109,8 @@ impl Route {
             Route::Config | Route::Small | Route::Page(_) | Route::BrowserParams => "GET, HEAD",
             Route::Large => "GET",
             Route::Upload => "POST, PUT",
+            Route::CfDown => "GET, OPTIONS",
+            Route::CfUp => "POST, OPTIONS",
         }
     }
 }
@@ -129,6 +144,9 @@ pub async fn refuse(
 }
 
 async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Response<Payload> {
+    if crate::record::http::claims(req.uri().path()) {
+        return crate::record::http::handle(req, shared, conn).await;
+    }
     let Some(route) = Route::at(req.uri().path()) else {
         return text(StatusCode::NOT_FOUND, "no such path\n");
     };
@@ -143,19 +161,15 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
     if let Route::Page(asset) = route {
         return page(asset);
     }
+    if let Some(r) = cloudflare::preflight(route, req.method()) {
+        return r;
+    }
     let query_key = req.uri().query().and_then(permit_from_query);
-    if let Some(key) = &shared.permit_key {
-        let sent = req
-            .headers()
-            .get(PERMIT_HEADER)
-            .map(|v| v.as_bytes().to_vec())
-            .or_else(|| query_key.clone().map(String::into_bytes));
-        if !sent.is_some_and(|s| same_key(&s, key.as_bytes())) {
-            return text(
-                StatusCode::FORBIDDEN,
-                "this server needs its permit key (header x-bloatlab-permit-key or ?key=)\n",
-            );
-        }
+    if !permitted(&req, shared) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "this server needs its permit key (header x-bloatlab-permit-key or ?key=)\n",
+        );
     }
     match route {
         Route::Config => {
@@ -191,18 +205,44 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
                 peer: conn.peer.ip(),
             });
             let len = LARGE_OBJECT_BYTES.min(shared.caps.max_bytes.0);
-            let body = LargeBody::new(len, charge, Arc::clone(&shared.stats));
+            let tracker = shared.records.track(req.uri().query(), conn, Dir::Down);
+            let body = LargeBody::new(len, charge, Arc::clone(&shared.stats)).tracked(tracker);
             respond(StatusCode::OK, Payload::Large(body))
         }
         Route::Upload => sink(req, shared, conn).await,
+        Route::CfDown => cloudflare::down(&req, shared, conn),
+        Route::CfUp => cloudflare::up(req, shared, conn).await,
     }
+}
+
+/// Whether a request carries the server's permit key (header or `?key=`),
+/// or the server has none.
+pub(crate) fn permitted(req: &Request<Incoming>, shared: &Shared) -> bool {
+    let Some(key) = &shared.permit_key else {
+        return true;
+    };
+    let sent = req
+        .headers()
+        .get(PERMIT_HEADER)
+        .map(|v| v.as_bytes().to_vec())
+        .or_else(|| {
+            req.uri()
+                .query()
+                .and_then(permit_from_query)
+                .map(String::into_bytes)
+        });
+    sent.is_some_and(|s| same_key(&s, key.as_bytes()))
 }
 
 /// Reads an upload and drops every chunk as it arrives, so memory stays flat
 /// whatever its size; each chunk is charged to the upload budget (the
 /// client then meets TCP or HTTP/2 flow control, as from a slow link). More
 /// than `--max-bytes` gets 413, at once when `Content-Length` says so.
-async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Response<Payload> {
+pub(crate) async fn sink(
+    req: Request<Incoming>,
+    shared: &Shared,
+    conn: ConnInfo,
+) -> Response<Payload> {
     if shared.caps.upload_rate.is_some_and(|(per, _)| per.0 == 0) {
         return too_many("uploads are off on this server (--max-rate 0)");
     }
@@ -224,6 +264,7 @@ async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respon
     if let Some(wait) = charge.as_ref().and_then(|c| c.after(Instant::now(), 0)) {
         tokio::time::sleep(wait).await;
     }
+    let mut tracker = shared.records.track(req.uri().query(), conn, Dir::Up);
     let mut body = req.into_body();
     let mut received: u64 = 0;
     while let Some(frame) = body.frame().await {
@@ -235,6 +276,9 @@ async fn sink(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respon
             continue;
         };
         let n = data.len() as u64;
+        if let Some(t) = &mut tracker {
+            t.poll(Instant::now());
+        }
         received += n;
         shared.stats.uploaded.fetch_add(n, Ordering::Relaxed);
         if received > cap {
@@ -266,7 +310,7 @@ const LINGER_BYTES: u64 = 4 << 20;
 /// still writing its body when the 413 goes out; closing at once would reset
 /// the connection under it, and most clients then report a broken pipe
 /// instead of our answer. nginx's lingering close does the same.
-fn linger(mut body: Incoming) {
+pub(crate) fn linger(mut body: Incoming) {
     tokio::spawn(async move {
         let mut read = 0u64;
         let drain = async {
@@ -412,7 +456,7 @@ fn page(asset: &'static Asset) -> Response<Payload> {
     r
 }
 
-fn text(status: StatusCode, msg: impl Into<Bytes>) -> Response<Payload> {
+pub(crate) fn text(status: StatusCode, msg: impl Into<Bytes>) -> Response<Payload> {
     let mut r = respond(status, Payload::full(msg));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -421,7 +465,7 @@ fn text(status: StatusCode, msg: impl Into<Bytes>) -> Response<Payload> {
     r
 }
 
-fn too_many(why: &str) -> Response<Payload> {
+pub(crate) fn too_many(why: &str) -> Response<Payload> {
     let mut r = text(StatusCode::TOO_MANY_REQUESTS, format!("{why}\n"));
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));

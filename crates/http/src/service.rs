@@ -62,6 +62,8 @@ pub struct HttpConfig {
     pub caps: Caps,
     /// `--permit-key`: requests must carry it (header or `?key=`).
     pub permit_key: Option<String>,
+    /// `--results-dir` and the browser tests' caps ([`crate::record`]).
+    pub records: crate::record::RecordConfig,
 }
 
 /// What every connection task shares.
@@ -74,6 +76,8 @@ pub struct Shared {
     pub download_budget: Option<SharedBudget>,
     /// The `--max-rate` budget every upload charges.
     pub upload_budget: Option<SharedBudget>,
+    /// The browser tests started and their caps.
+    pub records: Arc<crate::record::Records>,
     admission: Table,
     /// Refused connections still open (reading their 429); at most
     /// `max_connections` of them, beyond that a refused one is just closed.
@@ -136,6 +140,7 @@ pub fn start(cfg: HttpConfig) -> Result<Service, HttpError> {
             .caps
             .upload_rate
             .map(|(per, all)| SharedBudget::new(per, all)),
+        records: Arc::new(crate::record::Records::new(cfg.records)),
         admission: Table::new(cfg.caps.max_connections, cfg.caps.max_per_source),
         refusing: AtomicUsize::new(0),
     });

@@ -78,6 +78,7 @@ fn serve(caps: Caps, pki: &Pki, key: Option<&str>) -> Service {
         tls: pki.source.clone(),
         caps,
         permit_key: key.map(str::to_string),
+        records: Default::default(),
     })
     .unwrap()
 }
@@ -653,3 +654,7 @@ async fn with_a_permit_key_the_page_is_public_and_its_parameters_are_not() {
         let _ = body(r).await;
     }
 }
+
+/// Cloudflare's speed-test API (issue 21, deliverable 3).
+#[path = "cloudflare_tests.rs"]
+mod cloudflare;

@@ -11,6 +11,8 @@
 //! every frame (`virtio_net_hdr` + super-packet) through unchanged: the
 //! floor for the offload mode.
 
+#![forbid(unsafe_code)]
+
 use bloatlab_lab::netlink::Netlink;
 use bloatlab_lab::netns::{self, NetnsGuard};
 use bloatlab_lab::tun::{self, Offload, Tun};
@@ -39,11 +41,7 @@ fn copy(from: i32, to: i32, stop: &AtomicBool, count: &AtomicU64) {
     bloatlab_lab::driver::timing::tight_timer_slack();
     bloatlab_lab::driver::timing::realtime();
     let mut buf = vec![0u8; bloatlab_lab::offload::MAX_FRAME];
-    let mut pfd = libc::pollfd {
-        fd: from,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = [bloatlab_os::poll::pollfd(from, libc::POLLIN)];
     while !stop.load(Ordering::Relaxed) {
         match tun::read_packet(from, &mut buf) {
             Ok(Some(n)) => {
@@ -51,10 +49,9 @@ fn copy(from: i32, to: i32, stop: &AtomicBool, count: &AtomicU64) {
                 count.fetch_add(1, Ordering::Relaxed);
             }
             // Nothing waiting: block in poll (100 ms cap to notice stop).
-            // SAFETY: valid pollfd.
-            Ok(None) => unsafe {
-                libc::poll(&mut pfd, 1, 100);
-            },
+            Ok(None) => {
+                let _ = bloatlab_os::poll::poll(&mut pfd, Some(Duration::from_millis(100)));
+            }
             Err(_) => break,
         }
     }

@@ -73,14 +73,6 @@ pub enum LabError {
 }
 
 impl LabError {
-    /// Wraps the current `errno` of a failed system call.
-    pub(crate) fn last_os(op: impl Into<String>) -> LabError {
-        LabError::Sys {
-            op: op.into(),
-            source: io::Error::last_os_error(),
-        }
-    }
-
     /// Wraps an I/O error with what was being done.
     pub(crate) fn io(op: impl Into<String>, source: io::Error) -> LabError {
         LabError::Sys {

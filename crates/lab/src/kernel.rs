@@ -31,7 +31,6 @@ use crate::netns;
 use crate::spec::{Host, LabSpec, LinkSpec, Side, spec_err};
 use bloatlab_emu::{Limit, Qdisc, Spelled};
 use bloatlab_units::{BitRate, Bytes};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 const TC_LINKLAYER_ETHERNET: u8 = 1;
@@ -259,42 +258,12 @@ fn add_qdiscs(nl: &mut Netlink, ifindex: i32, dir: &str, l: &LinkSpec, mtu: u32)
 /// Switches TSO, GSO and GRO off on `ifname` (legacy ethtool ioctls), in
 /// the calling thread's namespace.
 fn offloads_off(ifname: &str) -> Result<()> {
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STSO: u32 = 0x1f;
-    const ETHTOOL_SGSO: u32 = 0x24;
-    const ETHTOOL_SGRO: u32 = 0x2c;
-    // SAFETY: plain socket call.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(LabError::last_os("socket for ethtool"));
-    }
-    // SAFETY: fd was just returned by socket().
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    use bloatlab_os::netdev::{ETHTOOL_SGRO, ETHTOOL_SGSO, ETHTOOL_STSO, ethtool_value};
+    let fd = bloatlab_os::fdio::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
+        .map_err(|e| LabError::io("socket for ethtool", e))?;
     for cmd in [ETHTOOL_STSO, ETHTOOL_SGSO, ETHTOOL_SGRO] {
-        // struct ethtool_value { u32 cmd; u32 data; }
-        let mut val = [0u32; 2];
-        val[0] = cmd;
-        // struct ifreq: name[16] + pointer to the ethtool struct.
-        #[repr(C)]
-        struct IfReq {
-            name: [u8; 16],
-            data: *mut u32,
-            _pad: [u8; 16],
-        }
-        let mut ifr = IfReq {
-            name: [0; 16],
-            data: val.as_mut_ptr(),
-            _pad: [0; 16],
-        };
-        let n = ifname.len().min(15);
-        ifr.name[..n].copy_from_slice(&ifname.as_bytes()[..n]);
-        // SAFETY: ifr and val live across the call.
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
-        if rc != 0 {
-            return Err(LabError::last_os(format!(
-                "ethtool offload off on {ifname}"
-            )));
-        }
+        ethtool_value(&fd, ifname, cmd, 0)
+            .map_err(|e| LabError::io(format!("ethtool offload off on {ifname}"), e))?;
     }
     Ok(())
 }

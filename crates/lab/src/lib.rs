@@ -17,6 +17,8 @@
 //! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
 //! lab namespaces only, so nothing outside the lab is ever touched.
 
+#![forbid(unsafe_code)]
+
 pub mod control;
 pub mod driver;
 pub mod error;

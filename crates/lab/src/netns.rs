@@ -8,10 +8,10 @@
 //! instead of switching back.
 
 use crate::error::{LabError, Result};
-use std::ffi::CString;
+use bloatlab_os::netns as sys;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// Directory of named namespaces, shared with `ip netns`.
@@ -22,13 +22,6 @@ pub fn path(name: &str) -> PathBuf {
     Path::new(NETNS_DIR).join(name)
 }
 
-fn cstr(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| LabError::Sys {
-        op: format!("path {}", p.display()),
-        source: io::Error::from(io::ErrorKind::InvalidInput),
-    })
-}
-
 /// Makes `/run/netns` a shared mount point, as `ip netns add` does, so the
 /// namespaces we mount there are visible to other mount namespaces.
 fn ensure_dir() -> Result<()> {
@@ -37,40 +30,18 @@ fn ensure_dir() -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(LabError::io(format!("mkdir {NETNS_DIR}"), e)),
     }
-    let dir = cstr(Path::new(NETNS_DIR))?;
-    let none = c"none";
+    let dir = Path::new(NETNS_DIR);
     for _ in 0..2 {
-        // SAFETY: all pointers are valid NUL-terminated strings or null.
-        let rc = unsafe {
-            libc::mount(
-                none.as_ptr(),
-                dir.as_ptr(),
-                none.as_ptr(),
-                libc::MS_SHARED | libc::MS_REC,
-                std::ptr::null(),
-            )
+        let err = match sys::mount(Path::new("none"), dir, libc::MS_SHARED | libc::MS_REC) {
+            Ok(()) => return Ok(()),
+            Err(err) => err,
         };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EINVAL) {
             return Err(LabError::io(format!("make {NETNS_DIR} shared"), err));
         }
         // Not a mount point yet: bind it onto itself, then retry.
-        // SAFETY: as above.
-        let rc = unsafe {
-            libc::mount(
-                dir.as_ptr(),
-                dir.as_ptr(),
-                none.as_ptr(),
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            return Err(LabError::last_os(format!("bind-mount {NETNS_DIR}")));
-        }
+        sys::mount(dir, dir, libc::MS_BIND | libc::MS_REC)
+            .map_err(|e| LabError::io(format!("bind-mount {NETNS_DIR}"), e))?;
     }
     Ok(())
 }
@@ -94,27 +65,13 @@ pub fn create(name: &str) -> Result<()> {
         }
         Err(e) => return Err(LabError::io(format!("create {}", p.display()), e)),
     }
-    let target = cstr(&p)?;
+    let target = p.clone();
     let result = std::thread::scope(|s| {
         s.spawn(|| -> Result<()> {
-            // SAFETY: plain syscalls on this thread only.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(LabError::last_os("unshare(CLONE_NEWNET)"));
-            }
-            let src = c"/proc/thread-self/ns/net";
-            // SAFETY: valid NUL-terminated strings.
-            let rc = unsafe {
-                libc::mount(
-                    src.as_ptr(),
-                    target.as_ptr(),
-                    c"none".as_ptr(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                return Err(LabError::last_os(format!("bind-mount netns {name}")));
-            }
+            sys::unshare_net().map_err(|e| LabError::io("unshare(CLONE_NEWNET)", e))?;
+            let src = Path::new("/proc/thread-self/ns/net");
+            sys::mount(src, &target, libc::MS_BIND)
+                .map_err(|e| LabError::io(format!("bind-mount netns {name}"), e))?;
             Ok(())
         })
         .join()
@@ -135,11 +92,7 @@ pub fn create(name: &str) -> Result<()> {
 /// namespaces are not an error, so teardown can be repeated.
 pub fn delete(name: &str) -> Result<()> {
     let p = path(name);
-    let target = cstr(&p)?;
-    // SAFETY: valid NUL-terminated string.
-    let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    if rc != 0 {
-        let err = io::Error::last_os_error();
+    if let Err(err) = sys::umount_detach(&p) {
         // EINVAL: not mounted (half-created); ENOENT: already gone.
         if !matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) {
             return Err(LabError::io(format!("umount {}", p.display()), err));
@@ -208,11 +161,7 @@ pub fn open(name: &str) -> Result<OwnedFd> {
 
 /// Moves the calling thread into the namespace behind `fd`.
 pub fn enter(fd: &OwnedFd) -> Result<()> {
-    // SAFETY: fd is a valid open namespace file.
-    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(LabError::last_os("setns(CLONE_NEWNET)"));
-    }
-    Ok(())
+    sys::setns_net(fd).map_err(|e| LabError::io("setns(CLONE_NEWNET)", e))
 }
 
 /// Runs `f` on a thread inside namespace `name` and returns its result.

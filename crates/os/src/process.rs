@@ -74,6 +74,28 @@ pub fn on_parent_death(cmd: &mut Command, sig: i32) -> &mut Command {
     }
 }
 
+/// Makes `fd` appear in `cmd`'s child as each fd number in `targets`, inherited across exec:
+/// for a child that talks on fixed fd numbers (Chromium's `--remote-debugging-pipe` reads
+/// commands on 3 and writes answers on 4). `fd` must stay open until the child is spawned.
+pub fn inherit_fd_as(cmd: &mut Command, fd: std::os::fd::RawFd, targets: &[std::os::fd::RawFd]) {
+    let targets = targets.to_vec(); // copied before the fork: the closure must not allocate
+    // SAFETY: dup2 and fcntl are async-signal-safe; the closure only reads `targets`. Close-
+    // on-exec is cleared on every target, also when `fd` already is one (dup2 then does
+    // nothing and would leave the flag set).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &target in &targets {
+                if (fd != target && libc::dup2(fd, target) < 0)
+                    || libc::fcntl(target, libc::F_SETFD, 0) < 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes `cmd`'s child a daemon once it execs: its own session (so a Ctrl-C at the caller's
 /// terminal does not reach it) and every inherited fd above stderr closed on exec (a daemon
 /// that outlives its caller must not hold the caller's files open: `flock L bloatlab lab up`
@@ -151,6 +173,23 @@ mod tests {
             signal(0, libc::SIGTERM).is_err(),
             "0 would be the process group"
         );
+    }
+
+    #[test]
+    fn an_inherited_fd_answers_on_the_numbers_asked_for() {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::net::UnixStream;
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo three >&3; echo four >&4"]);
+        inherit_fd_as(&mut cmd, theirs.as_raw_fd(), &[3, 4]);
+        let st = cmd.status().unwrap();
+        drop(theirs);
+        assert!(st.success(), "fd 3 or 4 was not open in the child: {st}");
+        let mut got = String::new();
+        ours.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "three\nfour\n");
     }
 
     #[test]

@@ -147,6 +147,43 @@ pub fn sockaddr_to_std(sa: &libc::sockaddr_storage, len: libc::socklen_t) -> Opt
     }
 }
 
+/// `addr` as the kernel takes it: a `sockaddr_storage` holding a `sockaddr_in` or
+/// `sockaddr_in6`, and its length. The inverse of [`sockaddr_to_std`].
+pub fn std_to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr_*.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
 /// One datagram received by [`recv_with_timestamp`].
 #[derive(Debug, Clone, Copy)]
 pub struct Received {
@@ -224,6 +261,20 @@ mod tests {
         let mut buf = [0u8; 8];
         let r = recv_with_timestamp(&rx, &mut buf).unwrap();
         assert_eq!((r.len, r.kernel_time), (1, None));
+    }
+
+    #[test]
+    fn socket_addresses_round_trip_through_the_kernel_form() {
+        for a in [
+            "127.0.0.1:5001",
+            "10.77.0.2:0",
+            "[::1]:443",
+            "[fe80::1%3]:9",
+        ] {
+            let a: SocketAddr = a.parse().unwrap();
+            let (ss, len) = std_to_sockaddr(a);
+            assert_eq!(sockaddr_to_std(&ss, len), Some(a));
+        }
     }
 
     #[test]

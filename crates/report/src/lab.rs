@@ -67,8 +67,31 @@ pub fn summary(l: &LabRecord) -> String {
     s
 }
 
-/// The warning for the latency figures when the emulator was late during the run.
+/// The warning for the latency figures when the emulator was late during the run: per
+/// phase in which it fell behind (more than 2 % of a direction's packets over 1 ms late,
+/// the rule that makes an experiment's point incomplete), else per direction whose whole-run
+/// p99 exceeded 1 ms.
 pub fn late_warning(l: &LabRecord) -> Option<String> {
+    let behind: Vec<String> = l
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let late = p.lateness.as_ref().filter(|x| x.fell_behind())?;
+            Some(format!(
+                "The lab's emulator released {:.1} % of the {} packets more than 1 ms late in \
+                 phase {} (bound {:.1} %, p99 {}): the host was too busy, latency figures \
+                 include host delay.",
+                late.late_fraction().unwrap_or(0.0) * 100.0,
+                name(p.direction),
+                p.phase,
+                bloatlab_results::lab::MAX_LATE_FRACTION * 100.0,
+                ms(late.percentiles.p99_ns)
+            ))
+        })
+        .collect();
+    if !behind.is_empty() {
+        return Some(behind.join(" "));
+    }
     let late: Vec<String> = l
         .directions
         .iter()
@@ -134,5 +157,35 @@ mod tests {
         assert_eq!(late_warning(&rec(1000)), None, "exactly 1 ms is not over");
         let w = late_warning(&rec(7500)).unwrap();
         assert!(w.contains("down p99 7.50 ms"), "{w}");
+        // issue 18: a phase in which the emulator fell behind is named instead; one on
+        // time (2 % exactly) is not.
+        let phase = |late_packets| bloatlab_results::lab::EmulatorPhaseRecord {
+            phase: "loaded".into(),
+            direction: DirectionRecord::Up,
+            start_ns: 0,
+            end_ns: 1,
+            dequeued_bytes: 0,
+            drops: 0,
+            ce_marked: 0,
+            utilisation: None,
+            lateness: Some(bloatlab_results::lab::PhaseLatenessRecord {
+                percentiles: PercentilesRecord {
+                    count: 1000,
+                    p99_ns: Some(7_200_000),
+                    ..PercentilesRecord::default()
+                },
+                late_packets,
+            }),
+        };
+        let mut r = rec(100);
+        r.phases = vec![phase(20)];
+        assert_eq!(late_warning(&r), None);
+        r.phases = vec![phase(65)];
+        assert_eq!(
+            late_warning(&r).unwrap(),
+            "The lab's emulator released 6.5 % of the up packets more than 1 ms late in phase \
+             loaded (bound 2.0 %, p99 7.20 ms): the host was too busy, latency figures include \
+             host delay."
+        );
     }
 }

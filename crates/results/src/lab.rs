@@ -19,7 +19,9 @@
 //!     "lateness": {"count": 9, "p50_ns": 1, "p90_ns": 2, "p99_ns": 3, "max_ns": 4}
 //!   } ],
 //!   "phases": [ {"phase": "loaded", "direction": "up", "dequeued_bytes": 1, "drops": 0,
-//!                "ce_marked": 0, "utilisation": 0.97} ]
+//!                "ce_marked": 0, "utilisation": 0.97,
+//!                "lateness": {"count": 9, "p50_ns": 1, "p90_ns": 2, "p99_ns": 3, "max_ns": 4,
+//!                             "late_packets": 0}} ]   released > 1 ms late
 //! }
 //! ```
 //!
@@ -174,6 +176,62 @@ pub struct EmulatorPhaseRecord {
     /// Delivered bits over the link rate in the window (0..=1, a little above 1 when the
     /// window edges are uneven); `None` when the link is unshaped.
     pub utilisation: Option<f64>,
+    /// The emulator's release lateness of the packets it released in the window (its own
+    /// timing error: how long after their due time they left); `None` in files written
+    /// before it was recorded. Added without a version bump (older readers ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lateness: Option<PhaseLatenessRecord>,
+}
+
+/// A packet released more than this after its due time counts as late in
+/// [`PhaseLatenessRecord::late_packets`]: 1 ms (docs/lab.md, "Release lateness").
+pub const LATE_RELEASE_NS: u64 = 1_000_000;
+
+/// An emulator **fell behind** in a phase when more than this fraction of the packets it
+/// released there in one direction left more than [`LATE_RELEASE_NS`] late: 2 %. Then more
+/// than 2 % of that phase's packets carry over 1 ms of host delay on top of the link's, and a
+/// round trip crosses two directions, so the medians and 90th percentiles the experiments
+/// judge may rest on host delay. Measured on report 4 `--quick` (docs/experiments.md, "A busy
+/// host"): on-time runs, calm or beside busy loops and another lab at 1 Gbit/s, released at
+/// most 1.3 % of a loaded phase's packets that late (p99 at most 2 ms).
+pub const MAX_LATE_FRACTION: f64 = 0.02;
+
+/// A phase is judged for lateness only when it released at least this many packets in the
+/// direction: with fewer (an idle phase's few probes) one late packet is already a large
+/// fraction.
+pub const MIN_LATE_PACKETS: u64 = 200;
+
+/// The emulator's release lateness over one phase window, one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseLatenessRecord {
+    /// Percentiles over the packets released in the window.
+    #[serde(flatten)]
+    pub percentiles: PercentilesRecord,
+    /// Of those, packets released more than [`LATE_RELEASE_NS`] late (to within the
+    /// histogram's 3 % bucket width).
+    pub late_packets: u64,
+}
+
+impl PhaseLatenessRecord {
+    /// The fraction of packets released more than [`LATE_RELEASE_NS`] late; `None` without
+    /// packets.
+    pub fn late_fraction(&self) -> Option<f64> {
+        (self.percentiles.count > 0)
+            .then(|| self.late_packets as f64 / self.percentiles.count as f64)
+    }
+
+    /// Whether the emulator fell behind: at least [`MIN_LATE_PACKETS`] packets, of which
+    /// more than [`MAX_LATE_FRACTION`] were released more than 1 ms late.
+    pub fn fell_behind(&self) -> bool {
+        fell_behind(self.percentiles.count, self.late_fraction().unwrap_or(0.0))
+    }
+}
+
+/// The rule of [`PhaseLatenessRecord::fell_behind`] on its two numbers: `packets` released
+/// in the phase and direction, and the fraction of them more than 1 ms late (as
+/// `summary.csv`'s `late.DIR.PHASE.packets` and `.over_1ms` hold them).
+pub fn fell_behind(packets: u64, late_fraction: f64) -> bool {
+    packets >= MIN_LATE_PACKETS && late_fraction > MAX_LATE_FRACTION
 }
 
 impl LabRecord {

@@ -357,6 +357,7 @@ fn a_certificate_that_does_not_match_is_refused() {
             max_bytes: bloatlab_units::Bytes(1 << 40),
         },
         permit_key: None,
+        records: Default::default(),
     })
     .unwrap();
     let url = format!("https://{}/.well-known/nq", svc.https_addr.unwrap());

@@ -197,6 +197,22 @@ pub enum Finding {
         /// The threshold used.
         threshold: Duration,
     },
+    /// The lab's emulator fell behind in one phase: more than `bound` of the packets it
+    /// released there in `direction` left more than 1 ms after their due time. The run's
+    /// latency figures for that phase include host delay (the same rule makes an
+    /// experiment's point incomplete, docs/experiments.md "A busy host").
+    EmulatorBehind {
+        /// `up` or `down`.
+        direction: String,
+        /// The phase.
+        phase: String,
+        /// Fraction of its packets released more than 1 ms late.
+        late_fraction: f64,
+        /// 99th percentile of their release lateness, if measured.
+        p99: Option<Duration>,
+        /// The bound, a fraction.
+        bound: f64,
+    },
     /// The latency probes take a noticeable share of a known link rate, so they are part
     /// of the load they measure.
     ProbeLoad {
@@ -276,6 +292,25 @@ impl fmt::Display for Finding {
             ),
             Finding::HostOk => {
                 f.write_str("the host kept up (probe timers on time, CPU not saturated)")
+            }
+            Finding::EmulatorBehind {
+                direction,
+                phase,
+                late_fraction,
+                p99,
+                bound,
+            } => {
+                write!(
+                    f,
+                    "the lab's emulator released {:.1} % of the {direction} packets more than \
+                     1 ms late in phase {phase} (bound {:.1} %",
+                    late_fraction * 100.0,
+                    bound * 100.0
+                )?;
+                if let Some(p) = p99 {
+                    write!(f, ", p99 {}", Ms(*p))?;
+                }
+                f.write_str("): the host was too busy, latency figures include host delay")
             }
             Finding::EmulatorLate {
                 direction,

@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 
 use bloatlab_emu::Spelled;
 use bloatlab_lab::LinkSpec;
+use bloatlab_lab::driver::histogram::Histogram;
 use bloatlab_lab::hostctl;
 use bloatlab_lab::lab::LabStatus;
 use bloatlab_lab::state::StateDir;
 use bloatlab_lab::status::{self, StatusReport};
 use bloatlab_results::lab::{
-    BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LabRecord, PercentilesRecord,
-    StageCountersRecord,
+    BacklogRecord, DropsRecord, EmulatorPhaseRecord, EmulatorRecord, LATE_RELEASE_NS, LabRecord,
+    PercentilesRecord, PhaseLatenessRecord, StageCountersRecord,
 };
 use bloatlab_results::schema::{
     DirectionRecord, LinkDirectionRecord, LinkRecord, QdiscRecord, StageRecord,
@@ -90,6 +91,9 @@ struct Snap {
     /// Run time of the sample (negative: before the run started), seconds.
     t: f64,
     dirs: Vec<(String, DirSnap)>,
+    /// Per direction, the cumulative release-lateness histogram (a phase's lateness is the
+    /// difference of the two snapshots nearest its edges).
+    late: Vec<(String, Histogram)>,
 }
 
 fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
@@ -116,6 +120,28 @@ fn snap(s: &LabStatus, run_start_unix: f64) -> Snap {
                 )
             })
             .collect(),
+        late: s
+            .directions
+            .iter()
+            .map(|(n, r)| (n.clone(), r.lateness_histogram.clone()))
+            .collect(),
+    }
+}
+
+/// The release lateness of the packets released between two cumulative histograms.
+fn lateness_between(a: &Histogram, b: &Histogram) -> PhaseLatenessRecord {
+    let h = b.since(a);
+    let n = h.count();
+    let ns = |q: f64| (n > 0).then(|| u64::try_from(h.quantile(q).as_nanos()).unwrap_or(u64::MAX));
+    PhaseLatenessRecord {
+        percentiles: PercentilesRecord {
+            count: n,
+            p50_ns: ns(0.5),
+            p90_ns: ns(0.9),
+            p99_ns: ns(0.99),
+            max_ns: ns(1.0),
+        },
+        late_packets: h.count_above(LATE_RELEASE_NS),
     }
 }
 
@@ -329,12 +355,7 @@ impl LabWatch {
     /// `[start, end]` (run time), for direction `dir`: `(window start, window end,
     /// delta)`. Inside, so that a loaded phase's utilisation is not diluted by idle time.
     fn window(&self, dir: &str, start: f64, end: f64) -> Option<(f64, f64, DirSnap)> {
-        let a = self.samples.iter().find(|s| s.t >= start && s.t <= end)?;
-        let b = self
-            .samples
-            .iter()
-            .rev()
-            .find(|s| s.t <= end && s.t >= start)?;
+        let (a, b) = self.window_snaps(start, end)?;
         let get = |s: &Snap| s.dirs.iter().find(|(n, _)| n == dir).map(|(_, d)| *d);
         let (da, db) = (get(a)?, get(b)?);
         Some((
@@ -349,6 +370,29 @@ impl LabWatch {
                 backlog_bytes: db.backlog_bytes,
             },
         ))
+    }
+
+    /// The first and the last snapshot inside `[start, end]` (run time).
+    fn window_snaps(&self, start: f64, end: f64) -> Option<(&Snap, &Snap)> {
+        let a = self.samples.iter().find(|s| s.t >= start && s.t <= end)?;
+        let b = self
+            .samples
+            .iter()
+            .rev()
+            .find(|s| s.t <= end && s.t >= start)?;
+        Some((a, b))
+    }
+
+    /// The release lateness of direction `dir` between the same snapshots as [`Self::window`].
+    fn lateness(&self, dir: &str, start: f64, end: f64) -> Option<PhaseLatenessRecord> {
+        let (a, b) = self.window_snaps(start, end)?;
+        let get = |s: &'_ Snap| {
+            s.late
+                .iter()
+                .find(|(n, _)| n == dir)
+                .map(|(_, h)| h.clone())
+        };
+        Some(lateness_between(&get(a)?, &get(b)?))
     }
 
     /// The emulator's view of phase `p` in direction `dir`.
@@ -370,6 +414,7 @@ impl LabWatch {
             drops: d.congestion_drops,
             ce_marked: d.ce_marked,
             utilisation,
+            lateness: self.lateness(dir, a, b),
         })
     }
 
@@ -670,7 +715,19 @@ mod tests {
     }
 
     fn s(t: f64, bytes: u64, drops: u64, backlog: u64) -> Snap {
+        // Cumulative lateness: one packet per 1000 bytes delivered, every tenth 2 ms late
+        // after 1 s of run time (a host that got busy), the rest 50 us late.
+        let mut h = Histogram::default();
+        for i in 0..bytes / 1000 {
+            let late = if t > 1.0 && i >= 1 && i % 10 == 0 {
+                2000
+            } else {
+                50
+            };
+            h.record(Duration::from_micros(late));
+        }
         Snap {
+            late: vec![("up".into(), h)],
             t,
             dirs: vec![(
                 "up".into(),
@@ -706,6 +763,13 @@ mod tests {
         let r = w.phase(&p, "up").unwrap();
         assert_eq!((r.start_ns, r.end_ns), (1_900_000_000, 2_900_000_000));
         assert_eq!(r.drops, 50);
+        // The lateness of the packets released between the same two snapshots: 1200
+        // packets, 120 of them 2 ms late.
+        let l = r.lateness.unwrap();
+        assert_eq!((l.percentiles.count, l.late_packets), (1200, 120));
+        assert_eq!(l.late_fraction(), Some(0.1));
+        assert_eq!(l.percentiles.max_ns, Some(2_000_000));
+        assert!(l.percentiles.p50_ns.unwrap() < 60_000, "{l:?}");
         let u = r.utilisation.unwrap();
         assert!((u - 0.96).abs() < 1e-9, "{u}");
         assert!(w.phase(&p, "down").is_none(), "no such direction sampled");

@@ -973,7 +973,30 @@ fn lab_findings(lab: &LabRecord, plan: &Plan) -> Vec<Finding> {
             Some((direction_name(d.direction).to_owned(), p99, max))
         })
         .collect();
-    let mut out = check_emulator(&late, EMULATOR_LATE_P99);
+    // Per phase: the emulator fell behind (the rule that makes an experiment's point
+    // incomplete); a direction flagged so is not flagged again for its whole-run p99.
+    let behind: Vec<Finding> = lab
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let l = p.lateness.as_ref()?;
+            l.fell_behind().then(|| Finding::EmulatorBehind {
+                direction: direction_name(p.direction).to_owned(),
+                phase: p.phase.clone(),
+                late_fraction: l.late_fraction().unwrap_or(0.0),
+                p99: l.percentiles.p99_ns.map(Duration::from_nanos),
+                bound: bloatlab_results::lab::MAX_LATE_FRACTION,
+            })
+        })
+        .collect();
+    let flagged = |dir: &str| {
+        behind
+            .iter()
+            .any(|f| matches!(f, Finding::EmulatorBehind { direction, .. } if direction == dir))
+    };
+    let late: Vec<_> = late.into_iter().filter(|(d, _, _)| !flagged(d)).collect();
+    let mut out = behind.clone();
+    out.extend(check_emulator(&late, EMULATOR_LATE_P99));
     for d in &lab.directions {
         // Every shaped stage of a chain (or the single link): the probes' share of the
         // one they load most, each packet costed as that stage frames it (issue 18: ATM
@@ -1363,5 +1386,59 @@ mod tests {
         plain.stages[0].overhead_bytes = None;
         let f = lab_findings(&record(plain), &p);
         assert!(!f.iter().any(|f| f.to_string().contains("probes")), "{f:?}");
+    }
+
+    /// issue 18: a phase in which the emulator fell behind (more than 2 % of its packets
+    /// released over 1 ms late) is named in the findings, with the experiments' wording;
+    /// an on-time phase, and a phase of a few packets, are not.
+    #[test]
+    fn a_phase_where_the_emulator_fell_behind_is_a_finding() {
+        use bloatlab_results::lab::{EmulatorPhaseRecord, PercentilesRecord, PhaseLatenessRecord};
+        let phase = |name: &str, dir, count, late_packets| EmulatorPhaseRecord {
+            phase: name.into(),
+            direction: dir,
+            start_ns: 0,
+            end_ns: 1,
+            dequeued_bytes: 0,
+            drops: 0,
+            ce_marked: 0,
+            utilisation: None,
+            lateness: Some(PhaseLatenessRecord {
+                percentiles: PercentilesRecord {
+                    count,
+                    p99_ns: Some(7_200_000),
+                    ..PercentilesRecord::default()
+                },
+                late_packets,
+            }),
+        };
+        let lab = |phases| LabRecord {
+            name: "l".into(),
+            host: "client".into(),
+            backend: "userspace".into(),
+            ecn: Default::default(),
+            tun_ring_drops: None,
+            directions: vec![],
+            phases,
+        };
+        let p = plan(TestName::Rrul, &TestParams::default()).unwrap();
+        let on_time = lab(vec![
+            phase("loaded", DirectionRecord::Up, 3000, 60),
+            phase("idle", DirectionRecord::Up, 20, 10),
+        ]);
+        assert!(lab_findings(&on_time, &p).is_empty());
+        let busy = lab(vec![phase("loaded", DirectionRecord::Down, 3000, 195)]);
+        let text: Vec<String> = lab_findings(&busy, &p)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "the lab's emulator released 6.5 % of the down packets more than 1 ms late in \
+              phase loaded (bound 2.0 %, p99 7.2 ms): the host was too busy, latency figures \
+              include host delay"
+            ]
+        );
     }
 }

@@ -11,6 +11,7 @@ pub mod ping;
 pub mod report;
 pub mod rpm;
 pub mod server;
+pub mod server_browser;
 pub mod server_http;
 pub mod test;
 pub mod tune;

@@ -129,6 +129,9 @@ pub struct ServerArgs {
     /// Serve only --http / --https, not the iperf-compatible service.
     #[arg(long = "no-iperf")]
     pub no_iperf: bool,
+    /// The browser test's record and caps (--results-dir, --browser-*).
+    #[command(flatten)]
+    pub browser: super::server_browser::BrowserArgs,
     /// Accepted for iperf 2 habits; client-only, ignored with a warning.
     #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
           default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
@@ -179,6 +182,11 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.no_iperf && args.http.is_none() && args.https.is_none() {
         return Err(crate::exit::usage(
             "--no-iperf needs --http PORT or --https PORT (otherwise nothing would be served)",
+        ));
+    }
+    if args.browser.results_dir.is_some() && args.http.is_none() && args.https.is_none() {
+        return Err(crate::exit::usage(
+            "--results-dir needs --http PORT or --https PORT (it keeps the browser tests' results)",
         ));
     }
     let mut cfg = args.to_config();

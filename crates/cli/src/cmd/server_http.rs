@@ -43,6 +43,7 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             max_bytes: cfg.limits.max_bytes,
         },
         permit_key: cfg.permit_key.clone(),
+        records: args.browser.to_config()?,
     })?;
     let mut lines = Vec::new();
     if let Some(a) = service.http_addr {
@@ -71,6 +72,12 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
         };
         lines.push(format!(
             "HTTPS certificate ({kind}) SHA-256 fingerprint {fp}"
+        ));
+    }
+    if let Some(dir) = &args.browser.results_dir {
+        lines.push(format!(
+            "Browser test results are kept in {} (shown at /result/ID)",
+            dir.display()
         ));
     }
     if cfg.permit_key.is_some() {

@@ -6,38 +6,56 @@
 //!
 //! * the page runs to the end with `?autostart=1&duration=2` and shows a
 //!   grade and sane numbers, over `--http` and over `--https` (HTTP/2);
-//! * its statistics (stats.js) agree with bloatlab-stats on the same samples.
+//! * its statistics (stats.js) agree with bloatlab-stats on the same samples;
+//! * its probes go over connections that carry none of the load, over both
+//!   (the DevTools `Network` domain's connection ids).
 
 use crate::harness::{Proc, free_port};
 use bloatlab_stats::rpm::{TRIM_FRACTION, trimmed_mean};
 use bloatlab_stats::{InducedLatency, bloat_grade, quantile};
 use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A headless Chromium on a DevTools pipe, with one page attached; killed
-/// by PID and reaped on drop.
-struct Browser {
+/// by PID and reaped on drop. Also used by the lab tests (browser_lab.rs).
+pub(crate) struct Browser {
     child: Child,
     pipe: UnixStream,
     buf: Vec<u8>,
     next_id: u64,
     session: String,
+    /// Events (`method`s) kept for [`Browser::take_events`]; others are dropped.
+    watch: Vec<String>,
+    events: Vec<Value>,
     _profile: tempfile::TempDir,
 }
 
 impl Browser {
     /// Starts Chromium; `insecure`: accept the server's self-signed
     /// certificate (`--ignore-certificate-errors`).
-    fn start(insecure: bool) -> Browser {
+    pub(crate) fn start(insecure: bool) -> Browser {
+        Browser::start_in(&[], insecure)
+    }
+
+    /// [`Browser::start`] with Chromium run through `wrapper` (for example
+    /// `ip netns exec NS`, which keeps fds 3 and 4 open across its exec).
+    pub(crate) fn start_in(wrapper: &[&str], insecure: bool) -> Browser {
         let profile = crate::harness::tempdir();
         let (ours, theirs) = UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
-        let mut cmd = Command::new("/usr/bin/chromium");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg("/usr/bin/chromium");
+                c
+            }
+            None => Command::new("/usr/bin/chromium"),
+        };
         cmd.args([
             "--headless=new",
             "--no-sandbox",
@@ -55,22 +73,9 @@ impl Browser {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        // SAFETY: dup2 and fcntl are async-signal-safe; the child reads
-        // DevTools commands on fd 3 and writes answers on fd 4, both our
-        // socket's other end. Close-on-exec is cleared on both, also when
-        // the socket already was fd 3 or 4 (then dup2 leaves it set).
-        unsafe {
-            cmd.pre_exec(move || {
-                for target in [3, 4] {
-                    if (fd != target && libc::dup2(fd, target) < 0)
-                        || libc::fcntl(target, libc::F_SETFD, 0) < 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
+        // The child reads DevTools commands on fd 3 and writes answers on fd 4,
+        // both our socket's other end.
+        bloatlab_os::process::inherit_fd_as(&mut cmd, fd, &[3, 4]);
         let child = cmd
             .spawn()
             .expect("/usr/bin/chromium runs (Debian package `chromium`, scripts/setup.sh)");
@@ -83,6 +88,8 @@ impl Browser {
             buf: Vec::new(),
             next_id: 0,
             session: String::new(),
+            watch: Vec::new(),
+            events: Vec::new(),
             _profile: profile,
         };
         let target = b.call("Target.createTarget", json!({"url": "about:blank"}));
@@ -96,7 +103,7 @@ impl Browser {
     }
 
     /// Sends a command (to the page once attached) and returns its result.
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -114,6 +121,9 @@ impl Browser {
                     assert!(m.get("error").is_none(), "{method}: {m}");
                     return m["result"].clone();
                 }
+                if self.watch.iter().any(|w| m["method"] == w.as_str()) {
+                    self.events.push(m);
+                }
             }
             let mut chunk = [0u8; 65536];
             let n = self.pipe.read(&mut chunk).expect("chromium answers");
@@ -122,8 +132,19 @@ impl Browser {
         }
     }
 
+    /// Keeps the events named `methods` that arrive from now on (they are
+    /// read while commands wait for their answers).
+    pub(crate) fn watch(&mut self, methods: &[&str]) {
+        self.watch = methods.iter().map(|m| m.to_string()).collect();
+    }
+
+    /// The kept events so far, oldest first.
+    pub(crate) fn take_events(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.events)
+    }
+
     /// Evaluates a JS expression that returns a string in the page.
-    fn eval(&mut self, expr: &str) -> String {
+    pub(crate) fn eval(&mut self, expr: &str) -> String {
         let r = self.call(
             "Runtime.evaluate",
             json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
@@ -132,12 +153,12 @@ impl Browser {
         r["result"]["value"].as_str().unwrap_or("").to_owned()
     }
 
-    fn open(&mut self, url: &str) {
+    pub(crate) fn open(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url}));
     }
 
     /// Polls `window.bloatlab.state` until it is one of `states`.
-    fn wait_state(&mut self, states: &[&str], within: Duration) -> String {
+    pub(crate) fn wait_state(&mut self, states: &[&str], within: Duration) -> String {
         let end = Instant::now() + within;
         loop {
             let s = self.eval("String(window.bloatlab && window.bloatlab.state)");
@@ -190,7 +211,7 @@ fn the_page_runs_to_a_grade_in_headless_chromium() {
 
 /// Over HTTPS (the server's self-signed certificate) the browser speaks
 /// HTTP/2; the page and its load share one connection, the probes take
-/// another (seen by hand in DevTools' connection ids; docs/browser.md).
+/// another (checked by `the_probes_have_connections_of_their_own_over_http2`).
 #[test]
 fn the_page_runs_to_a_grade_over_https_and_http2() {
     page_runs_to_a_grade(true);
@@ -249,6 +270,138 @@ fn page_runs_to_a_grade(https: bool) {
     // Probes went on through the pauses too: about 10 a second for 11 s.
     let probes = r["probes"].as_array().unwrap().len();
     assert!((85..=115).contains(&probes), "{probes} probes");
+}
+
+/// The probes run on a connection of their own (issue 21: "loaded latency
+/// measured throughout by small requests on their own connection"): the
+/// page sends them without credentials, which Chromium keeps in another
+/// connection pool than the load's. Checked with the connection id
+/// Chromium reports in each response (`Network.responseReceived`).
+#[test]
+fn the_probes_have_connections_of_their_own_over_http1() {
+    probes_on_their_own_connections(false);
+}
+
+#[test]
+fn the_probes_have_connections_of_their_own_over_http2() {
+    probes_on_their_own_connections(true);
+}
+
+/// One request the page made, as the DevTools `Network` domain saw it.
+#[derive(Default)]
+struct Request {
+    url: String,
+    /// `Response.connectionId` and `Response.protocol`, once answered.
+    connection: Option<(u64, String)>,
+}
+
+fn probes_on_their_own_connections(https: bool) {
+    use bloatlab_http::routes::{LARGE, SMALL, UPLOAD};
+    let (_server, url) = server(https);
+    let mut b = Browser::start(https);
+    b.watch(&["Network.requestWillBeSent", "Network.responseReceived"]);
+    // No bodies kept for inspection: the load is gigabytes.
+    b.call(
+        "Network.enable",
+        json!({"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}),
+    );
+    // The shortest run the page allows: 1 s per phase, about 7 s in all.
+    b.open(&format!("{url}?autostart=1&duration=1"));
+    let state = b.wait_state(&["done", "error"], Duration::from_secs(40));
+    let error = b.eval("String(window.bloatlab.error)");
+    assert_eq!(state, "done", "{error}");
+    let r: Value = serde_json::from_str(&b.eval("JSON.stringify(window.bloatlab.result)")).unwrap();
+    let mut reqs: BTreeMap<String, Request> = BTreeMap::new();
+    for e in b.take_events() {
+        let p = &e["params"];
+        let req = reqs.entry(p["requestId"].to_string()).or_default();
+        if e["method"] == "Network.requestWillBeSent" {
+            req.url = p["request"]["url"].as_str().unwrap().to_owned();
+        } else {
+            let resp = &p["response"];
+            let id = resp["connectionId"].as_f64().unwrap_or(0.0) as u64;
+            let proto = resp["protocol"].as_str().unwrap_or("?").to_owned();
+            req.connection = Some((id, proto));
+        }
+    }
+    let path = |r: &Request| {
+        let rest = r.url.splitn(4, '/').nth(3).unwrap_or("");
+        format!("/{}", rest.split('?').next().unwrap())
+    };
+    // Probes by their slot number (`?p=RUN-K`), which grows with each one
+    // sent, so they line up with the result's list of probes.
+    let mut probes: Vec<(u64, &Request)> = reqs
+        .values()
+        .filter(|r| path(r) == SMALL)
+        .map(|r| {
+            let p = r.url.split("p=").nth(1).unwrap().split('&').next().unwrap();
+            (p.rsplit('-').next().unwrap().parse().unwrap(), r)
+        })
+        .collect();
+    probes.sort_by_key(|p| p.0);
+    let sent = r["probes"].as_array().unwrap();
+    assert_eq!(
+        probes.len(),
+        sent.len(),
+        "probe requests seen vs the page's"
+    );
+    // Which load requests went over which connection.
+    let mut load: BTreeMap<u64, BTreeMap<String, usize>> = BTreeMap::new();
+    let want = if https { "h2" } else { "http/1.1" };
+    for req in reqs
+        .values()
+        .filter(|r| [LARGE, UPLOAD].contains(&path(r).as_str()))
+    {
+        if let Some((id, proto)) = &req.connection {
+            assert_eq!(proto, want, "{}", req.url);
+            *load.entry(*id).or_default().entry(path(req)).or_default() += 1;
+        }
+    }
+    let answered = |p: &str| load.values().filter_map(|m| m.get(p)).sum::<usize>();
+    let (downloads, uploads) = (answered(LARGE), answered(UPLOAD));
+    // 4 + 3 download streams, 4 + 3 upload streams at least.
+    assert!(
+        downloads >= 7 && uploads >= 7,
+        "{downloads} downloads, {uploads} uploads answered"
+    );
+    let mut shared: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut own = BTreeSet::new();
+    let mut per_phase: BTreeMap<&str, usize> = BTreeMap::new();
+    for ((k, req), p) in probes.iter().zip(sent) {
+        let Some((id, proto)) = &req.connection else {
+            continue;
+        };
+        assert_eq!(proto, want, "{}", req.url);
+        if load.contains_key(id) {
+            shared.entry(*id).or_default().push(*k);
+        } else {
+            own.insert(*id);
+        }
+        let t = p["t_ms"].as_f64().unwrap();
+        for ph in r["phases"].as_array().unwrap() {
+            if ph["start_ms"].as_f64().unwrap() <= t && t < ph["end_ms"].as_f64().unwrap() {
+                *per_phase.entry(ph["name"].as_str().unwrap()).or_default() += 1;
+            }
+        }
+    }
+    let report: Vec<String> = shared
+        .iter()
+        .map(|(id, ks)| format!("connection {id}: probes {ks:?} and load {:?}", load[id]))
+        .collect();
+    assert!(
+        report.is_empty(),
+        "probes shared a connection with the load ({want}):\n{}",
+        report.join("\n")
+    );
+    for phase in ["download", "upload", "bidirectional"] {
+        let n = per_phase.get(phase).copied().unwrap_or(0);
+        // 10 a second for 1 s; a busy 2-core machine may miss a few.
+        assert!(n >= 6, "{n} answered probes in {phase}: {per_phase:?}");
+    }
+    eprintln!(
+        "{want}: probes on connections {own:?}; load on {:?} ({downloads} downloads, {uploads} uploads); probes per phase {per_phase:?}",
+        load.keys().collect::<Vec<_>>()
+    );
 }
 
 /// Deterministic pseudo-random round trips in whole nanoseconds.

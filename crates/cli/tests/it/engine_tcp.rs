@@ -469,9 +469,7 @@ fn interrupted_client(
         .spawn()
         .expect("start client");
     std::thread::sleep(after);
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: plain kill(2) on the PID of the child we just started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    bloatlab_os::process::signal(child.id(), libc::SIGINT).expect("SIGINT our client");
     let t = Instant::now();
     // wait_with_output reads both pipes to the end, so a hung client would hang
     // here: the assertion below on the elapsed time catches a slow one, and

@@ -603,7 +603,10 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
 /// SQM off may not be: its full FIFO tail-drops the probes that arrive while it is full (13.7-25
 /// % of them in the full run, some runs under the 10 % bound) and a flow can stall behind its
 /// seconds of queue (docs/experiments.md, "Report 4 with the current file"), so the verdict is
-/// REPRODUCED, or NOT JUDGED with SQM off incomplete for exactly those causes.
+/// REPRODUCED, or NOT JUDGED with SQM off incomplete for exactly those causes. On a host too
+/// busy for the emulator (more than 2 % of a phase's packets released over 1 ms late) either
+/// point may be NOT JUDGED for that cause alone, and then its number is not held to its band
+/// (docs/experiments.md, "A busy host"); with the emulator on time a wrong number fails.
 #[test]
 fn builtin_quick_report4_reproduces_the_sqm_sweep() {
     if !tier::root("builtin_quick_report4_reproduces_the_sqm_sweep") {
@@ -619,7 +622,30 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
     let v = &summary["verdict"];
-    // The numbers alone: both effects within their bands, whatever the completeness.
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{v}");
+    let causes = |p: &serde_json::Value| -> Vec<String> {
+        p["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect()
+    };
+    // A point whose emulator fell behind (a busy host) is incomplete for exactly that: its
+    // numbers are not judged (docs/experiments.md, "A busy host").
+    let host_busy =
+        |c: &str| c.contains("the host was too busy, latency figures include host delay");
+    let behind =
+        |p: &serde_json::Value| p["complete"] == false && causes(p).iter().all(|c| host_busy(c));
+    let (shaped_behind, off_behind) = (behind(&points[0]), behind(&points[1]));
+    // What this run said (flaky-looking outcomes are read from here).
+    eprintln!(
+        "report4 --quick: {}; points: {}",
+        v["headline"], v["points"]
+    );
+    // The numbers: both effects within their bands, whatever the completeness, unless the
+    // point a number comes from was measured on an emulator that fell behind.
     let judged: Vec<&serde_json::Value> = v["comparison"]
         .as_array()
         .unwrap()
@@ -627,13 +653,17 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         .filter(|c| !c["band"].is_null())
         .collect();
     assert_eq!(judged.len(), 2, "{v}");
-    for c in &judged {
-        assert_eq!(c["pass"], true, "{c}: {text}");
+    for (c, excused) in judged.iter().zip([shaped_behind, off_behind]) {
+        assert!(c["pass"] == true || excused, "{c}: {text}");
     }
-    let points = v["points"].as_array().unwrap();
-    assert_eq!(points.len(), 2, "{v}");
-    assert_eq!(points[0]["complete"], true, "the shaped point: {v}");
+    // The shaped point is complete, or incomplete only because the emulator fell behind.
+    assert!(
+        points[0]["complete"] == true || shaped_behind,
+        "the shaped point: {v}"
+    );
+    let incomplete = points.iter().filter(|p| p["complete"] == false).count();
     if v["outcome"] == "reproduced" {
+        assert_eq!(incomplete, 0, "{v}");
         assert_judged(
             &text,
             &["RRUL latency under load", "2051.3", "lost"],
@@ -644,14 +674,24 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
         assert!(verdict.contains("2 of 2 points complete"), "{verdict}");
     } else {
         assert_eq!(v["outcome"], "not_judged", "{v}");
-        assert_eq!(v["headline"], "NOT JUDGED: 1 point incomplete", "{v}");
-        assert_eq!(points[1]["point"], "p002_shaper-SQM-off", "{v}");
-        for c in points[1]["causes"].as_array().unwrap() {
-            let c = c.as_str().unwrap();
-            assert!(
-                c.contains("of its probes in phase") || c.contains("stalled"),
-                "SQM off incomplete for another cause: {c}"
-            );
+        let s = if incomplete == 1 { "" } else { "s" };
+        assert_eq!(
+            v["headline"],
+            format!("NOT JUDGED: {incomplete} point{s} incomplete"),
+            "{v}"
+        );
+        if shaped_behind {
+            assert!(text.contains("the host was too busy"), "{text}");
+            assert!(verdict.contains("the host was too busy"), "{verdict}");
+        }
+        if points[1]["complete"] == false {
+            assert_eq!(points[1]["point"], "p002_shaper-SQM-off", "{v}");
+            for c in causes(&points[1]) {
+                assert!(
+                    c.contains("of its probes in phase") || c.contains("stalled") || host_busy(&c),
+                    "SQM off incomplete for another cause: {c}"
+                );
+            }
         }
         assert!(verdict.contains("verdict: NOT JUDGED"), "{verdict}");
     }

@@ -300,8 +300,7 @@ fn a_dead_emulator_is_reported_and_down_still_cleans_up() {
     let lab = LabGuard::up("dead", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
     assert!(pid > 0);
-    // SAFETY: the PID is the emulator this test started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    bloatlab_os::process::signal(pid as u32, libc::SIGKILL).expect("signal our own process");
     assert!(wait_until(
         Duration::from_secs(5),
         || lab.status()["emulator_alive"] == false
@@ -323,8 +322,7 @@ fn leftovers_without_state_are_removed_by_exact_name() {
     }
     let lab = LabGuard::up("left", &[]);
     let pid = lab.status()["pid"].as_i64().expect("pid") as i32;
-    // SAFETY: our own emulator.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    bloatlab_os::process::signal(pid as u32, libc::SIGKILL).expect("signal our own process");
     let _ = std::fs::remove_file(format!("/run/bloatlab/{}.json", lab.name));
     assert_eq!(lab.namespaces().len(), 2);
     let o = bl(&["lab", "down", &lab.name]);
@@ -353,7 +351,7 @@ fn foreground_lab_is_torn_down_by_ctrl_c() {
     });
     assert!(up, "foreground lab never came up");
     // SAFETY: our child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    bloatlab_os::process::signal(child.id(), libc::SIGINT).expect("SIGINT our child");
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status:?}");
     assert!(lab_namespaces(&name).is_empty());
@@ -466,8 +464,7 @@ fn a_run_through_a_lab_whose_emulator_dies_exits_1_naming_it() {
         &[BIN, "client", "10.77.0.2", "-p", "5201", "-t", "4"],
     );
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: the PID is the emulator of the lab this test started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    bloatlab_os::process::signal(pid as u32, libc::SIGKILL).expect("signal our own process");
     let want = format!("lab {}'s emulator (pid {pid}) is not running", lab.name);
     for (what, child) in [("ping", ping), ("client", client)] {
         let o = child.wait_with_output().unwrap();

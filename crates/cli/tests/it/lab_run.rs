@@ -107,6 +107,19 @@ fn saturated_aqm_lab_reaches_working_conditions_and_is_recorded() {
             .filter_map(|p| p.utilisation)
             .fold(0.0, f64::max);
         assert!(loaded > 0.85, "{qdisc}: loaded utilisation {loaded}");
+        // issue 18: each phase carries the emulator's release lateness of its packets
+        // (the loaded phase: thousands, at most all the run's).
+        let late = labr
+            .phases
+            .iter()
+            .find(|p| p.phase == "loaded" && p.direction == DirectionRecord::Up)
+            .and_then(|p| p.lateness)
+            .expect("the loaded phase's lateness");
+        assert!(
+            late.percentiles.count > 1000 && late.percentiles.count <= up.lateness.count,
+            "{late:?} of {up:?}"
+        );
+        assert!(late.late_packets <= late.percentiles.count, "{late:?}");
         assert!(
             text.contains(&format!("Lab {}", lab.name)) && text.contains("CE-marked"),
             "{text}"

@@ -7,6 +7,8 @@
 //! root skip for a normal user and fail under `BLOATLAB_TEST_TIER=full` (the README's test
 //! command): `bloatlab_testkit::tier`.
 
+#![forbid(unsafe_code)]
+
 mod harness;
 
 mod attacks;
@@ -14,7 +16,10 @@ mod attacks_caps;
 mod attacks_http;
 mod attacks_more;
 mod attacks_reflection;
+mod browser_lab;
 mod browser_page;
+mod browser_record;
+mod cf_speedtest;
 mod engine_tcp;
 mod engine_udp;
 mod experiment_cli;

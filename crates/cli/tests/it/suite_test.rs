@@ -420,10 +420,7 @@ fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(3));
-    // SAFETY: signalling our own child by PID.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
+    let _ = bloatlab_os::process::signal(child.id(), libc::SIGINT);
     let t0 = Instant::now();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -660,10 +657,7 @@ fn runners_left_after(kids: &[u32], within: Duration) -> Vec<u32> {
     }
     let left: Vec<u32> = kids.iter().copied().filter(|&k| running(k)).collect();
     for &k in &left {
-        // SAFETY: ending, by PID, a runner our test started.
-        unsafe {
-            libc::kill(k as libc::pid_t, libc::SIGKILL);
-        }
+        let _ = bloatlab_os::process::signal(k, libc::SIGKILL);
     }
     left
 }

@@ -293,8 +293,7 @@ fn tune_ctrl_c_restores_the_rate_and_leaves_nothing_behind() {
     });
     // Into the load.
     std::thread::sleep(Duration::from_secs(3));
-    // SAFETY: signalling our own child by PID.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    bloatlab_os::process::signal(pid, libc::SIGINT).expect("SIGINT our child");
     let o = child.wait_with_output().expect("tune output");
     assert!(changed, "tune never set the rate");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -25,6 +25,7 @@
 //! ingress mode, GSO splitting (the lab splits GSO before the emulator), set-associative *host*
 //! tables (hosts map directly to 1024 slots).
 
+use super::drr::{self, DrrFlows, FlowLists};
 use super::{Backlog, DropReason, QueueDiscipline, QueuedPacket, Sink};
 use crate::config::{Framing, Overhead};
 use crate::packet::set_ce;
@@ -348,8 +349,7 @@ pub struct Cake {
     flows: Vec<Flow>,
     src_load: Vec<u32>,
     dst_load: Vec<u32>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    lists: FlowLists,
     backlog: Backlog,
     time_next_packet: Duration,
     rng: Xoshiro256PlusPlus,
@@ -370,8 +370,7 @@ impl Cake {
             flows: (0..QUEUES).map(|_| Flow::default()).collect(),
             src_load: vec![0; HOSTS],
             dst_load: vec![0; HOSTS],
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
+            lists: FlowLists::default(),
             backlog: Backlog::default(),
             time_next_packet: Duration::ZERO,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -442,7 +441,7 @@ impl Cake {
         self.dst_load[d] += 1;
         self.flows[idx].active = true;
         self.flows[idx].deficit = self.flow_quantum(idx);
-        self.new_flows.push_back(idx as u32);
+        self.lists.push_new(idx);
     }
 
     fn deactivate(&mut self, idx: usize) {
@@ -509,6 +508,43 @@ impl Cake {
     }
 }
 
+/// The DRR scheduler's view: a quantum shared among a host's flows, COBALT on each flow's head.
+impl DrrFlows for Cake {
+    fn lists(&mut self) -> &mut FlowLists {
+        &mut self.lists
+    }
+    fn deficit(&mut self, idx: usize) -> &mut i64 {
+        &mut self.flows[idx].deficit
+    }
+    fn quantum(&self, idx: usize) -> i64 {
+        self.flow_quantum(idx)
+    }
+    /// COBALT: drop from the head until a packet may go; the last one always goes.
+    fn serve(&mut self, idx: usize, now: Duration, sink: &mut dyn Sink) -> Option<QueuedPacket> {
+        let p = self.params;
+        loop {
+            let f = &mut self.flows[idx];
+            let Some(mut pkt) = f.queue.pop_front() else {
+                f.cobalt.queue_empty(&p, now);
+                return None;
+            };
+            f.bytes -= pkt.len();
+            self.backlog.sub(pkt.len());
+            match f.cobalt.should_drop(&p, now, &mut pkt, &mut self.rng) {
+                Decision::Drop if !f.queue.is_empty() => sink.dropped(now, pkt, DropReason::Aqm),
+                Decision::Marked => {
+                    sink.marked(now, &pkt);
+                    return Some(pkt);
+                }
+                _ => return Some(pkt),
+            }
+        }
+    }
+    fn retire(&mut self, idx: usize) {
+        self.deactivate(idx);
+    }
+}
+
 impl QueueDiscipline for Cake {
     fn enqueue(&mut self, now: Duration, pkt: QueuedPacket, sink: &mut dyn Sink) {
         if self.backlog.packets == 0 && self.time_next_packet < now {
@@ -539,74 +575,13 @@ impl QueueDiscipline for Cake {
     }
 
     fn dequeue(&mut self, now: Duration, sink: &mut dyn Sink) -> Option<QueuedPacket> {
-        let p = self.params;
-        loop {
-            let (from_new, idx) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (true, i as usize),
-                (None, Some(&i)) => (false, i as usize),
-                (None, None) => return None,
-            };
-            let list_pop = |s: &mut Self| {
-                if from_new {
-                    s.new_flows.pop_front();
-                } else {
-                    s.old_flows.pop_front();
-                }
-            };
-            if self.flows[idx].deficit <= 0 {
-                self.flows[idx].deficit += self.flow_quantum(idx);
-                list_pop(self);
-                self.old_flows.push_back(idx as u32);
-                continue;
-            }
-            // COBALT: drop from the head until a packet may go; the last one always goes.
-            let mut out = None;
-            loop {
-                let f = &mut self.flows[idx];
-                let Some(mut pkt) = f.queue.pop_front() else {
-                    break;
-                };
-                f.bytes -= pkt.len();
-                self.backlog.sub(pkt.len());
-                let decision = f.cobalt.should_drop(&p, now, &mut pkt, &mut self.rng);
-                match decision {
-                    Decision::Drop if !f.queue.is_empty() => {
-                        sink.dropped(now, pkt, DropReason::Aqm)
-                    }
-                    Decision::Marked => {
-                        sink.marked(now, &pkt);
-                        out = Some(pkt);
-                        break;
-                    }
-                    _ => {
-                        out = Some(pkt);
-                        break;
-                    }
-                }
-            }
-            match out {
-                Some(pkt) => {
-                    let f = &mut self.flows[idx];
-                    f.deficit -= pkt.len() as i64;
-                    if let Some(rate) = self.rate {
-                        let wire = self.cfg.overhead.wire_bytes(pkt.len());
-                        let start = self.time_next_packet.max(now);
-                        self.time_next_packet =
-                            start + rate.transmit_time(Bytes(wire)).unwrap_or_default();
-                    }
-                    return Some(pkt);
-                }
-                None => {
-                    self.flows[idx].cobalt.queue_empty(&p, now);
-                    list_pop(self);
-                    if from_new && !self.old_flows.is_empty() {
-                        self.old_flows.push_back(idx as u32);
-                    } else {
-                        self.deactivate(idx);
-                    }
-                }
-            }
+        let pkt = drr::dequeue(self, now, sink)?;
+        if let Some(rate) = self.rate {
+            let wire = self.cfg.overhead.wire_bytes(pkt.len());
+            let start = self.time_next_packet.max(now);
+            self.time_next_packet = start + rate.transmit_time(Bytes(wire)).unwrap_or_default();
         }
+        Some(pkt)
     }
 
     fn backlog(&self) -> Backlog {

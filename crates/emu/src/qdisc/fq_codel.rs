@@ -17,6 +17,7 @@
 //! interval 100 ms, memory_limit 32 MB, ECN on, drop_batch 64.
 
 use super::codel::{CodelParams, CodelSource, CodelVars, validate_target_interval};
+use super::drr::{self, DrrFlows, FlowLists};
 use super::{Backlog, DropReason, QueueDiscipline, QueuedPacket, Sink, ecn_flag};
 use crate::spec::{
     Limit, SpecError, parse_count, parse_limit, parse_positive_time, parse_size, parse_time,
@@ -114,8 +115,7 @@ pub struct FqCodel {
     cfg: FqCodelConfig,
     params: CodelParams,
     flows: Vec<Flow>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    lists: FlowLists,
     backlog: Backlog,
     max_packet: u64,
 }
@@ -156,8 +156,7 @@ impl FqCodel {
             flows: (0..cfg.flows).map(|_| Flow::default()).collect(),
             cfg,
             params,
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
+            lists: FlowLists::default(),
             backlog: Backlog::default(),
             max_packet: 0,
         }
@@ -201,6 +200,32 @@ impl FqCodel {
     }
 }
 
+/// The DRR scheduler's view: a fixed quantum, CoDel on each flow's head.
+impl DrrFlows for FqCodel {
+    fn lists(&mut self) -> &mut FlowLists {
+        &mut self.lists
+    }
+    fn deficit(&mut self, idx: usize) -> &mut i64 {
+        &mut self.flows[idx].deficit
+    }
+    fn quantum(&self, _idx: usize) -> i64 {
+        self.cfg.quantum.0 as i64
+    }
+    fn serve(&mut self, idx: usize, now: Duration, sink: &mut dyn Sink) -> Option<QueuedPacket> {
+        let flow = &mut self.flows[idx];
+        let mut src = FlowSource {
+            flow: &mut flow.queue,
+            flow_bytes: &mut flow.bytes,
+            total: &mut self.backlog,
+            max_packet: self.max_packet,
+        };
+        flow.cvars.dequeue(&self.params, now, &mut src, sink)
+    }
+    fn retire(&mut self, idx: usize) {
+        self.flows[idx].active = false;
+    }
+}
+
 impl QueueDiscipline for FqCodel {
     fn enqueue(&mut self, now: Duration, pkt: QueuedPacket, sink: &mut dyn Sink) {
         let idx = self.index(pkt.meta.flow);
@@ -214,7 +239,7 @@ impl QueueDiscipline for FqCodel {
         if !flow.active {
             flow.active = true;
             flow.deficit = quantum;
-            self.new_flows.push_back(idx as u32);
+            self.lists.push_new(idx);
         }
         // Drop until back within limits (one batch usually suffices).
         while self.over_limit() && self.backlog.packets > 0 {
@@ -223,47 +248,7 @@ impl QueueDiscipline for FqCodel {
     }
 
     fn dequeue(&mut self, now: Duration, sink: &mut dyn Sink) -> Option<QueuedPacket> {
-        loop {
-            let (from_new, idx) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (true, i as usize),
-                (None, Some(&i)) => (false, i as usize),
-                (None, None) => return None,
-            };
-            let list_pop = |s: &mut Self| {
-                if from_new {
-                    s.new_flows.pop_front();
-                } else {
-                    s.old_flows.pop_front();
-                }
-            };
-            if self.flows[idx].deficit <= 0 {
-                self.flows[idx].deficit += self.cfg.quantum.0 as i64;
-                list_pop(self);
-                self.old_flows.push_back(idx as u32);
-                continue;
-            }
-            let flow = &mut self.flows[idx];
-            let mut src = FlowSource {
-                flow: &mut flow.queue,
-                flow_bytes: &mut flow.bytes,
-                total: &mut self.backlog,
-                max_packet: self.max_packet,
-            };
-            match flow.cvars.dequeue(&self.params, now, &mut src, sink) {
-                Some(p) => {
-                    flow.deficit -= p.len() as i64;
-                    return Some(p);
-                }
-                None => {
-                    list_pop(self);
-                    if from_new && !self.old_flows.is_empty() {
-                        self.old_flows.push_back(idx as u32);
-                    } else {
-                        self.flows[idx].active = false;
-                    }
-                }
-            }
-        }
+        drr::dequeue(self, now, sink)
     }
 
     fn backlog(&self) -> Backlog {

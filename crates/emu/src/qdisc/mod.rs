@@ -9,6 +9,7 @@
 
 pub mod cake;
 pub mod codel;
+mod drr;
 pub mod fifo;
 pub mod fq_codel;
 pub mod pie;

@@ -538,27 +538,9 @@ fn drain(s: &mut TcpStream) -> (Vec<u8>, Drained) {
 /// The `--json` test description on the client side.
 fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
     TestInfo {
-        start_unix_us: Some(wall_now().as_micros() as u64),
-        clock: Some("realtime".into()),
-        interval_s: cfg.interval.map(|d| d.as_secs_f64()),
-        duration_s: match cfg.amount {
-            Amount::Time(d) => Some(d.as_secs_f64()),
-            Amount::Bytes(_) => None,
-        },
-        amount_bytes: match cfg.amount {
-            Amount::Bytes(b) => Some(b.0),
-            Amount::Time(_) => None,
-        },
-        buffer_bytes: Some(cfg.effective_len().0),
-        target_bits_per_second: cfg.rate.map(|r| r.0),
-        parallel: cfg.parallel,
-        trip_times: cfg.trip_times,
-        reverse: cfg.direction == Direction::Reverse,
-        full_duplex: cfg.direction == Direction::FullDuplex,
         near_congestion_weight: cfg.near_congestion,
         congestion_control: cfg.socket.congestion.clone(),
-        remote: Some(addr.to_string()),
-        ..TestInfo::default()
+        ..cfg.test_info(wall_now(), addr.to_string())
     }
 }
 

@@ -206,9 +206,7 @@ pub fn query(
 /// A random nonzero flow id (`getrandom`; the OS-seeded hasher if that fails).
 pub fn new_flow_id() -> u64 {
     let mut b = [0u8; 8];
-    // SAFETY: the pointer and length describe `b`.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    let id = if n == 8 {
+    let id = if bloatlab_os::fdio::getrandom(&mut b).ok() == Some(8) {
         u64::from_ne_bytes(b)
     } else {
         use std::hash::{BuildHasher, Hasher};

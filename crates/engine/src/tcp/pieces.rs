@@ -38,22 +38,7 @@ impl PieceSource for &TcpStream {
     }
 
     fn recv_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: `buf` is a valid, writable slice of `buf.len()` bytes for
-        // the duration of the call; recv writes at most that many bytes.
-        let rc = unsafe {
-            libc::recv(
-                self.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(rc as usize)
-        }
+        bloatlab_os::fdio::recv(*self, buf, libc::MSG_DONTWAIT)
     }
 }
 

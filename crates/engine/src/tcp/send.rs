@@ -146,25 +146,13 @@ fn emit_due(
 /// True when the peer has closed its side or the connection failed
 /// (POLLRDHUP / POLLHUP / POLLERR), without reading anything.
 fn peer_closed(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut p = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd on this stack frame; zero timeout.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+    bloatlab_os::poll::peer_closed(stream)
 }
 
 /// Bytes in the socket's send queue, sent or not but not yet acked
 /// (SIOCOUTQ); `None` if the kernel will not say.
 fn unacked(stream: &TcpStream) -> Option<i64> {
-    use std::os::fd::AsRawFd;
-    let mut n: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ writes one int into `n`, which outlives the call.
-    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
-    (rc == 0).then_some(i64::from(n))
+    bloatlab_os::sockopt::send_queue_bytes(stream).ok()
 }
 
 /// [`run`], also saying why the loop ended.

@@ -170,27 +170,14 @@ fn send_plan(cfg: &ClientConfig) -> SendPlan {
     }
 }
 
+/// The `--json` test description: the shared one with the rate and datagram length in
+/// effect.
 fn test_info(cfg: &ClientConfig, rate: BitRate, len: Bytes, start_wall: Duration) -> TestInfo {
     TestInfo {
-        start_unix_us: u64::try_from(start_wall.as_micros()).ok(),
-        clock: Some("realtime".into()),
-        interval_s: cfg.interval.map(|d| d.as_secs_f64()),
-        duration_s: match cfg.amount {
-            Amount::Time(d) => Some(d.as_secs_f64()),
-            Amount::Bytes(_) => None,
-        },
-        amount_bytes: match cfg.amount {
-            Amount::Bytes(b) => Some(b.0),
-            Amount::Time(_) => None,
-        },
         buffer_bytes: Some(len.0),
         target_bits_per_second: Some(rate.0),
         parallel: cfg.parallel.max(1),
-        trip_times: cfg.trip_times,
-        reverse: cfg.direction == Direction::Reverse,
-        full_duplex: cfg.direction == Direction::FullDuplex,
-        remote: Some(format!("{}:{}", cfg.host, cfg.port)),
-        ..TestInfo::default()
+        ..cfg.test_info(start_wall, format!("{}:{}", cfg.host, cfg.port))
     }
 }
 

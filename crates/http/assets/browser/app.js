@@ -166,7 +166,7 @@
   async function downloadStream(signal) {
     while (!signal.aborted && !run.stopped) {
       try {
-        const r = await fetch(url(P.urls.large, { s: nonce() }), { cache: 'no-store', signal: signal });
+        const r = await fetch(url(P.urls.large, { s: nonce(), t: run.test.id }), { cache: 'no-store', signal: signal });
         if (!r.ok) {
           refused(r.status, await r.text());
           return;
@@ -200,7 +200,7 @@
         signal.removeEventListener('abort', stop);
         resolve(ok);
       };
-      x.open('POST', url(P.urls.upload, { s: nonce() }));
+      x.open('POST', url(P.urls.upload, { s: nonce(), t: run.test.id }));
       x.upload.onprogress = function (e) {
         run.bytes.up += e.loaded - sent;
         sent = e.loaded;
@@ -570,6 +570,7 @@
     return {
       kind: 'bloatlab-browser-test',
       version: 1,
+      test_id: run.test.id,
       started: run.started,
       page: page.href,
       user_agent: navigator.userAgent,
@@ -614,6 +615,48 @@
     setTimeout(function () { URL.revokeObjectURL(a.href); }, 1000);
   }
 
+  // ---- the server's record ----
+
+  // Asks the server for a test id and token; a refusal (a cap) comes back
+  // as its text, shown to the user.
+  async function begin(seconds) {
+    let r;
+    try {
+      r = await fetch(url(P.urls.start, { duration: seconds }), { method: 'POST', cache: 'no-store' });
+    } catch (e) {
+      return { error: 'Could not reach the server to start the test: ' + e.message };
+    }
+    const text = await r.text();
+    if (!r.ok) {
+      return { error: 'The server did not start the test (HTTP ' + r.status + '): ' + text.trim().slice(0, 300) };
+    }
+    try {
+      return { ticket: JSON.parse(text) };
+    } catch (e) {
+      return { error: 'The server\'s answer to the start is not JSON.' };
+    }
+  }
+
+  // Posts the result with the test's token; the server keeps it (with
+  // --results-dir) and answers its URL.
+  async function submit() {
+    const t = run.test;
+    try {
+      const r = await fetch(url(P.urls.result, { id: t.id }), {
+        method: 'POST', cache: 'no-store',
+        headers: { 'content-type': 'application/json', 'x-bloatlab-test-token': t.token },
+        body: JSON.stringify(api.result),
+      });
+      const text = await r.text();
+      if (!r.ok) {
+        return { error: 'The server did not keep this result (HTTP ' + r.status + '): ' + text.trim().slice(0, 300) };
+      }
+      return { url: JSON.parse(text).url || null };
+    } catch (e) {
+      return { error: 'Could not send the result to the server: ' + e.message };
+    }
+  }
+
   // ---- the run ----
 
   async function start() {
@@ -625,12 +668,22 @@
     $('start').disabled = true;
     $('save').disabled = true;
     $('result').hidden = true;
+    $('record').hidden = true;
     api.result = null;
     api.error = null;
+    api.resultUrl = null;
+    api.submitError = null;
+    setState('starting');
+    say('Asking the server to start a test…');
+    const b = await begin(d.seconds);
+    if (b.error) {
+      fail(b.error);
+      return;
+    }
     setState('running');
     say('Testing… keep this tab open and the connection otherwise quiet.');
     run = {
-      id: nonce(), seconds: d.seconds, plan: schedule(d.seconds), started: new Date().toISOString(),
+      id: b.ticket.id, test: b.ticket, seconds: d.seconds, plan: schedule(d.seconds), started: new Date().toISOString(),
       t0: performance.now(), probes: [], byUrl: new Map(), nextProbe: 0, samples: [],
       bytes: { down: 0, up: 0 }, errors: { down: 0, up: 0 }, loads: [], stopped: false,
       uploadBody: new Blob([new Uint8Array(P.upload_bytes)]),
@@ -672,7 +725,18 @@
     const lines = verdict(a);
     render(a, lines);
     api.result = resultJson(a, lines);
-    say('Done. ' + (a.grade ? 'Grade ' + a.grade + '.' : 'No grade.'));
+    say('Done. ' + (a.grade ? 'Grade ' + a.grade + '.' : 'No grade.') + ' Sending the result to the server…');
+    const sent = await submit();
+    api.resultUrl = sent.url || null;
+    api.submitError = sent.error || null;
+    if (sent.url) {
+      const link = $('result-link');
+      link.href = sent.url;
+      link.textContent = location.origin + sent.url;
+      $('record').hidden = false;
+    }
+    say('Done. ' + (a.grade ? 'Grade ' + a.grade + '.' : 'No grade.') + (sent.error ? ' ' + sent.error : ''),
+      !!sent.error);
     $('start').disabled = false;
     $('save').disabled = false;
     $('start').textContent = 'Run again';

@@ -106,15 +106,13 @@ pub struct DirectionReport {
     pub calibration: Option<super::calibrate::TrimReport>,
 }
 
-/// Destination address of an IPv4 or IPv6 packet (RFC 791, RFC 8200 §3).
+/// Destination address of an IPv4 or IPv6 packet (RFC 791, RFC 8200 §3), read
+/// through the link model's header view.
 fn ip_dst(pkt: &[u8]) -> Option<IpAddr> {
-    match pkt.first()? >> 4 {
-        4 if pkt.len() >= 20 => Some(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]).into()),
-        6 if pkt.len() >= 40 => {
-            let b: [u8; 16] = pkt[24..40].try_into().ok()?;
-            Some(Ipv6Addr::from(b).into())
-        }
-        _ => None,
+    let dst = bloatlab_emu::packet::IpView::parse(pkt).ok()?.dst();
+    match <[u8; 4]>::try_from(dst) {
+        Ok(v4) => Some(Ipv4Addr::from(v4).into()),
+        Err(_) => Some(Ipv6Addr::from(<[u8; 16]>::try_from(dst).ok()?).into()),
     }
 }
 
@@ -362,20 +360,16 @@ mod tests {
     }
 
     /// A pair of connected SOCK_SEQPACKET sockets stands in for a TUN: one
-    /// packet per read/write, non-blocking on the driver's side.
-    fn seqpacket() -> (RawFd, RawFd) {
-        let mut fds = [0; 2];
-        // SAFETY: fds is a valid array of two ints.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0);
-        (fds[0], fds[1])
+    /// packet per read/write, non-blocking on the driver's side. `keep`
+    /// owns them (they close when the test drops it); the driver takes the
+    /// descriptor numbers, as it does a TUN's.
+    fn seqpacket(keep: &mut Vec<std::os::fd::OwnedFd>) -> (RawFd, RawFd) {
+        use std::os::fd::AsRawFd;
+        let (a, b) =
+            bloatlab_os::fdio::socketpair(libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK).unwrap();
+        let fds = (a.as_raw_fd(), b.as_raw_fd());
+        keep.extend([a, b]);
+        fds
     }
 
     fn packet_to(dst: [u8; 4], len: usize) -> Vec<u8> {
@@ -390,9 +384,10 @@ mod tests {
 
     #[test]
     fn forwards_after_the_link_delay_and_routes_by_destination() {
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
-        let (other_drv, other_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
+        let (other_drv, other_test) = seqpacket(&mut keep);
         let io = DirectionIo {
             name: "up".into(),
             inputs: vec![in_drv],
@@ -456,10 +451,7 @@ mod tests {
         assert_eq!(r.io.unroutable, 1);
         assert_eq!(r.lateness.count, 3);
         assert_eq!(r.link.total.dequeued.packets, 3);
-        for fd in [in_test, in_drv, out_drv, out_test, other_drv, other_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 
     /// An IPv6 packet goes to the TUN of its IPv6 destination, an IPv6
@@ -467,8 +459,9 @@ mod tests {
     /// unroutable, and the link model parsed both.
     #[test]
     fn ipv6_packets_are_routed_by_their_destination() {
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
         let server6: Ipv6Addr = "fd00:77::2".parse().unwrap();
         let io = DirectionIo {
             name: "up".into(),
@@ -528,18 +521,16 @@ mod tests {
         let r = shared.lock().unwrap().clone();
         assert_eq!((r.io.tx_packets, r.io.unroutable), (1, 1));
         assert_eq!(r.link.total.unparsed, 0);
-        for fd in [in_test, in_drv, out_drv, out_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 
     #[test]
     fn with_offloads_a_tso_frame_is_emulated_as_segments_and_written_as_one() {
         use crate::offload::testpkt::{self, ACK};
         use crate::offload::{F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN, VnetHeader};
-        let (in_test, in_drv) = seqpacket();
-        let (out_drv, out_test) = seqpacket();
+        let mut keep = Vec::new();
+        let (in_test, in_drv) = seqpacket(&mut keep);
+        let (out_drv, out_test) = seqpacket(&mut keep);
         let io = DirectionIo {
             name: "up".into(),
             inputs: vec![in_drv],
@@ -608,9 +599,6 @@ mod tests {
             (3, 4500, 1)
         );
         assert_eq!(r.link.total.enqueued.packets, 3);
-        for fd in [in_test, in_drv, out_drv, out_test] {
-            // SAFETY: closing fds this test opened.
-            unsafe { libc::close(fd) };
-        }
+        drop(keep);
     }
 }

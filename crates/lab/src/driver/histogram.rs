@@ -36,6 +36,16 @@ impl Histogram {
         Duration::from_nanos(self.0.quantile(q).unwrap_or(0))
     }
 
+    /// Values above `ns`, to within a bucket (3 %): a bucket counts when its smallest value
+    /// is above `ns`, so values in the bucket holding `ns` do not.
+    pub fn count_above(&self, ns: u64) -> u64 {
+        self.0
+            .buckets()
+            .filter(|b| b.lower_ns > ns)
+            .map(|b| b.count)
+            .sum()
+    }
+
     /// Adds another histogram's samples.
     pub fn merge(&mut self, o: &Histogram) {
         self.0.merge(&o.0);
@@ -167,6 +177,18 @@ mod tests {
         assert_eq!(h.quantile(0.5), Duration::from_nanos(2));
         assert_eq!(h.summary().count, 3);
         assert_eq!(Histogram::default().quantile(0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn count_above_counts_the_buckets_past_the_threshold() {
+        let mut h = Histogram::default();
+        for us in [10u64, 500, 990, 1100, 2000, 30_000] {
+            h.record(Duration::from_micros(us));
+        }
+        assert_eq!(h.count_above(1_000_000), 3);
+        assert_eq!(h.count_above(20_000_000), 1);
+        assert_eq!(h.count_above(40_000_000), 0);
+        assert_eq!(Histogram::default().count_above(0), 0);
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use crate::error::{LabError, Result};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 /// One-way delay of the forwarding threads while probing.
@@ -135,36 +135,10 @@ pub fn is_reply(msg: &[u8], seq: u16) -> bool {
 /// An unprivileged ICMP echo socket (`ping_group_range` allows it in lab
 /// hosts), in the namespace of the calling thread.
 pub fn icmp_socket() -> Result<OwnedFd> {
-    // SAFETY: plain socket call.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            libc::IPPROTO_ICMP,
-        )
-    };
-    if fd < 0 {
-        return Err(LabError::io(
-            "ICMP socket for calibration",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: fd is a new, valid descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: REPLY_TIMEOUT.as_micros() as libc::suseconds_t,
-    };
-    // SAFETY: valid fd and option buffer of the right size.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
-    }
+    let fd = bloatlab_os::fdio::socket(libc::AF_INET, libc::SOCK_DGRAM, libc::IPPROTO_ICMP)
+        .map_err(|e| LabError::io("ICMP socket for calibration", e))?;
+    // Best effort, as before: without it a lost reply only waits longer.
+    let _ = bloatlab_os::sockopt::set_recv_timeout(&fd, REPLY_TIMEOUT);
     Ok(fd)
 }
 
@@ -190,47 +164,29 @@ pub fn echo_rtts(fd: &OwnedFd, dst: Ipv4Addr) -> Vec<Vec<Duration>> {
 /// One echo request to `dst`, timed from before `send` to after `recv`;
 /// `None` when no reply came within `timeout`.
 pub fn echo_rtt(fd: &OwnedFd, dst: Ipv4Addr, seq: u16, timeout: Duration) -> Option<Duration> {
-    let to = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(dst).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
+    let to = std::net::SocketAddr::from((dst, 0));
     let mut buf = [0u8; 1500];
     let req = echo_request(seq);
     let t0 = Instant::now();
-    // SAFETY: valid fd, buffer and address.
-    let sent = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            req.as_ptr().cast(),
-            req.len(),
-            0,
-            (&to as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if sent < 0 {
+    if bloatlab_os::fdio::send_to(fd, &req, to).is_err() {
         return None;
     }
     // Each recv times out after REPLY_TIMEOUT (SO_RCVTIMEO); a stale reply
     // to an earlier request is skipped.
     while t0.elapsed() < timeout {
-        // SAFETY: valid fd and buffer.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-            ) {
+        let n = match bloatlab_os::fdio::recv(fd, &mut buf, 0) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
                 continue;
             }
-            return None;
-        }
-        if is_reply(&buf[..n as usize], seq) {
+            Err(_) => return None,
+        };
+        if is_reply(&buf[..n.min(buf.len())], seq) {
             return Some(t0.elapsed());
         }
     }

@@ -80,25 +80,10 @@ pub fn spin(fds: &mut [libc::pollfd], clock: &Clock, until: Duration) -> bool {
     false
 }
 
-/// `ppoll` with a nanosecond timeout. Returns true when an fd is readable.
+/// `ppoll` with a nanosecond timeout. Returns true when an fd is readable
+/// (an interrupted or failed poll counts as "not yet").
 fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> bool {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: fds is a valid slice of pollfd; tsp is null or valid.
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    n > 0
+    bloatlab_os::poll::poll(fds, timeout).is_ok_and(|n| n > 0)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::error::{LabError, Result};
 use msg::*;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// `IFF_UP`.
 const IFF_UP: u32 = 0x1;
@@ -26,19 +26,8 @@ pub struct Netlink {
 impl Netlink {
     /// Opens a socket in the calling thread's namespace.
     pub fn open() -> Result<Netlink> {
-        // SAFETY: plain socket call.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(LabError::last_os("socket(AF_NETLINK)"));
-        }
-        // SAFETY: fd was just returned by socket().
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = bloatlab_os::fdio::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE)
+            .map_err(|e| LabError::io("socket(AF_NETLINK)", e))?;
         Ok(Netlink {
             fd,
             seq: 0,
@@ -50,41 +39,14 @@ impl Netlink {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let bytes = m.finish(seq);
-        // The kernel's address: pid 0.
-        // SAFETY: zeroed sockaddr_nl is valid.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: bytes and addr are valid for the given lengths.
-        let rc = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                0,
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(LabError::last_os("netlink send"));
-        }
+        bloatlab_os::netdev::netlink_send_to_kernel(&self.fd, &bytes)
+            .map_err(|e| LabError::io("netlink send", e))?;
         Ok(seq)
     }
 
     fn recv(&mut self) -> Result<usize> {
-        // SAFETY: buf is valid for its length.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.buf.as_mut_ptr().cast(),
-                self.buf.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(LabError::last_os("netlink recv"));
-        }
-        Ok(n as usize)
+        bloatlab_os::fdio::recv(&self.fd, &mut self.buf, 0)
+            .map_err(|e| LabError::io("netlink recv", e))
     }
 
     /// Sends a request and waits for its acknowledgement; `Err` carries the

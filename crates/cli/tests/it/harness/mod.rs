@@ -137,7 +137,7 @@ pub struct HttpStats {
 /// Stops a `bloatlab server --no-iperf` with SIGTERM (by its PID), asserts
 /// it exits 0 and returns its statistics line.
 pub fn stop_http_server(mut server: Proc) -> HttpStats {
-    unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+    bloatlab_os::process::signal(server.pid(), libc::SIGTERM).expect("SIGTERM our server");
     let st = server.wait_exit(Duration::from_secs(10));
     assert!(st.success(), "{st}\n{}", server.transcript());
     let out = server.out();

@@ -277,7 +277,7 @@ impl Drop for Nginx {
         // removes its pid file. `lab exec` became nginx, so the PID we
         // started is the master.
         if master != 0 && is_nginx(master) {
-            unsafe { libc::kill(master as i32, libc::SIGTERM) };
+            let _ = bloatlab_os::process::signal(master, libc::SIGTERM);
         }
         let t0 = Instant::now();
         let pids: Vec<u32> = std::iter::once(master)
@@ -289,7 +289,7 @@ impl Drop for Nginx {
         // Anything left is killed by PID; the Proc guard then reaps the master.
         for &p in &self.workers {
             if is_nginx(p) {
-                unsafe { libc::kill(p as i32, libc::SIGKILL) };
+                let _ = bloatlab_os::process::signal(p, libc::SIGKILL);
             }
         }
         drop(self.proc.take());

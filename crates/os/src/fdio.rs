@@ -1,0 +1,153 @@
+//! Plain descriptor and socket calls that std does not offer: `socket(2)` with any
+//! family (netlink, ICMP echo), `read`/`write`/`recv`/`sendto` on a descriptor the
+//! caller holds as an integer (the lab's TUNs), a `socketpair`, and `getrandom`.
+//!
+//! The functions that take `&impl AsRawFd` accept a bare `RawFd` as well: the lab's
+//! forwarding threads keep their TUN descriptors as integers. They are memory-safe for any
+//! integer (the kernel answers EBADF for one that is not open); keeping the descriptor
+//! open for the call is the caller's part, as with every `AsRawFd` API.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `socket(domain, ty | SOCK_CLOEXEC, protocol)`, owned.
+pub fn socket(domain: libc::c_int, ty: libc::c_int, protocol: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) takes no pointers.
+    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socket() just returned this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A connected pair of `AF_UNIX` sockets of type `ty` (e.g. `SOCK_SEQPACKET |
+/// SOCK_NONBLOCK`), owned.
+pub fn socketpair(ty: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+    let rc =
+        unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair() just returned both descriptors; nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `read(2)` into `buf`: the number of bytes read (0 at end of file).
+pub fn read(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is live and writable for `buf.len()` bytes for the whole call.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `write(2)` of `buf`: the number of bytes written.
+pub fn write(fd: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is live and readable for `buf.len()` bytes for the whole call.
+    let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `recv(2)` into `buf` with `flags` (e.g. `MSG_DONTWAIT`, `MSG_TRUNC`). Returns what the
+/// kernel returned: with `MSG_TRUNC` on a datagram socket that is the datagram's real
+/// length, which may exceed `buf.len()` (only `buf.len()` bytes were written).
+pub fn recv(sock: &impl AsRawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is live and writable for `buf.len()` bytes for the whole call; the
+    // kernel writes at most that many, whatever it returns.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `sendto(2)` of `buf` to `to`: the number of bytes sent.
+pub fn send_to(sock: &impl AsRawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+    let (addr, len) = crate::sockmsg::std_to_sockaddr(to);
+    // SAFETY: `buf` is readable for `buf.len()` bytes and `addr` holds `len` bytes of a
+    // socket address, both live for the whole call.
+    let n = unsafe {
+        libc::sendto(
+            sock.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            (&addr as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Fills `buf` from the kernel's random source (`getrandom(2)`, flags 0). Returns how
+/// many bytes were filled, which can be fewer than asked for.
+pub fn getrandom(buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is live and writable for `buf.len()` bytes for the whole call.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+
+    #[test]
+    fn a_raw_udp_socket_talks_to_a_std_one() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = socket(libc::AF_INET, libc::SOCK_DGRAM, 0).unwrap();
+        assert_eq!(
+            send_to(&tx, b"hello!", rx.local_addr().unwrap()).unwrap(),
+            6
+        );
+        let mut buf = [0u8; 4];
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        // MSG_TRUNC: the real length, though only 4 bytes fit.
+        let n = recv(&rx, &mut buf, libc::MSG_TRUNC).unwrap();
+        assert_eq!((n, &buf), (6, b"hell"));
+        let e = recv(&rx, &mut buf, libc::MSG_DONTWAIT).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn seqpacket_pair_keeps_packet_boundaries() {
+        let (a, b) = socketpair(libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK).unwrap();
+        assert_eq!(write(&a, b"one").unwrap(), 3);
+        assert_eq!(write(&a.as_raw_fd(), b"three").unwrap(), 5);
+        let mut buf = [0u8; 16];
+        assert_eq!(read(&b, &mut buf).unwrap(), 3);
+        assert_eq!(read(&b.as_raw_fd(), &mut buf).unwrap(), 5);
+        assert_eq!(&buf[..5], b"three");
+        let e = read(&b, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        // A descriptor number that is not open is an error, not undefined behaviour.
+        assert_eq!(
+            read(&-1, &mut buf).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+    }
+
+    #[test]
+    fn getrandom_fills_the_buffer() {
+        let mut a = [0u8; 32];
+        let mut b = [0u8; 32];
+        assert_eq!(getrandom(&mut a).unwrap(), 32);
+        assert_eq!(getrandom(&mut b).unwrap(), 32);
+        assert_ne!(a, b);
+    }
+}
