@@ -189,6 +189,18 @@ fn mach_measures_our_server_and_nginx_alike_through_a_deep_fifo() {
         "RPM averaged over both directions: bloatlab rpm {ours_mean:.0}, mach {mach_mean:.0}"
     );
 
+    // The two clients on the same server and link: download capacity within 10 %
+    // (the upload is not comparable, as above).
+    let ours_down = ours_seq["download"]["capacity_bps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no download capacity: {ours_seq}"));
+    assert!(
+        agree(ours_down, on_ours.download.throughput_bps, 0.10),
+        "download capacity: bloatlab rpm {:.2} Mbit/s, mach {:.2}",
+        ours_down / 1e6,
+        on_ours.download.throughput_bps / 1e6
+    );
+
     // Our server saw mach: its config fetch, the probes, the bytes.
     let st = stop_http_server(ours);
     // mach ends a leg once goodput and RPM are stable, so a leg may be
