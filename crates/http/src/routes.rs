@@ -421,6 +421,21 @@ fn respond(status: StatusCode, body: Payload) -> Response<Payload> {
     r
 }
 
+/// The headers every HTML page the server renders carries: its content security policy,
+/// no MIME sniffing, no referrer, no framing.
+pub(crate) fn page_headers(h: &mut hyper::HeaderMap, csp: HeaderValue) {
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
 /// The page or one of its assets, with headers that keep it to itself: the
 /// CSP ([`browser::CSP`]), no MIME sniffing, no referrer, no framing, and
 /// cross-origin isolation (COOP + COEP), which also gives its scripts the
@@ -432,19 +447,7 @@ fn page(asset: &'static Asset) -> Response<Payload> {
         header::CONTENT_TYPE,
         HeaderValue::from_static(asset.content_type),
     );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(browser::CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    page_headers(h, HeaderValue::from_static(browser::CSP));
     h.insert(
         "cross-origin-opener-policy",
         HeaderValue::from_static("same-origin"),
