@@ -14,6 +14,8 @@ use std::time::Duration;
 pub enum SuffixError {
     #[error("`{0}` is not a number (expected e.g. 128K, 10m, 1.5G)")]
     NotANumber(String),
+    #[error("`{0}` is not a duration (expected seconds, e.g. 10, 2.5, 10s, 500ms)")]
+    NotADuration(String),
     #[error("`{0}` is negative")]
     Negative(String),
     #[error("`{0}` is too large")]
@@ -61,17 +63,25 @@ pub fn parse_rate(text: &str) -> Result<BitRate, SuffixError> {
 
 /// Seconds as iperf writes them (`-t 2.5`, `-i 0.5`).
 pub fn parse_seconds(text: &str) -> Result<Duration, SuffixError> {
-    let v: f64 = text
+    // iperf 2 takes bare seconds; `s` and `ms` are accepted too, because every other
+    // duration bloatlab takes (`rpm --interval`, lab delays) is written with a unit.
+    // No `m`: next to byte sizes (10m = 10 Mbit) it would read as minutes or mega.
+    let t = text.trim();
+    let (num, scale) = match t.strip_suffix("ms") {
+        Some(n) => (n, 1e-3),
+        None => (t.strip_suffix('s').unwrap_or(t), 1.0),
+    };
+    let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| SuffixError::NotANumber(text.to_owned()))?;
+        .map_err(|_| SuffixError::NotADuration(text.to_owned()))?;
     if !v.is_finite() {
-        return Err(SuffixError::NotANumber(text.to_owned()));
+        return Err(SuffixError::NotADuration(text.to_owned()));
     }
     if v < 0.0 {
         return Err(SuffixError::Negative(text.to_owned()));
     }
-    Duration::try_from_secs_f64(v).map_err(|_| SuffixError::TooLarge(text.to_owned()))
+    Duration::try_from_secs_f64(v * scale).map_err(|_| SuffixError::TooLarge(text.to_owned()))
 }
 
 /// `-S`: decimal, `0x` hex, leading-`0` octal (as iperf's `strtol(.., 0)`), or
@@ -151,6 +161,22 @@ mod tests {
     #[test]
     fn seconds_accept_fractions() {
         assert_eq!(parse_seconds("2.5").unwrap(), Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn seconds_take_an_s_or_ms_unit_and_say_what_they_expect() {
+        assert_eq!(parse_seconds("8s").unwrap(), Duration::from_secs(8));
+        assert_eq!(parse_seconds("1.5 s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_seconds("500ms").unwrap(), Duration::from_millis(500));
+        for bad in ["8m", "10min", "s", "ms", "1h", "nan", "infs"] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert_eq!(e, SuffixError::NotADuration(bad.to_owned()), "{bad}");
+            assert!(e.to_string().contains("not a duration"), "{e}");
+        }
+        assert_eq!(
+            parse_seconds("-2s").unwrap_err(),
+            SuffixError::Negative("-2s".to_owned())
+        );
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub struct RpmArgs {
     /// server --https` prints it: AB:CD:...).
     #[arg(long = "fingerprint", value_name = "SHA256", group = "trust")]
     pub fingerprint: Option<String>,
-    /// Upper bound of the whole test in seconds (default 60; 120 with --sequential).
+    /// Upper bound of the whole test, e.g. 90 or 90s (default 60 s; 120 s with --sequential).
     #[arg(long = "duration", value_parser = crate::cmd::opts::positive_seconds)]
     pub duration: Option<Duration>,
     /// Print the result as one JSON document on stdout (docs/rpm.md).
