@@ -2,7 +2,8 @@
 # Installs what bloatlab's tests and benchmarks need on a fresh Debian machine.
 # Idempotent: skips what is already there. Needs root for apt-get.
 # flent opens our .flent.gz exports in a test (it reads files without netperf).
-# curl and openssl check the HTTP test service (tests/it/http_service.rs).
+# curl and openssl check the HTTP test service (tests/it/http_service.rs). tcpdump captures RPM
+# clients' probe connections in a lab host (tests/it/harness/wire.rs).
 # slurm-wlm and munge: the test of docs/experiments.md's Slurm recipe (experiment_slurm) starts
 # a single-node Slurm itself, without systemd.
 # nginx with the echo module (its upload sink) is the RPM server no one here wrote
@@ -14,7 +15,7 @@
 set -euo pipefail
 
 need_apt=()
-for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge nginx:nginx h2load:nghttp2-client cmake:cmake npm:npm; do
+for pair in iperf:iperf iperf3:iperf3 irtt:irtt fping:fping ip:iproute2 nstat:iproute2 ping:iputils-ping chromium:chromium jq:jq flent:flent curl:curl openssl:openssl slurmctld:slurm-wlm munged:munge nginx:nginx h2load:nghttp2-client cmake:cmake npm:npm tcpdump:tcpdump; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || need_apt+=("$pkg")

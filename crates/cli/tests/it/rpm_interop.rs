@@ -293,3 +293,126 @@ fn our_client_measures_nginx_and_our_server_alike_through_one_link() {
     }
     drop(ours);
 }
+
+/// One direction of a `bloatlab rpm --sequential` report: its RPM, its loaded
+/// (self-probe) RPM and its foreign parts' trimmed means, tcp_f, tls_f and
+/// http_f, in ms.
+fn leg(v: &serde_json::Value, run: &str) -> (f64, f64, [f64; 3]) {
+    let r = v["responsiveness"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["run"] == run))
+        .unwrap_or_else(|| panic!("no {run} leg: {v}"));
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or_else(|| panic!("{run}: {v}"));
+    let ms = |k: &str| f(&r["trimmed"][k]) / 1e6;
+    (
+        f(&r["rpm"]),
+        f(&r["loaded_rpm"]),
+        [ms("tcp_f_ns"), ms("tls_f_ns"), ms("http_f_ns")],
+    )
+}
+
+/// D3 of issue 20, the other pair: Cloudflare's mach (a client no one here wrote)
+/// and `bloatlab rpm`, each against our server through one FQ-CoDel link, in mach's
+/// mode (one direction after the other, 1-s intervals). Both runs are captured on
+/// the client host, which shows the two clients open their probe connections
+/// differently: mach 0.4.0 leaves Nagle's algorithm on (`set_nodelay(false)`), so
+/// its request waits one round trip for the ACK of its TLS Finished, and it spends
+/// 10-45 ms before each ClientHello (loading the system's CA store per connection);
+/// its tls_f and http_f include both (its `foreign_probe_phases`). Ours sends at
+/// once. Measured: mach 317-326 download, 293-305 upload; ours 395-400 and 411-415;
+/// mach's waits as seen on the wire, added to our foreign parts, give 299 and 314
+/// (docs/rpm.md). The assertion is that prediction against mach's own figure,
+/// within issue 20's 15 %, so a disagreement with any other cause still fails, and
+/// so does a mach that stops waiting (the wire check first). About 110 s.
+#[test]
+fn mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted() {
+    use crate::harness::wire::{Capture, median};
+    if !tier::root("mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted")
+    {
+        return;
+    }
+    // RPM within 15 %: timing-sensitive, alone.
+    let _s = load::exclusive();
+    let lab = LabGuard::up("rpmm", D3_LINK);
+    assert_client_reaches_only_the_lab(&lab);
+    let server = our_server(&lab, 8443);
+    let url = format!("https://{SERVER}:8443/.well-known/nq");
+
+    // mach's RPM per leg is one window of a few serial probes, so one leg in about five
+    // lands 20-30 % off its usual value (upload 384 once against 275-305 in eight
+    // other runs): its median of three runs is what is compared.
+    let capture = Capture::start(&lab, "client", 8443);
+    let machs: Vec<MachReport> = (0..3)
+        .map(|_| {
+            let (r, log) = run_mach(&lab, "client", &url);
+            eprintln!("mach: {r:?}\n{log}");
+            r
+        })
+        .collect();
+    let mach_wire = capture.handshakes();
+    let capture = Capture::start(&lab, "client", 8443);
+    let ours = run_ours_with(&lab, &url, &["--sequential", "--interval", "1s"]);
+    let ours_wire = capture.handshakes();
+    drop(server);
+    eprintln!("ours: {ours}");
+
+    // The wire: each client opened its probe connections over the same path.
+    for (who, w) in [("mach", &mach_wire), ("ours", &ours_wire)] {
+        assert!(w.len() >= 10, "{who}: {} probe connections: {w:?}", w.len());
+    }
+    let m = |w: &[_], f| median(w, f);
+    let rtt = m(&ours_wire, |h| h.tcp);
+    assert!(
+        agree(m(&mach_wire, |h| h.tcp), rtt, 0.05) && (79.0..90.0).contains(&rtt),
+        "TCP handshakes: mach {:.1} ms, ours {rtt:.1} ms",
+        m(&mach_wire, |h| h.tcp)
+    );
+    let (mach_wait, ours_wait) = (
+        m(&mach_wire, |h| h.request_wait),
+        m(&ours_wire, |h| h.request_wait),
+    );
+    assert!(
+        ours_wait < 5.0,
+        "our request waited {ours_wait:.1} ms after the TLS Finished"
+    );
+    assert!(
+        mach_wait > 0.9 * rtt,
+        "mach's request waited {mach_wait:.1} ms after its TLS Finished, not a round trip \
+         ({rtt:.1} ms): if mach now sends at once, the prediction below needs revisiting"
+    );
+    let extra_tls = m(&mach_wire, |h| h.before_hello) - m(&ours_wire, |h| h.before_hello);
+    let extra_http = mach_wait - ours_wait;
+    eprintln!("mach waits {extra_tls:.1} ms more before its ClientHello, {extra_http:.1} ms more before its request");
+
+    let median_of = |f: fn(&MachReport) -> f64| {
+        let mut v: Vec<f64> = machs.iter().map(f).collect();
+        crate::harness::lab::median(&mut v)
+    };
+    for (run, mach_rpm) in [
+        ("download", median_of(|r| r.download.rpm)),
+        ("upload", median_of(|r| r.upload.rpm)),
+    ] {
+        let (rpm, loaded, [tcp, tls, http]) = leg(&ours, run);
+        // The draft's formula (mach's too) over our parts with mach's waits in them.
+        let foreign = (tcp + tls + extra_tls + http + extra_http) / 3.0;
+        let predicted = (60_000.0 / foreign + loaded) / 2.0;
+        eprintln!("{run}: mach {mach_rpm}, ours {rpm:.0}, ours with mach's waits {predicted:.0}");
+        assert!(
+            agree(predicted, mach_rpm, 0.15),
+            "{run}: mach {mach_rpm} RPM (median of 3); ours {rpm:.0}, with mach's waits \
+             {predicted:.0} (foreign parts {tcp:.1}/{tls:.1}/{http:.1} ms + {extra_tls:.1} + \
+             {extra_http:.1}, loaded {loaded:.0} RPM)"
+        );
+    }
+    // Download capacity: the two clients' counts of the same link within 10 %.
+    let down = ours["download"]["capacity_bps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no download capacity: {ours}"));
+    let mach_down = median_of(|r| r.download.throughput_bps);
+    assert!(
+        agree(down, mach_down, 0.10),
+        "download capacity: ours {:.2} Mbit/s, mach {:.2}",
+        down / 1e6,
+        mach_down / 1e6
+    );
+}

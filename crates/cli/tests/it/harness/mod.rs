@@ -13,11 +13,14 @@
 //!   module doc).
 //! * [`rpm_peers`]: RPM peers no one here wrote (Cloudflare's mach, nginx as
 //!   network-quality/server's example) for the interop tests.
+//! * [`wire`]: a tcpdump capture in a lab host, read back as the handshakes of a
+//!   client's short connections.
 
 pub mod lab;
 pub mod load;
 mod proc;
 pub mod rpm_peers;
+pub mod wire;
 
 pub use proc::{Listen, Proc, READY};
 
