@@ -157,20 +157,34 @@ pub async fn up(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Resp
 /// Adds the CORS and timing headers every answer of these routes carries,
 /// `Server-Timing` measured from `since`.
 fn cors(mut r: Response<Payload>, since: Instant) -> Response<Payload> {
-    let h = r.headers_mut();
+    cors_headers(r.headers_mut());
+    if let Ok(v) = HeaderValue::from_str(&server_timing(since.elapsed())) {
+        r.headers_mut().insert("server-timing", v);
+    }
+    r
+}
+
+/// The headers that let a page on another origin read an answer of these
+/// routes: its status and body, `Server-Timing`, `Retry-After` (on a 429)
+/// and its Resource Timing entry. Refusals carry them too (a missing permit
+/// key, a connection over a cap): without them the page sees only a network
+/// error and cannot tell the user why.
+pub(crate) fn cors_headers(h: &mut header::HeaderMap) {
     h.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
     h.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("Server-Timing"),
+        HeaderValue::from_static("Server-Timing, Retry-After"),
     );
     h.insert("timing-allow-origin", HeaderValue::from_static("*"));
-    if let Ok(v) = HeaderValue::from_str(&server_timing(since.elapsed())) {
-        h.insert("server-timing", v);
-    }
-    r
+}
+
+/// Whether `path` is one of these routes (refusals elsewhere add
+/// [`cors_headers`] to theirs).
+pub(crate) fn is_cf_path(path: &str) -> bool {
+    path == DOWN || path == UP
 }
 
 /// `cfRequestDuration;dur=MS` with microseconds, the name and form the

@@ -27,7 +27,7 @@ fn assert_cors_and_timing(r: &Response<hyper::body::Incoming>, what: &str) {
     assert_eq!(h["access-control-allow-origin"], "*", "{what}");
     assert_eq!(h["timing-allow-origin"], "*", "{what}");
     assert_eq!(
-        h["access-control-expose-headers"], "Server-Timing",
+        h["access-control-expose-headers"], "Server-Timing, Retry-After",
         "{what}"
     );
     let st = h["server-timing"].to_str().unwrap();
@@ -161,11 +161,26 @@ async fn preflight_is_answered_and_the_permit_key_goes_in_the_query() {
         );
         let _ = body(r).await;
     }
+    // Refused without the key, and readable by a page on another origin: without
+    // CORS on the 403 the page would see only a network error.
     let r = c
         .send(get(addr, &format!("{DOWN}?bytes=10"), false))
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
+    let _ = body(r).await;
+    let r = c.send(upload(addr, UP, 10)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
+    let _ = body(r).await;
+    // Other routes' refusals stay without it (they are not cross-origin APIs).
+    let r = c
+        .send(get(addr, crate::routes::LARGE, false))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(!r.headers().contains_key("access-control-allow-origin"));
     let _ = body(r).await;
     let r = c
         .send(get(addr, &format!("{DOWN}?key=s3cretKey&bytes=10"), false))
@@ -178,4 +193,54 @@ async fn preflight_is_answered_and_the_permit_key_goes_in_the_query() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_over_a_cap_gets_a_429_a_page_can_read() {
+    let pki = Pki::new();
+    let svc = serve(
+        Caps {
+            max_per_source: 1,
+            ..caps()
+        },
+        &pki,
+        None,
+    );
+    let addr = svc.http_addr.unwrap();
+    let mut held = Client::connect(addr, true, None).await;
+    let r = held
+        .send(get(addr, &format!("{DOWN}?bytes=1"), false))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = body(r).await;
+    for (path, h2) in [(DOWN, false), (UP, true)] {
+        let mut c = Client::connect(addr, h2, None).await;
+        let req = if path == UP {
+            upload(addr, UP, 10)
+        } else {
+            get(addr, &format!("{DOWN}?bytes=10"), false)
+        };
+        let r = c.send(req).await.unwrap();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+        let h = r.headers();
+        assert_eq!(h["retry-after"], "5", "{path}");
+        assert_eq!(h["access-control-allow-origin"], "*", "{path}");
+        assert!(
+            h["access-control-expose-headers"]
+                .to_str()
+                .unwrap()
+                .contains("Retry-After"),
+            "{path}"
+        );
+        let _ = body(r).await;
+    }
+    // The same refusal on a route that is not a cross-origin API has no CORS.
+    let mut c = Client::connect(addr, false, None).await;
+    let r = c
+        .send(get(addr, crate::routes::SMALL, false))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(!r.headers().contains_key("access-control-allow-origin"));
 }

@@ -140,6 +140,9 @@ pub async fn refuse(
         r.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if cloudflare::is_cf_path(req.uri().path()) {
+        cloudflare::cors_headers(r.headers_mut());
+    }
     Ok(r)
 }
 
@@ -166,10 +169,14 @@ async fn route(req: Request<Incoming>, shared: &Shared, conn: ConnInfo) -> Respo
     }
     let query_key = req.uri().query().and_then(permit_from_query);
     if !permitted(&req, shared) {
-        return text(
+        let mut r = text(
             StatusCode::FORBIDDEN,
             "this server needs its permit key (header x-bloatlab-permit-key or ?key=)\n",
         );
+        if matches!(route, Route::CfDown | Route::CfUp) {
+            cloudflare::cors_headers(r.headers_mut());
+        }
+        return r;
     }
     match route {
         Route::Config => {
