@@ -383,14 +383,19 @@ mod tests {
             .filter(|c| c.starts_with(&["tc", "qdisc", "replace"]) && c.contains(&"cake"))
             .collect();
         assert_eq!(cake.len(), 2, "{text}");
-        let after = |c: &[&str], k: &str| c[c.iter().position(|w| *w == k).unwrap() + 1].to_string();
-        assert_eq!(after(cake[0], "dev"), "eth0");
-        assert_eq!(after(cake[0], "bandwidth"), "9500kbit");
-        assert_eq!(after(cake[1], "dev"), "ifb4eth0");
-        assert_eq!(after(cake[1], "bandwidth"), "85432kbit");
+        fn after(c: &[&str], k: &str) -> String {
+            c[c.iter().position(|w| *w == k).unwrap() + 1].to_string()
+        }
+        assert_eq!(after(&cake[0][..], "dev"), "eth0");
+        assert_eq!(after(&cake[0][..], "bandwidth"), "9500kbit");
+        assert_eq!(after(&cake[1][..], "dev"), "ifb4eth0");
+        assert_eq!(after(&cake[1][..], "bandwidth"), "85432kbit");
         assert!(cake[1].contains(&"ingress"));
         for c in &cake {
-            assert!(c.contains(&"atm") && after(c, "overhead") == "44", "{c:?}");
+            assert!(
+                c.contains(&"atm") && after(&c[..], "overhead") == "44",
+                "{c:?}"
+            );
         }
         let redirect = cmds
             .iter()

@@ -127,7 +127,7 @@ impl Default for Params {
 
 /// A setting out of range: which one, its value, why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--{} {value}: {why}", field.replace('_', "-"))]
+#[error("--{} {value}: {why}", .field.replace('_', "-"))]
 pub struct ParamError {
     /// The field (= the flag without `--`, `_` for `-`).
     pub field: &'static str,

@@ -519,8 +519,9 @@ pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
     );
     let quit = AtomicBool::new(false);
     let (tx, rx) = mpsc::channel();
+    let probers = std::mem::take(&mut s.probers);
     let outcome = std::thread::scope(|scope| {
-        for p in &s.probers {
+        for p in &probers {
             let tx = tx.clone();
             let quit = &quit;
             scope.spawn(move || io::run_prober(p, quit, &tx));
@@ -542,7 +543,10 @@ pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
     let end = log.end.clone();
     for d in log.bounds.keys() {
         let sm = &log.summary[d];
-        let now = end.as_ref().and_then(|e| e.rates.get(d)).copied().unwrap_or(0);
+        // A direction that never got a rate (the first command failed) has nothing to say.
+        let Some(now) = end.as_ref().and_then(|e| e.rates.get(d)).copied() else {
+            continue;
+        };
         let n = |r: &str| sm.changes.get(r).copied().unwrap_or(0);
         println!(
             "autorate {d}: rate now {}; over the run min {} median {} max {} (p5/p50/max); {} bloat cuts, {} raises, {} decay steps",
@@ -739,8 +743,13 @@ fn control_loop(
                 }
             }
         }
-        if Instant::now() >= next_tick {
+        let now = Instant::now();
+        if now >= next_tick {
+            // No catching up after a slow rate command: the next reading is one interval on.
             next_tick += plan.load_interval;
+            if next_tick <= now {
+                next_tick = now + plan.load_interval;
+            }
             match s.load.poll() {
                 Ok(loads) => {
                     load_failures = 0;
