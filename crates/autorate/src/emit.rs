@@ -36,9 +36,7 @@ impl std::str::FromStr for Format {
             "sqm" => Ok(Format::Sqm),
             "tc" => Ok(Format::Tc),
             "cake-autorate" => Ok(Format::CakeAutorate),
-            _ => Err(format!(
-                "{s:?} is not a format: sqm, tc or cake-autorate"
-            )),
+            _ => Err(format!("{s:?} is not a format: sqm, tc or cake-autorate")),
         }
     }
 }
@@ -264,11 +262,7 @@ fn cake_autorate(d: &Deploy) -> String {
     if let Some(p) = d.params {
         let ms = |t: std::time::Duration| format!("{:.1}", t.as_secs_f64() * 1e3);
         for tag in ["dl", "ul"] {
-            let _ = writeln!(
-                s,
-                "{tag}_owd_delta_delay_thr_ms={}",
-                ms(p.delay_thr)
-            );
+            let _ = writeln!(s, "{tag}_owd_delta_delay_thr_ms={}", ms(p.delay_thr));
             let _ = writeln!(
                 s,
                 "{tag}_avg_owd_delta_max_adjust_up_thr_ms={}",
@@ -348,7 +342,10 @@ mod tests {
             cells: Cells::Atm,
         };
         let m = sqm_options(&render(Format::Sqm, &deploy(Some(atm))));
-        assert_eq!((m["linklayer"].as_str(), m["overhead"].as_str()), ("atm", "44"));
+        assert_eq!(
+            (m["linklayer"].as_str(), m["overhead"].as_str()),
+            ("atm", "44")
+        );
         assert!(!m.contains_key("tcMPU"));
         let ptm = Framing {
             overhead: 30,
@@ -417,7 +414,10 @@ mod tests {
         d.params = Some(Params::default());
         let text = render(Format::CakeAutorate, &d);
         let mut m = HashMap::new();
-        for l in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        for l in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
             let kv = l.split('#').next().unwrap().trim();
             let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{l:?}"));
             assert!(

@@ -331,7 +331,10 @@ mod tests {
         assert_eq!(s.changes["bloat"], 2);
         assert!(!log.summary.contains_key("up"), "no bounds, no summary");
         let m = log.measured(Direction::Down).unwrap();
-        assert_eq!((m.min, m.base, m.max), (BitRate(5), BitRate(50), BitRate(100)));
+        assert_eq!(
+            (m.min, m.base, m.max),
+            (BitRate(5), BitRate(50), BitRate(100))
+        );
         let v = serde_json::to_value(&log).unwrap();
         assert_eq!(v["schema"], SCHEMA);
         assert_eq!(v["bounds"]["down"]["base_bit_s"], 50);

@@ -199,7 +199,9 @@ impl Params {
                 "must be from 1 to 2",
             ));
         }
-        if !(self.raise_max.is_finite() && self.raise_max >= self.raise_min && self.raise_max <= 2.0)
+        if !(self.raise_max.is_finite()
+            && self.raise_max >= self.raise_min
+            && self.raise_max <= 2.0)
         {
             return Err(bad(
                 "raise_max",

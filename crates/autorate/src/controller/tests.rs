@@ -62,7 +62,11 @@ impl Sim {
 fn settled(b: Bounds) -> Sim {
     let mut s = Sim::new(down_only(b));
     for _ in 0..20 {
-        assert_eq!(s.sample(Duration::ZERO), None, "idle at base: nothing to do");
+        assert_eq!(
+            s.sample(Duration::ZERO),
+            None,
+            "idle at base: nothing to do"
+        );
     }
     s
 }
@@ -88,9 +92,15 @@ fn bloat_cuts_the_rate_in_proportion_to_the_delay() {
     // baseline creeps up by 0.1 % of each delta, hence the tolerance.
     let (a, b, c, d) = (cut_with(35), cut_with(45), cut_with(60), cut_with(200));
     assert!((a - (0.99 - 0.24 * 5.0 / 30.0)).abs() < 0.002, "35 ms: {a}");
-    assert!((b - (0.99 - 0.24 * 15.0 / 30.0)).abs() < 0.002, "45 ms: {b}");
+    assert!(
+        (b - (0.99 - 0.24 * 15.0 / 30.0)).abs() < 0.002,
+        "45 ms: {b}"
+    );
     assert!((c - 0.75).abs() < 0.002, "60 ms: {c}");
-    assert!((d - 0.75).abs() < 1e-9, "200 ms cuts by at most cut_max: {d}");
+    assert!(
+        (d - 0.75).abs() < 1e-9,
+        "200 ms cuts by at most cut_max: {d}"
+    );
     assert!(a > b && b > c, "more delay, deeper cut: {a} {b} {c}");
 }
 
@@ -133,7 +143,11 @@ fn the_rate_rises_only_when_the_link_is_loaded() {
     for share in [0.0, 0.5, 0.74] {
         s.load(share);
         for _ in 0..50 {
-            assert_eq!(s.sample(Duration::ZERO), None, "load {share}: stays at base");
+            assert_eq!(
+                s.sample(Duration::ZERO),
+                None,
+                "load {share}: stays at base"
+            );
         }
     }
     s.load(0.8);
@@ -143,7 +157,11 @@ fn the_rate_rises_only_when_the_link_is_loaded() {
     // Delay near the threshold: smaller steps (1.04 at <= 10 ms down to 1.0 at 30 ms).
     let mut s = settled(bounds(1, 20, 50));
     for _ in 0..6 {
-        assert_eq!(s.sample(Duration::from_millis(20)), None, "20 ms is not delayed");
+        assert_eq!(
+            s.sample(Duration::from_millis(20)),
+            None,
+            "20 ms is not delayed"
+        );
     }
     s.load(1.0);
     let ch = s.sample(Duration::from_millis(20)).unwrap();
@@ -172,13 +190,19 @@ fn an_idle_link_decays_to_base_from_above_and_below() {
     let mut last = s.rate();
     for _ in 0..2000 {
         s.sample(Duration::ZERO);
-        assert!(s.rate() <= last && s.rate() >= 20 * MBIT, "monotone, never below base");
+        assert!(
+            s.rate() <= last && s.rate() >= 20 * MBIT,
+            "monotone, never below base"
+        );
         last = s.rate();
     }
     assert_eq!(s.rate(), 20 * MBIT, "reached base exactly");
     assert!(s.changes.iter().all(|c| c.reason == Reason::Decay));
     for w in s.changes.windows(2) {
-        assert!(w[1].at - w[0].at >= Duration::from_secs(1), "one step a second");
+        assert!(
+            w[1].at - w[0].at >= Duration::from_secs(1),
+            "one step a second"
+        );
     }
     // 1 % a second from 50 to 20 Mbit/s: ln(0.4)/ln(0.99) = 91 steps, the last one to base.
     assert_eq!(s.changes.len(), 92);
@@ -260,7 +284,7 @@ fn rates_never_leave_min_max() {
             c.on_load(dir, BitRate(rnd() % (60 * MBIT)));
         }
         // Mostly quiet, bloated in bursts.
-        let extra = if (now.as_secs() / 20) % 3 == 0 {
+        let extra = if (now.as_secs() / 20).is_multiple_of(3) {
             rnd() % 300
         } else {
             rnd() % 15

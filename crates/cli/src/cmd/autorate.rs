@@ -273,10 +273,7 @@ pub fn resolve(a: &AutorateArgs) -> Result<Plan, String> {
     };
     let interval = time("interval", &a.interval)?;
     if interval < Duration::from_millis(10) || interval > Duration::from_secs(10) {
-        return Err(format!(
-            "--interval {}: must be 10ms to 10s",
-            a.interval
-        ));
+        return Err(format!("--interval {}: must be 10ms to 10s", a.interval));
     }
     let load_interval = time("load-interval", &a.load_interval)?;
     if load_interval < Duration::from_millis(50) || load_interval > Duration::from_secs(10) {
@@ -495,8 +492,8 @@ pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
             )));
         }
     }
-    let ctl = Controller::new(plan.params, plan.down, plan.up)
-        .map_err(|e| exit::usage(e.to_string()))?;
+    let ctl =
+        Controller::new(plan.params, plan.down, plan.up).map_err(|e| exit::usage(e.to_string()))?;
     let mut s = setup(&plan, a.port)?;
     let stop = crate::cmd::stop_on_interrupt()?;
     let started = std::time::SystemTime::now()
@@ -640,26 +637,25 @@ fn control_loop(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let mut applied: [Option<BitRate>; 2] = [None, None];
-    let finish = |log: &mut RunLog, applied: &[Option<BitRate>; 2], reason: &str, msg: Option<String>| {
-        log.end = Some(End {
-            reason: reason.into(),
-            message: msg,
-            seconds: t0.elapsed().as_secs_f64(),
-            rates: Direction::BOTH
-                .into_iter()
-                .filter_map(|d| applied[idx(d)].map(|r| (d.name().to_string(), r.0)))
-                .collect(),
-        });
-    };
+    let finish =
+        |log: &mut RunLog, applied: &[Option<BitRate>; 2], reason: &str, msg: Option<String>| {
+            log.end = Some(End {
+                reason: reason.into(),
+                message: msg,
+                seconds: t0.elapsed().as_secs_f64(),
+                rates: Direction::BOTH
+                    .into_iter()
+                    .filter_map(|d| applied[idx(d)].map(|r| (d.name().to_string(), r.0)))
+                    .collect(),
+            });
+        };
     // Start every direction at its base rate.
     for d in ctl.directions() {
         let base = ctl.view(d).map(|v| v.rate).unwrap_or(BitRate(0));
         if let Err(e) = s.sink.set(d, base) {
             finish(log, &applied, "set_rate_failed", Some(e.clone()));
             let kept = kept_rates(&applied);
-            return Err(failure(format!(
-                "autorate stopped: {e}; {kept}"
-            )));
+            return Err(failure(format!("autorate stopped: {e}; {kept}")));
         }
         applied[idx(d)] = Some(base);
         let rec = ChangeRecord {
@@ -696,7 +692,10 @@ fn control_loop(
                 s.reflectors.join(", ")
             );
             finish(log, &applied, "probes_failed", Some(msg.clone()));
-            return Err(failure(format!("autorate stopped: {msg}; {}", kept_rates(&applied))));
+            return Err(failure(format!(
+                "autorate stopped: {msg}; {}",
+                kept_rates(&applied)
+            )));
         }
         let wait = next_tick
             .saturating_duration_since(now)
@@ -707,7 +706,10 @@ fn control_loop(
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let msg = "every probe thread ended".to_string();
                 finish(log, &applied, "probes_failed", Some(msg.clone()));
-                return Err(failure(format!("autorate stopped: {msg}; {}", kept_rates(&applied))));
+                return Err(failure(format!(
+                    "autorate stopped: {msg}; {}",
+                    kept_rates(&applied)
+                )));
             }
         };
         for m in first.into_iter().chain(rx.try_iter()) {
@@ -761,7 +763,10 @@ fn control_loop(
                     load_failures += 1;
                     if load_failures >= LOAD_FAILURES {
                         finish(log, &applied, "load_failed", Some(e.clone()));
-                        return Err(failure(format!("autorate stopped: {e}; {}", kept_rates(&applied))));
+                        return Err(failure(format!(
+                            "autorate stopped: {e}; {}",
+                            kept_rates(&applied)
+                        )));
                     }
                 }
             }
@@ -882,7 +887,10 @@ mod tests {
         .unwrap();
         assert!(p.down.is_none());
         let up = p.up.unwrap();
-        assert_eq!((up.min.0, up.base.0, up.max.0), (1_000_000, 5_000_000, 10_000_000));
+        assert_eq!(
+            (up.min.0, up.base.0, up.max.0),
+            (1_000_000, 5_000_000, 10_000_000)
+        );
         assert_eq!(p.duration, Some(Duration::from_millis(2500)));
         assert_eq!(p.params.delay_thr, Duration::from_millis(15));
         assert_eq!(p.emit, [Format::Sqm, Format::CakeAutorate]);
@@ -903,7 +911,19 @@ mod tests {
             (with(&["--interval", "1ms"]), "--interval"),
             (with(&["--emit", "openwrt"]), "--emit"),
             (with(&["--emit-iface", "a b"]), "--emit-iface"),
-            (vec!["--lab", "Bad Name!", "--min", "1mbit", "--base", "2mbit", "--max", "3mbit"], "--lab"),
+            (
+                vec![
+                    "--lab",
+                    "Bad Name!",
+                    "--min",
+                    "1mbit",
+                    "--base",
+                    "2mbit",
+                    "--max",
+                    "3mbit",
+                ],
+                "--lab",
+            ),
         ] {
             let e = resolved(&argv).unwrap_err();
             assert!(e.contains(want), "{argv:?}: {e}");
@@ -921,7 +941,14 @@ mod tests {
             let e = resolved(&argv).unwrap_err();
             assert!(e.contains(want), "{argv:?}: {e}");
         }
-        let mut v = vec!["--set-rate-cmd", "tc ... {rate}", "--iface", "lo", "--reflector", "h"];
+        let mut v = vec![
+            "--set-rate-cmd",
+            "tc ... {rate}",
+            "--iface",
+            "lo",
+            "--reflector",
+            "h",
+        ];
         v.extend_from_slice(&RATES);
         let e = resolved(&v).unwrap_err();
         assert!(e.contains("--set-rate-cmd") && e.contains("{rate}"), "{e}");
@@ -953,12 +980,14 @@ mod tests {
             reflector_addr("[::1]", 9).unwrap(),
             "[::1]:9".parse().unwrap()
         );
-        assert_eq!(
-            reflector_addr("localhost:5", 9).unwrap().port(),
-            5
-        );
+        assert_eq!(reflector_addr("localhost:5", 9).unwrap().port(), 5);
         for bad in ["host:port", "a b", ""] {
-            assert!(reflector_addr(bad, 1).unwrap_err().starts_with("--reflector"), "{bad}");
+            assert!(
+                reflector_addr(bad, 1)
+                    .unwrap_err()
+                    .starts_with("--reflector"),
+                "{bad}"
+            );
         }
     }
 
@@ -978,7 +1007,10 @@ mod tests {
         merge(&mut p, c(10, 11, bloatlab_autorate::Reason::Load));
         merge(&mut p, c(11, 8, bloatlab_autorate::Reason::Bloat));
         let m = p[0].unwrap();
-        assert_eq!((m.from, m.to, m.reason), (BitRate(10), BitRate(8), bloatlab_autorate::Reason::Bloat));
+        assert_eq!(
+            (m.from, m.to, m.reason),
+            (BitRate(10), BitRate(8), bloatlab_autorate::Reason::Bloat)
+        );
         assert!(p[1].is_none());
     }
 }

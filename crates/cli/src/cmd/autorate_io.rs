@@ -199,7 +199,8 @@ impl LoadSource {
                         if s <= 0.0 {
                             return Ok(Vec::new());
                         }
-                        let rate = |a: u64, b: u64| BitRate((a.saturating_sub(b) as f64 * 8.0 / s) as u64);
+                        let rate =
+                            |a: u64, b: u64| BitRate((a.saturating_sub(b) as f64 * 8.0 / s) as u64);
                         vec![
                             (Direction::Down, rate(rx, *rx0)),
                             (Direction::Up, rate(tx, *tx0)),
@@ -318,7 +319,11 @@ impl RateSink {
                     None => "was killed by a signal".into(),
                 };
                 let err = String::from_utf8_lossy(&o.stderr);
-                let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let last = err
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
                 Err(format!("--set-rate-cmd `{cmd}` {status}: {}", last.trim()))
             }
             RateSink::Lab { dir, lab, stage } => {

@@ -24,8 +24,7 @@ pub fn formats(values: &[String]) -> Result<Vec<Format>, String> {
 pub fn check_iface_name(v: &str) -> Result<(), String> {
     let ok = !v.is_empty()
         && v.len() < 16
-        && v
-            .bytes()
+        && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
     if ok {
         Ok(())
@@ -111,7 +110,10 @@ mod tests {
             [Format::Sqm, Format::Tc]
         );
         let e = formats(&["openwrt".into()]).unwrap_err();
-        assert!(e.starts_with("--emit") && e.contains("cake-autorate"), "{e}");
+        assert!(
+            e.starts_with("--emit") && e.contains("cake-autorate"),
+            "{e}"
+        );
         assert!(check_iface_name("eth0.2").is_ok());
         assert!(
             check_iface_name("eth0; rm -rf /")

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use bloatlab_autorate::Bounds;
+use bloatlab_autorate::emit::{Deploy, Format, Framing};
 use bloatlab_experiment::tune::driver::{self, Event, Place, TuneConfig};
 use bloatlab_experiment::tune::measure::{Direction, Load};
 use bloatlab_experiment::tune::output;
 use bloatlab_experiment::tune::rate::{self, RateControl, Target};
 use bloatlab_experiment::tune::{Rule, SearchConfig};
-use bloatlab_autorate::Bounds;
-use bloatlab_autorate::emit::{Deploy, Format, Framing};
 use bloatlab_units::BitRate;
 use clap::{Args, ValueEnum};
 

@@ -69,7 +69,10 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
     let server = server_addr(&lab);
     let _srv = lab.serve("server", &[BIN, "server", "-p", "5001"], Listen::Tcp, 5001);
     // cubic fills the line's FIFO (this machine's default, bbr, would barely queue).
-    let _load = lab.bg("client", &[BIN, "client", &server, "-t", "14", "-Z", "cubic"]);
+    let _load = lab.bg(
+        "client",
+        &[BIN, "client", &server, "-t", "14", "-Z", "cubic"],
+    );
     let json = tmp("lab.json");
     let o = bl(&[
         "autorate",
@@ -110,7 +113,10 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
         assert!((2_000_000..=40_000_000).contains(&r), "{c}");
     }
     let cuts = changes.iter().filter(|c| c["reason"] == "bloat").count();
-    assert!(cuts >= 2, "the 10 Mbit/s line bloats a 20 Mbit/s shaper\n{err}");
+    assert!(
+        cuts >= 2,
+        "the 10 Mbit/s line bloats a 20 Mbit/s shaper\n{err}"
+    );
     let lowest = changes
         .iter()
         .filter_map(|c| c["to_bit_s"].as_u64())
@@ -121,8 +127,16 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
         "cut below the line's 10 Mbit/s, not held at base: {lowest}\n{err}"
     );
     let end = v["end"]["rates"]["up"].as_u64().unwrap();
-    assert_eq!(shaper_rate(&lab, "up"), Some(end), "the lab has the last rate");
-    assert_eq!(shaper_rate(&lab, "down"), Some(50_000_000), "down untouched");
+    assert_eq!(
+        shaper_rate(&lab, "up"),
+        Some(end),
+        "the lab has the last rate"
+    );
+    assert_eq!(
+        shaper_rate(&lab, "down"),
+        Some(50_000_000),
+        "down untouched"
+    );
     let loaded = v["ticks"]
         .as_array()
         .unwrap()
@@ -139,7 +153,10 @@ fn autorate_cuts_a_lab_stage_under_bloat_and_stays_in_bounds() {
         .and_then(|s| s.trim_end_matches('\'').parse().ok())
         .expect("an sqm upload");
     assert!((2_000..=40_000).contains(&up), "{out}");
-    assert!(out.contains("option download '0'"), "down was not controlled\n{out}");
+    assert!(
+        out.contains("option download '0'"),
+        "down was not controlled\n{out}"
+    );
     // The emitted CAKE line goes through tc's own option parser (on the client host's lo,
     // which no test uses). This kernel has no sch_cake, so the kernel refuses it after tc
     // parsed it; a kernel with CAKE takes it. A keyword tc does not know fails differently.
@@ -169,7 +186,12 @@ fn autorate_runs_a_set_rate_command_and_stops_when_it_fails() {
     let _s = load::exclusive();
     let lab = LabGuard::up(
         "h23c",
-        &["--delay", "5ms", "--stage", "name=shaper rate=20mbit qdisc=fq_codel"],
+        &[
+            "--delay",
+            "5ms",
+            "--stage",
+            "name=shaper rate=20mbit qdisc=fq_codel",
+        ],
     );
     let server = server_addr(&lab);
     let _srv = lab.serve("server", &[BIN, "server", "-p", "5001"], Listen::Both, 5001);
@@ -185,9 +207,15 @@ fn autorate_runs_a_set_rate_command_and_stops_when_it_fails() {
     .unwrap();
     let run = |limit: &str, extra: &[&str]| {
         let _ = std::fs::remove_file(&log);
-        let _load = lab.bg("client", &[BIN, "client", &server, "-t", "10", "-Z", "cubic"]);
+        let _load = lab.bg(
+            "client",
+            &[BIN, "client", &server, "-t", "10", "-Z", "cubic"],
+        );
         std::thread::sleep(Duration::from_secs(1));
-        let cmd = format!("LIMIT={limit} sh {} {{dir}} {{kbit}} {{bps}}", script.display());
+        let cmd = format!(
+            "LIMIT={limit} sh {} {{dir}} {{kbit}} {{bps}}",
+            script.display()
+        );
         let mut v = vec![
             BIN,
             "autorate",
@@ -232,7 +260,10 @@ fn autorate_runs_a_set_rate_command_and_stops_when_it_fails() {
         })
         .collect();
     assert_eq!(calls[0], [5_000, 5_000_000], "starts at base\n{text}");
-    assert!(calls.iter().all(|c| (1_000..=10_000).contains(&c[0])), "{text}");
+    assert!(
+        calls.iter().all(|c| (1_000..=10_000).contains(&c[0])),
+        "{text}"
+    );
     assert_eq!(
         calls.last().unwrap()[0],
         10_000,
@@ -254,7 +285,10 @@ fn autorate_runs_a_set_rate_command_and_stops_when_it_fails() {
         kv("base_ul_shaper_rate_kbps"),
         kv("max_ul_shaper_rate_kbps"),
     );
-    assert!(1_000 <= min && min <= base && base <= max && max == 10_000, "{out}");
+    assert!(
+        1_000 <= min && min <= base && base <= max && max == 10_000,
+        "{out}"
+    );
     assert!(out.contains("adjust_dl_shaper_rate=0"), "{out}");
     assert!(
         out.contains("tc qdisc replace dev bl-client root cake bandwidth "),
@@ -300,10 +334,23 @@ fn autorate_bad_input_names_the_flag() {
     let rates = ["--min", "2mbit", "--base", "10mbit", "--max", "20mbit"];
     for (args, want) in [
         (vec!["--lab", "h23nosuch"], "h23nosuch"),
-        (vec!["--lab", &lab.name, "--stage", "modem"], "--stage \"modem\""),
-        (vec!["--lab", &lab.name, "--bloat-count", "7"], "--bloat-count"),
         (
-            vec!["--set-rate-cmd", "echo {kbit}", "--iface", "bl-nosuch0", "--reflector", "192.0.2.1"],
+            vec!["--lab", &lab.name, "--stage", "modem"],
+            "--stage \"modem\"",
+        ),
+        (
+            vec!["--lab", &lab.name, "--bloat-count", "7"],
+            "--bloat-count",
+        ),
+        (
+            vec![
+                "--set-rate-cmd",
+                "echo {kbit}",
+                "--iface",
+                "bl-nosuch0",
+                "--reflector",
+                "192.0.2.1",
+            ],
             "--iface",
         ),
     ] {
