@@ -364,3 +364,52 @@ fn autorate_bad_input_names_the_flag() {
     }
     assert_eq!(shaper_rate(&lab, "up"), Some(50_000_000));
 }
+
+/// Without --duration, autorate runs until SIGINT: then it exits 0, writes its log (end
+/// reason `interrupted`) and leaves the stage at the last rate it applied.
+#[test]
+fn autorate_runs_until_sigint_and_leaves_the_last_rate() {
+    if !tier::root("autorate_runs_until_sigint_and_leaves_the_last_rate") {
+        return;
+    }
+    let _s = load::exclusive();
+    let lab = hidden_line();
+    let json = tmp("sigint.json");
+    let child = std::process::Command::new(BIN)
+        .args([
+            "autorate",
+            "--lab",
+            &lab.name,
+            "--stage",
+            "shaper",
+            "--min",
+            "2mbit",
+            "--base",
+            "12mbit/8mbit",
+            "--max",
+            "40mbit",
+            "-o",
+            json.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start autorate");
+    let started = wait_until(Duration::from_secs(10), || {
+        shaper_rate(&lab, "down") == Some(12_000_000) && shaper_rate(&lab, "up") == Some(8_000_000)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    bloatlab_os::process::signal(child.id(), libc::SIGINT).expect("SIGINT our child");
+    let o = child.wait_with_output().expect("autorate output");
+    assert!(started, "autorate never set the base rates\n{}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(v["end"]["reason"], "interrupted");
+    assert!(v["end"]["seconds"].as_f64().unwrap() >= 2.0);
+    for d in ["down", "up"] {
+        let end = v["end"]["rates"][d].as_u64().unwrap();
+        assert_eq!(shaper_rate(&lab, d), Some(end), "{d}");
+    }
+}
