@@ -103,6 +103,52 @@ pub fn print(formats: &[Format], d: &Deploy) {
 mod tests {
     use super::*;
 
+    fn report(stages: &[&str]) -> StatusReport {
+        let mut spec = bloatlab_lab::LabSpec::new("h23e");
+        for l in [&mut spec.up, &mut spec.down] {
+            l.stages = stages.iter().map(|s| s.parse().unwrap()).collect();
+            l.delay = Some(std::time::Duration::from_millis(10).into());
+        }
+        StatusReport {
+            name: "h23e".into(),
+            backend: spec.backend,
+            phase: bloatlab_lab::state::Phase::Running,
+            pid: 0,
+            emulator_alive: true,
+            problem: None,
+            hosts: vec![],
+            spec,
+            counters: None,
+        }
+    }
+
+    #[test]
+    fn a_lab_stage_is_found_by_name_or_position_with_its_framing() {
+        let r = report(&[
+            "name=router rate=9mbit qdisc=fq_codel overhead=44 framing=atm",
+            "rate=10mbit qdisc=fifo limit=100p",
+        ]);
+        let (name, f) = lab_stage(&r, "up", "router").unwrap();
+        assert_eq!(name, "router");
+        assert_eq!(
+            f,
+            Some(Framing {
+                overhead: 44,
+                mpu: 0,
+                cells: Cells::Atm
+            })
+        );
+        assert_eq!(lab_stage(&r, "down", "1").unwrap().0, "router");
+        assert_eq!(lab_stage(&r, "down", "2").unwrap(), ("2".to_string(), None));
+        let e = lab_stage(&r, "up", "path").unwrap_err();
+        assert!(
+            e.contains("--stage \"path\"") && e.contains("router, 2"),
+            "{e}"
+        );
+        let e = lab_stage(&report(&[]), "up", "1").unwrap_err();
+        assert!(e.contains("no stages"), "{e}");
+    }
+
     #[test]
     fn emit_flags_are_checked() {
         assert_eq!(
