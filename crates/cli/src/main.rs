@@ -45,6 +45,10 @@ enum Command {
     /// Find the highest shaper rate that keeps latency under load within a budget (a lab's
     /// stage, or a real link through your own set-rate command).
     Tune(cmd::tune::TuneArgs),
+    /// Adapt a shaper's rate to a link whose capacity changes (cake-autorate class): probe
+    /// delay, cut on bloat, raise under load (a lab's stage, or a real link through your
+    /// own set-rate command).
+    Autorate(cmd::autorate::AutorateArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Experiment(args) => cmd::experiment::run(args),
         Command::Tune(args) => cmd::tune::run(args),
+        Command::Autorate(args) => cmd::autorate::run(args),
     };
     exit::finish(result)
 }

@@ -1,8 +1,11 @@
 //! One module per subcommand: its clap arguments and its `run`.
 
+pub mod autorate;
+pub mod autorate_io;
 pub mod client;
 pub mod common;
 pub mod demo;
+pub mod emit;
 pub mod experiment;
 pub mod inlab;
 pub mod lab;

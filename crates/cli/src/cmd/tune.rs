@@ -9,11 +9,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use bloatlab_autorate::Bounds;
+use bloatlab_autorate::emit::{Deploy, Format, Framing};
 use bloatlab_experiment::tune::driver::{self, Event, Place, TuneConfig};
 use bloatlab_experiment::tune::measure::{Direction, Load};
 use bloatlab_experiment::tune::output;
 use bloatlab_experiment::tune::rate::{self, RateControl, Target};
 use bloatlab_experiment::tune::{Rule, SearchConfig};
+use bloatlab_units::BitRate;
 use clap::{Args, ValueEnum};
 
 use crate::cmd::experiment::progress_line;
@@ -94,6 +97,50 @@ pub struct TuneArgs {
     /// Write an HTML report (plots and the curve table).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// At the end, print a configuration to paste: sqm (OpenWrt sqm-scripts), tc, or
+    /// cake-autorate (base = the recommendation; docs/autorate.md). Repeatable.
+    #[arg(long, value_name = "FORMAT")]
+    emit: Vec<String>,
+    /// The WAN interface named in --emit output.
+    #[arg(long, value_name = "IF", default_value = "eth0")]
+    emit_iface: String,
+}
+
+/// What `--emit` deploys from a tune: per direction with a recommendation, base = the
+/// recommendation; max = the highest goodput measured (about the unshaped link's capacity,
+/// at least base); min = half the recommendation (tune does not see how low the link goes;
+/// at least --min, at most base).
+fn tune_deploy(
+    search: &SearchConfig,
+    outcome: &driver::Outcome,
+    iface: &str,
+    framing: Option<Framing>,
+    source: String,
+) -> Deploy {
+    let bounds = |d: Direction| {
+        let r = outcome.results.iter().find(|r| r.direction == d)?;
+        let base = r.recommended_kbit? * 1000;
+        let top = r
+            .curve
+            .iter()
+            .flat_map(|p| &p.runs)
+            .map(|m| (m.throughput_mbit * 1e6) as u64)
+            .max()
+            .unwrap_or(0);
+        Some(Bounds {
+            min: BitRate((base / 2).max(search.min_bps).min(base)),
+            base: BitRate(base),
+            max: BitRate(top.max(base)),
+        })
+    };
+    Deploy {
+        source,
+        iface: iface.to_string(),
+        down: bounds(Direction::Down),
+        up: bounds(Direction::Up),
+        framing,
+        params: None,
+    }
 }
 
 fn rate_of(flag: &str, v: &str) -> Result<u64, String> {
@@ -178,6 +225,20 @@ fn resolve(a: &TuneArgs, exe: PathBuf) -> Result<TuneConfig, String> {
 pub fn run(a: TuneArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
     let cfg = resolve(&a, exe).map_err(exit::usage)?;
+    let emit: Vec<Format> = crate::cmd::emit::formats(&a.emit).map_err(exit::usage)?;
+    crate::cmd::emit::check_iface_name(&a.emit_iface).map_err(exit::usage)?;
+    // The stage's framing (overhead, ATM/PTM) goes into the emitted configuration.
+    let framing = match (&cfg.target, emit.is_empty()) {
+        (Target::Lab { lab, stage }, false) => {
+            let report = bloatlab_lab::status::read(&bloatlab_lab::state::StateDir::default(), lab)
+                .map_err(|e| exit::usage(e.to_string()))?;
+            let d = cfg.directions[0].name();
+            crate::cmd::emit::lab_stage(&report, d, stage)
+                .map_err(exit::usage)?
+                .1
+        }
+        _ => None,
+    };
     for f in [&a.json, &a.html].into_iter().flatten() {
         let parent = f.parent().filter(|p| !p.as_os_str().is_empty());
         if parent.is_some_and(|p| !p.is_dir()) {
@@ -269,6 +330,24 @@ pub fn run(a: TuneArgs) -> anyhow::Result<()> {
         bloatlab_results::write_atomic(f, |w| w.write_all(html.as_bytes()))
             .with_context(|| format!("writing {}", f.display()))?;
     }
+    if !emit.is_empty() && !outcome.interrupted {
+        let source = match &cfg.target {
+            Target::Lab { lab, stage } => format!(
+                "bloatlab tune --lab {lab} --stage {stage}, budget {:?}: base = the recommended rate",
+                cfg.search.budget
+            ),
+            Target::Command { .. } => format!(
+                "bloatlab tune --server {}, budget {:?}: base = the recommended rate",
+                match &cfg.place {
+                    Place::Server(s) | Place::Lab(s) => s,
+                },
+                cfg.search.budget
+            ),
+        };
+        let d = tune_deploy(&cfg.search, &outcome, &a.emit_iface, framing, source);
+        println!();
+        crate::cmd::emit::print(&emit, &d);
+    }
     if outcome.interrupted {
         return Err(anyhow::Error::new(Exit {
             code: exit::FAILURE,
@@ -335,6 +414,42 @@ mod tests {
         assert_eq!(c.restore_bps, Some(20_000_000));
         assert_eq!(c.search.rule, Rule::All);
         assert_eq!(c.place, Place::Server("192.0.2.1".into()));
+    }
+
+    #[test]
+    fn emitted_rates_come_from_the_recommendation_and_the_curve() {
+        use bloatlab_experiment::tune::{CurvePoint, Measurement};
+        let c = resolved(&["--lab", "h23t"]).unwrap();
+        let point = |kbit: u64, mbit: f64| CurvePoint {
+            rate_kbit: kbit,
+            runs: vec![Measurement {
+                induced_p50_ms: 1.0,
+                induced_p90_ms: 2.0,
+                idle_median_ms: 1.0,
+                throughput_mbit: mbit,
+            }],
+            within: Some(true),
+        };
+        let outcome = driver::Outcome {
+            results: vec![driver::DirectionResult {
+                direction: Direction::Up,
+                verdict: None,
+                recommended_kbit: Some(9000),
+                original_bps: None,
+                curve: vec![point(100_000, 9.6), point(9000, 8.5)],
+            }],
+            interrupted: false,
+            restored: vec![],
+        };
+        let d = tune_deploy(&c.search, &outcome, "wan", None, "t".into());
+        let up = d.up.unwrap();
+        assert_eq!(
+            (up.min.0, up.base.0, up.max.0),
+            (4_500_000, 9_000_000, 9_600_000)
+        );
+        assert!(d.down.is_none(), "not tuned: not deployed");
+        let text = bloatlab_autorate::emit::render(Format::Sqm, &d);
+        assert!(text.contains("option upload '9000'") && text.contains("option download '0'"));
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod attacks_caps;
 mod attacks_http;
 mod attacks_more;
 mod attacks_reflection;
+mod autorate_lab;
 mod browser_lab;
 mod browser_page;
 mod browser_record;

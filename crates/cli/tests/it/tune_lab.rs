@@ -176,6 +176,8 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
             "1",
             "--json",
             json.to_str().unwrap(),
+            "--emit",
+            "sqm,tc,cake-autorate",
         ],
     );
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -200,6 +202,24 @@ fn tune_with_a_set_rate_command_tunes_both_directions_and_restores() {
             "{dir}: {t} Mbit/s through an 8 Mbit/s shaper"
         );
     }
+    // --emit (issue 23): the recommendation as sqm rates, CAKE bandwidths and
+    // cake-autorate's base; min is half of it, max the goodput (below 8 Mbit/s: base).
+    let out = stdout(&o);
+    for want in [
+        "option download '8000'",
+        "option upload '8000'",
+        "option qdisc 'cake'",
+        "option script 'piece_of_cake.qos'",
+        "tc qdisc replace dev eth0 root cake bandwidth 8000kbit besteffort",
+        "tc qdisc replace dev ifb4eth0 root cake bandwidth 8000kbit besteffort ingress",
+        "min_dl_shaper_rate_kbps=4000",
+        "base_dl_shaper_rate_kbps=8000",
+        "max_dl_shaper_rate_kbps=8000",
+        "base_ul_shaper_rate_kbps=8000",
+    ] {
+        assert!(out.lines().any(|l| l.trim() == want), "{want}\n{out}");
+    }
+    assert!(!out.contains("linklayer"), "the lab has no framing\n{out}");
     assert!(untouched(&lab), "{:?}", shaper_rates(&lab));
     // A failing command is a clear error naming it and its status; the restore still runs.
     let o = tune_from_client(&lab, "exit 3 # {rate}", &[]);
