@@ -125,6 +125,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, tls: bool, admit: Adm
         },
         cut = passed(&deadlines, |d, now| progress(d, now, &activity, fd)) => count(&shared, peer, cut),
         () = eviction.wait() => {
+            shared.stats.evicted.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(%peer, "connection evicted in the TLS handshake: its place went to a fairer claim");
         }
         // A refused connection's 5 s (or a --max-duration shorter than the
@@ -272,6 +273,7 @@ where
                 break;
             }
             () = eviction.wait() => {
+                shared.stats.evicted.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(peer = %info.peer, "connection evicted: its place went to a fairer claim");
                 break;
             }

@@ -28,6 +28,9 @@ pub struct Stats {
     pub cut_handshake: AtomicU64,
     /// Connections cut because a request head missed `--http-header-timeout`.
     pub cut_request_head: AtomicU64,
+    /// Connections ended to give their place in a full table to another
+    /// source (the fairness rule of `crate::caps`).
+    pub evicted: AtomicU64,
 }
 
 /// A copy of [`Stats`] at one moment.
@@ -42,6 +45,7 @@ pub struct StatsSnapshot {
     pub peak_open: u64,
     pub cut_handshake: u64,
     pub cut_request_head: u64,
+    pub evicted: u64,
 }
 
 impl Stats {
@@ -57,6 +61,7 @@ impl Stats {
             peak_open: g(&self.peak_open),
             cut_handshake: g(&self.cut_handshake),
             cut_request_head: g(&self.cut_request_head),
+            evicted: g(&self.evicted),
         }
     }
 }
@@ -70,7 +75,8 @@ impl std::fmt::Display for StatsSnapshot {
             f,
             "HTTP service: {} connections accepted, {} refused, at most {} open at once, \
              {} requests, {} bytes sent, {} bytes received, \
-             {} cut at the handshake deadline, {} cut at the request head deadline",
+             {} cut at the handshake deadline, {} cut at the request head deadline, \
+             {} evicted for another source",
             self.accepted,
             self.refused,
             self.peak_open,
@@ -78,7 +84,8 @@ impl std::fmt::Display for StatsSnapshot {
             self.downloaded,
             self.uploaded,
             self.cut_handshake,
-            self.cut_request_head
+            self.cut_request_head,
+            self.evicted
         )
     }
 }

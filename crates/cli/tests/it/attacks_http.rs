@@ -216,4 +216,6 @@ fn a_source_that_fills_the_connection_table_cannot_keep_another_source_out() {
     drop(held);
     let st = stop_http_server(p);
     assert_eq!((st.accepted, st.refused, st.requests), (5, 0, 1), "{st:?}");
+    // The one place given to the newcomer, counted where an operator reads it.
+    assert_eq!(st.evicted, 1, "{st:?}");
 }

@@ -135,6 +135,8 @@ pub struct HttpStats {
     pub cut_handshake: u64,
     /// Connections cut at `--http-header-timeout`.
     pub cut_request_head: u64,
+    /// Connections ended to give their place to another source.
+    pub evicted: u64,
 }
 
 /// Stops a `bloatlab server --no-iperf` with SIGTERM (by its PID), asserts
@@ -153,7 +155,7 @@ pub fn stop_http_server(mut server: Proc) -> HttpStats {
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    assert_eq!(n.len(), 8, "{line}");
+    assert_eq!(n.len(), 9, "{line}");
     HttpStats {
         accepted: n[0],
         refused: n[1],
@@ -163,6 +165,7 @@ pub fn stop_http_server(mut server: Proc) -> HttpStats {
         received: n[5],
         cut_handshake: n[6],
         cut_request_head: n[7],
+        evicted: n[8],
     }
 }
 
