@@ -3,7 +3,7 @@
 //! the UDP probes, the HTTPS service the draft's client), and both RPMs in the results file,
 //! the summary and the report, each under its own name; and the failures that must not
 //! pass for a result: no HTTP service there, a certificate the test does not trust.
-//! The draft's physics through a lab is rpm_client.rs's.
+//! The draft's physics through a lab is rpm_client.rs's; `bloatlab test rpm` in a lab is the last test here.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -211,4 +211,113 @@ fn a_failed_rpm_run_fails_the_test_and_writes_nothing() {
         assert!(left.is_empty(), "left behind: {left:?}");
         assert!(stdout(&o).is_empty(), "{}", stdout(&o));
     }
+}
+
+/// `bloatlab test rpm` through a lab (20 Mbit/s, 40 ms each way, FQ-CoDel): physics
+/// bounds both RPMs (an 80 ms base RTT allows at most 750), the draft's capacity is
+/// the link's, the results carry the lab, and the two RPMs differ the way the docs
+/// say they must through an AQM that isolates flows: the UDP probes get a queue of
+/// their own and stay near the base RTT, while the draft's self probes ride the load
+/// connections (docs/rpm.md). Measured (one run): draft 391 RPM, probe RPM 744,
+/// download 20.43 Mbit/s.
+#[test]
+fn rpm_test_in_a_lab_is_bounded_by_physics_and_shows_both_rpms_apart() {
+    use crate::harness::lab::LabGuard;
+    if !tier::root("rpm_test_in_a_lab_is_bounded_by_physics_and_shows_both_rpms_apart") {
+        return;
+    }
+    // Capacity within 10 %: timing-sensitive, alone.
+    let _s = load::exclusive();
+    let lab = LabGuard::up(
+        "trpm",
+        &[
+            "--rate", "20mbit", "--delay", "40ms", "--qdisc", "fq_codel", "--limit", "1000p",
+        ],
+    );
+    let _srv = lab.serve(
+        "server",
+        &[
+            BIN,
+            "server",
+            "-B",
+            "10.77.0.2",
+            "-p",
+            "5001",
+            "--https",
+            "8443",
+        ],
+        Listen::Tcp,
+        8443,
+    );
+    let dir = tempdir();
+    let file = dir.path().join("rpm-lab.json");
+    let o = lab.exec(
+        "client",
+        &[
+            BIN,
+            "test",
+            "rpm",
+            "10.77.0.2",
+            "-p",
+            "5001",
+            "--rpm-port",
+            "8443",
+            "--insecure",
+            "--rpm-interval",
+            "1s",
+            "-l",
+            "20",
+            "--idle",
+            "2",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "bloatlab test rpm in a lab failed:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let f = bloatlab_results::load(&file).expect("the results file loads");
+    assert!(f.metadata.lab.is_some(), "no lab context in the results");
+    let rec = f.metadata.rpm.as_ref().expect("metadata.rpm");
+    let draft = rec.responsiveness[0].rpm.expect("the draft's RPM");
+    let down = rec
+        .download
+        .as_ref()
+        .expect("download capacity")
+        .capacity_bps as f64;
+    let d = f.derived.as_ref().expect("derived");
+    let udp = d
+        .latency
+        .iter()
+        .find(|s| s.name == "udp_be" && s.kind == DelayKindRecord::Rtt)
+        .and_then(|s| s.phases.iter().find(|p| p.phase == "loaded"))
+        .and_then(|p| p.probe_rpm)
+        .expect("udp_be's probe RPM in the loaded phase");
+    eprintln!(
+        "draft RPM {draft:.0}, probe RPM {udp:.0}, download {:.2} Mbit/s",
+        down / 1e6
+    );
+    for (what, rpm) in [("draft", draft), ("probe", udp)] {
+        assert!(
+            rpm > 0.0 && rpm <= 750.0,
+            "{what} RPM {rpm} above what 80 ms allows"
+        );
+    }
+    // 20 Mbit/s of 1500-byte packets carrying 1448 bytes of payload.
+    let goodput = 20e6 * 1448.0 / 1500.0;
+    assert!(
+        (down / goodput - 1.0).abs() <= 0.10,
+        "download capacity {:.2} Mbit/s, link goodput {:.2}",
+        down / 1e6,
+        goodput / 1e6
+    );
+    // The flow-isolating AQM keeps the probes' own queue short: their RPM is at least
+    // 1.3x the draft's, whose self probes wait behind the load connections' bytes.
+    assert!(
+        udp >= 1.3 * draft && udp >= 500.0,
+        "probe RPM {udp:.0}, draft RPM {draft:.0}"
+    );
 }
