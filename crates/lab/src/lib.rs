@@ -22,6 +22,7 @@
 pub mod control;
 pub mod driver;
 pub mod error;
+pub mod exec_env;
 pub mod hostctl;
 pub mod kernel;
 pub mod lab;
@@ -43,5 +44,6 @@ pub mod tun;
 pub mod userspace;
 
 pub use error::{LabError, Result};
+pub use exec_env::LabEnv;
 pub use lab::{Lab, LabStatus};
 pub use spec::{Backend, LabSpec, LinkSpec};
