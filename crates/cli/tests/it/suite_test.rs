@@ -449,18 +449,14 @@ fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
             .iter()
             .any(|l| l.name == name && !l.samples.is_empty())
     };
-    assert!(
-        kept("udp_be"),
-        "probe samples lost: {:?}",
-        f.metadata.extra.get("notes")
-    );
+    assert!(kept("udp_be"), "probe samples lost: {:?}", f.metadata.notes);
     assert!(
         f.raw
             .throughput
             .iter()
             .any(|t| t.name == "tcp_up_1" && !t.samples.is_empty()),
         "flow samples lost: {:?}",
-        f.metadata.extra.get("notes")
+        f.metadata.notes
     );
 }
 
@@ -746,9 +742,9 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
     );
     let f = bloatlab_results::load(&file).expect("the recovered file loads");
     assert!(f.metadata.interrupted);
-    let inc = &f.metadata.extra["incomplete"];
-    assert_eq!(inc["phase_reached"], "loaded", "{inc}");
-    assert_eq!(inc["runners_missing"], serde_json::json!([]), "{inc}");
+    let inc = f.metadata.incomplete.as_ref().expect("metadata.incomplete");
+    assert_eq!(inc.phase_reached.as_deref(), Some("loaded"), "{inc:?}");
+    assert_eq!(inc.runners_missing, Vec::<String>::new(), "{inc:?}");
     let end = f.raw.phases.last().unwrap().end_ns;
     assert!(
         (3_000_000_000..12_000_000_000).contains(&end),
@@ -836,7 +832,7 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
                 .iter()
                 .any(|t| t.name == flow && !t.samples.is_empty()),
             "{flow} carried no data: {:?}",
-            f.metadata.extra.get("notes")
+            f.metadata.notes
         );
     }
     assert!(
