@@ -371,7 +371,7 @@ fn latency_row(series: &str, kind: DelayKindRecord, p: &LatencyPhaseDerived) -> 
         sent: p.sent.to_string(),
         loss: opt(p.loss_fraction, percent),
         induced: opt(p.induced_ns, signed_ms),
-        grade: p.grade.clone().unwrap_or_else(|| NONE.into()),
+        grade: p.grade.map_or_else(|| NONE.into(), |g| g.to_string()),
         probe_rpm: match (&p.probe_rpm, &p.probe_rpm_class) {
             (Some(r), Some(c)) => format!("{r:.0} ({c})"),
             (Some(r), None) => format!("{r:.0}"),
@@ -668,7 +668,9 @@ impl Comparison {
                 if s.1 == DelayKindRecord::Rtt {
                     figures.extend::<[Figure; 3]>([
                         ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
-                        ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
+                        ("grade", &|d| {
+                            d.grade.map_or_else(|| NONE.into(), |g| g.to_string())
+                        }),
                         ("probe RPM", &|d| opt(d.probe_rpm, |r| format!("{r:.0}"))),
                     ]);
                 }

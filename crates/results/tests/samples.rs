@@ -306,7 +306,7 @@ fn committed_samples_load_with_hand_computed_numbers() {
             (lp.phase.as_str(), lp.induced_ns),
             ("loaded", Some(126_500_000))
         );
-        assert_eq!(lp.grade.as_deref(), Some("C"));
+        assert_eq!(lp.grade, Some(bloatlab_results::derived::GradeRecord::C));
         // The probe RPM, `rpm` in v1 and v2 files: 60000 / 148.06 ms.
         assert!((lp.probe_rpm.unwrap() - 405.253).abs() < 1e-3, "{name}");
         assert_eq!(lp.probe_rpm_class.as_deref(), Some("Fair"));

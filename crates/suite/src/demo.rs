@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::session::{self, LabSession, SessionError, last_line};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DelayKindRecord;
+use bloatlab_results::schema::derived::GradeRecord;
 
 /// The demo's knobs.
 #[derive(Debug, Clone)]
@@ -200,7 +201,7 @@ struct Column {
     idle_median_ms: Option<f64>,
     loaded: Option<[f64; 7]>,
     induced_ms: Option<f64>,
-    grade: Option<String>,
+    grade: Option<GradeRecord>,
     up_mbit: Option<f64>,
     down_mbit: Option<f64>,
 }
@@ -233,7 +234,7 @@ fn column(label: &str, file: &ResultsFile) -> Column {
             .map(ms)
         }),
         induced_ms: loaded.and_then(|p| p.induced_ns).map(|v| v as f64 / 1e6),
-        grade: loaded.and_then(|p| p.grade.clone()),
+        grade: loaded.and_then(|p| p.grade),
         up_mbit: tp.map(|t| t.up_bps as f64 / 1e6),
         down_mbit: tp.map(|t| t.down_bps as f64 / 1e6),
     }
@@ -286,7 +287,7 @@ pub fn side_by_side(runs: &[(&str, &ResultsFile)]) -> String {
     row(
         "bufferbloat grade",
         cols.iter()
-            .map(|c| c.grade.clone().unwrap_or_else(|| "-".into()))
+            .map(|c| c.grade.map_or_else(|| "-".into(), |g| g.to_string()))
             .collect(),
     );
     out

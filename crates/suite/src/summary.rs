@@ -54,7 +54,7 @@ fn latency_row(name: &str, p: &LatencyPhaseDerived) -> String {
     format!(
         "{name:<10} {:<9}{cells}{count:>7}{p99:>8}{loss:>7}{induced:>9} {:>5}{rpm:>10}",
         p.phase,
-        p.grade.as_deref().unwrap_or("-"),
+        p.grade.map_or("-", |g| g.as_str()),
     )
 }
 
