@@ -13,6 +13,8 @@
 //! * [`control`]: the `bloatlab lab` subcommands (the emulator daemon and
 //!   its readiness report, `exec`, `down`, `list`, `set`) as functions the
 //!   binary calls after parsing its flags.
+//! * [`exec_env`]: the environment `lab exec` gives its commands ([`LabEnv`]), written
+//!   and read in that one place.
 //!
 //! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
 //! lab namespaces only, so nothing outside the lab is ever touched.

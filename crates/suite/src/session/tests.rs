@@ -49,6 +49,20 @@ exit 0
         std::fs::write(&exe, script).unwrap();
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A fork in another test thread while the script was open for writing holds it
+        // open until that child execs: running it meanwhile fails with ETXTBSY.
+        for _ in 0..100 {
+            match std::process::Command::new(&exe).arg("noop").status() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => {
+                    r.unwrap();
+                    break;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(dir.join("log"));
         Fake { dir, exe }
     }
 
