@@ -810,7 +810,7 @@ fn assemble(
     );
     meta.plan = Some(crate::meta::plan_record(&cfg.params, plan, &cfg.target));
     meta.rpm = draft.map(|(rec, _)| rec);
-    meta.cpu_utilisation = cpu;
+    meta.cpu_utilisation = cpu.clone();
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()

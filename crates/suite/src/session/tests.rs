@@ -96,7 +96,7 @@ exit 0
         let raw = bloatlab_testkit::sample::idle_then_loaded(
             Duration::from_millis(1),
             Duration::from_millis(1),
-            Duration::from_secs(1),
+            Duration::from_secs(2),
         );
         let meta = bloatlab_results::Metadata::new("ping", vec![], jiff::Timestamp::UNIX_EPOCH);
         let file = bloatlab_results::ResultsFile::new(meta, raw);
