@@ -23,7 +23,6 @@ pub mod completeness;
 pub mod file;
 pub mod html;
 pub mod matrix;
-pub mod process;
 pub mod runner;
 pub mod summary;
 pub mod tune;

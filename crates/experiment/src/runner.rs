@@ -22,9 +22,9 @@
 use crate::completeness::{self, Planned};
 use crate::file::Experiment;
 use crate::matrix::{self, Run, Section, Shard};
-use crate::process::{self, LabGuard};
 use crate::summary::{self, Row};
 use crate::verdict::{self, Judgement};
+use bloatlab_suite::session::{self, LabSession};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -172,9 +172,6 @@ pub fn complete_row(out: &Path, run_name: &str) -> Option<Row> {
     let b = std::fs::read(runs_dir(out).join(format!("{run_name}.row.json"))).ok()?;
     serde_json::from_slice(&b).ok()
 }
-
-/// The address of the lab's server host.
-pub const SERVER_ADDR: &str = "10.77.0.2";
 
 /// Checks the output directory belongs to `exp` (or is new) and records the plan.
 fn prepare(exp: &Experiment, cfg: &RunnerConfig, runs: &[Run]) -> Result<(), RunError> {
@@ -340,41 +337,23 @@ pub fn write_summary(
 
 /// One run; `Err` carries the failed step and its message.
 fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> Result<(), String> {
-    let exe = cfg.exe.as_path();
-    let exe_s = exe.to_string_lossy().into_owned();
     let lab_args = matrix::argv(exp, Section::Lab, &r.point);
-    let mut up: Vec<&str> = vec!["lab", "up", &cfg.lab];
-    up.extend(lab_args.iter().map(|(s, _)| s.as_str()));
-    // The guard exists before `lab up`, so a half-built lab is removed too.
-    let _lab = LabGuard {
-        exe: exe.to_path_buf(),
-        name: cfg.lab.clone(),
-    };
-    let o = process::quiet(exe, &up).map_err(|e| format!("lab up: {e}"))?;
-    if !o.status.success() {
-        return Err(format!("lab up: {}", process::last_line(&o.stderr)));
-    }
-    let port = cfg.port.to_string();
+    let up: Vec<&str> = lab_args.iter().map(|(s, _)| s.as_str()).collect();
+    // Taken down (its server first) when it drops: on success, failure and Ctrl-C.
+    let mut lab = LabSession::up(&cfg.exe, &cfg.lab, &up, stop).map_err(|e| e.to_string())?;
     let server_args = matrix::argv(exp, Section::Server, &r.point);
-    let mut server: Vec<&str> = vec![
-        "lab", "exec", &cfg.lab, "server", "--", &exe_s, "server", "-p", &port,
-    ];
-    server.extend(server_args.iter().map(|(s, _)| s.as_str()));
-    // Killed by PID when the guard drops: on success, failure and Ctrl-C.
-    let _server = process::spawn(exe, &server).map_err(|e| format!("server: {e}"))?;
-    wait_for_server(exe, &cfg.lab, &port, stop)?;
+    let server: Vec<&str> = server_args.iter().map(|(s, _)| s.as_str()).collect();
+    lab.start_server(cfg.port, &server, stop)
+        .map_err(|e| e.to_string())?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     let measured = match exp.client {
-        Some(_) => Measured::Client(Box::new(run_client(exp, cfg, r, &results, stop)?)),
-        None => Measured::Test(Box::new(run_test(exp, cfg, r, &results, stop)?)),
+        Some(_) => Measured::Client(Box::new(run_client(exp, cfg, &lab, r, &results, stop)?)),
+        None => Measured::Test(Box::new(run_test(exp, cfg, &lab, r, &results, stop)?)),
     };
     // Counters are published every 200 ms and written every 500 ms: wait for the last
     // packets of the run to be counted.
     std::thread::sleep(Duration::from_millis(1200));
-    let st = process::quiet(exe, &["lab", "status", &cfg.lab, "--json"])
-        .ok()
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .unwrap_or_default();
+    let st = lab.status_json();
     let lab_json = runs_dir(&cfg.out).join(format!("{}.lab.json", r.name()));
     write_file(
         &lab_json,
@@ -407,12 +386,12 @@ enum Measured {
 fn run_test(
     exp: &Experiment,
     cfg: &RunnerConfig,
+    lab: &LabSession,
     r: &Run,
     results: &Path,
     stop: &AtomicBool,
 ) -> Result<bloatlab_results::ResultsFile, String> {
-    let exe = cfg.exe.as_path();
-    let exe_s = exe.to_string_lossy().into_owned();
+    let server = session::server_addr().to_string();
     let port = cfg.port.to_string();
     let results_s = results.to_string_lossy().into_owned();
     // A journal left by an earlier attempt at this run that was killed would make
@@ -422,24 +401,12 @@ fn run_test(
     let test_args = matrix::argv(exp, Section::Test, &r.point);
     let test_name = matrix::test_name(exp, &r.point);
     let mut t: Vec<&str> = vec![
-        "lab",
-        "exec",
-        &cfg.lab,
-        "client",
-        "--",
-        &exe_s,
-        "test",
-        &test_name,
-        SERVER_ADDR,
-        "-p",
-        &port,
-        "-o",
-        &results_s,
-        "--title",
-        &title,
+        "test", &test_name, &server, "-p", &port, "-o", &results_s, "--title", &title,
     ];
     t.extend(test_args.iter().map(|(s, _)| s.as_str()));
-    let o = process::stoppable(exe, &t, stop).map_err(|e| format!("test: {e}"))?;
+    let o = lab
+        .run_in("client", &t, stop)
+        .map_err(|e| format!("test: {e}"))?;
     if stop.load(Ordering::Relaxed) {
         return Err("interrupted".into());
     }
@@ -447,7 +414,7 @@ fn run_test(
         return Err(format!(
             "test {}: {}",
             test_name,
-            process::last_line(&o.stderr)
+            session::last_line(&o.stderr)
         ));
     }
     bloatlab_results::load(results).map_err(|e| format!("reading {results_s}: {e}"))
@@ -458,84 +425,30 @@ fn run_test(
 fn run_client(
     exp: &Experiment,
     cfg: &RunnerConfig,
+    lab: &LabSession,
     r: &Run,
     results: &Path,
     stop: &AtomicBool,
 ) -> Result<bloatlab_metrics::json::Document, String> {
-    let exe = cfg.exe.as_path();
-    let exe_s = exe.to_string_lossy().into_owned();
+    let server = session::server_addr().to_string();
     let port = cfg.port.to_string();
     let args = matrix::argv(exp, Section::Client, &r.point);
-    let mut c: Vec<&str> = vec![
-        "lab",
-        "exec",
-        &cfg.lab,
-        "client",
-        "--",
-        &exe_s,
-        "client",
-        SERVER_ADDR,
-        "-p",
-        &port,
-        "--json",
-    ];
+    let mut c: Vec<&str> = vec!["client", &server, "-p", &port, "--json"];
     c.extend(args.iter().map(|(s, _)| s.as_str()));
-    let o = process::stoppable(exe, &c, stop).map_err(|e| format!("client: {e}"))?;
+    let o = lab
+        .run_in("client", &c, stop)
+        .map_err(|e| format!("client: {e}"))?;
     if stop.load(Ordering::Relaxed) {
         return Err("interrupted".into());
     }
     if !o.status.success() {
-        return Err(format!("client: {}", process::last_line(&o.stderr)));
+        return Err(format!("client: {}", session::last_line(&o.stderr)));
     }
     let text = String::from_utf8_lossy(&o.stdout);
     let doc = bloatlab_metrics::json::Document::from_json(&text)
         .map_err(|e| format!("client: its --json output does not read: {e}"))?;
     write_file(results, &o.stdout).map_err(|e| e.to_string())?;
     Ok(doc)
-}
-
-/// Waits (at most 15 s) until the lab's server answers a latency probe.
-pub fn wait_for_server(exe: &Path, lab: &str, port: &str, stop: &AtomicBool) -> Result<(), String> {
-    let exe_s = exe.to_string_lossy().into_owned();
-    let t0 = Instant::now();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
-        }
-        let o = process::quiet(
-            exe,
-            &[
-                "lab",
-                "exec",
-                lab,
-                "client",
-                "--",
-                &exe_s,
-                "ping",
-                SERVER_ADDR,
-                "-p",
-                port,
-                "-c",
-                "1",
-                "--timeout",
-                "1",
-                "--json",
-            ],
-        )?;
-        let answered = o.status.success()
-            && bloatlab_suite::collect::parse_ping(&o.stdout).is_ok_and(|p| {
-                p.series
-                    .iter()
-                    .any(|s| s.samples.iter().any(|x| x.delay_ns.is_some()))
-            });
-        if answered {
-            return Ok(());
-        }
-        if t0.elapsed() > Duration::from_secs(15) {
-            return Err("the server in the lab did not answer probes within 15 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// What `experiment merge` joined.

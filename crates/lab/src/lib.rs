@@ -13,6 +13,8 @@
 //! * [`control`]: the `bloatlab lab` subcommands (the emulator daemon and
 //!   its readiness report, `exec`, `down`, `list`, `set`) as functions the
 //!   binary calls after parsing its flags.
+//! * [`exec_env`]: the environment `lab exec` gives its commands ([`LabEnv`]), written
+//!   and read in that one place.
 //!
 //! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
 //! lab namespaces only, so nothing outside the lab is ever touched.
@@ -22,6 +24,7 @@
 pub mod control;
 pub mod driver;
 pub mod error;
+pub mod exec_env;
 pub mod hostctl;
 pub mod kernel;
 pub mod lab;
@@ -43,5 +46,6 @@ pub mod tun;
 pub mod userspace;
 
 pub use error::{LabError, Result};
+pub use exec_env::LabEnv;
 pub use lab::{Lab, LabStatus};
 pub use spec::{Backend, LabSpec, LinkSpec};

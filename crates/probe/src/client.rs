@@ -5,6 +5,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -75,10 +76,35 @@ pub struct ProbeLine {
     pub one_way: Option<(SignedDuration, SignedDuration)>,
 }
 
+/// UDP probes or ICMP echo on one socket. Receiving is one path for both ([`recv`]);
+/// a transport only says which datagrams are its replies ([`Transport::accept`], pure).
 trait Transport: Sync {
     fn send(&self, t: &Transmit, buf: &mut [u8]) -> io::Result<()>;
-    /// `Ok(None)`: timeout or a datagram that is not a reply of ours.
-    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>>;
+    /// The socket replies arrive on.
+    fn socket(&self) -> BorrowedFd<'_>;
+    /// `datagram`, received from `from`, as one of our replies; `None` for anything else
+    /// (another host's traffic, a request, a reply without our tag or of another session).
+    fn accept(&self, datagram: &[u8], from: Option<SocketAddr>) -> Option<Reply>;
+}
+
+/// Waits (at most the socket's receive timeout) for one datagram on `t`'s socket and
+/// returns it as a reply with its kernel receive time (or the time read now, when the
+/// kernel gave none). `Ok(None)`: the timeout passed, or the datagram is not ours.
+fn recv(t: &dyn Transport, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
+    let got = match sys::recv_with_timestamp(&t.socket(), buf) {
+        Ok(g) => g,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let rx = got.kernel_time.unwrap_or_else(sys::now);
+    Ok(t.accept(&buf[..got.len], got.from).map(|r| (r, rx)))
 }
 
 /// After a stop, how long replies still in flight are waited for. A test driver stops its
@@ -109,45 +135,30 @@ impl Transport for UdpTransport {
         self.socket.send(buf).map(|_| ())
     }
 
-    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
-        let got = match sys::recv_with_timestamp(&self.socket, buf) {
-            Ok(g) => g,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
-        let rx = got.kernel_time.unwrap_or_else(sys::now);
+    fn socket(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+
+    fn accept(&self, datagram: &[u8], _from: Option<SocketAddr>) -> Option<Reply> {
+        // The socket is connected: only the responder's datagrams arrive.
         if let Some(key) = &self.key
-            && !crate::auth::verify(&buf[..got.len], key)
+            && !crate::auth::verify(datagram, key)
         {
             // Not from a responder holding our key: as if it never came.
-            return Ok(None);
+            return None;
         }
-        let Ok(r) = Repr::parse_bytes(&buf[..got.len]) else {
-            return Ok(None);
-        };
-        if r.kind != Kind::Reply {
-            return Ok(None);
-        }
-        Ok(Some((
-            Reply {
-                session: Some(r.session),
-                seq: r.seq,
-                client_send: r.client_send,
-                server_rx: r.server_rx,
-                server_tx: r.server_tx,
-                rx_count: Some(r.rx_count),
-                seen: Some(r.seen),
-                clock_domain: r.clock_domain,
-            },
-            rx,
-        )))
+        let r = Repr::parse_bytes(datagram).ok()?;
+        // The session core drops replies of another session (Session::on_reply).
+        (r.kind == Kind::Reply).then_some(Reply {
+            session: Some(r.session),
+            seq: r.seq,
+            client_send: r.client_send,
+            server_rx: r.server_rx,
+            server_tx: r.server_tx,
+            rx_count: Some(r.rx_count),
+            seen: Some(r.seen),
+            clock_domain: r.clock_domain,
+        })
     }
 }
 
@@ -170,46 +181,31 @@ impl Transport for IcmpTransport {
         self.socket.send_to(buf, &to.into()).map(|_| ())
     }
 
-    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(Reply, Duration)>> {
-        let got = match sys::recv_with_timestamp(&self.socket, buf) {
-            Ok(g) => g,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        };
-        let rx = got.kernel_time.unwrap_or_else(sys::now);
+    fn socket(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+
+    fn accept(&self, datagram: &[u8], from: Option<SocketAddr>) -> Option<Reply> {
         // Raw sockets see every ICMP message on the host: check source, ident and payload.
-        if got.from.map(|a| a.ip()) != Some(self.target.ip()) {
-            return Ok(None);
+        if from.map(|a| a.ip()) != Some(self.target.ip()) {
+            return None;
         }
         // Raw IPv4 sockets deliver the IP header, raw ICMPv6 sockets do not.
         let r = if self.target.is_ipv4() {
-            icmp::parse_ipv4_echo_reply(&buf[..got.len], self.ident)
+            icmp::parse_ipv4_echo_reply(datagram, self.ident)
         } else {
-            icmp::parse_echo6_reply(&buf[..got.len], self.ident)
-        };
-        let Some(r) = r else {
-            return Ok(None);
-        };
-        Ok(Some((
-            Reply {
-                session: None,
-                seq: r.seq,
-                client_send: r.client_send,
-                server_rx: None,
-                server_tx: None,
-                rx_count: None,
-                seen: None,
-                clock_domain: 0,
-            },
-            rx,
-        )))
+            icmp::parse_echo6_reply(datagram, self.ident)
+        }?;
+        Some(Reply {
+            session: None,
+            seq: r.seq,
+            client_send: r.client_send,
+            server_rx: None,
+            server_tx: None,
+            rx_count: None,
+            seen: None,
+            clock_domain: 0,
+        })
     }
 }
 
@@ -440,7 +436,7 @@ fn receive_loop<'a>(
         refused: refused.load(Ordering::Relaxed),
     };
     loop {
-        match transport.recv(&mut buf) {
+        match recv(transport, &mut buf) {
             Ok(Some((reply, rx))) => {
                 let line = {
                     let mut s = lock();
@@ -497,3 +493,6 @@ fn receive_loop<'a>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -371,7 +371,7 @@ fn latency_row(series: &str, kind: DelayKindRecord, p: &LatencyPhaseDerived) -> 
         sent: p.sent.to_string(),
         loss: opt(p.loss_fraction, percent),
         induced: opt(p.induced_ns, signed_ms),
-        grade: p.grade.clone().unwrap_or_else(|| NONE.into()),
+        grade: p.grade.map_or_else(|| NONE.into(), |g| g.to_string()),
         probe_rpm: match (&p.probe_rpm, &p.probe_rpm_class) {
             (Some(r), Some(c)) => format!("{r:.0} ({c})"),
             (Some(r), None) => format!("{r:.0}"),
@@ -417,6 +417,34 @@ fn json_text(v: &impl Serialize) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// This host's CPU use in the loaded phases, as numbers: median and peak of the samples.
+fn cpu_use(m: &bloatlab_results::Metadata) -> Option<String> {
+    let (median, max) = m.cpu_median_max()?;
+    let n = m.cpu_utilisation.len();
+    Some(format!(
+        "median {:.0} %, max {:.0} % of this host during loaded phases ({n} sample{}, one per 500 ms)",
+        median * 100.0,
+        max * 100.0,
+        if n == 1 { "" } else { "s" }
+    ))
+}
+
+fn incomplete(inc: &bloatlab_results::schema::IncompleteRecord) -> String {
+    let mut s = format!(
+        "recovered from its journal: reached phase {} at {:.1} s; {}",
+        inc.phase_reached.as_deref().unwrap_or("?"),
+        inc.reached_ns as f64 / 1e9,
+        inc.reason
+    );
+    if !inc.runners_missing.is_empty() {
+        s.push_str(&format!(
+            "; no data from: {}",
+            inc.runners_missing.join(", ")
+        ));
+    }
+    s
+}
+
 fn meta_rows(run: &Run) -> Vec<MetaRow> {
     let m = &run.file.metadata;
     let mut rows = vec![
@@ -452,6 +480,9 @@ fn meta_rows(run: &Run) -> Vec<MetaRow> {
         ("link", m.link.as_ref().map(crate::meta::link)),
         ("lab emulator", m.lab.as_ref().map(crate::lab::summary)),
         ("plan", m.plan.as_ref().map(crate::meta::plan)),
+        ("CPU use", cpu_use(m)),
+        ("notes", (!m.notes.is_empty()).then(|| m.notes.join("; "))),
+        ("incomplete", m.incomplete.as_ref().map(incomplete)),
         ("extra", (!m.extra.is_empty()).then(|| json_text(&m.extra))),
     ];
     for (k, v) in records {
@@ -637,7 +668,9 @@ impl Comparison {
                 if s.1 == DelayKindRecord::Rtt {
                     figures.extend::<[Figure; 3]>([
                         ("induced (ms)", &|d| opt(d.induced_ns, signed_ms)),
-                        ("grade", &|d| d.grade.clone().unwrap_or_else(|| NONE.into())),
+                        ("grade", &|d| {
+                            d.grade.map_or_else(|| NONE.into(), |g| g.to_string())
+                        }),
                         ("probe RPM", &|d| opt(d.probe_rpm, |r| format!("{r:.0}"))),
                     ]);
                 }
@@ -743,6 +776,40 @@ mod tests {
             .unwrap()
         });
         Run::new(label, ResultsFile::new(meta, raw)).unwrap()
+    }
+
+    #[test]
+    fn cpu_use_notes_and_incomplete_are_text_not_raw_json() {
+        let mut r = run("cpu", None);
+        let m = &mut r.file.metadata;
+        m.cpu_utilisation = vec![0.5, 0.25, 0.75, 0.5];
+        m.notes = vec!["flow tcp_up_1: refused".into()];
+        m.incomplete = Some(bloatlab_results::schema::IncompleteRecord {
+            phase_reached: Some("loaded".into()),
+            reached_ns: 3_000_000_000,
+            runners_missing: vec!["tcp_up_1".into()],
+            reason: "killed".into(),
+        });
+        let rows = RunView::new(&r).meta;
+        let row = |key: &str| rows.iter().find(|r| r.key == key).map(|r| r.value.clone());
+        assert_eq!(
+            row("CPU use").as_deref(),
+            Some(
+                "median 50 %, max 75 % of this host during loaded phases (4 samples, one per 500 ms)"
+            )
+        );
+        assert_eq!(row("notes").as_deref(), Some("flow tcp_up_1: refused"));
+        assert_eq!(
+            row("incomplete").as_deref(),
+            Some(
+                "recovered from its journal: reached phase loaded at 3.0 s; killed; no data from: tcp_up_1"
+            )
+        );
+        // Nothing of it is left for the free-form row.
+        assert_eq!(row("extra"), None);
+        // No samples: no row.
+        r.file.metadata.cpu_utilisation.clear();
+        assert!(!RunView::new(&r).meta.iter().any(|r| r.key == "CPU use"));
     }
 
     #[test]

@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use bloatlab_stats::{
-    DelayKind, Direction, FlowSeries, LatencySeries, Phase, PhaseKind, ProbeOutcome, ProbeSample,
-    Timeline, TimelineError, TransferSample,
+    DelayKind, Direction, FlowSeries, Grade, LatencySeries, Phase, PhaseKind, ProbeOutcome,
+    ProbeSample, Timeline, TimelineError, TransferSample,
 };
 use bloatlab_units::Bytes;
 
+use crate::schema::derived::GradeRecord;
 use crate::schema::{
     DelayKindRecord, DirectionRecord, FlowRecord, LatencyRecord, PhaseKindRecord, PhaseRecord,
     ProbeRecord, Raw, TransferRecord,
@@ -49,6 +50,19 @@ impl From<PhaseKindRecord> for PhaseKind {
             PhaseKindRecord::Idle => PhaseKind::Idle,
             PhaseKindRecord::Loaded => PhaseKind::Loaded,
             PhaseKindRecord::Recovery => PhaseKind::Recovery,
+        }
+    }
+}
+
+impl From<Grade> for GradeRecord {
+    fn from(g: Grade) -> GradeRecord {
+        match g {
+            Grade::APlus => GradeRecord::APlus,
+            Grade::A => GradeRecord::A,
+            Grade::B => GradeRecord::B,
+            Grade::C => GradeRecord::C,
+            Grade::D => GradeRecord::D,
+            Grade::F => GradeRecord::F,
         }
     }
 }
@@ -227,5 +241,26 @@ impl Raw {
     /// The load flows.
     pub fn flows(&self) -> Vec<FlowSeries> {
         self.throughput.iter().map(FlowSeries::from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_grade_is_written_as_the_grade_table_spells_it() {
+        use Grade::*;
+        for g in [APlus, A, B, C, D, F] {
+            let r = GradeRecord::from(g);
+            assert_eq!(r.as_str(), g.as_str());
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{g}\""));
+            assert_eq!(serde_json::from_str::<GradeRecord>(&json).unwrap(), r);
+        }
+        // Best first, as the table.
+        assert!(GradeRecord::APlus < GradeRecord::F);
+        // A grade the table does not have does not read.
+        assert!(serde_json::from_str::<GradeRecord>("\"E\"").is_err());
     }
 }

@@ -10,7 +10,8 @@ use bloatlab_stats::{DelayStats, analyze_series};
 
 use crate::convert::{RawError, nanos};
 pub use crate::schema::derived::{
-    DelayDerived, Derived, FlowDerived, LatencyPhaseDerived, SeriesDerived, ThroughputDerived,
+    DelayDerived, Derived, FlowDerived, GradeRecord, LatencyPhaseDerived, SeriesDerived,
+    ThroughputDerived,
 };
 use crate::schema::{Raw, ResultsFile};
 
@@ -65,7 +66,7 @@ impl Derived {
                             // |d| < 2^64, clamp into i64 for the file.
                             d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
                         }),
-                        grade: a.grade.map(|g| g.to_string()),
+                        grade: a.grade.map(GradeRecord::from),
                         probe_rpm: a.rpm.map(|r| r.rpm),
                         probe_rpm_class: a.rpm.map(|r| r.class().to_string()),
                     })

@@ -1,9 +1,9 @@
-//! The current (version 3) schema of a bloatlab results file.
+//! The current (version 4) schema of a bloatlab results file.
 //!
 //! ```text
 //! {
 //!   "format": "bloatlab-results",          constant, identifies the file
-//!   "version": 3,                          schema version, see crate::migrate
+//!   "version": 4,                          schema version, see crate::migrate
 //!   "metadata": {
 //!     "bloatlab_version": "0.1.0",
 //!     "test": "rrul",                      test name
@@ -39,7 +39,13 @@
 //!     "probe": null | { bloatlab ping's settings and session summary, see schema::probe },
 //!     "rpm": (omitted unless bloatlab rpm or bloatlab test rpm) { the responsiveness session, see schema::rpm },
 //!     "lab": (omitted outside a lab) { the lab's view of the run, see crate::lab },
-//!     "extra":              { free-form }   e.g. cpu_utilisation, notes
+//!     "cpu_utilisation": [0.12, 0.4],     (omitted when empty) this host's CPU use in loaded
+//!                                          phases, one sample per 500 ms, 0..=1 of the machine
+//!     "notes": ["flow tcp_up_be: …"],      (omitted when empty) what the run noted about itself
+//!     "incomplete": (omitted unless a journal recovery did not reach the end)
+//!                   {"phase_reached": "loaded"|null, "reached_ns": …,
+//!                    "runners_missing": ["tcp_up_be"], "reason": "…"},
+//!     "extra":              { free-form }   what has no record yet (flow_failures, …)
 //!   },
 //!   "raw": {                               what was measured; never rewritten
 //!     "phases": [ {"kind": "idle"|"loaded"|"recovery", "name": "idle",
@@ -97,7 +103,7 @@ pub use rpm::{
 pub const FORMAT: &str = "bloatlab-results";
 
 /// The schema version this build writes (and the newest it reads).
-pub const CURRENT_VERSION: u32 = 3;
+pub const CURRENT_VERSION: u32 = 4;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -180,12 +186,45 @@ pub struct Metadata {
     /// outside a lab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<crate::lab::LabRecord>,
-    /// Anything else (CPU utilisation, notes, …).
+    /// This host's CPU utilisation during loaded phases: one sample per 500 ms, each the
+    /// busy fraction (0..=1) of the whole machine. Empty when not sampled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_utilisation: Vec<f64>,
+    /// What the run noted about itself (a flow or probe that failed and why, ...), one
+    /// line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Set on a run recovered from its journal that did not reach its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<IncompleteRecord>,
+    /// Anything else, for what has no record yet (`flow_failures`, `recovered_from_journal`,
+    /// `pulse_durations_ns`, a browser test's page figures, ...).
     #[serde(default)]
     pub extra: FreeForm,
 }
 
+/// How far a run recovered from its journal got (`metadata.incomplete`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncompleteRecord {
+    /// The phase the run was in when it stopped (`None`: before the first).
+    pub phase_reached: Option<String>,
+    /// When it stopped, nanoseconds since the start of the run.
+    pub reached_ns: u64,
+    /// Runners that should have been running by then and left no output.
+    #[serde(default)]
+    pub runners_missing: Vec<String>,
+    /// Why the run did not end.
+    pub reason: String,
+}
+
 impl Metadata {
+    /// The median of [`Metadata::cpu_utilisation`] and its largest sample, as fractions
+    /// (0..=1); `None` when there are no samples.
+    pub fn cpu_median_max(&self) -> Option<(f64, f64)> {
+        let q = |q| bloatlab_stats::quantile::quantile_f64(&self.cpu_utilisation, q).ok();
+        Some((q(0.5)?, q(1.0)?))
+    }
+
     /// Metadata with the required fields and nothing else known.
     pub fn new(test: &str, command_line: Vec<String>, start_time: Timestamp) -> Metadata {
         Metadata {
@@ -205,6 +244,9 @@ impl Metadata {
             probe: None,
             rpm: None,
             lab: None,
+            cpu_utilisation: Vec::new(),
+            notes: Vec::new(),
+            incomplete: None,
             extra: FreeForm::new(),
         }
     }

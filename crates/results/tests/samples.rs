@@ -1,12 +1,14 @@
 //! Committed sample files: every schema version bloatlab ever wrote must keep loading.
 //!
-//! `tests/data/v3.json` is what this build writes for [`sample_run`]; the test
-//! `writer_output_matches_committed_v3` fails if the written form drifts without a
+//! `tests/data/v4.json` is what this build writes for [`sample_run`]; the test
+//! `writer_output_matches_committed_v4` fails if the written form drifts without a
 //! version bump. To rewrite the file after a deliberate, versioned change, run the tests
 //! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result. `tests/data/v1.json` is
-//! what version 1 wrote for the same run (with its hand-spelled metadata maps), and
-//! `tests/data/v2.json` what version 2 wrote (the probe RPM named `rpm`); they must keep
-//! loading, migrated.
+//! what version 1 wrote for the same run (with its hand-spelled metadata maps),
+//! `tests/data/v2.json` what version 2 wrote (the probe RPM named `rpm`) and
+//! `tests/data/v3.json` what version 3 wrote; they must keep loading, migrated.
+//! `tests/data/old/v3-extra-keys.json` is a version 3 file of a recovered run with the
+//! `metadata.extra` keys that version 4 types (`cpu_utilisation`, `notes`, `incomplete`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -204,8 +206,8 @@ fn sample_run() -> ResultsFile {
 }
 
 #[test]
-fn writer_output_matches_committed_v3() {
-    let path = data_dir().join("v3.json");
+fn writer_output_matches_committed_v4() {
+    let path = data_dir().join("v4.json");
     let written = bloatlab_results::to_vec(&sample_run()).unwrap();
     if std::env::var_os("BLOATLAB_REGENERATE_SAMPLES").is_some() {
         // Committed pretty-printed so a reviewer can read it; compared as JSON values.
@@ -273,7 +275,7 @@ fn committed_v2_has_typed_records() {
 
 #[test]
 fn committed_samples_load_with_hand_computed_numbers() {
-    for name in ["v1.json", "v2.json", "v3.json"] {
+    for name in ["v1.json", "v2.json", "v3.json", "v4.json"] {
         let f = load(&data_dir().join(name)).unwrap();
         assert_eq!(
             (f.format.as_str(), f.version),
@@ -304,7 +306,7 @@ fn committed_samples_load_with_hand_computed_numbers() {
             (lp.phase.as_str(), lp.induced_ns),
             ("loaded", Some(126_500_000))
         );
-        assert_eq!(lp.grade.as_deref(), Some("C"));
+        assert_eq!(lp.grade, Some(bloatlab_results::derived::GradeRecord::C));
         // The probe RPM, `rpm` in v1 and v2 files: 60000 / 148.06 ms.
         assert!((lp.probe_rpm.unwrap() - 405.253).abs() < 1e-3, "{name}");
         assert_eq!(lp.probe_rpm_class.as_deref(), Some("Fair"));
@@ -341,6 +343,37 @@ fn every_committed_version_loads() {
     assert_eq!(seen, (1..=CURRENT_VERSION).collect::<Vec<_>>());
 }
 
+/// issue 22: version 3 kept CPU use, notes and a recovery's record in `metadata.extra`;
+/// loaded now, they are typed fields and only the other keys stay in `extra`.
+#[test]
+fn committed_v3_extra_keys_become_typed_fields() {
+    let f = load(&data_dir().join("old/v3-extra-keys.json")).unwrap();
+    assert_eq!(f.version, CURRENT_VERSION);
+    let m = &f.metadata;
+    assert_eq!(m.cpu_utilisation, [0.25, 0.5, 0.75]);
+    assert_eq!(m.cpu_median_max(), Some((0.5, 0.75)));
+    assert_eq!(
+        m.notes,
+        ["flow tcp_down_be: stalled for 3.2 s in phase loaded"]
+    );
+    let inc = m.incomplete.as_ref().unwrap();
+    assert_eq!(inc.phase_reached.as_deref(), Some("loaded"));
+    assert_eq!(inc.reached_ns, 2_500_000_000);
+    assert_eq!(inc.runners_missing, ["tcp_down_be"]);
+    assert!(inc.reason.starts_with("the test process stopped"));
+    let left: Vec<&str> = m.extra.keys().map(String::as_str).collect();
+    assert_eq!(left, ["flow_failures", "recovered_from_journal"]);
+    // Written back, the typed fields sit in the metadata, not in extra.
+    let v: Value = serde_json::from_slice(&bloatlab_results::to_vec(&f).unwrap()).unwrap();
+    assert_eq!(v["metadata"]["cpu_utilisation"][2], 0.75);
+    assert_eq!(v["metadata"]["extra"].get("notes"), None);
+    assert_eq!(load_value(v).metadata, f.metadata);
+}
+
+fn load_value(v: Value) -> ResultsFile {
+    bloatlab_results::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap()
+}
+
 #[test]
 fn save_then_load_round_trips() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,11 +397,11 @@ fn truncated_sample_is_reported_as_truncated() {
 
 /// issue 18: a chained link's stages are optional fields of version 2 (no bump): absent
 /// for a single link, so the committed sample is unchanged (see
-/// `writer_output_matches_committed_v3`), and a file with them round-trips.
+/// `writer_output_matches_committed_v4`), and a file with them round-trips.
 #[test]
 fn chain_stages_are_optional_and_round_trip() {
     use bloatlab_results::schema::StageRecord;
-    let text = std::fs::read_to_string(data_dir().join("v3.json")).unwrap();
+    let text = std::fs::read_to_string(data_dir().join("v4.json")).unwrap();
     assert!(
         !text.contains("\"stages\""),
         "a single link writes no stages"

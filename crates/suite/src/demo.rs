@@ -3,20 +3,19 @@
 //! nothing behind.
 //!
 //! Everything runs as subprocesses of this binary (`lab up`, `lab exec ... server`,
-//! `lab exec ... test rrul`, `report`, `lab down`). Cleanup is owned by guards: the
-//! server processes are killed by PID and the lab is taken down (`lab down NAME`) when
-//! their guards drop, on success, error and Ctrl-C alike.
+//! `lab exec ... test rrul`, `report`, `lab down`) in a [`LabSession`], which owns the
+//! cleanup: the server is killed by PID and the lab is taken down (`lab down NAME`) when
+//! it drops, on success, error and Ctrl-C alike.
 
 use std::fmt::Write as _;
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bloatlab_os::child::{ChildGuard, last_line};
+use crate::session::{self, LabSession, SessionError, last_line};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DelayKindRecord;
+use bloatlab_results::schema::derived::GradeRecord;
 
 /// The demo's knobs.
 #[derive(Debug, Clone)]
@@ -86,52 +85,13 @@ pub struct DemoOutcome {
     pub html: Result<PathBuf, String>,
 }
 
-/// Takes the lab down when dropped.
-struct LabGuard<'a> {
-    exe: &'a Path,
-    name: String,
-}
-
-impl Drop for LabGuard<'_> {
-    fn drop(&mut self) {
-        let out = Command::new(self.exe)
-            .args(["lab", "down", &self.name])
-            .stdin(Stdio::null())
-            .output();
-        if let Ok(o) = out
-            && !o.status.success()
-        {
-            tracing::warn!(
-                "lab down {}: {}",
-                self.name,
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
+impl From<SessionError> for DemoError {
+    fn from(e: SessionError) -> DemoError {
+        match e {
+            SessionError::Step { step: s, detail } => step(s, detail),
+            SessionError::Interrupted => DemoError::Interrupted,
         }
     }
-}
-
-fn run_quiet(exe: &Path, args: &[&str]) -> Result<std::process::Output, String> {
-    crate::orphan::die_with_parent(&mut Command::new(exe))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))
-}
-
-/// How long the rrul run gets to save what it measured after a Ctrl-C before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(5);
-
-/// Like [`run_quiet`], but forwards SIGINT to the child when `stop` is raised (it then
-/// saves what it measured), and SIGKILLs it [`STOP_GRACE`] later if it is still running.
-fn run_stoppable(
-    exe: &Path,
-    args: &[&str],
-    stop: &AtomicBool,
-) -> Result<std::process::Output, String> {
-    let mut cmd = Command::new(exe);
-    crate::orphan::die_with_parent(&mut cmd).args(args);
-    bloatlab_os::child::run_stoppable(&mut cmd, stop, STOP_GRACE)
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))
 }
 
 fn check_stop(stop: &AtomicBool) -> Result<(), DemoError> {
@@ -142,9 +102,6 @@ fn check_stop(stop: &AtomicBool) -> Result<(), DemoError> {
     }
 }
 
-/// The address of the lab's server host.
-const SERVER_ADDR: &str = "10.77.0.2";
-
 /// Runs one RRUL in a fresh lab with `qdisc_args`.
 fn run_one(
     cfg: &DemoConfig,
@@ -153,11 +110,7 @@ fn run_one(
     stop: &AtomicBool,
     say: &mut dyn FnMut(&str),
 ) -> Result<DemoRun, DemoError> {
-    let exe = cfg.exe.as_path();
-    let exe_s = exe.to_string_lossy().into_owned();
-    let mut up = vec![
-        "lab", "up", &cfg.lab, "--rate", &cfg.rate, "--delay", &cfg.delay,
-    ];
+    let mut up = vec!["--rate", &cfg.rate, "--delay", &cfg.delay];
     up.extend_from_slice(qdisc_args);
     say(&format!(
         "building lab {} ({} {}, {} one way, {})",
@@ -167,33 +120,9 @@ fn run_one(
         cfg.delay,
         qdisc_args.join(" ")
     ));
-    // The guard exists before `lab up` so even a half-built lab is removed.
-    let _lab = LabGuard {
-        exe,
-        name: cfg.lab.clone(),
-    };
-    let o = run_quiet(exe, &up).map_err(|e| step("lab up", e))?;
-    if !o.status.success() {
-        return Err(step("lab up", last_line(&o.stderr)));
-    }
-    check_stop(stop)?;
-    let port = cfg.port.to_string();
-    let spawn_server = |args: &[&str]| -> Result<ChildGuard, DemoError> {
-        let mut a = vec!["lab", "exec", &cfg.lab, "server", "--", &exe_s];
-        a.extend_from_slice(args);
-        crate::orphan::die_with_parent(&mut Command::new(exe))
-            .args(&a)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map(ChildGuard)
-            .map_err(|e| step("starting the server", e.to_string()))
-    };
-    // `bloatlab server` also answers the UDP latency probes on the same port.
-    let _server = spawn_server(&["server", "-p", &port])?;
-    wait_for_server(cfg, stop)?;
+    // Taken down (server first) when it drops, on every path out of here.
+    let mut lab = LabSession::up(&cfg.exe, &cfg.lab, &up, stop)?;
+    lab.start_server(cfg.port, &[], stop)?;
     let path = cfg.out_dir.join(format!("demo-{label}.json"));
     let path_s = path.to_string_lossy().into_owned();
     let loaded = crate::driver::secs_arg(cfg.loaded);
@@ -206,32 +135,18 @@ fn run_one(
         "running rrul against {label}: {idle} s idle, {loaded} s loaded, {idle} s idle"
     ));
     let title = format!("demo: {label}, {} / {} RTT", cfg.rate, cfg.delay);
-    let o = run_stoppable(
-        exe,
-        &[
-            "lab",
-            "exec",
-            &cfg.lab,
+    let server = session::server_addr().to_string();
+    let port = cfg.port.to_string();
+    let o = lab
+        .run_in(
             "client",
-            "--",
-            &exe_s,
-            "test",
-            "rrul",
-            SERVER_ADDR,
-            "-p",
-            &port,
-            "-l",
-            &loaded,
-            "--idle",
-            &idle,
-            "-o",
-            &path_s,
-            "--title",
-            &title,
-        ],
-        stop,
-    )
-    .map_err(|e| step("running rrul", e))?;
+            &[
+                "test", "rrul", &server, "-p", &port, "-l", &loaded, "--idle", &idle, "-o",
+                &path_s, "--title", &title,
+            ],
+            stop,
+        )
+        .map_err(|e| step("running rrul", e))?;
     check_stop(stop)?;
     if !o.status.success() {
         return Err(step(format!("rrul against {label}"), last_line(&o.stderr)));
@@ -244,53 +159,6 @@ fn run_one(
         file,
         summary: String::from_utf8_lossy(&o.stdout).into_owned(),
     })
-}
-
-/// Waits until a short TCP transfer to the lab's server succeeds (at most 15 s).
-fn wait_for_server(cfg: &DemoConfig, stop: &AtomicBool) -> Result<(), DemoError> {
-    let exe_s = cfg.exe.to_string_lossy().into_owned();
-    let port = cfg.port.to_string();
-    let t0 = Instant::now();
-    loop {
-        check_stop(stop)?;
-        let o = run_quiet(
-            &cfg.exe,
-            &[
-                "lab",
-                "exec",
-                &cfg.lab,
-                "client",
-                "--",
-                &exe_s,
-                "ping",
-                SERVER_ADDR,
-                "-p",
-                &port,
-                "-c",
-                "1",
-                "--timeout",
-                "1",
-                "--json",
-            ],
-        )
-        .map_err(|e| step("waiting for the server", e))?;
-        let answered = o.status.success()
-            && crate::collect::parse_ping(&o.stdout).is_ok_and(|p| {
-                p.series
-                    .iter()
-                    .any(|s| s.samples.iter().any(|x| x.delay_ns.is_some()))
-            });
-        if answered {
-            return Ok(());
-        }
-        if t0.elapsed() > Duration::from_secs(15) {
-            return Err(step(
-                "waiting for the server",
-                "the server in the lab did not answer probes within 15 s",
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// Runs the whole demo. `say` receives progress lines.
@@ -314,7 +182,7 @@ pub fn run_demo(
         let a = fifo.path.to_string_lossy().into_owned();
         let b = fq.path.to_string_lossy().into_owned();
         let h = html_path.to_string_lossy().into_owned();
-        match run_quiet(&cfg.exe, &["report", &a, &b, "--html", &h, "--quiet"]) {
+        match session::run_quiet(&cfg.exe, &["report", &a, &b, "--html", &h, "--quiet"]) {
             Ok(o) if o.status.success() => Ok(html_path),
             Ok(o) => Err(last_line(&o.stderr)),
             Err(e) => Err(e),
@@ -333,7 +201,7 @@ struct Column {
     idle_median_ms: Option<f64>,
     loaded: Option<[f64; 7]>,
     induced_ms: Option<f64>,
-    grade: Option<String>,
+    grade: Option<GradeRecord>,
     up_mbit: Option<f64>,
     down_mbit: Option<f64>,
 }
@@ -366,7 +234,7 @@ fn column(label: &str, file: &ResultsFile) -> Column {
             .map(ms)
         }),
         induced_ms: loaded.and_then(|p| p.induced_ns).map(|v| v as f64 / 1e6),
-        grade: loaded.and_then(|p| p.grade.clone()),
+        grade: loaded.and_then(|p| p.grade),
         up_mbit: tp.map(|t| t.up_bps as f64 / 1e6),
         down_mbit: tp.map(|t| t.down_bps as f64 / 1e6),
     }
@@ -419,7 +287,7 @@ pub fn side_by_side(runs: &[(&str, &ResultsFile)]) -> String {
     row(
         "bufferbloat grade",
         cols.iter()
-            .map(|c| c.grade.clone().unwrap_or_else(|| "-".into()))
+            .map(|c| c.grade.map_or_else(|| "-".into(), |g| g.to_string()))
             .collect(),
     );
     out

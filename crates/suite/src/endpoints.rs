@@ -10,6 +10,7 @@
 //! has an IPv6 address; the lab (`lab exec` sets `BLOATLAB_<HOST>6` beside
 //! `BLOATLAB_<HOST>`, so `HOST` = `$BLOATLAB_SERVER` finds `$BLOATLAB_SERVER6`).
 
+use bloatlab_lab::LabEnv;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
 
 /// Why a dual-stack test has no address of one family.
@@ -81,19 +82,8 @@ pub fn resolve(host: &str) -> Result<Vec<IpAddr>, EndpointError> {
 
 /// The IPv6 address a lab pairs with `v4`: `BLOATLAB_<X>6` where `BLOATLAB_<X>` is
 /// `v4`, from `env` (`lab exec`'s environment, docs/lab.md).
-pub fn lab_v6(v4: Ipv4Addr, env: impl IntoIterator<Item = (String, String)>) -> Option<Ipv6Addr> {
-    let vars: Vec<(String, String)> = env
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("BLOATLAB_"))
-        .collect();
-    vars.iter()
-        .filter(|(_, v)| v.parse::<Ipv4Addr>().ok() == Some(v4))
-        .find_map(|(k, _)| {
-            let six = format!("{k}6");
-            vars.iter()
-                .find(|(k6, _)| *k6 == six)
-                .and_then(|(_, v)| v.parse().ok())
-        })
+pub fn lab_v6(v4: Ipv4Addr, env: &LabEnv) -> Option<Ipv6Addr> {
+    env.v6_beside(v4)
 }
 
 /// Picks the two addresses of `test`'s server (pure): `host_addrs` are `host`'s
@@ -142,7 +132,7 @@ pub fn dual_stack(test: &str, host: &str, v6: Option<&str>) -> Result<DualStack,
     let v6_addrs = v6.map(resolve).transpose()?;
     let v6_arg = v6.zip(v6_addrs.as_deref());
     pick(test, host, &host_addrs, v6_arg, |v4| {
-        lab_v6(v4, std::env::vars())
+        lab_v6(v4, &LabEnv::from_env())
     })
 }
 
@@ -206,7 +196,8 @@ mod tests {
             ("PATH", "/bin"),
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
-        let get = |a: &str| lab_v6(a.parse().unwrap(), env.clone());
+        let env = LabEnv::from_vars(env);
+        let get = |a: &str| lab_v6(a.parse().unwrap(), &env);
         assert_eq!(get("10.77.0.2"), Some("fd00:77::2".parse().unwrap()));
         assert_eq!(get("10.77.0.1"), Some("fd00:77::1".parse().unwrap()));
         assert_eq!(get("10.77.0.9"), None);

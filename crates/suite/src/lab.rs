@@ -1,8 +1,8 @@
 //! A test run inside a bloatlab lab (`bloatlab lab exec NAME HOST -- bloatlab test ...`):
 //! the lab's view of the run.
 //!
-//! `lab exec` puts `BLOATLAB_LAB` and `BLOATLAB_HOST` in the environment
-//! ([`LabContext::from_env`]). [`LabWatch`] then reads the emulator's counters through
+//! `lab exec` names the lab and host in the environment (`bloatlab_lab::LabEnv`,
+//! [`LabContext::from_env`]). [`LabWatch`] then reads the emulator's counters through
 //! `bloatlab_lab::status` when the run starts (waiting for a snapshot taken after that
 //! moment), about twice a second during it (backlog samples and phase edges) and after it
 //! ends, and turns the differences into the results file's [`LabRecord`]: the link spec,
@@ -43,13 +43,10 @@ pub struct LabContext {
 impl LabContext {
     /// The lab named by `lab exec`'s environment, if any.
     pub fn from_env() -> Option<LabContext> {
-        let name = std::env::var("BLOATLAB_LAB")
-            .ok()
-            .filter(|n| !n.is_empty())?;
-        let host = std::env::var("BLOATLAB_HOST").unwrap_or_default();
+        let env = bloatlab_lab::LabEnv::from_env();
         Some(LabContext {
-            name,
-            host,
+            name: env.lab?,
+            host: env.host.unwrap_or_default(),
             dir: StateDir::default(),
         })
     }

@@ -20,6 +20,8 @@
 //! * [`ecn`]: `--ecn on|off|mix`: the host's tcp_ecn and the marked ECN route.
 //! * [`lab`]: the lab's view of a run inside a lab (emulator counters, link spec, ECN).
 //! * [`meta`]: the typed metadata records of a run (hosts, plan, congestion control).
+//! * [`session`]: one lab session (up, server, wait, quiet runs, one stop grace, down) for
+//!   `demo`, `experiment` and `tune`.
 //! * [`demo`]: `bloatlab demo`: a lab, RRUL against FIFO and FQ-CoDel, side by side.
 
 #![forbid(unsafe_code)]
@@ -39,6 +41,7 @@ pub mod orphan;
 pub mod plan;
 pub mod rpm;
 pub mod run;
+pub mod session;
 pub mod summary;
 
 pub use catalog::{TestName, Tos, UnknownTest, list_tests, parse_marking};

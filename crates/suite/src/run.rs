@@ -8,7 +8,7 @@ use std::time::Duration;
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
     DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord,
-    FlowTcpRecord, LatencyRecord, PhaseRecord, TransferRecord,
+    FlowTcpRecord, IncompleteRecord, LatencyRecord, PhaseRecord, TransferRecord,
 };
 use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
@@ -456,7 +456,7 @@ fn run_in_lab(
 /// Rebuilds the results of a run from its journal (crate::journal): the plan from its
 /// start entry, each runner's finished outputs, the phases up to where the run got. A
 /// journal without its end entry (or a full one) gives a file marked `interrupted`, with
-/// `extra.incomplete` = `{phase_reached, reached_ns, runners_missing, reason}`; every
+/// `metadata.incomplete` ([`IncompleteRecord`]); every
 /// recovered file has `extra.recovered_from_journal` = true. The lab's counters and the
 /// CPU samples are not journaled: a recovered lab run has no `metadata.lab`.
 pub fn recover(cfg: &RunConfig, journal: &Journal) -> Result<RunOutcome, RunError> {
@@ -514,15 +514,12 @@ pub fn recover(cfg: &RunConfig, journal: &Journal) -> Result<RunOutcome, RunErro
             "the test process stopped before the run ended (killed or crashed); the runners \
              then running stopped with it and reported up to that moment"
         };
-        extra.insert(
-            "incomplete".into(),
-            json!({
-                "phase_reached": phase,
-                "reached_ns": bloatlab_results::convert::nanos(reached),
-                "runners_missing": missing,
-                "reason": reason,
-            }),
-        );
+        out.file.metadata.incomplete = Some(IncompleteRecord {
+            phase_reached: phase,
+            reached_ns: bloatlab_results::convert::nanos(reached),
+            runners_missing: missing,
+            reason: reason.to_owned(),
+        });
     }
     Ok(out)
 }
@@ -813,7 +810,7 @@ fn assemble(
     );
     meta.plan = Some(crate::meta::plan_record(&cfg.params, plan, &cfg.target));
     meta.rpm = draft.map(|(rec, _)| rec);
-    meta.extra.insert("cpu_utilisation".into(), json!(cpu));
+    meta.cpu_utilisation = cpu.clone();
     if !pulses.is_empty() {
         let ns: Vec<u64> = pulses
             .iter()
@@ -821,9 +818,7 @@ fn assemble(
             .collect();
         meta.extra.insert("pulse_durations_ns".into(), json!(ns));
     }
-    if !notes.is_empty() {
-        meta.extra.insert("notes".into(), json!(notes));
-    }
+    meta.notes = notes.clone();
     if !flow_failures.is_empty() {
         meta.extra
             .insert("flow_failures".into(), json!(flow_failures));

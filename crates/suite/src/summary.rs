@@ -54,7 +54,7 @@ fn latency_row(name: &str, p: &LatencyPhaseDerived) -> String {
     format!(
         "{name:<10} {:<9}{cells}{count:>7}{p99:>8}{loss:>7}{induced:>9} {:>5}{rpm:>10}",
         p.phase,
-        p.grade.as_deref().unwrap_or("-"),
+        p.grade.map_or("-", |g| g.as_str()),
     )
 }
 
@@ -500,24 +500,18 @@ pub fn render(o: &RunOutcome) -> String {
             "INTERRUPTED: the run was cut short; phases end where it stopped"
         );
     }
-    if let Some(inc) = m.extra.get("incomplete") {
-        let missing = inc["runners_missing"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .filter(|s| !s.is_empty())
-            .map(|s| format!("; no data from: {s}"))
-            .unwrap_or_default();
+    if let Some(inc) = &m.incomplete {
+        let missing = if inc.runners_missing.is_empty() {
+            String::new()
+        } else {
+            format!("; no data from: {}", inc.runners_missing.join(", "))
+        };
         let _ = writeln!(
             out,
             "INCOMPLETE (recovered from its journal): reached phase {} at {:.1} s; {}{missing}",
-            inc["phase_reached"].as_str().unwrap_or("?"),
-            inc["reached_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-            inc["reason"].as_str().unwrap_or("?"),
+            inc.phase_reached.as_deref().unwrap_or("?"),
+            inc.reached_ns as f64 / 1e9,
+            inc.reason,
         );
     }
     if let Some(servers) = servers_line(m.plan.as_ref()) {

@@ -285,7 +285,10 @@ fn check_client(
         ],
     )
     .map_err(bad)?;
-    let mut argv = vec!["client".to_string(), runner::SERVER_ADDR.to_string()];
+    let mut argv = vec![
+        "client".to_string(),
+        bloatlab_suite::session::server_addr().to_string(),
+    ];
     argv.extend(c.iter().map(|(a, _)| a.clone()));
     let cmd = <crate::cmd::client::ClientArgs as Args>::augment_args(clap::Command::new("client"));
     let args = cmd
@@ -308,7 +311,7 @@ fn check_test(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), 
     let mut argv = vec![
         "test".to_string(),
         name.clone(),
-        runner::SERVER_ADDR.to_string(),
+        bloatlab_suite::session::server_addr().to_string(),
     ];
     argv.extend(t.iter().map(|(s, _)| s.clone()));
     let cmd = <crate::cmd::test::TestArgs as Args>::augment_args(clap::Command::new("test"));

@@ -25,7 +25,7 @@ fn failure(message: String) -> anyhow::Error {
 impl InLab {
     /// Outside a lab: nothing to watch. Inside one: exit 1 unless its emulator runs.
     pub fn start() -> anyhow::Result<InLab> {
-        let Some(name) = std::env::var("BLOATLAB_LAB").ok().filter(|n| !n.is_empty()) else {
+        let Some(name) = bloatlab_lab::LabEnv::from_env().lab else {
             return Ok(InLab(None));
         };
         EmulatorWatch::start(&StateDir::default(), &name)

@@ -276,12 +276,15 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
         .map_err(|e: bloatlab_suite::UnknownTest| exit::usage(e.to_string()))?;
     let host = match &args.host {
         Some(h) => h.clone(),
-        None => std::env::var("BLOATLAB_SERVER").map_err(|_| {
-            exit::usage(
-                "HOST is required (the host running `bloatlab server`); inside a lab, \
-                 `lab exec` sets BLOATLAB_SERVER, which is the default",
-            )
-        })?,
+        None => match bloatlab_lab::LabEnv::from_env().addr("server") {
+            Some(addr) => addr.to_string(),
+            None => {
+                return Err(exit::usage(
+                    "HOST is required (the host running `bloatlab server`); inside a lab, \
+                     `lab exec` sets BLOATLAB_SERVER, which is the default",
+                ));
+            }
+        },
     };
     let params = args.params();
     bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;

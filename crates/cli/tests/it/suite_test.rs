@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 
+use bloatlab_results::ResultsFile;
+use std::path::Path;
+
 use crate::harness::{BIN, Listen, Proc, free_port, tempdir};
 
 fn bin() -> &'static str {
@@ -42,6 +45,25 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The body the tests below share: `bloatlab test NAME 127.0.0.1 -p PORT ARGS -o
+/// DIR/NAME.json` against the server on `port`. Asserts it exited 0 (naming the test, its
+/// stderr and stdout) and returns its stdout (the summary, or the document with `--json`)
+/// and the results file it wrote.
+fn run_test_on(port: u16, dir: &Path, name: &str, args: &[&str]) -> (String, ResultsFile) {
+    let file = dir.join(format!("{name}.json"));
+    let (p, f) = (port.to_string(), file.display().to_string());
+    let out = run(&[&["test", name, "127.0.0.1", "-p", &p, "-o", &f][..], args].concat());
+    let so = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: stderr: {}\nstdout: {so}",
+        text(&out.stderr)
+    );
+    let f = bloatlab_results::load(&file).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(f.metadata.test, name);
+    (so, f)
+}
+
 #[test]
 fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     if !tier::root("rrul_writes_a_results_file_with_8_flows_and_every_probe_series") {
@@ -50,29 +72,16 @@ fn rrul_writes_a_results_file_with_8_flows_and_every_probe_series() {
     let port = free_port();
     let _srv = server(port);
     let tmp = tempdir();
-    let dir = tmp.path().to_path_buf();
-    let file = dir.join("rrul.json");
-    let p = port.to_string();
-    let out = run(&[
-        "test",
+    let (printed, f) = run_test_on(
+        port,
+        tmp.path(),
         "rrul",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-l",
-        "2",
-        "--idle",
-        "1",
-        "-o",
-        file.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+        &["-l", "2", "--idle", "1", "--json"],
+    );
     // --json prints the same document that was saved.
-    let printed = bloatlab_results::from_slice(&out.stdout).expect("stdout is a results document");
-    let f = bloatlab_results::load(&file).expect("the results file loads");
+    let printed =
+        bloatlab_results::from_slice(printed.as_bytes()).expect("stdout is a results document");
     assert_eq!(printed.raw, f.raw);
-    assert_eq!(f.metadata.test, "rrul");
     assert!(!f.metadata.interrupted);
     assert!(f.metadata.kernel.release.is_some());
     assert_eq!(
@@ -211,28 +220,7 @@ fn summary_voip_mos_and_pulses() {
     let port = free_port();
     let _srv = server(port);
     let tmp = tempdir();
-    let dir = tmp.path().to_path_buf();
-    let p = port.to_string();
-    let file = dir.join("voip.json");
-    let out = run(&[
-        "test",
-        "voip",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-l",
-        "2",
-        "--idle",
-        "1",
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    let so = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {so}",
-        text(&out.stderr)
-    );
+    let (so, f) = run_test_on(port, tmp.path(), "voip", &["-l", "2", "--idle", "1"]);
     for want in [
         "Latency, round trip",
         "voip",
@@ -243,7 +231,6 @@ fn summary_voip_mos_and_pulses() {
     ] {
         assert!(so.contains(want), "missing {want:?} in:\n{so}");
     }
-    let f = bloatlab_results::load(&file).unwrap();
     assert!(
         f.raw
             .latency
@@ -251,32 +238,22 @@ fn summary_voip_mos_and_pulses() {
             .any(|l| l.name == "voip" && l.kind == DelayKindRecord::OwdUp)
     );
 
-    let file = dir.join("pulses.json");
-    let out = run(&[
-        "test",
+    let (so, f) = run_test_on(
+        port,
+        tmp.path(),
         "one_vs_pulses",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-l",
-        "2",
-        "--idle",
-        "0",
-        "--pulses",
-        "3",
-        "--pulse-size",
-        "100K",
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    let so = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {so}",
-        text(&out.stderr)
+        &[
+            "-l",
+            "2",
+            "--idle",
+            "0",
+            "--pulses",
+            "3",
+            "--pulse-size",
+            "100K",
+        ],
     );
     assert!(so.contains("Pulses: 3 completed"), "{so}");
-    let f = bloatlab_results::load(&file).unwrap();
     let pulses = f
         .raw
         .throughput
@@ -449,18 +426,14 @@ fn ctrl_c_saves_what_was_measured_and_exits_non_zero() {
             .iter()
             .any(|l| l.name == name && !l.samples.is_empty())
     };
-    assert!(
-        kept("udp_be"),
-        "probe samples lost: {:?}",
-        f.metadata.extra.get("notes")
-    );
+    assert!(kept("udp_be"), "probe samples lost: {:?}", f.metadata.notes);
     assert!(
         f.raw
             .throughput
             .iter()
             .any(|t| t.name == "tcp_up_1" && !t.samples.is_empty()),
         "flow samples lost: {:?}",
-        f.metadata.extra.get("notes")
+        f.metadata.notes
     );
 }
 
@@ -472,8 +445,6 @@ fn every_test_shape_runs_and_records_its_flows() {
     let port = free_port();
     let _srv = server(port);
     let tmp = tempdir();
-    let dir = tmp.path().to_path_buf();
-    let p = port.to_string();
     // (test, extra args, expected (up, down) flow counts)
     let cases: [(&str, &[&str], (usize, usize)); 8] = [
         ("ping", &[], (0, 0)),
@@ -486,30 +457,8 @@ fn every_test_shape_runs_and_records_its_flows() {
         ("one_vs_one", &[], (2, 0)),
     ];
     for (test, extra, (up, down)) in cases {
-        let file = dir.join(format!("{test}.json"));
-        let mut args = vec![
-            "test",
-            test,
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-l",
-            "2",
-            "--idle",
-            "0.5",
-            "-o",
-        ];
-        let path = file.to_str().unwrap().to_owned();
-        args.push(&path);
-        args.extend_from_slice(extra);
-        let out = run(&args);
-        assert!(
-            out.status.success(),
-            "{test}: stderr: {}",
-            text(&out.stderr)
-        );
-        let f = bloatlab_results::load(&file).unwrap_or_else(|e| panic!("{test}: {e}"));
-        assert_eq!(f.metadata.test, test);
+        let args = [&["-l", "2", "--idle", "0.5"][..], extra].concat();
+        let (_, f) = run_test_on(port, tmp.path(), test, &args);
         let count = |d: DirectionRecord| {
             f.raw
                 .throughput
@@ -746,9 +695,9 @@ fn a_sigkilled_run_is_recovered_from_its_journal() {
     );
     let f = bloatlab_results::load(&file).expect("the recovered file loads");
     assert!(f.metadata.interrupted);
-    let inc = &f.metadata.extra["incomplete"];
-    assert_eq!(inc["phase_reached"], "loaded", "{inc}");
-    assert_eq!(inc["runners_missing"], serde_json::json!([]), "{inc}");
+    let inc = f.metadata.incomplete.as_ref().expect("metadata.incomplete");
+    assert_eq!(inc.phase_reached.as_deref(), Some("loaded"), "{inc:?}");
+    assert_eq!(inc.runners_missing, Vec::<String>::new(), "{inc:?}");
     let end = f.raw.phases.last().unwrap().end_ns;
     assert!(
         (3_000_000_000..12_000_000_000).contains(&end),
@@ -801,7 +750,8 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
     let _srv = server_with(port, &["--permit-key=h11suitekey"]);
     let tmp = tempdir();
     let dir = tmp.path().to_path_buf();
-    let file = dir.join("k.json");
+    // The name run_test_on gives the keyed run's file below.
+    let file = dir.join("tcp_bidirectional.json");
     let base = [
         "test",
         "tcp_bidirectional",
@@ -823,10 +773,16 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
         "{err}"
     );
     assert!(!file.exists());
-    assert!(!dir.join("k.json.journal").exists(), "no journal left");
-    let o = run(&[&base[..], &["--permit-key=h11suitekey"]].concat());
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let f = bloatlab_results::load(&file).unwrap();
+    assert!(
+        !dir.join("tcp_bidirectional.json.journal").exists(),
+        "no journal left"
+    );
+    let (_, f) = run_test_on(
+        port,
+        &dir,
+        "tcp_bidirectional",
+        &["-l", "2", "--idle", "1", "--permit-key=h11suitekey"],
+    );
     let saved = std::fs::read_to_string(&file).unwrap();
     assert!(!saved.contains("h11suitekey"), "the key is a secret");
     for flow in ["tcp_up_1", "tcp_down_1"] {
@@ -836,7 +792,7 @@ fn a_keyed_server_serves_a_keyed_test_and_refuses_an_unkeyed_one() {
                 .iter()
                 .any(|t| t.name == flow && !t.samples.is_empty()),
             "{flow} carried no data: {:?}",
-            f.metadata.extra.get("notes")
+            f.metadata.notes
         );
     }
     assert!(

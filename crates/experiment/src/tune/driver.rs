@@ -6,8 +6,7 @@
 use super::measure::{self, Direction, Load};
 use super::rate::{RateControl, RateError, RestoreGuard, Target};
 use super::search::{CurvePoint, Measurement, Search, SearchConfig, Step, Verdict};
-use crate::process;
-use crate::runner::{SERVER_ADDR, wait_for_server};
+use bloatlab_suite::session::{self, LabSession};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -165,18 +164,12 @@ pub fn run(
     let tmp = TempDir(std::env::temp_dir().join(format!("bloatlab-tune-{}", std::process::id())));
     std::fs::create_dir_all(&tmp.0)
         .map_err(|e| TuneError::Setup(format!("{}: {e}", tmp.0.display())))?;
-    let port = cfg.port.to_string();
-    let _server = match &cfg.place {
+    // The user's lab: we start (and kill, when it drops) only our server in it.
+    let lab = match &cfg.place {
         Place::Lab(lab) => {
-            let exe_s = cfg.exe.to_string_lossy().into_owned();
-            let s = process::spawn(
-                &cfg.exe,
-                &[
-                    "lab", "exec", lab, "server", "--", &exe_s, "server", "-p", &port,
-                ],
-            )
-            .map_err(TuneError::Setup)?;
-            wait_for_server(&cfg.exe, lab, &port, stop).map_err(TuneError::Setup)?;
+            let mut s = LabSession::existing(&cfg.exe, lab);
+            s.start_server(cfg.port, &[], stop)
+                .map_err(|e| TuneError::Setup(e.to_string()))?;
             Some(s)
         }
         Place::Server(_) => None,
@@ -190,7 +183,7 @@ pub fn run(
         if let Some(bps) = original {
             guard.record(dir, bps);
         }
-        let r = tune_direction(cfg, dir, &guard, &tmp.0, stop, progress)?;
+        let r = tune_direction(cfg, lab.as_ref(), dir, &guard, &tmp.0, stop, progress)?;
         let r = DirectionResult {
             original_bps: original,
             ..r
@@ -212,6 +205,7 @@ pub fn run(
 
 fn tune_direction(
     cfg: &TuneConfig,
+    lab: Option<&LabSession>,
     dir: Direction,
     guard: &RestoreGuard,
     tmp: &std::path::Path,
@@ -260,13 +254,13 @@ fn tune_direction(
         }
         // One retry: on a loaded machine a single test can fail to start (a refused
         // connection while the previous one still closes); a second failure is real.
-        let m = match measure_once(cfg, dir, rate_kbit, rep, tmp, stop).or_else(|e| {
+        let m = match measure_once(cfg, lab, dir, rate_kbit, rep, tmp, stop).or_else(|e| {
             if stop.load(Ordering::Relaxed) {
                 return Err(e);
             }
             tracing::warn!("{} at {rate_kbit} kbit/s: {e}; measuring again", dir.name());
             std::thread::sleep(std::time::Duration::from_secs(1));
-            measure_once(cfg, dir, rate_kbit, rep, tmp, stop)
+            measure_once(cfg, lab, dir, rate_kbit, rep, tmp, stop)
         }) {
             Ok(m) => m,
             Err(_) if stop.load(Ordering::Relaxed) => continue,
@@ -290,6 +284,7 @@ fn tune_direction(
 /// One load at the rate in place: `bloatlab test` (in the lab's client host, or here).
 fn measure_once(
     cfg: &TuneConfig,
+    lab: Option<&LabSession>,
     dir: Direction,
     rate_kbit: u64,
     rep: u32,
@@ -299,22 +294,18 @@ fn measure_once(
     let out = tmp.join(format!("{}-{rate_kbit}kbit-r{rep}.json", dir.name()));
     let _ = std::fs::remove_file(&out);
     let out_s = out.to_string_lossy().into_owned();
-    let exe_s = cfg.exe.to_string_lossy().into_owned();
     let title = format!("tune {} {rate_kbit} kbit/s rep {rep}", dir.name());
-    let (host, mut argv): (&str, Vec<String>) = match &cfg.place {
-        Place::Lab(lab) => (
-            SERVER_ADDR,
-            ["lab", "exec", lab, "client", "--", &exe_s]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-        Place::Server(addr) => (addr.as_str(), Vec::new()),
+    let host = match &cfg.place {
+        Place::Lab(_) => session::server_addr().to_string(),
+        Place::Server(addr) => addr.clone(),
     };
-    argv.extend(["test".into(), dir.test().into(), host.into()]);
+    let mut argv: Vec<String> = vec!["test".into(), dir.test().into(), host];
     argv.extend(measure::test_args(&cfg.load, cfg.port, &out_s, &title));
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let o = process::stoppable(&cfg.exe, &args, stop)?;
+    let o = match lab {
+        Some(lab) => lab.run_in("client", &args, stop)?,
+        None => session::run_stoppable(&cfg.exe, &args, stop)?,
+    };
     if stop.load(Ordering::Relaxed) {
         return Err("interrupted".into());
     }
@@ -322,7 +313,7 @@ fn measure_once(
         return Err(format!(
             "bloatlab test {}: {}",
             dir.test(),
-            process::last_line(&o.stderr)
+            session::last_line(&o.stderr)
         ));
     }
     let file = bloatlab_results::load(&out).map_err(|e| format!("reading {out_s}: {e}"))?;

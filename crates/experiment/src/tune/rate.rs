@@ -12,7 +12,7 @@
 //! and on Ctrl-C alike.
 
 use super::measure::Direction;
-use crate::process;
+use bloatlab_suite::session;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -99,7 +99,7 @@ impl RateControl {
                     format!("{stage}={bps}bit")
                 };
                 let flag = format!("--{}", dir.name());
-                let o = process::quiet(
+                let o = session::run_quiet(
                     &self.exe,
                     &["lab", "set", lab, "--stage-rate", &value, &flag],
                 )
@@ -110,7 +110,7 @@ impl RateControl {
                 if !o.status.success() {
                     return Err(RateError::Lab {
                         lab: lab.clone(),
-                        message: process::last_line(&o.stderr)
+                        message: session::last_line(&o.stderr)
                             .trim_start_matches("bloatlab: error: ")
                             .to_string(),
                     });
@@ -137,7 +137,7 @@ impl RateControl {
                         None => "was killed by a signal".into(),
                     },
                     command,
-                    message: process::last_line(&o.stderr),
+                    message: session::last_line(&o.stderr),
                 })
             }
         }
@@ -153,9 +153,9 @@ impl RateControl {
             lab: lab.clone(),
             message,
         };
-        let o = process::quiet(&self.exe, &["lab", "status", lab, "--json"]).map_err(err)?;
+        let o = session::run_quiet(&self.exe, &["lab", "status", lab, "--json"]).map_err(err)?;
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).map_err(|_| {
-            err(process::last_line(&o.stderr)
+            err(session::last_line(&o.stderr)
                 .trim_start_matches("bloatlab: error: ")
                 .to_string())
         })?;

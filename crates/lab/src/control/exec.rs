@@ -3,6 +3,7 @@
 //! the lab's addresses in the environment.
 
 use crate::error::LabError;
+use crate::exec_env::{HostAddrs, LabEnv};
 use crate::lab::check_privilege;
 use crate::state::StateDir;
 use crate::{names, netns};
@@ -89,23 +90,19 @@ fn try_exec(
     netns::enter(&fd)?;
     // Tools reading /sys/class/net then see the lab's interfaces. Best effort.
     bloatlab_os::process::private_sysfs();
+    let hosts = st
+        .hosts
+        .iter()
+        .map(|h| HostAddrs {
+            name: h.name.clone(),
+            v4: h.addr,
+            // Labs recorded before IPv6 have no IPv6 address.
+            v6: (!h.addr6.is_unspecified()).then_some(h.addr6),
+        })
+        .collect();
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .env("BLOATLAB_LAB", name)
-        .env("BLOATLAB_HOST", &h.name);
-    for h in &st.hosts {
-        cmd.env(
-            format!("BLOATLAB_{}", h.name.to_uppercase()),
-            h.addr.to_string(),
-        );
-        // Labs recorded before IPv6 have no IPv6 address.
-        if !h.addr6.is_unspecified() {
-            cmd.env(
-                format!("BLOATLAB_{}6", h.name.to_uppercase()),
-                h.addr6.to_string(),
-            );
-        }
-    }
+        .envs(LabEnv::new(name, &h.name, hosts).vars());
     Err(ExecError::Run {
         program: program.clone(),
         source: cmd.exec(),

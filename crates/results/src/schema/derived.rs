@@ -26,6 +26,46 @@ pub struct SeriesDerived {
     pub phases: Vec<LatencyPhaseDerived>,
 }
 
+/// A bufferbloat grade, best first, spelled in the file as the grade table spells it
+/// (`"A+"`, `"A"`, ..., `"F"`; there is no E). `bloatlab_stats::Grade` computes it
+/// (`crate::convert`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GradeRecord {
+    /// A+.
+    #[serde(rename = "A+")]
+    APlus,
+    /// A.
+    A,
+    /// B.
+    B,
+    /// C.
+    C,
+    /// D.
+    D,
+    /// F.
+    F,
+}
+
+impl GradeRecord {
+    /// `"A+"`, `"A"`, ..., `"F"`: the spelling in the file, the terminal and the HTML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GradeRecord::APlus => "A+",
+            GradeRecord::A => "A",
+            GradeRecord::B => "B",
+            GradeRecord::C => "C",
+            GradeRecord::D => "D",
+            GradeRecord::F => "F",
+        }
+    }
+}
+
+impl std::fmt::Display for GradeRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One series in one phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyPhaseDerived {
@@ -51,8 +91,9 @@ pub struct LatencyPhaseDerived {
     pub delay: Option<DelayDerived>,
     /// Phase median − idle median, ns (negative if latency fell); null for idle phases.
     pub induced_ns: Option<i64>,
-    /// A+..F on the induced latency.
-    pub grade: Option<String>,
+    /// A+..F on the induced latency (the table in `bloatlab_stats::grade`); null for
+    /// idle phases and one-way series.
+    pub grade: Option<GradeRecord>,
     /// "Probe RPM": `60000 / trimmed mean` of this series' round trips in ms (loaded
     /// phases of RTT series). Not the draft's responsiveness, which `bloatlab rpm`
     /// measures over HTTP (docs/rpm.md); `rpm` in version 2 files (migrated).

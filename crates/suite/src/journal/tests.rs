@@ -184,11 +184,13 @@ fn a_journal_without_an_end_recovers_as_incomplete_at_the_phase_reached() {
     let out = crate::run::recover(&config(&j, "bloatlab".into()).unwrap(), &j).unwrap();
     let m = &out.file.metadata;
     assert!(m.interrupted);
-    let inc = &m.extra["incomplete"];
-    assert_eq!(inc["phase_reached"], "loaded", "{inc}");
-    assert_eq!(inc["reached_ns"], 3_000_000_000u64);
-    let missing = inc["runners_missing"].as_array().unwrap();
-    assert!(missing.iter().any(|r| r == "tcp_up_1"), "{inc}");
+    let inc = m.incomplete.as_ref().expect("metadata.incomplete");
+    assert_eq!(inc.phase_reached.as_deref(), Some("loaded"), "{inc:?}");
+    assert_eq!(inc.reached_ns, 3_000_000_000u64);
+    assert!(
+        inc.runners_missing.iter().any(|r| r == "tcp_up_1"),
+        "{inc:?}"
+    );
     assert_eq!(m.extra["recovered_from_journal"], true);
     // Phases are cut where the run got.
     assert_eq!(out.file.raw.phases.last().unwrap().end_ns, 3_000_000_000);
