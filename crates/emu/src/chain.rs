@@ -31,12 +31,14 @@
 //! line), a store-and-forward router hands the modem a full packet and, 1.7 ms later, a ping,
 //! which then waits 14.5 ms in the modem's FIFO; a real shaper's modem is idle by then.
 
+use crate::capacity::{Capacity, Schedule};
 use crate::config::LinkConfig;
 use crate::counters::{Counters, SojournHistogram};
 use crate::link::Link;
 use crate::spec::{Problem, SpecError};
 use crate::trace::TraceFn;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One stage as the user describes it: an optional name and its link config.
@@ -59,8 +61,8 @@ pub struct StageError {
 }
 
 /// Keys a stage takes besides the qdisc's own parameters (see [`LinkConfig::set`]).
-pub const STAGE_KEYS: &str =
-    "name, rate, delay, jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
+pub const STAGE_KEYS: &str = "name, rate (RATE, schedule:STEPS or trace:FILE), delay (TIME or \
+     schedule:STEPS), jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
 
 /// One stage as written (a `--stage` value), before it has a position in a chain: its name
 /// if one was given, and its link. [`StageSpec::at`] places it.
@@ -99,13 +101,11 @@ pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageErro
 pub fn parse_stage_words(text: &str) -> Result<StageSpec, SpecError> {
     let mut name = None;
     let mut pairs = Vec::new();
-    for word in text
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|w| !w.is_empty())
-    {
+    let words = words(text);
+    for word in &words {
         let (k, v) = match word.split_once('=') {
             Some((k, v)) => (k, Some(v)),
-            None => (word, None),
+            None => (word.as_str(), None),
         };
         if k == "name" {
             let v = v.unwrap_or("");
@@ -138,9 +138,65 @@ pub fn parse_stage_words(text: &str) -> Result<StageSpec, SpecError> {
     })
 }
 
+/// The words of a stage: split at spaces and commas, except that the commas between the
+/// steps of a schedule (`rate=schedule:0s/20mbit,5s/5mbit`) stay in its word: a piece without
+/// `=` that holds a `/` continues the schedule before it.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+    {
+        let continues = !piece.contains('=')
+            && piece.contains('/')
+            && out.last().is_some_and(|w| w.contains("=schedule:"));
+        match out.last_mut() {
+            Some(last) if continues => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+    }
+    out
+}
+
 impl crate::spelled::TcValue for StageSpec {
     fn parse_tc(text: &str) -> Result<Self, SpecError> {
         parse_stage_words(text)
+    }
+}
+
+/// A change to one stage while the chain runs ([`Chain::set_stage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageSetting {
+    /// A fixed rate (`None`: unlimited), or with a capacity, a schedule or trace.
+    Rate(Option<bloatlab_units::BitRate>, Option<Capacity>),
+    /// A fixed one-way delay, or with a schedule, a delay schedule.
+    Delay(Duration, Option<Arc<Schedule<Duration>>>),
+}
+
+impl StageSetting {
+    /// Parses `value` for the stage key `key` (`rate` or `delay`) as a stage's words spell it:
+    /// `9mbit`, `schedule:0s/20mbit,5s/5mbit`, `trace:FILE` (read now), `40ms`,
+    /// `schedule:0s/20ms,10s/200ms`.
+    pub fn parse(key: &str, value: &str) -> Result<StageSetting, SpecError> {
+        let mut cfg = LinkConfig::default();
+        match key {
+            "rate" => {
+                cfg.set(key, Some(value))?;
+                Ok(StageSetting::Rate(cfg.rate, cfg.capacity))
+            }
+            "delay" => {
+                cfg.set(key, Some(value))?;
+                Ok(StageSetting::Delay(cfg.delay, cfg.delay_schedule))
+            }
+            _ => Err(SpecError::new(
+                "stage setting",
+                key,
+                Problem::UnknownName("rate, delay".into()),
+            )),
+        }
     }
 }
 
@@ -246,6 +302,18 @@ impl Chain {
         stage: &str,
         rate: Option<bloatlab_units::BitRate>,
     ) -> Result<String, SpecError> {
+        self.set_stage(now, stage, &StageSetting::Rate(rate, None))
+    }
+
+    /// Applies `setting` to one stage at `now` (`lab set --stage-rate/--stage-delay`), the
+    /// stage named as in [`Chain::set_rate`]. A schedule or trace given now starts from its
+    /// own time zero at `now`.
+    pub fn set_stage(
+        &mut self,
+        now: Duration,
+        stage: &str,
+        setting: &StageSetting,
+    ) -> Result<String, SpecError> {
         let i = self
             .stages
             .iter()
@@ -269,7 +337,12 @@ impl Chain {
         // sees its arrivals in time order.
         self.hand_over(now);
         let (name, link) = &mut self.stages[i];
-        link.set_rate(now, rate);
+        match setting {
+            StageSetting::Rate(rate, capacity) => link.set_capacity(now, *rate, capacity.as_ref()),
+            StageSetting::Delay(delay, schedule) => {
+                link.set_delay_schedule(now, *delay, schedule.clone())
+            }
+        }
         Ok(name.clone())
     }
 

@@ -29,14 +29,14 @@ pub trait LinkModel: Send {
     fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
         None
     }
-    /// Changes the rate of stage `stage` (name or 1-based position) at `now`
-    /// (`lab set --stage-rate`); returns the stage's name. Only chains have
-    /// stages.
-    fn set_stage_rate(
+    /// Changes the rate or delay of stage `stage` (name or 1-based
+    /// position) at `now` (`lab set --stage-rate/--stage-delay`); returns
+    /// the stage's name. Only chains have stages.
+    fn set_stage(
         &mut self,
         _now: Duration,
         stage: &str,
-        _rate: Option<bloatlab_units::BitRate>,
+        _setting: &bloatlab_emu::StageSetting,
     ) -> std::result::Result<String, String> {
         Err(format!(
             "no stage {stage:?}: this direction is not a chain of stages (lab up --stage)"
@@ -164,7 +164,8 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
             .map_err(|e| flag_error(dir, e))?;
     }
     if let Some(r) = &s.rate {
-        cfg.rate = Some(*r.get());
+        cfg.rate = Some(r.get().nominal);
+        cfg.capacity = r.get().capacity.clone();
     }
     if let Some(d) = &s.delay {
         cfg.delay = *d.get();

@@ -21,8 +21,7 @@
 
 use crate::error::{LabError, Result};
 use crate::names;
-use bloatlab_emu::{Limit, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
-use bloatlab_units::BitRate;
+use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -50,8 +49,9 @@ pub enum Backend {
 /// module's `check` (crate::lab::check).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkSpec {
-    /// Bottleneck rate (`20mbit`); `None` = unshaped.
-    pub rate: Option<Spelled<BitRate>>,
+    /// Bottleneck rate (`20mbit`, `schedule:0s/20mbit,5s/5mbit`, `trace:FILE`);
+    /// `None` = unshaped.
+    pub rate: Option<Spelled<LinkRate>>,
     /// One-way propagation delay (`20ms`).
     pub delay: Option<Spelled<Duration>>,
     /// Delay jitter (`1ms`).

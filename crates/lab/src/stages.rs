@@ -126,13 +126,13 @@ impl LinkModel for Chain {
             l.set_delay(delay);
         }
     }
-    fn set_stage_rate(
+    fn set_stage(
         &mut self,
         now: Duration,
         stage: &str,
-        rate: Option<bloatlab_units::BitRate>,
+        setting: &bloatlab_emu::StageSetting,
     ) -> std::result::Result<String, String> {
-        Chain::set_rate(self, now, stage, rate).map_err(|e| e.to_string())
+        Chain::set_stage(self, now, stage, setting).map_err(|e| e.to_string())
     }
 }
 
