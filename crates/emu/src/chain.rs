@@ -404,6 +404,66 @@ impl Chain {
 }
 
 #[cfg(test)]
+mod capacity_tests {
+    use super::*;
+    use bloatlab_units::BitRate;
+
+    /// The commas between a schedule's steps stay in its word; the other commas still
+    /// separate words.
+    #[test]
+    fn stage_words_keep_a_schedules_commas() {
+        let s = parse_stage(
+            "name=sky rate=schedule:0s/20mbit,5s/5mbit,qdisc=fifo,limit=10p \
+             delay=schedule:0s/10ms, 2s/30ms",
+            1,
+        )
+        .unwrap();
+        assert_eq!(s.name, "sky");
+        let Some(crate::Capacity::Schedule(r)) = &s.link.capacity else {
+            panic!("{:?}", s.link)
+        };
+        assert_eq!(r.steps().len(), 2);
+        assert_eq!(s.link.rate, Some(BitRate(20_000_000)));
+        assert_eq!(s.link.qdisc.kind(), crate::Qdisc::Fifo);
+        let d = s.link.delay_schedule.as_ref().unwrap();
+        assert_eq!(d.at(Duration::from_secs(3)), Duration::from_millis(30));
+        let e = parse_stage("rate=schedule:0s/20mbit,5s/0mbit", 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("stage 2: rate: \"schedule:0s/20mbit,5s/0mbit\""),
+            "{e}"
+        );
+    }
+
+    /// `Chain::set_stage` reaches the named stage: a delay there, a schedule starting now.
+    #[test]
+    fn set_stage_changes_one_stages_delay_or_rate() {
+        let st = [
+            parse_stage("name=a rate=12mbit", 1).unwrap(),
+            parse_stage("name=b delay=10ms", 2).unwrap(),
+        ];
+        let mut c = Chain::new(&st, 1).unwrap();
+        let d = StageSetting::parse("delay", "30ms").unwrap();
+        assert_eq!(c.set_stage(Duration::ZERO, "b", &d).unwrap(), "b");
+        let r = StageSetting::parse("rate", "schedule:0s/6mbit,1s/12mbit").unwrap();
+        assert_eq!(c.set_stage(Duration::ZERO, "1", &r).unwrap(), "a");
+        let mut p = vec![0u8; 1500];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        p[9] = 17;
+        c.enqueue(Duration::ZERO, p);
+        // 2 ms at 6 Mbit/s, then 30 ms.
+        let mut t = Duration::ZERO;
+        while c.dequeue(t).is_none() {
+            t = c.next_event().unwrap();
+        }
+        assert_eq!(t, Duration::from_millis(32));
+        assert!(c.set_stage(t, "c", &d).is_err());
+        assert!(StageSetting::parse("qdisc", "fifo").is_err());
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

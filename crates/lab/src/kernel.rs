@@ -308,6 +308,13 @@ mod tests {
         assert!(field == "--offload" && why.contains("userspace"), "{why}");
         let (field, value, _) = kernel(&|s| s.driver.trace = Some("/tmp/t".into()));
         assert_eq!((field.as_str(), value.as_str()), ("--trace", "/tmp/t"));
+        let (field, value, why) =
+            kernel(&|s| s.down.rate = Some("schedule:0s/20mbit,5s/5mbit".parse().unwrap()));
+        assert_eq!(
+            (field.as_str(), value.as_str()),
+            ("--rate/--down-rate", "schedule:0s/20mbit,5s/5mbit")
+        );
+        assert!(why.contains("userspace"), "{why}");
         let (field, value, why) = kernel(&|s| s.up.rate = Some("40gbit".parse().unwrap()));
         assert_eq!(
             (field.as_str(), value.as_str()),

@@ -376,6 +376,51 @@ mod tests {
         assert!(e.contains("has no stages"), "{e}");
     }
 
+    /// Schedules, traces and delays travel as written; `path` takes a delay
+    /// but no rate; bad ones are refused naming the flag and what is wrong.
+    #[test]
+    fn schedules_traces_and_delays_are_checked_and_sent_as_written() {
+        let st = lab(&["name=router rate=9mbit qdisc=fq_codel"]);
+        let c = parse(&st, "router=schedule:0s/20mbit,5s/5mbit", &["up"]).unwrap();
+        assert_eq!(c[0].rate_bit_s, 20_000_000);
+        assert_eq!(c[0].describe(), "rate schedule:0s/20mbit,5s/5mbit");
+        assert_eq!(
+            c[0].setting().unwrap(),
+            StageSetting::parse("rate", "schedule:0s/20mbit,5s/5mbit").unwrap()
+        );
+        // A fixed rate keeps the old wire form.
+        let c = parse(&st, "1=9mbit", &["up"]).unwrap();
+        assert_eq!((c[0].key.as_ref(), c[0].value.as_ref()), (None, None));
+        let c = parse_setting(&st, "delay", "path=schedule:0s/10ms,1s/50ms", &["down"]).unwrap();
+        assert_eq!((c[0].stage.as_str(), c[0].rate_bit_s), ("path", 0));
+        assert!(matches!(
+            c[0].setting().unwrap(),
+            StageSetting::Delay(d, Some(_)) if d == Duration::from_millis(10)
+        ));
+        let e = parse(&st, "path=1mbit", &["up"]).unwrap_err().to_string();
+        assert!(e.contains("no stage \"path\""), "{e}");
+        for (key, v, want) in [
+            (
+                "rate",
+                "1=schedule:0s/20mbit,5s/-1mbit",
+                "must not be negative",
+            ),
+            (
+                "rate",
+                "1=trace:/nonexistent/h23r.trace",
+                "/nonexistent/h23r.trace",
+            ),
+            ("delay", "1=soon", "is not a number"),
+            ("delay", "1", "STAGE=DELAY"),
+        ] {
+            let e = parse_setting(&st, key, v, &["up"]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--stage-{key}")) && e.contains(want),
+                "{v}: {e}"
+            );
+        }
+    }
+
     /// The file protocol without a daemon: a request nobody answers times
     /// out and is withdrawn; an answered one returns the reply's stages.
     #[test]
