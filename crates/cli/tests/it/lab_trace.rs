@@ -221,3 +221,81 @@ fn shipped_traces_parse_and_trace_gen_reproduces_them() {
         );
     }
 }
+
+/// `lab set` changes a running stage's delay and gives it a schedule or a trace; the
+/// emulator follows at once (RTT, `lab status`) and the queues are kept.
+#[test]
+fn lab_set_changes_a_stages_delay_and_rate_live() {
+    if !tier::root("lab_set_changes_a_stages_delay_and_rate_live") {
+        return;
+    }
+    let dir = tempdir();
+    let file = dir.path().join("step.trace");
+    let o = bl(&[
+        "lab",
+        "trace-gen",
+        "step",
+        "-o",
+        &file.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lab = LabGuard::up(
+        "trs",
+        &[
+            "--stage",
+            "name=shaper rate=50mbit qdisc=fq_codel",
+            "--delay",
+            "10ms",
+        ],
+    );
+    let mut before = fping_rtts(&lab, "client", "10.77.0.2", 10, 200);
+    let m0 = median(&mut before);
+    assert!((19.0..=23.0).contains(&m0), "RTT before {m0:.2} ms");
+    let o = bl(&[
+        "lab",
+        "set",
+        &lab.name,
+        "--up",
+        "--stage-delay",
+        "path=schedule:0s/40ms,3600s/40ms",
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("stage up/path delay schedule:0s/40ms,3600s/40ms"),
+        "{}",
+        stdout(&o)
+    );
+    let mut after = fping_rtts(&lab, "client", "10.77.0.2", 10, 200);
+    let m1 = median(&mut after);
+    // Up 40 ms, down 10 ms; the calibration's trim still applies.
+    assert!(
+        (49.0..=53.0).contains(&m1),
+        "RTT after {m1:.2} ms ({after:?})"
+    );
+    let o = bl(&[
+        "lab",
+        "set",
+        &lab.name,
+        "--stage-rate",
+        &format!("shaper=trace:{}", file.display()),
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    std::thread::sleep(Duration::from_millis(700));
+    let st = lab.status();
+    for d in 0..2 {
+        let stage = &st["counters"]["directions"][d][1]["link"]["stages"][0];
+        assert_eq!(stage["name"], "shaper", "{st}");
+        // The trace's mean: 10 417 packets of 1500 bytes per 10 s.
+        let r = stage["rate_bit_s"].as_u64().unwrap_or(0);
+        assert!((12_490_000..=12_510_000).contains(&r), "{stage}");
+    }
+    let o = bl(&[
+        "lab",
+        "set",
+        &lab.name,
+        "--stage-rate",
+        "shaper=schedule:0s/1mbit,1s/0mbit",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--stage-rate"), "{}", stderr(&o));
+}
