@@ -521,6 +521,18 @@ impl crate::spelled::TcValue for LinkRate {
             }),
         }
     }
+
+    /// A stored `trace:FILE` whose file cannot be read any more reads back as a placeholder
+    /// (1 bit/s, no capacity): the lab's state stays readable.
+    fn parse_stored(text: &str) -> Result<Self, SpecError> {
+        match Self::parse_tc(text) {
+            Err(_) if text.trim().starts_with("trace:") => Ok(LinkRate {
+                nominal: BitRate(1),
+                capacity: None,
+            }),
+            r => r,
+        }
+    }
 }
 
 impl From<BitRate> for LinkRate {

@@ -211,7 +211,9 @@ fn opportunities_are_byte_credit() {
 #[test]
 fn waiting_for_an_opportunity_is_sojourn() {
     let mut l = link_with(trace("10\n20\n"));
-    let seen: Arc<Mutex<Vec<(Duration, Option<Duration>)>>> = Arc::default();
+    // (time, sojourn) of each departure.
+    type Sent = Vec<(Duration, Option<Duration>)>;
+    let seen: Arc<Mutex<Sent>> = Arc::default();
     let log = seen.clone();
     l.set_trace(Some(Box::new(move |e: &TraceEvent| {
         if e.verdict == Verdict::Sent {
@@ -269,7 +271,7 @@ fn a_saturated_link_follows_a_20_5_trace_within_3_percent_per_second() {
     let mut l = link_with(Capacity::Trace(Arc::new(tr)));
     let got = delivered_per_second(&mut l, 30);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        let nominal = if (i / 5) % 2 == 0 { 20e6 } else { 5e6 };
+        let nominal = if (i / 5).is_multiple_of(2) { 20e6 } else { 5e6 };
         assert!(
             (w - nominal).abs() / nominal < 0.01,
             "trace window {i}: {w}"
@@ -293,7 +295,7 @@ fn a_saturated_link_follows_a_schedule_within_3_percent_per_second() {
     let mut l = link_with(Capacity::Schedule(Arc::new(s)));
     let got = delivered_per_second(&mut l, 30);
     for (i, g) in got.iter().enumerate() {
-        let w = if (i / 5) % 2 == 0 { 20e6 } else { 5e6 };
+        let w = if (i / 5).is_multiple_of(2) { 20e6 } else { 5e6 };
         assert!(
             (g - w).abs() / w <= 0.03,
             "window {i}: delivered {g} vs {w}"

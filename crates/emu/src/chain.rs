@@ -165,6 +165,21 @@ impl crate::spelled::TcValue for StageSpec {
     fn parse_tc(text: &str) -> Result<Self, SpecError> {
         parse_stage_words(text)
     }
+
+    /// A stored stage whose trace file cannot be read any more reads back without its rate
+    /// (see [`crate::TcValue::parse_stored`]).
+    fn parse_stored(text: &str) -> Result<Self, SpecError> {
+        parse_stage_words(text).or_else(|e| {
+            let kept: Vec<String> = words(text)
+                .into_iter()
+                .filter(|w| !w.starts_with("rate=trace:"))
+                .collect();
+            if kept.len() == words(text).len() {
+                return Err(e);
+            }
+            parse_stage_words(&kept.join(" ")).or(Err(e))
+        })
+    }
 }
 
 /// A change to one stage while the chain runs ([`Chain::set_stage`]).

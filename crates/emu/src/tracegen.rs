@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(t.period(), Duration::from_secs(10));
         let w = t.rate_per_window(Duration::ZERO, Duration::from_secs(1), 20);
         for (i, r) in w.iter().enumerate() {
-            let want = if (i / 5) % 2 == 0 { 20e6 } else { 5e6 };
+            let want = if (i / 5).is_multiple_of(2) { 20e6 } else { 5e6 };
             // Within one packet per second (12 kbit/s) plus the loop's one extra packet.
             assert!((r - want).abs() <= 24_000.0, "window {i}: {r} vs {want}");
         }

@@ -164,8 +164,12 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
             .map_err(|e| flag_error(dir, e))?;
     }
     if let Some(r) = &s.rate {
-        cfg.rate = Some(r.get().nominal);
-        cfg.capacity = r.get().capacity.clone();
+        // Parsed again: a rate read back from the state file may be a
+        // placeholder for a trace whose file has gone (`TcValue::parse_stored`).
+        let r = <bloatlab_emu::LinkRate as bloatlab_emu::TcValue>::parse_tc(r.text())
+            .map_err(|e| flag_error(dir, e))?;
+        cfg.rate = Some(r.nominal);
+        cfg.capacity = r.capacity;
     }
     if let Some(d) = &s.delay {
         cfg.delay = *d.get();

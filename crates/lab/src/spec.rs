@@ -430,4 +430,35 @@ mod tests {
         let back: LabSpec = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
     }
+
+    /// A lab whose trace file has gone since `lab up` still reads back (so
+    /// `lab status` and `lab down` work); building its links says why not.
+    #[test]
+    fn a_stored_trace_whose_file_has_gone_reads_back() {
+        let dir = std::env::temp_dir().join(format!("h23r-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.trace");
+        std::fs::write(&f, "1\n2\n").unwrap();
+        let mut s = LabSpec::new("t");
+        s.up.rate = Some(format!("trace:{}", f.display()).parse().unwrap());
+        s.down.stages = vec![
+            format!("name=sky rate=trace:{} qdisc=fifo", f.display())
+                .parse()
+                .unwrap(),
+        ];
+        let v = serde_json::to_value(&s).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let back: LabSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            back.up.rate.as_ref().unwrap().text(),
+            s.up.rate.unwrap().text()
+        );
+        assert_eq!(back.down.stages[0].get().name.as_deref(), Some("sky"));
+        let e = crate::model::build("up", &back.up, 1, None).err().unwrap();
+        assert!(e.to_string().contains("x.trace"), "{e}");
+        let e = crate::model::build("down", &back.down, 1, None)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("x.trace"), "{e}");
+    }
 }

@@ -36,12 +36,17 @@ pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>
         return Ok(None);
     }
     s.check(dir)?;
+    // Parsed again from the text: a stage read back from the state file
+    // may hold a placeholder for a trace whose file has gone
+    // (`TcValue::parse_stored`); building a link must read the trace.
     let mut stages: Vec<StageConfig> = s
         .stages
         .iter()
         .zip(1..)
-        .map(|(st, pos)| st.get().clone().at(pos))
-        .collect();
+        .map(|(st, pos)| {
+            bloatlab_emu::parse_stage(st.text(), pos).map_err(|e| stage_error(dir, st.text(), e))
+        })
+        .collect::<Result<_>>()?;
     let path = LinkConfig {
         delay: s.delay.as_ref().map_or(Duration::ZERO, |d| *d.get()),
         jitter: s.jitter.as_ref().map_or(Duration::ZERO, |d| *d.get()),

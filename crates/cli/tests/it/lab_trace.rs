@@ -126,7 +126,11 @@ fn a_lab_link_follows_a_20_5_trace_within_3_percent_per_second() {
         }
         let got = (b1 - b0) * 8.0;
         let w = want[k as usize];
-        let nominal = if (k as u64 / 5) % 2 == 0 { 20e6 } else { 5e6 };
+        let nominal = if (k as u64 / 5).is_multiple_of(2) {
+            20e6
+        } else {
+            5e6
+        };
         assert!((w - nominal).abs() / nominal < 0.01, "trace at {k} s: {w}");
         eprintln!(
             "window {k}-{} s: delivered {:.3} Mbit/s, trace {:.3}",
