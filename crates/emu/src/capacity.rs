@@ -32,6 +32,9 @@ pub const OPPORTUNITY_BYTES: u64 = 1500;
 /// Most steps a schedule may have (a typo guard; a trace is the tool for fine detail).
 pub const MAX_STEPS: usize = 10_000;
 
+/// Largest trace file read (50 million lines of up to 9 digits and a newline, and comments).
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
 /// Most opportunities a trace file may hold: 50 million lines is 10 minutes of 1 Gbit/s.
 pub const MAX_OPPORTUNITIES: usize = 50_000_000;
 
@@ -293,11 +296,21 @@ impl CapacityTrace {
     /// Reads and parses the trace file at `path`. The only file access of this crate, made
     /// while a config is built, never while the link runs.
     pub fn load(path: &str) -> Result<CapacityTrace, TraceError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TraceError {
+        use std::io::Read;
+        let err = |why: String| TraceError {
             file: path.to_string(),
             line: None,
-            why: e.to_string(),
-        })?;
+            why,
+        };
+        // Bounded: `trace:/dev/zero` must be an error, not all the memory there is.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| err(e.to_string()))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(err(format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| err("not text (UTF-8)".into()))?;
         CapacityTrace::parse(path, &text)
     }
 

@@ -145,6 +145,9 @@ fn bad_traces_name_the_file_and_line() {
     assert_eq!(c.rate, Some(BitRate(18_000_000)));
     assert_eq!(c.capacity.as_ref().unwrap().max(), BitRate(24_000_000));
     std::fs::remove_dir_all(&dir).unwrap();
+    // A device that never ends is refused, not read into memory.
+    let e = CapacityTrace::load("/dev/zero").unwrap_err();
+    assert_eq!(e.to_string(), "/dev/zero: larger than 512 MiB");
 }
 
 #[test]
