@@ -75,6 +75,9 @@ pub struct Link {
     /// What [`Link::set_delay`] took off the configured delay (the lab's calibration trim),
     /// taken off every delay since, scheduled or not.
     delay_trim: Duration,
+    /// Qdiscs replaced by [`Link::set_qdisc`] that still hold packets, oldest first: the
+    /// serializer empties them before it serves `qdisc`. Empty unless the qdisc was changed.
+    retiring: Vec<Box<dyn QueueDiscipline>>,
 }
 
 impl fmt::Debug for Link {
@@ -136,6 +139,7 @@ impl Link {
             delay_configured: cfg.delay,
             delay_base: cfg.delay,
             delay_trim: Duration::ZERO,
+            retiring: Vec::new(),
         })
     }
 
@@ -203,7 +207,7 @@ impl Link {
     /// while the qdisc holds packets, a lower bound on when the next of them can be delivered.
     /// `None` when the link is empty.
     pub fn next_event(&self) -> Option<Duration> {
-        let queued = (self.qdisc.backlog().packets > 0).then(|| {
+        let queued = (self.active().backlog().packets > 0).then(|| {
             let start = self.next_start();
             let t = start + self.min_delay().saturating_sub(self.max_negative_jitter());
             match &self.line {
@@ -325,7 +329,36 @@ impl Link {
         };
         self.rate = rate;
         self.qdisc.set_link_rate(rate);
+        for q in &mut self.retiring {
+            q.set_link_rate(rate);
+        }
         self.advance(now);
+    }
+
+    /// Replaces the queue discipline at `now` (`lab set --stage-qdisc`). Packets queued in the
+    /// old one are not lost: the serializer sends them first, under the old qdisc's rules, and
+    /// packets arriving from `now` on queue in the new one. Refuses a config that does not
+    /// validate.
+    pub fn set_qdisc(&mut self, now: Duration, cfg: &crate::QdiscConfig) -> Result<(), SpecError> {
+        cfg.validate()?;
+        let now = self.tick(now);
+        self.advance(now);
+        let seed = splitmix(self.hash_key ^ now.as_nanos() as u64);
+        let old = std::mem::replace(&mut self.qdisc, cfg.build(seed, self.rate));
+        if old.backlog().packets > 0 {
+            self.retiring.push(old);
+        }
+        self.advance(now);
+        Ok(())
+    }
+
+    /// The qdisc the serializer serves now: the oldest replaced one that still holds packets,
+    /// else the current one.
+    fn active(&self) -> &dyn QueueDiscipline {
+        match self.retiring.iter().find(|q| q.backlog().packets > 0) {
+            Some(q) => q.as_ref(),
+            None => self.qdisc.as_ref(),
+        }
     }
 
     fn tick(&mut self, now: Duration) -> Duration {
@@ -338,7 +371,7 @@ impl Link {
         let t = self
             .link_free
             .max(self.last_input)
-            .max(self.qdisc.ready_at());
+            .max(self.active().ready_at());
         match &self.varying {
             None => t,
             // A trace's next opportunity: the wait for it is queueing (the packet is still
@@ -358,7 +391,10 @@ impl Link {
     /// serializing by `now` leaves the qdisc at its virtual start time and enters the delay line.
     fn advance(&mut self, now: Duration) {
         loop {
-            if self.qdisc.backlog().packets == 0 {
+            if !self.retiring.is_empty() {
+                self.retiring.retain(|q| q.backlog().packets > 0);
+            }
+            if self.active().backlog().packets == 0 {
                 break;
             }
             let start = self.next_start();
@@ -369,7 +405,11 @@ impl Link {
                 counters: &mut self.counters,
                 trace: &mut self.trace,
             };
-            let Some(pkt) = self.qdisc.dequeue(start, &mut sink) else {
+            let q = match self.retiring.first_mut() {
+                Some(q) => q,
+                None => &mut self.qdisc,
+            };
+            let Some(pkt) = q.dequeue(start, &mut sink) else {
                 // Everything left was dropped (or the qdisc's shaper is not ready yet).
                 break;
             };
@@ -436,7 +476,10 @@ impl Link {
             });
             self.counters.in_transit.add(len);
         }
-        let b = self.qdisc.backlog();
+        let mut b = self.qdisc.backlog();
+        for q in &self.retiring {
+            b = b.plus(q.backlog());
+        }
         self.counters.backlog = PacketBytes {
             packets: b.packets,
             bytes: b.bytes,

@@ -102,8 +102,9 @@ pub fn parse(st: &LabState, v: &str, directions: &[&str]) -> Result<Vec<StageRat
 }
 
 /// Like [`parse`] for `key` `rate` (`--stage-rate STAGE=RATE`, the rate
-/// also `schedule:...` or `trace:FILE`) or `delay` (`--stage-delay
-/// STAGE=DELAY`, also `schedule:...`). A trace is read here, so a bad one
+/// also `schedule:...` or `trace:FILE`), `delay` (`--stage-delay
+/// STAGE=DELAY`, also `schedule:...`) or `qdisc` (`--stage-qdisc
+/// 'STAGE=KIND [KEY=VALUE ...]'`). A trace is read here, so a bad one
 /// is refused before the lab is asked, naming the file and line; its path
 /// must be absolute (the CLI makes it so).
 pub fn parse_setting(
@@ -122,10 +123,10 @@ pub fn parse_setting(
         bad(format!(
             "write STAGE={}, e.g. {}",
             key.to_uppercase(),
-            if key == "rate" {
-                "1=9mbit, router=8500kbit or 1=schedule:0s/20mbit,5s/5mbit"
-            } else {
-                "path=40ms or 1=schedule:0s/20ms,10s/200ms"
+            match key {
+                "rate" => "1=9mbit, router=8500kbit or 1=schedule:0s/20mbit,5s/5mbit",
+                "delay" => "path=40ms or 1=schedule:0s/20ms,10s/200ms",
+                _ => "'1=fq_codel target=5ms' or router=cake",
             }
         ))
     })?;
@@ -135,7 +136,7 @@ pub fn parse_setting(
     let (rate_bit_s, plain) = match &setting {
         StageSetting::Rate(Some(r), c) => (r.0, c.is_none()),
         StageSetting::Rate(None, _) => return Err(bad("a rate is needed".into())),
-        StageSetting::Delay(..) => (0, false),
+        StageSetting::Delay(..) | StageSetting::Qdisc(_) => (0, false),
     };
     // A fixed rate travels as bits per second, as before; the rest as written.
     let (key_out, value_out) = if plain {
@@ -397,6 +398,13 @@ mod tests {
             c[0].setting().unwrap(),
             StageSetting::Delay(d, Some(_)) if d == Duration::from_millis(10)
         ));
+        let c = parse_setting(&st, "qdisc", "router=cake bandwidth=8mbit", &["up"]).unwrap();
+        assert_eq!(c[0].describe(), "qdisc cake bandwidth=8mbit");
+        assert!(matches!(c[0].setting().unwrap(), StageSetting::Qdisc(_)));
+        let e = parse_setting(&st, "qdisc", "path=fifo", &["up"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--stage-qdisc") && e.contains("no stage"), "{e}");
         let e = parse(&st, "path=1mbit", &["up"]).unwrap_err().to_string();
         assert!(e.contains("no stage \"path\""), "{e}");
         for (key, v, want) in [

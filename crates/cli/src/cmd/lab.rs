@@ -331,7 +331,7 @@ struct SetArgs {
     #[arg(
         long,
         value_name = "HOST=on|off",
-        required_unless_present_any = ["stage_rate", "stage_delay"]
+        required_unless_present_any = ["stage_rate", "stage_delay", "stage_qdisc"]
     )]
     ecn: Vec<String>,
     /// Rate of a stage of a chained link (`lab up --stage`), by name or
@@ -349,6 +349,12 @@ struct SetArgs {
     /// keeps its calibration.
     #[arg(long, value_name = "STAGE=DELAY")]
     stage_delay: Vec<String>,
+    /// A new queue discipline for a stage, with its parameters as a stage
+    /// writes them: `'1=fq_codel target=5ms'`, `router=cake`. Repeatable.
+    /// Packets queued in the old one are sent first, under its rules; new
+    /// arrivals queue in the new one.
+    #[arg(long, value_name = "STAGE=QDISC [KEY=VALUE ...]")]
+    stage_qdisc: Vec<String>,
     /// `--stage-rate`/`--stage-delay` apply to the up direction (client to server) only.
     #[arg(long, conflicts_with = "down")]
     up: bool,
@@ -575,6 +581,7 @@ fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
         ecn: a.ecn,
         stage_rate: a.stage_rate.iter().map(|v| absolute_traces(v)).collect(),
         stage_delay: a.stage_delay,
+        stage_qdisc: a.stage_qdisc,
         up: a.up,
         down: a.down,
     };

@@ -21,6 +21,8 @@ pub struct SetRequest {
     pub stage_rate: Vec<String>,
     /// `STAGE=DELAY`, the delay also `schedule:...`.
     pub stage_delay: Vec<String>,
+    /// `STAGE=KIND [KEY=VALUE ...]`: a new qdisc for a stage.
+    pub stage_qdisc: Vec<String>,
     /// Stage rates apply to the up direction only.
     pub up: bool,
     /// Stage rates apply to the down direction only.
@@ -50,6 +52,9 @@ pub fn set(dir: &StateDir, name: &str, req: &SetRequest, out: &mut dyn Write) ->
     }
     for v in &req.stage_delay {
         rates.extend(ratectl::parse_setting(&st, "delay", v, directions)?);
+    }
+    for v in &req.stage_qdisc {
+        rates.extend(ratectl::parse_setting(&st, "qdisc", v, directions)?);
     }
     check_privilege("bloatlab lab set")?;
     if !rates.is_empty() {
