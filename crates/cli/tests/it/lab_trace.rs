@@ -303,3 +303,55 @@ fn lab_set_changes_a_stages_delay_and_rate_live() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--stage-rate"), "{}", stderr(&o));
 }
+
+/// `lab set --stage-qdisc` on a loaded lab: a bloated FIFO becomes fq_codel and a sparse
+/// ping's RTT falls from the FIFO's standing queue to near the base RTT, without a rebuild.
+#[test]
+fn lab_set_replaces_a_bloated_fifo_with_fq_codel_under_load() {
+    if !tier::root("lab_set_replaces_a_bloated_fifo_with_fq_codel_under_load") {
+        return;
+    }
+    let _s = load::exclusive();
+    // 300 packets at 10 Mbit/s: 360 ms of queue; base RTT 20 ms.
+    let lab = LabGuard::up(
+        "trq",
+        &[
+            "--stage",
+            "name=shaper rate=10mbit qdisc=fifo limit=300p",
+            "--delay",
+            "10ms",
+        ],
+    );
+    let _srv = lab.iperf3_server();
+    let client = lab.spawn(
+        "client",
+        &["iperf3", "-c", "10.77.0.2", "-t", "10", "-C", "cubic"],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let mut before = fping_rtts(&lab, "client", "10.77.0.2", 8, 250);
+    let o = bl(&[
+        "lab",
+        "set",
+        &lab.name,
+        "--up",
+        "--stage-qdisc",
+        "shaper=fq_codel",
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("stage up/shaper qdisc fq_codel"),
+        "{}",
+        stdout(&o)
+    );
+    // The FIFO's 360 ms drain first.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut after = fping_rtts(&lab, "client", "10.77.0.2", 8, 250);
+    let _ = client.wait_with_output();
+    let (m0, m1) = (median(&mut before), median(&mut after));
+    eprintln!("RTT under load: FIFO {m0:.1} ms, fq_codel {m1:.1} ms");
+    assert!(m0 > 150.0, "the FIFO did not bloat: {before:?}");
+    assert!(m1 < 45.0, "fq_codel did not take over: {after:?}");
+    let st = lab.status();
+    let up = &st["counters"]["directions"][0][1]["link"];
+    assert_eq!(up["dropped"]["loss"]["packets"], 0, "{up}");
+}
