@@ -298,14 +298,11 @@ impl Lab {
     /// for a trace's next opportunity) (docs/lab.md).
     fn start_tracking(&self, em: &Emulator, share: SharedShare) -> Result<Option<IdleProber>> {
         let (up, down) = (&self.spec.up, &self.spec.down);
-        if [up, down]
-            .iter()
-            .any(|d| {
-                !d.stages.is_empty()
-                    || d.jitter.is_some()
-                    || d.rate.as_ref().is_some_and(|r| r.get().capacity.is_some())
-            })
-        {
+        if [up, down].iter().any(|d| {
+            !d.stages.is_empty()
+                || d.jitter.is_some()
+                || d.rate.as_ref().is_some_and(|r| r.get().capacity.is_some())
+        }) {
             tracing::info!("host path tracking off: chained links, jitter or a varying rate");
             return Ok(None);
         }

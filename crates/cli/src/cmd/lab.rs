@@ -75,12 +75,13 @@ struct LinkArgs {
     up_rate: Option<Spelled<LinkRate>>,
     #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = rate_value)]
     down_rate: Option<Spelled<LinkRate>>,
-    /// One-way propagation delay, e.g. `20ms` (RTT = up + down delay).
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<Duration>)]
+    /// One-way propagation delay, e.g. `20ms` (RTT = up + down delay). A
+    /// delay schedule goes in a stage: `--stage 'delay=schedule:0s/20ms,10s/200ms'`.
+    #[arg(long, allow_hyphen_values = true, value_parser = delay_value)]
     delay: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Duration>)]
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = delay_value)]
     up_delay: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Duration>)]
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = delay_value)]
     down_delay: Option<Spelled<Duration>>,
     /// Delay jitter, e.g. `1ms`.
     #[arg(long, allow_hyphen_values = true, value_parser = value::<Duration>)]
@@ -171,6 +172,18 @@ fn words<T: TcValue>(s: &str) -> Result<Spelled<T>, String> {
 /// (the lab's state keeps it, and is read from other directories).
 fn rate_value(s: &str) -> Result<Spelled<LinkRate>, String> {
     Spelled::parse(&absolute_traces(s)).map_err(|e| e.problem.to_string())
+}
+
+/// `--delay`: a time; a schedule is refused saying where it goes.
+fn delay_value(s: &str) -> Result<Spelled<Duration>, String> {
+    if s.trim().starts_with("schedule:") {
+        return Err(
+            "a delay schedule is a stage's: --stage 'delay=schedule:...' (or lab set \
+             --stage-delay on a running lab)"
+                .into(),
+        );
+    }
+    value(s)
 }
 
 /// `--stage`: as [`words`], trace paths made absolute.
@@ -790,6 +803,23 @@ mod tests {
     /// Every link flag's value is parsed by clap with the emulator's parser:
     /// a bad one is a clap usage error naming that exact flag and the
     /// emulator's reason, before any spec exists.
+    /// A relative trace path is made absolute (the lab's state is read from other
+    /// directories); everything else is left as written.
+    #[test]
+    fn trace_paths_are_made_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            absolute_traces("name=a rate=trace:t/x.trace,qdisc=fifo"),
+            format!("name=a rate=trace:{}/t/x.trace,qdisc=fifo", cwd.display())
+        );
+        assert_eq!(absolute_traces("trace:/abs/x"), "trace:/abs/x");
+        assert_eq!(
+            absolute_traces("rate=schedule:0s/1mbit,1s/2mbit"),
+            "rate=schedule:0s/1mbit,1s/2mbit"
+        );
+        assert_eq!(absolute_traces("trace:"), "trace:");
+    }
+
     #[test]
     fn bad_link_values_are_refused_by_clap_naming_the_exact_flag() {
         for (flag, value, why) in [
@@ -814,6 +844,18 @@ mod tests {
             ("--up-stage", "rate=9mbit limit=0p", "limit: \"0p\""),
             ("--down-stage", "name=a/b rate=1mbit", "name"),
             ("--spin", "fast", "not a number"),
+            ("--down-rate", "schedule:0s/1mbit,1s/0mbit", "step 2"),
+            (
+                "--rate",
+                "trace:/nonexistent/h23r.trace",
+                "/nonexistent/h23r.trace",
+            ),
+            ("--delay", "schedule:0s/20ms", "a stage's"),
+            (
+                "--stage",
+                "rate=schedule:0s/1mbit,1s/-1mbit",
+                "must not be negative",
+            ),
         ] {
             let e = T::try_parse_from(["t", "up", "x", flag, value]).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag}");
