@@ -20,6 +20,14 @@ fuzz_target!(|data: &[u8]| {
     // "key=value key flag ..." applied to a config, as the CLI does.
     let mut cfg = LinkConfig::default();
     for word in text.split_whitespace().take(16) {
+        // `rate=trace:PATH` reads a file: not the fuzzer's business (`/dev/stdin` would block).
+        // Schedules are parsed here; traces by `capacity`'s own tests and CapacityTrace::parse.
+        if word.contains("trace:") {
+            if let Some((_, t)) = word.split_once("trace:") {
+                let _ = bloatlab_emu::CapacityTrace::parse("fuzz", &t.replace(',', "\n"));
+            }
+            continue;
+        }
         let r = match word.split_once('=') {
             Some((k, v)) => cfg.set(k, Some(v)),
             None => cfg.set(word, None),

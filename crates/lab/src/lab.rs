@@ -98,8 +98,8 @@ pub struct LabStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<PathCalibration>,
     /// The hosts' share tracked by idle probes since `lab up` (absent
-    /// without calibration, with chained links or jitter, and in files of
-    /// older emulators).
+    /// without calibration, with chained links, jitter or a rate schedule or
+    /// trace, and in files of older emulators).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_tracking: Option<HostTrackReport>,
 }
@@ -293,15 +293,17 @@ impl Lab {
     }
 
     /// Starts tracking the hosts' share with idle probes, except where a
-    /// probe's link time is not known from the reports: chained links and
-    /// jitter (docs/lab.md).
+    /// probe's link time is not known from the reports: chained links,
+    /// jitter, and rates that follow a schedule or a trace (a probe may wait
+    /// for a trace's next opportunity) (docs/lab.md).
     fn start_tracking(&self, em: &Emulator, share: SharedShare) -> Result<Option<IdleProber>> {
         let (up, down) = (&self.spec.up, &self.spec.down);
-        if [up, down]
-            .iter()
-            .any(|d| !d.stages.is_empty() || d.jitter.is_some())
-        {
-            tracing::info!("host path tracking off: chained links or jitter");
+        if [up, down].iter().any(|d| {
+            !d.stages.is_empty()
+                || d.jitter.is_some()
+                || d.rate.as_ref().is_some_and(|r| r.get().capacity.is_some())
+        }) {
+            tracing::info!("host path tracking off: chained links, jitter or a varying rate");
             return Ok(None);
         }
         let hosts = self.spec.hosts();
@@ -310,7 +312,7 @@ impl Lab {
         let (Some(client), Some(server)) = (client, server) else {
             return Ok(None);
         };
-        let rate = |d: &LinkSpec| d.rate.as_ref().map(|r| r.get().0);
+        let rate = |d: &LinkSpec| d.rate.as_ref().map(|r| r.get().nominal.0);
         let serialization =
             idle_probe::serialization(rate(up)) + idle_probe::serialization(rate(down));
         let socket = netns::run_in(&client.netns, path_probe::icmp_socket)?;

@@ -569,6 +569,44 @@ mod tests {
         assert!(e.starts_with("t.toml:3:"), "{e}");
     }
 
+    /// Issue 23: rates that follow a trace or a schedule, in `[lab]` and in stages; a bad
+    /// trace names the TOML line and the trace's own file and line.
+    #[test]
+    fn trace_and_schedule_rates_are_checked_in_experiment_files() {
+        let dir = std::env::temp_dir().join(format!("h23r-exp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.trace");
+        let bad = dir.join("bad.trace");
+        std::fs::write(&good, "1\n2\n").unwrap();
+        std::fs::write(&bad, "1\n3\n2\n").unwrap();
+        let test = "[test]\nname = \"tcp_upload\"\n";
+        check(&format!(
+            "[lab]\ndown-rate = \"trace:{}\"\nup-rate = \"schedule:0s/20mbit,5s/5mbit\"\n{test}",
+            good.display()
+        ))
+        .unwrap();
+        check(&format!(
+            "[lab]\nstage = [\"name=sky rate=trace:{} qdisc=fifo\", \"delay=schedule:0s/10ms,15s/40ms\"]\n{test}",
+            good.display()
+        ))
+        .unwrap();
+        let e = check(&format!(
+            "[lab]\ndelay = \"5ms\"\ndown-rate = \"trace:{}\"\n{test}",
+            bad.display()
+        ))
+        .unwrap_err();
+        assert!(
+            e.starts_with("t.toml:3:") && e.contains(&format!("{}:3: 2 ms", bad.display())),
+            "{e}"
+        );
+        let e = check(&format!(
+            "[lab]\nstage = [\"rate=schedule:0s/20mbit,5s/0mbit\"]\n{test}"
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("t.toml:2:") && e.contains("step 2"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn client_and_server_options_are_checked_as_those_commands_would() {
         let ok = "[server]\nenhanced = true\n[client]\ntime = 10\nlen = \"16K\"\ntrip-times = true\nenhanced = true\ntcp-congestion = \"cubic\"\nnear-congestion = \"{w}\"\n[matrix]\nw = [\"0.4\", \"0\"]\n\"server.window\" = [\"256K\", \"1M\"]\n";
