@@ -364,6 +364,9 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let _server = process::spawn(exe, &server).map_err(|e| format!("server: {e}"))?;
     wait_for_server(exe, &cfg.lab, &port, stop)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
+    // A `bloatlab test` records the emulator's lateness per phase itself; a client run
+    // has it from the lab's counters before and after it (its one phase, `loaded`).
+    let before = exp.client.as_ref().map(|_| lab_status(exe, &cfg.lab));
     let measured = match exp.client {
         Some(_) => Measured::Client(Box::new(run_client(exp, cfg, r, &results, stop)?)),
         None => Measured::Test(Box::new(run_test(exp, cfg, r, &results, stop)?)),
@@ -371,10 +374,7 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     // Counters are published every 200 ms and written every 500 ms: wait for the last
     // packets of the run to be counted.
     std::thread::sleep(Duration::from_millis(1200));
-    let st = process::quiet(exe, &["lab", "status", &cfg.lab, "--json"])
-        .ok()
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .unwrap_or_default();
+    let st = lab_status(exe, &cfg.lab);
     let lab_json = runs_dir(&cfg.out).join(format!("{}.lab.json", r.name()));
     write_file(
         &lab_json,
@@ -387,12 +387,21 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let row = match &measured {
         Measured::Test(file) => summary::row(&name, &point, r.rep, params, file, &st["counters"]),
         Measured::Client(doc) => {
-            summary::client_row(&name, &point, r.rep, params, doc, &st["counters"])
+            let late = summary::client_lateness(before.as_ref().unwrap_or(&st), &st);
+            summary::client_row(&name, &point, r.rep, params, doc, &late, &st["counters"])
         }
     };
     let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
     let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
     write_file(&row_path, &bytes).map_err(|e| e.to_string())
+}
+
+/// `lab status NAME --json` (`Null` when it fails or does not read).
+fn lab_status(exe: &Path, lab: &str) -> serde_json::Value {
+    process::quiet(exe, &["lab", "status", lab, "--json"])
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .unwrap_or_default()
 }
 
 /// What a run measured.
