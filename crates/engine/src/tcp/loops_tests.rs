@@ -57,7 +57,7 @@ fn send_plan(len: usize, amount: Amount) -> SendPlan {
         interval: None,
         already_sent: Bytes(0),
         deadline: None,
-        stall_timeout: None,
+        stall: None,
         watch_peer_close: false,
         meter: None,
         stop: StopToken::new(),

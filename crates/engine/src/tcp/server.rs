@@ -29,6 +29,7 @@ use super::report::{self, ReportSettings};
 use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::config::{Amount, DEFAULT_TCP_LEN, Direction, ServerConfig};
+use crate::stall::StallRule;
 use crate::flow_table::{FlowTable, FlowTableLimits};
 use crate::limits::{Admission, Ask, Progress, Refusal, ServerLimits, Slot};
 use crate::loglimit::SharedLogLimit;
@@ -451,7 +452,7 @@ fn test(
             )
         });
     }
-    if sent == Some(SendEnd::Stalled) || received == Some(RecvEnd::Idle) {
+    if matches!(sent, Some(SendEnd::Stalled(_))) || received == Some(RecvEnd::Idle) {
         log.eprint(|| {
             format!(
                 "bloatlab server: {peer} moved no byte for {:?} (--idle-timeout); test ended",
@@ -555,7 +556,8 @@ fn run_directions(
         interval: cfg.interval,
         already_sent: Bytes(already as u64),
         deadline: Some(test_end),
-        stall_timeout: Some(cfg.idle_timeout),
+        // The idle limit bounds how long a peer holds a slot: fixed.
+        stall: Some(StallRule::fixed(cfg.idle_timeout)),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
         meter: peer.map(|p| budgets.meter(budgets.send.as_ref(), p, conn.progress)),
