@@ -320,7 +320,7 @@ pub fn write_summary(
     partial: bool,
 ) -> Result<(Vec<Row>, Judgement), RunError> {
     let mut rows = rows.to_vec();
-    completeness::annotate(&mut rows, completeness::probe_loss_bound(exp));
+    completeness::annotate(&mut rows, &completeness::probe_loss_bound(exp));
     let judgement = verdict::judge(exp, &rows, planned, partial);
     write_file(&out.join("summary.csv"), summary::to_csv(&rows).as_bytes())?;
     let mut doc = summary::to_json(&exp.name, &rows);

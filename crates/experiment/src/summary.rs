@@ -711,7 +711,7 @@ mod tests {
             "failed.tcp_up_1".into(),
             "stalled: the server read nothing".into(),
         ));
-        crate::completeness::annotate(&mut rows, 0.05);
+        crate::completeness::annotate(&mut rows, &0.05.into());
         let t = table(&rows, &["rate".into()]);
         assert!(t.lines().next().unwrap().contains("udp.rtt"), "{t}");
         assert!(t.lines().nth(1).unwrap().ends_with("complete"), "{t}");
