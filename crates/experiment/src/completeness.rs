@@ -4,7 +4,8 @@
 //! A run is **incomplete** when any of these holds:
 //!
 //! * it was interrupted (`interrupted` is true);
-//! * a load flow failed, for instance stalled (no byte moved for 3 s) or was reset: the
+//! * a load flow failed, for instance stalled (no byte moved for 3 s, longer on a path with a
+//!   long RTO: docs/engine.md) or was reset: the
 //!   row's `failed.FLOW` column holds why (the flow's bytes before it failed are kept in its
 //!   throughput columns, but its rate is no longer the rate asked for);
 //! * an RTT probe series lost more than the stated bound of its probes in some phase
