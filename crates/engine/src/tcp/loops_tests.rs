@@ -192,3 +192,37 @@ fn a_raised_stop_token_ends_the_send_loop() {
     drop(c);
     reader.join().unwrap();
 }
+
+/// The stall rule as the send loop applies it, on loopback with a peer that never reads: a
+/// fixed 300 ms limit ends the send after ~300 ms; a path-scaled one with the same floor
+/// waits 3 x RFC 6298's RTO (its 1 s minimum on loopback: 3 s) and says so in its stall.
+#[test]
+fn a_peer_that_reads_nothing_is_a_stall_after_the_rules_limit() {
+    let run = |rule: crate::stall::StallRule| {
+        let (c, s) = pair();
+        let (tx, _rx) = sink();
+        let plan = SendPlan {
+            stall: Some(rule),
+            ..send_plan(64 * 1024, Amount::Time(Duration::from_secs(30)))
+        };
+        let t0 = Instant::now();
+        let (_, _, why) = send::run_with_end(&c, &plan, t0, &tx).unwrap();
+        drop(s);
+        (why, t0.elapsed())
+    };
+    let floor = Duration::from_millis(300);
+    let (why, took) = run(crate::stall::StallRule::fixed(floor));
+    let send::SendEnd::Stalled(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!((st.limit, st.rtt), (floor, None));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (why, took) = run(crate::stall::StallRule::path_scaled(floor));
+    let send::SendEnd::Stalled(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!(st.limit, Duration::from_secs(3), "{st:?}");
+    assert!(st.rtt.is_some(), "the limit followed the flow's RTT: {st:?}");
+    assert!(st.silent >= Duration::from_secs(3), "{st:?}");
+    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(10), "{took:?}");
+}
