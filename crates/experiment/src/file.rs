@@ -1369,7 +1369,7 @@ matrix.shaper = ["SQM off"]
 
     #[test]
     fn a_probe_loss_bound_per_point_names_a_parameter_and_one_of_its_values() {
-        let base = "[test]
+        let base = r#"[test]
 name = "rrul"
 [matrix]
 shaper = [{down = "6mbit", up = "700kbit"}, {down = "1gbit", up = "1gbit", label = "SQM off"}]
@@ -1378,7 +1378,7 @@ down-rate = "{shaper.down}"
 up-rate = "{shaper.up}"
 [expect]
 max_probe_loss = 0.1
-";
+"#;
         let e = parse("ok", "ok", &format!("{base}max_probe_loss_where = {{ \"shaper=SQM off\" = 0.3 }}\n")).unwrap();
         assert_eq!(
             e.probe_loss_where,
