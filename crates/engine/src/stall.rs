@@ -198,7 +198,9 @@ mod tests {
         w.on_progress(t0 + S);
         assert_eq!(w.stalled(t0 + S + 2999 * MS), None);
         assert!(!w.past_floor(t0 + S + 2999 * MS));
-        let st = w.stalled(t0 + 4 * S).expect("3 s silent on a 30 ms path is a stall");
+        let st = w
+            .stalled(t0 + 4 * S)
+            .expect("3 s silent on a 30 ms path is a stall");
         assert_eq!((st.silent, st.limit, st.rtt), (3 * S, 3 * S, None));
         assert_eq!(st.to_string(), "3.0 s");
     }
@@ -211,7 +213,10 @@ mod tests {
         let t0 = Instant::now();
         let mut w = StallWatch::new(StallRule::path_scaled(3 * S), t0);
         w.on_rtt(4700 * MS, 250 * MS);
-        assert!(w.past_floor(t0 + 3 * S), "the driver looks at the RTT from here on");
+        assert!(
+            w.past_floor(t0 + 3 * S),
+            "the driver looks at the RTT from here on"
+        );
         assert_eq!(w.stalled(t0 + 10 * S), None);
         assert_eq!(w.stalled(t0 + 17 * S), None);
         // Progress restarts the clock.
@@ -232,7 +237,10 @@ mod tests {
         let t0 = Instant::now();
         let mut fixed = StallWatch::new(StallRule::fixed(3 * S), t0);
         fixed.on_rtt(4700 * MS, 250 * MS);
-        assert!(fixed.stalled(t0 + 3 * S).is_some(), "a fixed rule ignores the RTT");
+        assert!(
+            fixed.stalled(t0 + 3 * S).is_some(),
+            "a fixed rule ignores the RTT"
+        );
         let mut scaled = StallWatch::new(StallRule::path_scaled(3 * S), t0);
         // No sample yet (the kernel reports 0): the floor.
         scaled.on_rtt(Duration::ZERO, Duration::ZERO);

@@ -727,11 +727,7 @@ mod tests {
     fn a_point_the_file_bounds_on_its_own_is_judged_by_its_bound_only() {
         // Report 4: 25 % of the loaded probes lost, at the SQM-off point and at a shaped one.
         let lossy = |run: &str, point: &str, shaper: &str| {
-            let mut r = row(
-                run,
-                point,
-                &[("lat.udp_be.rtt.loaded.loss", 0.25.into())],
-            );
+            let mut r = row(run, point, &[("lat.udp_be.rtt.loaded.loss", 0.25.into())]);
             r.cells.insert(3, ("shaper".into(), shaper.into()));
             r
         };
@@ -755,11 +751,15 @@ mod tests {
         let worse = {
             let mut r = off.clone();
             r.cells.retain(|(k, _)| k != "lat.udp_be.rtt.loaded.loss");
-            r.cells.push(("lat.udp_be.rtt.loaded.loss".into(), 0.35.into()));
+            r.cells
+                .push(("lat.udp_be.rtt.loaded.loss".into(), 0.35.into()));
             r
         };
         let c = assess(&worse, bound.for_row(&worse));
-        assert!(c[0].to_string().contains("35.0 % of its probes in phase loaded (bound 30.0 %)"));
+        assert!(
+            c[0].to_string()
+                .contains("35.0 % of its probes in phase loaded (bound 30.0 %)")
+        );
         assert_eq!(
             bound.describe(),
             "10.0 % (30.0 % where shaper=SQM off, stated in the file)"

@@ -415,18 +415,10 @@ fn loss_where(
             return Err(lines.err(line, key, format!("{k:?}: expected \"PARAM=VALUE\"")));
         };
         let Some(p) = matrix.iter().find(|p| p.name == param) else {
-            return Err(lines.err(
-                line,
-                key,
-                format!("{param:?} is not a [matrix] parameter"),
-            ));
+            return Err(lines.err(line, key, format!("{param:?} is not a [matrix] parameter")));
         };
         if !p.values.iter().any(|x| x.to_string() == value) {
-            return Err(lines.err(
-                line,
-                key,
-                format!("{param} has no value {value:?}"),
-            ));
+            return Err(lines.err(line, key, format!("{param} has no value {value:?}")));
         }
         let bound = match scalar(b) {
             Some(Scalar::Float(x)) => x,
@@ -1379,7 +1371,12 @@ up-rate = "{shaper.up}"
 [expect]
 max_probe_loss = 0.1
 "#;
-        let e = parse("ok", "ok", &format!("{base}max_probe_loss_where = {{ \"shaper=SQM off\" = 0.3 }}\n")).unwrap();
+        let e = parse(
+            "ok",
+            "ok",
+            &format!("{base}max_probe_loss_where = {{ \"shaper=SQM off\" = 0.3 }}\n"),
+        )
+        .unwrap();
         assert_eq!(
             e.probe_loss_where,
             [crate::completeness::PointLossBound {

@@ -921,7 +921,10 @@ mod tests {
         assert_eq!(names, ["up", "down"]);
         let up = w[0].1;
         assert_eq!((up.percentiles.count, up.late_packets), (1000, 30));
-        assert!(up.fell_behind(), "3 % late of 1000 packets is over the bound");
+        assert!(
+            up.fell_behind(),
+            "3 % late of 1000 packets is over the bound"
+        );
         assert!(up.percentiles.max_ns.unwrap() >= 2_900_000);
         let down = w[1].1;
         assert_eq!(down.percentiles.count, 0);

@@ -222,7 +222,13 @@ fn a_peer_that_reads_nothing_is_a_stall_after_the_rules_limit() {
         panic!("{why:?}")
     };
     assert_eq!(st.limit, Duration::from_secs(3), "{st:?}");
-    assert!(st.rtt.is_some(), "the limit followed the flow's RTT: {st:?}");
+    assert!(
+        st.rtt.is_some(),
+        "the limit followed the flow's RTT: {st:?}"
+    );
     assert!(st.silent >= Duration::from_secs(3), "{st:?}");
-    assert!(took >= Duration::from_secs(3) && took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
 }

@@ -249,7 +249,15 @@ mod tests {
         // On time (1 % late): complete.
         let mut ok: Vec<u64> = vec![30; 100 + 990];
         ok.extend([4000; 10]);
-        let r = client_row("p001_r1", "p001", 1, &[], &doc, &client_lateness(&before, &status(&ok)), &Value::Null);
+        let r = client_row(
+            "p001_r1",
+            "p001",
+            1,
+            &[],
+            &doc,
+            &client_lateness(&before, &status(&ok)),
+            &Value::Null,
+        );
         assert_eq!(r.get("late.up.loaded.over_1ms"), Some(&Value::from(0.01)));
         assert!(completeness::assess(&r, 0.05).is_empty());
         // Counters that do not read (no lab, an old emulator): no cells, not incomplete.
