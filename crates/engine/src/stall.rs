@@ -15,10 +15,15 @@
 //!
 //! So a **path-scaled** rule ([`StallRule::path_scaled`]) calls a sender stalled only after
 //! `max(floor, RTO_FACTOR x RTO)`, the RTO computed as RFC 6298 does from the flow's own
-//! SRTT and RTTVAR (TCP_INFO, the latest sample). [`RTO_FACTOR`] = 3 is one timeout plus
-//! one doubled timeout: the silence of a flow that lost a segment, found it by its timer, and
-//! lost the first retransmission as well. Since RTO >= SRTT it also covers one timeout and
-//! the retransmission's round trip back through the full queue (RTO + SRTT), with room.
+//! SRTT and RTTVAR (TCP_INFO), from the sample that gave the **largest** RTO so far: a
+//! retransmission may meet the queue at its deepest, not at its average. (The latest sample
+//! alone was not enough: behind report 4's SQM-off FIFO a flow with an SRTT of 1.5 s at that
+//! moment, RTO 1.8 s, limit 5.3 s, was called stalled while the FIFO's delay swung up to 4.5
+//! s: its retransmission's round trip alone took longer than the limit left.)
+//! [`RTO_FACTOR`] = 3 is one timeout plus one doubled timeout: the silence of a flow that
+//! lost a segment, found it by its timer, and lost the first retransmission as well. Since
+//! RTO >= SRTT it also covers one timeout and the retransmission's round trip back through
+//! the queue at its deepest (RTO + SRTT), with room.
 //! What it does not explain (a second lost retransmission in a row, a peer that stops
 //! reading, a dead path) is still a stall. On a path with an RTT well under a second the RTO
 //! is RFC 6298's 1 s minimum and the limit stays at the 3 s floor. Before the flow has an
@@ -88,14 +93,14 @@ pub struct Stall {
 }
 
 impl std::fmt::Display for Stall {
-    /// `"3.0 s"`, or `"17.1 s (3 x the RTO of 5.7 s that its RTT implies: SRTT 4.700 s,
+    /// `"3.0 s"`, or `"17.1 s (3 x the largest RTO its RTT implied, 5.7 s: SRTT 4.700 s,
     /// RTTVAR 0.250 s)"`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:.1} s", self.silent.as_secs_f64())?;
         if let Some((srtt, var, rto)) = self.rtt {
             write!(
                 f,
-                " ({RTO_FACTOR} x the RTO of {:.1} s that its RTT implies: SRTT {:.3} s, RTTVAR {:.3} s)",
+                " ({RTO_FACTOR} x the largest RTO its RTT implied, {:.1} s: SRTT {:.3} s, RTTVAR {:.3} s)",
                 rto.as_secs_f64(),
                 srtt.as_secs_f64(),
                 var.as_secs_f64()
@@ -128,10 +133,14 @@ impl StallWatch {
         self.last_progress = self.last_progress.max(now);
     }
 
-    /// The flow's latest smoothed RTT and RTT variation (TCP_INFO). A zero SRTT is no
-    /// sample (the kernel has none yet) and is ignored.
+    /// A sample of the flow's smoothed RTT and RTT variation (TCP_INFO): the watch keeps
+    /// the one with the largest RTO. A zero SRTT is no sample (the kernel has none yet) and
+    /// is ignored.
     pub fn on_rtt(&mut self, srtt: Duration, rttvar: Duration) {
-        if !srtt.is_zero() {
+        if srtt.is_zero() {
+            return;
+        }
+        if self.rtt.is_none_or(|(s, v)| rto(srtt, rttvar) > rto(s, v)) {
             self.rtt = Some((srtt, rttvar));
         }
     }
@@ -228,8 +237,29 @@ mod tests {
         assert_eq!(st.rtt, Some((4700 * MS, 250 * MS, 5700 * MS)));
         assert_eq!(
             st.to_string(),
-            "17.1 s (3 x the RTO of 5.7 s that its RTT implies: SRTT 4.700 s, RTTVAR 0.250 s)"
+            "17.1 s (3 x the largest RTO its RTT implied, 5.7 s: SRTT 4.700 s, RTTVAR 0.250 s)"
         );
+    }
+
+    #[test]
+    fn the_largest_rto_the_flow_has_shown_sets_the_limit() {
+        // The SQM-off FIFO swings: SRTT 3.2 s at its deepest, 1.5 s later. A retransmission
+        // can meet the deep queue again, so the limit keeps 3 x RTO(3.2 s, 0.3 s) = 13.2 s.
+        let t0 = Instant::now();
+        let mut w = StallWatch::new(StallRule::path_scaled(3 * S), t0);
+        w.on_rtt(800 * MS, 200 * MS);
+        w.on_rtt(3200 * MS, 300 * MS);
+        w.on_rtt(1517 * MS, 61 * MS);
+        assert_eq!(
+            w.stalled(t0 + 6300 * MS),
+            None,
+            "RTO 1.8 s + 4.5 s of queue"
+        );
+        let st = w
+            .stalled(t0 + 13200 * MS)
+            .expect("past 3 x the largest RTO");
+        assert_eq!(st.rtt, Some((3200 * MS, 300 * MS, 4400 * MS)));
+        assert_eq!(st.limit, 13200 * MS);
     }
 
     #[test]

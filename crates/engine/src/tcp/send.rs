@@ -344,16 +344,19 @@ pub fn run_with_end(
                         if queued.is_some_and(|q| last_queued.is_none_or(|l| q < l)) {
                             w.on_progress(now);
                         }
-                        // Silent past the floor: the flow's RTT decides how long its
-                        // TCP may be waiting on its own timer (one TCP_INFO call per
-                        // blocked write from here on).
-                        if w.past_floor(now) {
-                            if let Ok(t) = tcpinfo::sample(stream) {
-                                w.on_rtt(t.rtt, t.rttvar);
-                            }
-                            if let Some(st) = w.stalled(now) {
-                                break 'test SendEnd::Stalled(st);
-                            }
+                        // The flow's RTT decides how long its TCP may be waiting on its
+                        // own timer: one TCP_INFO call per blocked write (at most one per
+                        // write timeout, >= 10 ms), so the watch sees the queue at its
+                        // deepest (crate::stall).
+                        if plan.stall.is_some_and(|r| r.follow_rto)
+                            && let Ok(t) = tcpinfo::sample(stream)
+                        {
+                            w.on_rtt(t.rtt, t.rttvar);
+                        }
+                        if w.past_floor(now)
+                            && let Some(st) = w.stalled(now)
+                        {
+                            break 'test SendEnd::Stalled(st);
                         }
                     }
                     last_queued = queued;
