@@ -253,6 +253,9 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        // Behind a bloated path the server's TCP waits on its own timer longer
+        // than 3 s, as our sender's does (crate::stall).
+        idle_follows_rtt: true,
         first_data_timeout: None,
         meter: None,
         min_progress: false,
@@ -446,9 +449,13 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
         RecvEnd::Reset => Err(reset_message(end)),
+        RecvEnd::Idle(st) => Err(format!(
+            "stalled: no data from the server for {st} (at {:.3} s); the run did not happen as asked",
+            end.as_secs_f64()
+        )),
         // Not set on the client (only a server waits for first data,
         // charges busy time and asks for a minimum progress).
-        RecvEnd::Idle | RecvEnd::NoData | RecvEnd::OutOfTime | RecvEnd::TooSlow => Err(format!(
+        RecvEnd::NoData | RecvEnd::OutOfTime | RecvEnd::TooSlow => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()

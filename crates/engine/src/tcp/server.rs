@@ -452,7 +452,7 @@ fn test(
             )
         });
     }
-    if matches!(sent, Some(SendEnd::Stalled(_))) || received == Some(RecvEnd::Idle) {
+    if matches!(sent, Some(SendEnd::Stalled(_))) || matches!(received, Some(RecvEnd::Idle(_))) {
         log.eprint(|| {
             format!(
                 "bloatlab server: {peer} moved no byte for {:?} (--idle-timeout); test ended",
@@ -533,6 +533,8 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // The idle limit bounds how long a peer holds a slot: fixed.
+        idle_follows_rtt: false,
         // A valid header then silence (issue 19, attack 3) holds a slot
         // only this long, not the idle timeout.
         first_data_timeout: Some(cfg.first_data_timeout),
