@@ -70,7 +70,7 @@ fn assert_physical(qdisc: &str, extra: &[&str]) {
     // on the shared 2-core VM a whole window's median now and then shifts by 0.1-0.2 ms
     // (2 of 9 windows on 6 December, both qdiscs, the next window back within 0.03 ms):
     // the CPUs the ping client and the responder run on, against the forwarding threads'
-    // (a same-CPU wake-up is 30-80 us cheaper each way; docs/lab.md, "Where the endpoints
+    // (a same-CPU wake-up was 15-80 us cheaper; docs/lab.md, "Where the endpoints
     // run"), drawn again by each window's new ping. A calibration that is off misses in both.
     let mut idle_median = f64::NAN;
     for window in 1..=2 {
