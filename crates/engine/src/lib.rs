@@ -27,6 +27,7 @@ pub mod meter;
 pub mod pacer;
 pub mod rate_budget;
 pub mod sock;
+pub mod stall;
 pub mod suffix;
 pub mod sum;
 pub mod tcp;

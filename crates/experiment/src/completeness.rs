@@ -4,7 +4,8 @@
 //! A run is **incomplete** when any of these holds:
 //!
 //! * it was interrupted (`interrupted` is true);
-//! * a load flow failed, for instance stalled (no byte moved for 3 s) or was reset: the
+//! * a load flow failed, for instance stalled (no byte moved for 3 s, longer on a path with a
+//!   long RTO: docs/engine.md) or was reset: the
 //!   row's `failed.FLOW` column holds why (the flow's bytes before it failed are kept in its
 //!   throughput columns, but its rate is no longer the rate asked for);
 //! * an RTT probe series lost more than the stated bound of its probes in some phase
@@ -136,12 +137,74 @@ impl std::fmt::Display for Cause {
     }
 }
 
-/// The probe-loss bound of an experiment: `[expect] max_probe_loss` or the default.
-pub fn probe_loss_bound(exp: &crate::Experiment) -> f64 {
-    match exp.expect.get("max_probe_loss").map(|(v, _)| v) {
+/// The probe-loss bound of an experiment: one for every point (`[expect] max_probe_loss`
+/// or [`DEFAULT_MAX_PROBE_LOSS`]), and the points the file bounds on their own
+/// (`[expect] max_probe_loss_where`), where their loss is the phenomenon the experiment
+/// measures rather than a fault (report 4's SQM-off point: probes tail-dropped by a full
+/// modem FIFO). Every bound is stated in the file and printed with the verdict.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LossBound {
+    /// The bound of every other point, a fraction.
+    pub default: f64,
+    /// The points with a bound of their own.
+    pub points: Vec<PointLossBound>,
+}
+
+/// A bound for the points where the matrix parameter `param` has the value `value`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PointLossBound {
+    /// The `[matrix]` parameter (a row's cell of that name).
+    pub param: String,
+    /// Its value, as the row's cell holds it (a zipped value by its label).
+    pub value: String,
+    /// The bound, a fraction.
+    pub bound: f64,
+}
+
+impl From<f64> for LossBound {
+    fn from(default: f64) -> LossBound {
+        LossBound {
+            default,
+            points: Vec::new(),
+        }
+    }
+}
+
+impl LossBound {
+    /// The bound of `row`'s point.
+    pub fn for_row(&self, row: &Row) -> f64 {
+        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        self.points
+            .iter()
+            .find(|p| row.get(&p.param).is_some_and(|v| text(v) == p.value))
+            .map_or(self.default, |p| p.bound)
+    }
+
+    /// `10.0 %`, or `10.0 % (30.0 % where shaper=SQM off)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{:.1} %", self.default * 100.0);
+        if !self.points.is_empty() {
+            let each: Vec<String> = self
+                .points
+                .iter()
+                .map(|p| format!("{:.1} % where {}={}", p.bound * 100.0, p.param, p.value))
+                .collect();
+            s.push_str(&format!(" ({}, stated in the file)", each.join("; ")));
+        }
+        s
+    }
+}
+
+/// The probe-loss bound of an experiment ([`LossBound`]).
+pub fn probe_loss_bound(exp: &crate::Experiment) -> LossBound {
+    let default = match exp.expect.get("max_probe_loss").map(|(v, _)| v) {
         Some(crate::file::Scalar::Float(x)) => *x,
         Some(crate::file::Scalar::Int(i)) => *i as f64,
         _ => DEFAULT_MAX_PROBE_LOSS,
+    };
+    LossBound {
+        default,
+        points: exp.probe_loss_where.clone(),
     }
 }
 
@@ -243,12 +306,12 @@ fn rtt_cell(rest: &str) -> Option<(String, String, &str)> {
 }
 
 /// Sets each row's [`COMPLETE`] and [`INCOMPLETE_BECAUSE`] cells (replacing any earlier
-/// ones), probe loss judged against `bound`.
-pub fn annotate(rows: &mut [Row], bound: f64) {
+/// ones), probe loss judged against its point's `bound`.
+pub fn annotate(rows: &mut [Row], bound: &LossBound) {
     for r in rows.iter_mut() {
         r.cells
             .retain(|(k, _)| k != COMPLETE && k != INCOMPLETE_BECAUSE);
-        let causes = assess(r, bound);
+        let causes = assess(r, bound.for_row(r));
         let because: Vec<String> = causes.iter().map(ToString::to_string).collect();
         // After `interrupted`, so the two sit together in the CSV.
         let at = r
@@ -309,7 +372,7 @@ pub struct PointCompleteness {
 /// complete: every run of `planned` has a row and every row is complete. A planned run
 /// without a row makes its point incomplete ([`Cause::NoResult`]), so a failed run cannot
 /// silently drop its point; with an empty plan only the rows are judged.
-pub fn points(rows: &[Row], planned: &[Planned], bound: f64) -> Vec<PointCompleteness> {
+pub fn points(rows: &[Row], planned: &[Planned], bound: &LossBound) -> Vec<PointCompleteness> {
     let mut out: Vec<PointCompleteness> = Vec::new();
     fn entry(out: &mut Vec<PointCompleteness>, p: &str) -> usize {
         match out.iter().position(|q| q.point == p) {
@@ -350,7 +413,7 @@ pub fn points(rows: &[Row], planned: &[Planned], bound: f64) -> Vec<PointComplet
         let i = entry(&mut out, p);
         let pc = &mut out[i];
         pc.runs += 1;
-        for c in assess(r, bound) {
+        for c in assess(r, bound.for_row(r)) {
             pc.complete = false;
             pc.causes.push(format!("{run}: {c}"));
         }
@@ -359,7 +422,7 @@ pub fn points(rows: &[Row], planned: &[Planned], bound: f64) -> Vec<PointComplet
 }
 
 /// The rows of complete points only.
-pub fn complete_rows(rows: &[Row], bound: f64) -> Vec<Row> {
+pub fn complete_rows(rows: &[Row], bound: &LossBound) -> Vec<Row> {
     let pts = points(rows, &[], bound);
     rows.iter()
         .filter(|r| {
@@ -483,20 +546,20 @@ mod tests {
             ),
             row("p002_r1", "p002", &[]),
         ];
-        let pts = points(&rows, &[], 0.05);
+        let pts = points(&rows, &[], &0.05.into());
         assert_eq!(pts.len(), 2);
         assert!(!pts[0].complete && pts[0].runs == 2);
         assert!(pts[0].causes[0].starts_with("p001_r2: udp_be.rtt lost 20.0 %"));
         assert!(pts[1].complete);
-        let kept = complete_rows(&rows, 0.05);
+        let kept = complete_rows(&rows, &0.05.into());
         assert_eq!(kept.len(), 1);
         let mut rows = rows.to_vec();
-        annotate(&mut rows, 0.05);
+        annotate(&mut rows, &0.05.into());
         assert_eq!(rows[1].get(COMPLETE), Some(&Value::Bool(false)));
         assert_eq!(rows[0].get(COMPLETE), Some(&Value::Bool(true)));
         assert_eq!(rows[0].cells[3].0, COMPLETE, "next to interrupted");
         // Annotating again replaces, never duplicates.
-        annotate(&mut rows, 0.05);
+        annotate(&mut rows, &0.05.into());
         assert_eq!(
             rows[0].cells.iter().filter(|(k, _)| k == COMPLETE).count(),
             1
@@ -513,7 +576,7 @@ mod tests {
             Planned::new("p002_r1", "p002", "test rrul: the server did not answer"),
             Planned::new("p003_r1", "p003", "not run"),
         ];
-        let pts = points(&rows, &plan, 0.05);
+        let pts = points(&rows, &plan, &0.05.into());
         let names: Vec<&str> = pts.iter().map(|p| p.point.as_str()).collect();
         assert_eq!(names, ["p001", "p002", "p003"], "in the plan's order");
         assert!(pts[0].complete && pts[2].complete);
@@ -529,12 +592,12 @@ mod tests {
             Planned::new("p001_r1", "p001", "not run"),
             Planned::new("p001_r2", "p001", "not run (interrupted)"),
         ];
-        let pts = points(&rows, &plan, 0.05);
+        let pts = points(&rows, &plan, &0.05.into());
         assert_eq!(pts.len(), 1);
         assert!(!pts[0].complete);
         assert_eq!((pts[0].runs, pts[0].missing), (1, 1));
         // Without a plan only the rows are judged (as before).
-        assert!(points(&rows, &[], 0.05)[0].complete);
+        assert!(points(&rows, &[], &0.05.into())[0].complete);
     }
 
     #[test]
@@ -645,10 +708,10 @@ mod tests {
         assert!(assess(&with(late("up", "idle", 12, 0.5, 3.0)), 0.1).is_empty());
         // Its point is incomplete with that cause, and the rows say so.
         let mut rows = [busy, row("p002_r1", "p002", &[])];
-        let pts = points(&rows, &[], 0.1);
+        let pts = points(&rows, &[], &0.1.into());
         assert!(!pts[0].complete && pts[1].complete);
         assert!(pts[0].causes[0].starts_with("p001_r1: the emulator released 6.5 %"));
-        annotate(&mut rows, 0.1);
+        annotate(&mut rows, &0.1.into());
         assert_eq!(rows[0].get(COMPLETE), Some(&Value::Bool(false)));
         assert!(
             rows[0]
@@ -658,5 +721,49 @@ mod tests {
                 .unwrap()
                 .contains("host was too busy")
         );
+    }
+
+    #[test]
+    fn a_point_the_file_bounds_on_its_own_is_judged_by_its_bound_only() {
+        // Report 4: 25 % of the loaded probes lost, at the SQM-off point and at a shaped one.
+        let lossy = |run: &str, point: &str, shaper: &str| {
+            let mut r = row(run, point, &[("lat.udp_be.rtt.loaded.loss", 0.25.into())]);
+            r.cells.insert(3, ("shaper".into(), shaper.into()));
+            r
+        };
+        let bound = LossBound {
+            default: 0.1,
+            points: vec![PointLossBound {
+                param: "shaper".into(),
+                value: "SQM off".into(),
+                bound: 0.3,
+            }],
+        };
+        let off = lossy("p005_r1", "p005", "SQM off");
+        let shaped = lossy("p001_r1", "p001", "6089kbit/737kbit");
+        assert_eq!(bound.for_row(&off), 0.3);
+        assert_eq!(bound.for_row(&shaped), 0.1);
+        let pts = points(&[shaped.clone(), off.clone()], &[], &bound);
+        assert!(!pts[0].complete, "the shaped point keeps the 10 % bound");
+        assert!(pts[0].causes[0].contains("(bound 10.0 %)"), "{:?}", pts[0]);
+        assert!(pts[1].complete, "{:?}", pts[1]);
+        // Above its own bound, SQM off is incomplete too.
+        let worse = {
+            let mut r = off.clone();
+            r.cells.retain(|(k, _)| k != "lat.udp_be.rtt.loaded.loss");
+            r.cells
+                .push(("lat.udp_be.rtt.loaded.loss".into(), 0.35.into()));
+            r
+        };
+        let c = assess(&worse, bound.for_row(&worse));
+        assert!(
+            c[0].to_string()
+                .contains("35.0 % of its probes in phase loaded (bound 30.0 %)")
+        );
+        assert_eq!(
+            bound.describe(),
+            "10.0 % (30.0 % where shaper=SQM off, stated in the file)"
+        );
+        assert_eq!(LossBound::from(0.05).describe(), "5.0 %");
     }
 }

@@ -155,6 +155,10 @@ pub struct Experiment {
     pub matrix: Vec<Param>,
     /// `[expect]`: free key/value pairs the built-ins use for their criteria.
     pub expect: BTreeMap<String, (Scalar, usize)>,
+    /// `[expect] max_probe_loss_where = { "PARAM=VALUE" = BOUND }`: the probe-loss bound of
+    /// the points where a matrix parameter has a value, where the file states one of its own
+    /// (its comment says why; [`crate::completeness::LossBound`]).
+    pub probe_loss_where: Vec<crate::completeness::PointLossBound>,
     /// `[quick]`: what `--quick` runs instead (`None`: the generic shortening).
     pub quick: Option<Quick>,
     /// This is the `--quick` variant ([`Experiment::quick`]): recorded in `DIR/plan.json`, so
@@ -385,6 +389,52 @@ fn scalar(v: &Value) -> Option<Scalar> {
         Value::Boolean(b) => Some(Scalar::Bool(*b.value())),
         _ => None,
     }
+}
+
+/// `[expect] max_probe_loss_where = { "PARAM=VALUE" = BOUND, .. }`: each key names a
+/// `[matrix]` parameter and one of its values (a zipped value by its label), each bound is a
+/// fraction in 0..=1.
+fn loss_where(
+    lines: &Lines<'_>,
+    v: &Value,
+    line: usize,
+    matrix: &[Param],
+) -> Result<Vec<crate::completeness::PointLossBound>, FileError> {
+    let key = "expect.max_probe_loss_where";
+    let Value::InlineTable(t) = v else {
+        return Err(lines.err(
+            line,
+            key,
+            "expected an inline table { \"PARAM=VALUE\" = BOUND }",
+        ));
+    };
+    let mut out = Vec::new();
+    for (k, b) in t.iter() {
+        let line = lines.line(t.key(k).and_then(|k| k.span()));
+        let Some((param, value)) = k.split_once('=') else {
+            return Err(lines.err(line, key, format!("{k:?}: expected \"PARAM=VALUE\"")));
+        };
+        let Some(p) = matrix.iter().find(|p| p.name == param) else {
+            return Err(lines.err(line, key, format!("{param:?} is not a [matrix] parameter")));
+        };
+        if !p.values.iter().any(|x| x.to_string() == value) {
+            return Err(lines.err(line, key, format!("{param} has no value {value:?}")));
+        }
+        let bound = match scalar(b) {
+            Some(Scalar::Float(x)) => x,
+            Some(Scalar::Int(i)) => i as f64,
+            _ => f64::NAN,
+        };
+        if !(0.0..=1.0).contains(&bound) {
+            return Err(lines.err(line, key, format!("{k:?}: expected a fraction 0..1")));
+        }
+        out.push(crate::completeness::PointLossBound {
+            param: param.to_string(),
+            value: value.to_string(),
+            bound,
+        });
+    }
+    Ok(out)
 }
 
 /// A section as a table (`[lab]`) or inline table (`lab = {..}`): its keys, values and lines.
@@ -794,6 +844,7 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         server: Vec::new(),
         matrix: Vec::new(),
         expect: BTreeMap::new(),
+        probe_loss_where: Vec::new(),
         quick: None,
         quick_variant: false,
         source: text.to_string(),
@@ -903,6 +954,10 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
     }
     if let Some(item) = root.get("expect") {
         for (k, v, line) in entries(&lines, item, "expect")? {
+            if k == "max_probe_loss_where" {
+                exp.probe_loss_where = loss_where(&lines, v, line, &exp.matrix)?;
+                continue;
+            }
             let s = scalar(v)
                 .ok_or_else(|| lines.err(line, format!("expect.{k}"), "expected a scalar"))?;
             exp.expect.insert(k, (s, line));
@@ -1303,6 +1358,48 @@ matrix.load = ["one_vs_one"]
 matrix."lab.ecn" = ["false", "all"]
 matrix.shaper = ["SQM off"]
 "#;
+
+    #[test]
+    fn a_probe_loss_bound_per_point_names_a_parameter_and_one_of_its_values() {
+        let base = r#"[test]
+name = "rrul"
+[matrix]
+shaper = [{down = "6mbit", up = "700kbit"}, {down = "1gbit", up = "1gbit", label = "SQM off"}]
+[lab]
+down-rate = "{shaper.down}"
+up-rate = "{shaper.up}"
+[expect]
+max_probe_loss = 0.1
+"#;
+        let e = parse(
+            "ok",
+            "ok",
+            &format!("{base}max_probe_loss_where = {{ \"shaper=SQM off\" = 0.3 }}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            e.probe_loss_where,
+            [crate::completeness::PointLossBound {
+                param: "shaper".into(),
+                value: "SQM off".into(),
+                bound: 0.3
+            }]
+        );
+        let b = crate::completeness::probe_loss_bound(&e);
+        assert_eq!((b.default, b.points.len()), (0.1, 1));
+        assert!(!e.expect.contains_key("max_probe_loss_where"));
+        for (bad, why) in [
+            ("{ \"rate=SQM off\" = 0.3 }", "not a [matrix] parameter"),
+            ("{ \"shaper=SQM of\" = 0.3 }", "has no value \"SQM of\""),
+            ("{ \"shaper\" = 0.3 }", "expected \"PARAM=VALUE\""),
+            ("{ \"shaper=SQM off\" = 1.5 }", "expected a fraction"),
+            ("0.3", "expected an inline table"),
+        ] {
+            let e = err(&format!("{base}max_probe_loss_where = {bad}\n"));
+            assert_eq!(e.key, "expect.max_probe_loss_where", "{e}");
+            assert!(e.why.contains(why), "{bad}: {e}");
+        }
+    }
 
     /// `key=first value` of every `test` option.
     fn first_values(e: &Experiment) -> Vec<String> {

@@ -317,7 +317,7 @@ pub fn write_summary(
     partial: bool,
 ) -> Result<(Vec<Row>, Judgement), RunError> {
     let mut rows = rows.to_vec();
-    completeness::annotate(&mut rows, completeness::probe_loss_bound(exp));
+    completeness::annotate(&mut rows, &completeness::probe_loss_bound(exp));
     let judgement = verdict::judge(exp, &rows, planned, partial);
     write_file(&out.join("summary.csv"), summary::to_csv(&rows).as_bytes())?;
     let mut doc = summary::to_json(&exp.name, &rows);
@@ -346,6 +346,9 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     lab.start_server(cfg.port, &server, stop)
         .map_err(|e| e.to_string())?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
+    // A `bloatlab test` records the emulator's lateness per phase itself; a client run
+    // has it from the lab's counters before and after it (its one phase, `loaded`).
+    let before = exp.client.as_ref().map(|_| lab.status_json());
     let measured = match exp.client {
         Some(_) => Measured::Client(Box::new(run_client(exp, cfg, &lab, r, &results, stop)?)),
         None => Measured::Test(Box::new(run_test(exp, cfg, &lab, r, &results, stop)?)),
@@ -366,7 +369,8 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let row = match &measured {
         Measured::Test(file) => summary::row(&name, &point, r.rep, params, file, &st["counters"]),
         Measured::Client(doc) => {
-            summary::client_row(&name, &point, r.rep, params, doc, &st["counters"])
+            let late = summary::client_lateness(before.as_ref().unwrap_or(&st), &st);
+            summary::client_row(&name, &point, r.rep, params, doc, &late, &st["counters"])
         }
     };
     let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));

@@ -15,6 +15,7 @@
 pub mod client;
 
 use bloatlab_results::ResultsFile;
+use bloatlab_results::lab::PhaseLatenessRecord;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -164,33 +165,55 @@ fn push_lateness(r: &mut Row, file: &ResultsFile) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        let base = format!("late.{dir}.{}", p.phase);
-        let pc = &l.percentiles;
-        r.push(format!("{base}.packets"), pc.count);
-        for (stat, v) in [("p50", pc.p50_ns), ("p99", pc.p99_ns), ("max", pc.max_ns)] {
-            if let Some(ns) = v {
-                r.push(format!("{base}.{stat}_ms"), ms(ns));
-            }
+        push_late_cells(r, &dir, &p.phase, l);
+    }
+}
+
+/// One phase and direction's `late.DIR.PHASE.*` cells.
+fn push_late_cells(r: &mut Row, dir: &str, phase: &str, l: &PhaseLatenessRecord) {
+    let base = format!("late.{dir}.{phase}");
+    let pc = &l.percentiles;
+    r.push(format!("{base}.packets"), pc.count);
+    for (stat, v) in [("p50", pc.p50_ns), ("p99", pc.p99_ns), ("max", pc.max_ns)] {
+        if let Some(ns) = v {
+            r.push(format!("{base}.{stat}_ms"), ms(ns));
         }
-        if let Some(f) = l.late_fraction() {
-            r.push(format!("{base}.over_1ms"), (f * 1e4).round() / 1e4);
-        }
+    }
+    if let Some(f) = l.late_fraction() {
+        r.push(format!("{base}.over_1ms"), (f * 1e4).round() / 1e4);
+    }
+}
+
+/// The emulator's release lateness per direction over a `[client]` run, from the lab's
+/// counters before and after it (`lab status --json` documents; `Null` or unreadable
+/// counters give nothing). The run is one `loaded` phase ([`client`]), so its cells are
+/// `late.DIR.loaded.*`, judged as a test run's are.
+pub fn client_lateness(before: &Value, after: &Value) -> Vec<(String, PhaseLatenessRecord)> {
+    let read = |v: &Value| serde_json::from_value::<bloatlab_lab::LabStatus>(v["counters"].clone());
+    match (read(before), read(after)) {
+        (Ok(a), Ok(b)) => bloatlab_suite::lab::lateness_window(&a, &b),
+        _ => Vec::new(),
     }
 }
 
 /// A `[client]` run's row: its identity, parameters, the client's `--json` document
-/// ([`client::cells`]) and the lab's counters.
+/// ([`client::cells`]), the emulator's release lateness over the run per direction
+/// ([`client_lateness`]: `late.DIR.loaded.*`) and the lab's counters.
 pub fn client_row(
     run: &str,
     point: &str,
     rep: u32,
     params: &[(String, crate::file::Scalar)],
     doc: &bloatlab_metrics::json::Document,
+    lateness: &[(String, PhaseLatenessRecord)],
     lab_counters: &Value,
 ) -> Row {
     let mut r = head(run, point, rep, params);
     r.push("interrupted", false);
     r.cells.extend(client::cells(doc));
+    for (dir, l) in lateness {
+        push_late_cells(&mut r, dir, "loaded", l);
+    }
     push_emu(&mut r, lab_counters);
     r
 }
@@ -688,7 +711,7 @@ mod tests {
             "failed.tcp_up_1".into(),
             "stalled: the server read nothing".into(),
         ));
-        crate::completeness::annotate(&mut rows, 0.05);
+        crate::completeness::annotate(&mut rows, &0.05.into());
         let t = table(&rows, &["rate".into()]);
         assert!(t.lines().next().unwrap().contains("udp.rtt"), "{t}");
         assert!(t.lines().nth(1).unwrap().ends_with("complete"), "{t}");

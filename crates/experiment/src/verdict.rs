@@ -48,8 +48,13 @@ pub struct Judgement {
     /// The same comparison, one entry per quantity (may be empty where a check only
     /// prints its table).
     pub comparison: Vec<Compared>,
-    /// The probe-loss bound the completeness rule used, a fraction.
+    /// The probe-loss bound the completeness rule used, a fraction (the points of
+    /// [`Self::max_probe_loss_where`] excepted).
     pub max_probe_loss: f64,
+    /// The points the experiment file bounds on their own (`[expect]
+    /// max_probe_loss_where`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub max_probe_loss_where: Vec<completeness::PointLossBound>,
     /// Each point's completeness.
     pub points: Vec<PointCompleteness>,
     /// Shards were missing or incomplete and merged anyway (`experiment merge
@@ -98,15 +103,23 @@ impl Judgement {
         s
     }
 
+    /// The probe-loss bounds the completeness rule used.
+    pub fn loss_bound(&self) -> completeness::LossBound {
+        completeness::LossBound {
+            default: self.max_probe_loss,
+            points: self.max_probe_loss_where.clone(),
+        }
+    }
+
     /// The completeness of every point, one line each, with the causes below.
     pub fn points_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "\ncompleteness ({} of {} points complete; probe loss bound {:.1} %):",
+            "\ncompleteness ({} of {} points complete; probe loss bound {}):",
             self.points.len() - self.incomplete(),
             self.points.len(),
-            self.max_probe_loss * 100.0
+            self.loss_bound().describe()
         );
         for p in &self.points {
             let word = if p.complete { "complete" } else { "INCOMPLETE" };
@@ -199,10 +212,10 @@ impl Judgement {
         }
         let _ = write!(
             h,
-            "<p><b>completeness:</b> {} of {} points complete (probe loss bound {:.1} %)</p>",
+            "<p><b>completeness:</b> {} of {} points complete (probe loss bound {})</p>",
             self.points.len() - self.incomplete(),
             self.points.len(),
-            self.max_probe_loss * 100.0
+            esc(&self.loss_bound().describe())
         );
         if self.incomplete() > 0 || self.partial {
             h.push_str("<ul>");
@@ -279,7 +292,7 @@ fn compared_cells(c: &Compared) -> [String; 4] {
 /// criterion".
 pub fn judge(exp: &Experiment, rows: &[Row], planned: &[Planned], partial: bool) -> Judgement {
     let bound = completeness::probe_loss_bound(exp);
-    let points = completeness::points(rows, planned, bound);
+    let points = completeness::points(rows, planned, &bound);
     let incomplete = points.iter().filter(|p| !p.complete).count();
     let check = builtin::check(exp, rows);
     let (mut outcome, mut headline) = match check.as_ref().map(|v| v.reproduced) {
@@ -314,7 +327,8 @@ pub fn judge(exp: &Experiment, rows: &[Row], planned: &[Planned], partial: bool)
         because,
         table,
         comparison,
-        max_probe_loss: bound,
+        max_probe_loss: bound.default,
+        max_probe_loss_where: bound.points,
         points,
         partial,
     }

@@ -142,6 +142,25 @@ fn lateness_between(a: &Histogram, b: &Histogram) -> PhaseLatenessRecord {
     }
 }
 
+/// The release lateness of each direction's packets released between two counter snapshots
+/// of one lab, `a` taken before `b`: what a run that has no phases of its own (an
+/// experiment's `[client]` run, one `loaded` phase) records. The snapshots come from
+/// outside the run (`lab status --json` before and after it), so the window also holds the
+/// few packets sent between a snapshot and the run's start or end. A direction missing
+/// from either snapshot is left out.
+pub fn lateness_window(a: &LabStatus, b: &LabStatus) -> Vec<(String, PhaseLatenessRecord)> {
+    b.directions
+        .iter()
+        .filter_map(|(n, rb)| {
+            let ra = a.direction(n)?;
+            Some((
+                n.clone(),
+                lateness_between(&ra.lateness_histogram, &rb.lateness_histogram),
+            ))
+        })
+        .collect()
+}
+
 /// The counters that say how much of a direction's capacity was used: a single link's,
 /// or a chain's bottleneck stage (the lowest rate now, the first of equals; the last
 /// stage when no stage is shaped).
@@ -848,5 +867,64 @@ mod tests {
         );
         assert_eq!(modem.framing, None);
         assert!(modem.spec.as_deref().unwrap().contains("limit=50kb"));
+    }
+
+    /// A lab's counters with one histogram per direction: `late_us` per direction.
+    fn counters(dirs: &[(&str, &[u64])]) -> LabStatus {
+        LabStatus {
+            name: "w".into(),
+            backend: bloatlab_lab::Backend::Userspace,
+            uptime_s: 1.0,
+            unix_time_s: 1001.0,
+            directions: dirs
+                .iter()
+                .map(|(n, late_us)| {
+                    let mut h = Histogram::default();
+                    for &us in *late_us {
+                        h.record(Duration::from_micros(us));
+                    }
+                    (
+                        n.to_string(),
+                        bloatlab_lab::driver::direction::DirectionReport {
+                            lateness_histogram: h,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            devices: vec![],
+            tun_ring_drops: 0,
+            qdiscs: vec![],
+            calibration: None,
+            host_tracking: None,
+        }
+    }
+
+    #[test]
+    fn a_window_between_two_outside_snapshots_has_each_directions_lateness() {
+        // Before: 100 packets released on time. After: 1000 more up, 30 of them 3 ms
+        // late; down unchanged; a direction only the second snapshot has is left out.
+        let before_up = vec![20u64; 100];
+        let mut after_up = before_up.clone();
+        after_up.extend(std::iter::repeat_n(40, 970));
+        after_up.extend(std::iter::repeat_n(3000, 30));
+        let down = vec![10u64; 50];
+        let a = counters(&[("up", &before_up), ("down", &down)]);
+        let b = counters(&[("up", &after_up), ("down", &down), ("side", &down)]);
+        // Through JSON, as the experiment runner reads `lab status --json`.
+        let b: LabStatus = serde_json::from_value(serde_json::to_value(&b).unwrap()).unwrap();
+        let w = lateness_window(&a, &b);
+        let names: Vec<&str> = w.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["up", "down"]);
+        let up = w[0].1;
+        assert_eq!((up.percentiles.count, up.late_packets), (1000, 30));
+        assert!(
+            up.fell_behind(),
+            "3 % late of 1000 packets is over the bound"
+        );
+        assert!(up.percentiles.max_ns.unwrap() >= 2_900_000);
+        let down = w[1].1;
+        assert_eq!(down.percentiles.count, 0);
+        assert!(!down.fell_behind());
     }
 }

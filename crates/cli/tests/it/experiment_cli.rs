@@ -444,6 +444,13 @@ fn quick_and_full_runs_do_not_share_a_directory() {
     );
 }
 
+/// `summary.json`'s verdict outcome in `out`.
+fn summary_outcome(out: &std::path::Path) -> String {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    v["verdict"]["outcome"].as_str().unwrap_or("").to_string()
+}
+
 /// Report 1 as a built-in `[client]`/`[server]` experiment, `--quick` end to end: one row per
 /// near-congestion weight with the client's write-to-read latency, the report's numbers beside
 /// ours and a verdict line; and a file with an unknown `[client]` key refused with its line
@@ -514,39 +521,58 @@ fn report1_client_runs_quick_print_report_numbers_and_a_verdict() {
     let share = col(0, "tput.loaded.up_mbit") / col(1, "tput.loaded.up_mbit");
     let within =
         (30.0 / 3.58 / 2.0..=30.0 / 3.58 * 2.0).contains(&ratio) && (0.9..=1.1).contains(&share);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("REPRODUCED: ") || l.starts_with("NOT REPRODUCED: "))
-        .unwrap_or_else(|| panic!("no verdict line: {text}"));
-    let ours = |x: f64| {
-        if x >= 100.0 {
-            format!("{x:.0}x")
-        } else if x >= 10.0 {
-            format!("{x:.1}x")
-        } else {
-            format!("{x:.2}x")
+    // Each run carries the emulator's release lateness over it, per direction (issue 18):
+    // a run it released more than 2 % of >= 200 packets over 1 ms late for is incomplete,
+    // and then the experiment is not judged (docs/experiments.md, "A busy host").
+    let mut behind = false;
+    for r in &got {
+        for dir in ["up", "down"] {
+            let packets = r[format!("late.{dir}.loaded.packets")].as_u64();
+            let late = r[format!("late.{dir}.loaded.over_1ms")].as_f64();
+            assert!(packets.is_some_and(|n| n > 0), "{dir} lateness cells: {r}");
+            assert!(late.is_some_and(|f| (0.0..=1.0).contains(&f)), "{r}");
+            behind |= packets.unwrap() >= 200 && late.unwrap() > 0.02;
         }
-    };
-    assert!(
-        line.contains(&format!(
-            "mean write-to-read latency, weight 0 / weight 0.4: ours {}",
-            ours(ratio)
-        )),
-        "the printed ratio is the rows' ({ratio}): {line}"
-    );
-    assert_eq!(
-        line.starts_with("REPRODUCED: "),
-        within,
-        "ratio {ratio:.2}, throughput share {share:.3}: {line}"
-    );
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let outcome = if within {
-        "reproduced"
+    }
+    if behind {
+        assert_eq!(summary_outcome(&out), "not_judged");
+        assert!(text.contains("the host was too busy"), "{text}");
+        eprintln!("report1 --quick: the emulator fell behind (a busy host): not judged");
     } else {
-        "not_reproduced"
-    };
-    assert_eq!(summary["verdict"]["outcome"], outcome, "{summary}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("REPRODUCED: ") || l.starts_with("NOT REPRODUCED: "))
+            .unwrap_or_else(|| panic!("no verdict line: {text}"));
+        let ours = |x: f64| {
+            if x >= 100.0 {
+                format!("{x:.0}x")
+            } else if x >= 10.0 {
+                format!("{x:.1}x")
+            } else {
+                format!("{x:.2}x")
+            }
+        };
+        assert!(
+            line.contains(&format!(
+                "mean write-to-read latency, weight 0 / weight 0.4: ours {}",
+                ours(ratio)
+            )),
+            "the printed ratio is the rows' ({ratio}): {line}"
+        );
+        assert_eq!(
+            line.starts_with("REPRODUCED: "),
+            within,
+            "ratio {ratio:.2}, throughput share {share:.3}: {line}"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let outcome = if within {
+            "reproduced"
+        } else {
+            "not_reproduced"
+        };
+        assert_eq!(summary["verdict"]["outcome"], outcome, "{summary}");
+    }
     for (r, w) in got.iter().zip(["0.4", "0"]) {
         assert_eq!(r["weight"], w, "{r}");
         assert!(r["tput.loaded.up_mbit"].as_f64().unwrap() > 10.0, "{r}");

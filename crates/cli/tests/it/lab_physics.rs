@@ -68,8 +68,10 @@ fn assert_physical(qdisc: &str, extra: &[&str]) {
 
     // The idle median, from a second 2-s window if the first is off by more than 0.1 ms:
     // on the shared 2-core VM a whole window's median now and then shifts by 0.1-0.2 ms
-    // (2 of 9 windows on 6 December, both qdiscs, the next window back within 0.03 ms),
-    // which is host noise, not the calibration. A calibration that is off misses in both.
+    // (2 of 9 windows on 6 December, both qdiscs, the next window back within 0.03 ms):
+    // the CPUs the ping client and the responder run on, against the forwarding threads'
+    // (a same-CPU wake-up was 15-80 us cheaper; docs/lab.md, "Where the endpoints
+    // run"), drawn again by each window's new ping. A calibration that is off misses in both.
     let mut idle_median = f64::NAN;
     for window in 1..=2 {
         let mut idle = ping_rtts(&lab, "2");

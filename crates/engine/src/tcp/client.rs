@@ -9,6 +9,7 @@ use super::send::{self, SendEnd, SendPlan};
 use super::{ConnInfo, Event, Role, Sink};
 use crate::config::{Amount, ClientConfig, Direction};
 use crate::sock::{self, SockError};
+use crate::stall::StallRule;
 use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
@@ -24,7 +25,8 @@ const SLOP: Duration = Duration::from_secs(2);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// A transfer that moves no byte for this long has stalled: the run did
 /// not happen as asked (exit 1). iperf 2 prints zero-rate intervals then;
-/// so do we, until this much has passed.
+/// so do we, until this much has passed. A sender waits longer on a path
+/// whose RTO is longer (at least 3 x RFC 6298's RTO, [`crate::stall`]).
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a client run failed as a whole.
@@ -210,7 +212,9 @@ fn stream(
             }
             _ => None,
         },
-        stall_timeout: Some(STALL_TIMEOUT),
+        // Behind a deep FIFO TCP waits on its own retransmission timer for
+        // longer than 3 s: the limit follows the flow's RTO (crate::stall).
+        stall: Some(StallRule::path_scaled(STALL_TIMEOUT)),
         // A server never closes or resets during a forward test unless it
         // ends it (a refusal, a cap): a paced sender that only looked at
         // its next write would notice a -b 1m refusal a second late and
@@ -249,6 +253,9 @@ fn stream(
         keep_intervals: false,
         print_intervals: true,
         idle_timeout: Some(recv_idle),
+        // Behind a bloated path the server's TCP waits on its own timer longer
+        // than 3 s, as our sender's does (crate::stall).
+        idle_follows_rtt: true,
         first_data_timeout: None,
         meter: None,
         min_progress: false,
@@ -272,7 +279,7 @@ fn stream(
             let _ = s.shutdown(Shutdown::Write);
             // After a stall or a reset there is nothing to wait for.
             let (drained, closed) = match sent {
-                SendEnd::Stalled | SendEnd::Disconnected => (Vec::new(), Drained::TimedOut),
+                SendEnd::Stalled(_) | SendEnd::Disconnected => (Vec::new(), Drained::TimedOut),
                 _ => drain(&mut s),
             };
             let sent_bytes = acc.total(Span::from_zero(end)).bytes;
@@ -430,9 +437,8 @@ fn send_verdict(sent: SendEnd, end: Duration) -> Result<(), String> {
         // OutOfTime is a server's (its source's busy time).
         SendEnd::Done | SendEnd::Stopped | SendEnd::Deadline | SendEnd::OutOfTime => Ok(()),
         SendEnd::Disconnected => Err(reset_message(end)),
-        SendEnd::Stalled => Err(format!(
-            "stalled: the server read nothing for {} s (at {:.3} s); the run did not happen as asked",
-            STALL_TIMEOUT.as_secs(),
+        SendEnd::Stalled(st) => Err(format!(
+            "stalled: the server read nothing for {st} (at {:.3} s); the run did not happen as asked",
             end.as_secs_f64()
         )),
     }
@@ -443,9 +449,13 @@ fn recv_verdict(received: RecvEnd, end: Duration, idle: Option<Duration>) -> Res
     match received {
         RecvEnd::Eof | RecvEnd::Stopped | RecvEnd::Deadline => Ok(()),
         RecvEnd::Reset => Err(reset_message(end)),
+        RecvEnd::Idle(st) => Err(format!(
+            "stalled: no data from the server for {st} (at {:.3} s); the run did not happen as asked",
+            end.as_secs_f64()
+        )),
         // Not set on the client (only a server waits for first data,
         // charges busy time and asks for a minimum progress).
-        RecvEnd::Idle | RecvEnd::NoData | RecvEnd::OutOfTime | RecvEnd::TooSlow => Err(format!(
+        RecvEnd::NoData | RecvEnd::OutOfTime | RecvEnd::TooSlow => Err(format!(
             "stalled: no data from the server for {:.1} s (at {:.3} s); the run did not happen as asked",
             idle.unwrap_or(STALL_TIMEOUT).as_secs_f64(),
             end.as_secs_f64()

@@ -34,6 +34,7 @@ fn recv_plan(trip_times: bool) -> RecvPlan {
         keep_intervals: true,
         print_intervals: true,
         idle_timeout: None,
+        idle_follows_rtt: false,
         first_data_timeout: None,
         meter: None,
         min_progress: false,
@@ -57,7 +58,7 @@ fn send_plan(len: usize, amount: Amount) -> SendPlan {
         interval: None,
         already_sent: Bytes(0),
         deadline: None,
-        stall_timeout: None,
+        stall: None,
         watch_peer_close: false,
         meter: None,
         stop: StopToken::new(),
@@ -191,4 +192,85 @@ fn a_raised_stop_token_ends_the_send_loop() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     drop(c);
     reader.join().unwrap();
+}
+
+/// The stall rule as the send loop applies it, on loopback with a peer that never reads: a
+/// fixed 300 ms limit ends the send after ~300 ms; a path-scaled one with the same floor
+/// waits 3 x RFC 6298's RTO (its 1 s minimum on loopback: 3 s) and says so in its stall.
+#[test]
+fn a_peer_that_reads_nothing_is_a_stall_after_the_rules_limit() {
+    let run = |rule: crate::stall::StallRule| {
+        let (c, s) = pair();
+        let (tx, _rx) = sink();
+        let plan = SendPlan {
+            stall: Some(rule),
+            ..send_plan(64 * 1024, Amount::Time(Duration::from_secs(30)))
+        };
+        let t0 = Instant::now();
+        let (_, _, why) = send::run_with_end(&c, &plan, t0, &tx).unwrap();
+        drop(s);
+        (why, t0.elapsed())
+    };
+    let floor = Duration::from_millis(300);
+    let (why, took) = run(crate::stall::StallRule::fixed(floor));
+    let send::SendEnd::Stalled(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!((st.limit, st.rtt), (floor, None));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (why, took) = run(crate::stall::StallRule::path_scaled(floor));
+    let send::SendEnd::Stalled(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!(st.limit, Duration::from_secs(3), "{st:?}");
+    assert!(
+        st.rtt.is_some(),
+        "the limit followed the flow's RTT: {st:?}"
+    );
+    assert!(st.silent >= Duration::from_secs(3), "{st:?}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+}
+
+/// The receiver's idle rule, on loopback with a sender that goes silent after 128 KiB: a
+/// fixed 300 ms limit ends the receive after ~300 ms of silence; one that follows the
+/// receiver's RTT estimate waits 3 x RFC 6298's RTO (its 1 s minimum on loopback: 3 s).
+#[test]
+fn a_silent_sender_is_idle_after_the_receivers_limit() {
+    let run = |follow: bool| {
+        let (mut c, s) = pair();
+        let (tx, _rx) = sink();
+        c.write_all(&vec![7u8; 128 * 1024]).unwrap();
+        let plan = RecvPlan {
+            idle_timeout: Some(Duration::from_millis(300)),
+            idle_follows_rtt: follow,
+            deadline: Some(Instant::now() + Duration::from_secs(20)),
+            ..recv_plan(false)
+        };
+        let t0 = Instant::now();
+        let (_, _, _, why) = recv::run_with_end(&s, &plan, t0, &tx).unwrap();
+        drop(c);
+        (why, t0.elapsed())
+    };
+    let (why, took) = run(false);
+    let recv::RecvEnd::Idle(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!((st.limit, st.rtt), (Duration::from_millis(300), None));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (why, took) = run(true);
+    let recv::RecvEnd::Idle(st) = why else {
+        panic!("{why:?}")
+    };
+    assert_eq!(st.limit, Duration::from_secs(3), "{st:?}");
+    assert!(
+        st.rtt.is_some(),
+        "the limit followed the receiver's RTT: {st:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
 }

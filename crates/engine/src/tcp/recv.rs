@@ -13,6 +13,8 @@ use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::loglimit::SharedLogLimit;
 use crate::meter::{Meter, MinProgress};
+use crate::stall::{Stall, StallRule, StallWatch};
+use crate::tcpinfo;
 use bloatlab_metrics::tcp_recv::{TcpRecvSnapshot, TcpRecvStats};
 use bloatlab_os::StopToken;
 use bloatlab_os::clock::realtime_now as wall_now;
@@ -26,6 +28,8 @@ use std::time::{Duration, Instant};
 /// Largest burst we accept from a peer (iperf never sends more than `-l`,
 /// and `-l` is capped far below this).
 const MAX_BURST: u64 = 1 << 30;
+/// How often a receiver whose idle limit follows the path reads its RTT estimate.
+const RTT_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// How a receiver runs.
 #[derive(Debug, Clone)]
@@ -51,6 +55,13 @@ pub struct RecvPlan {
     pub print_intervals: bool,
     /// Give up after this long without a byte (a silent or stalled peer).
     pub idle_timeout: Option<Duration>,
+    /// Wait at least 3 x the RTO the receiver's own RTT estimate implies
+    /// (`tcpi_rcv_rtt` as SRTT, RTTVAR = SRTT / 2 as RFC 6298 (2.2) sets it
+    /// from one measurement) before [`RecvEnd::Idle`], when that is longer
+    /// than `idle_timeout` ([`crate::stall`]): behind a bloated path the
+    /// sender's TCP waits on its own timer longer than 3 s. A client's
+    /// download flows; a server's idle limit is fixed.
+    pub idle_follows_rtt: bool,
     /// Give up after this long if no byte at all arrives past
     /// `already_read` (a server's header-to-data deadline: a valid header
     /// followed by silence must not hold a slot for the idle timeout).
@@ -79,8 +90,8 @@ pub enum RecvEnd {
     Reset,
     /// [`RecvPlan::deadline`] passed before EOF.
     Deadline,
-    /// No byte for [`RecvPlan::idle_timeout`].
-    Idle,
+    /// No byte for [`RecvPlan::idle_timeout`] (or longer: [`RecvPlan::idle_follows_rtt`]).
+    Idle(Stall),
     /// No byte at all for [`RecvPlan::first_data_timeout`].
     NoData,
     /// A stop was requested (SIGINT/SIGTERM).
@@ -234,6 +245,15 @@ pub fn run_with_end(
     let mut fr = plan.trip_times.then(Framing::new);
     let mut done = Consumed::default();
     let mut last_data = Instant::now();
+    let mut idle = plan.idle_timeout.map(|t| {
+        let rule = if plan.idle_follows_rtt {
+            StallRule::path_scaled(t)
+        } else {
+            StallRule::fixed(t)
+        };
+        StallWatch::new(rule, last_data)
+    });
+    let mut last_rtt_sample: Option<Instant> = None;
     let mut got_data = false;
     let mut budget_until: Option<Instant> = None;
     let mut out_of_time = false;
@@ -266,8 +286,20 @@ pub fn run_with_end(
         {
             break RecvEnd::NoData;
         }
-        if plan.idle_timeout.is_some_and(|i| now - last_data >= i) {
-            break RecvEnd::Idle;
+        if let Some(w) = idle.as_mut() {
+            w.on_progress(last_data);
+            // The receiver's RTT estimate, at most every 100 ms (the read timeout).
+            if plan.idle_follows_rtt && last_rtt_sample.is_none_or(|t| now - t >= RTT_SAMPLE_EVERY)
+            {
+                last_rtt_sample = Some(now);
+                if let Ok(Some(us)) = tcpinfo::sample_receiver(stream).map(|r| r.rcv_rtt_us) {
+                    let r = Duration::from_micros(us);
+                    w.on_rtt(r, r / 2);
+                }
+            }
+            if let Some(st) = w.stalled(now) {
+                break RecvEnd::Idle(st);
+            }
         }
         if out_of_time {
             break RecvEnd::OutOfTime;

@@ -16,6 +16,7 @@ use super::{Event, Sink};
 use crate::config::Amount;
 use crate::meter::Meter;
 use crate::pacer::{Pace, Pacer, TCP_MAX_LAG};
+use crate::stall::{Stall, StallRule, StallWatch};
 use crate::tcpinfo;
 use bloatlab_metrics::tcp_send::TcpSendStats;
 use bloatlab_os::StopToken;
@@ -61,8 +62,9 @@ pub struct SendPlan {
     /// Stop here whatever the amount says (a server's cap on every test).
     pub deadline: Option<Instant>,
     /// End as [`SendEnd::Stalled`] after this long without a byte written
-    /// or acked (a peer that stopped reading, a dead path).
-    pub stall_timeout: Option<Duration>,
+    /// or acked (a peer that stopped reading, a dead path): a fixed time, or
+    /// one scaled to the flow's RTO ([`crate::stall`]).
+    pub stall: Option<StallRule>,
     /// End pacing sleeps as soon as the peer closes or resets (a reverse
     /// sender, whose peer never sends after its header).
     pub watch_peer_close: bool,
@@ -88,9 +90,9 @@ pub enum SendEnd {
     Done,
     /// The peer reset or closed the connection.
     Disconnected,
-    /// For [`SendPlan::stall_timeout`] no byte could be written and none
+    /// For [`SendPlan::stall`]'s limit no byte could be written and none
     /// of the queued ones was acked (a peer that reads nothing, a dead path).
-    Stalled,
+    Stalled(Stall),
     /// [`SendPlan::deadline`] passed first.
     Deadline,
     /// A stop was requested (SIGINT/SIGTERM).
@@ -210,7 +212,7 @@ pub fn run_with_end(
     fill_pattern(&mut buf);
     // Body pieces after the first come from past the burst header.
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
-    let mut last_progress = Instant::now();
+    let mut stall = plan.stall.map(|r| StallWatch::new(r, Instant::now()));
     let mut budget_until: Option<Instant> = None;
     let mut out_of_time = false;
     let mut last_queued: Option<i64> = None;
@@ -308,7 +310,9 @@ pub fn run_with_end(
                     off += n;
                     acc.on_write(Bytes(n as u64));
                     let now = Instant::now();
-                    last_progress = now;
+                    if let Some(w) = stall.as_mut() {
+                        w.on_progress(now);
+                    }
                     last_queued = None;
                     // A write cut short by the timeout: the interval ends (and
                     // the deadline) still come on time.
@@ -336,13 +340,26 @@ pub fn run_with_end(
                     // a time): acks arriving are progress too. A peer that
                     // reads nothing (zero window) or a dead path acks nothing.
                     let queued = unacked(stream);
-                    if queued.is_some_and(|q| last_queued.is_none_or(|l| q < l)) {
-                        last_progress = now;
+                    if let Some(w) = stall.as_mut() {
+                        if queued.is_some_and(|q| last_queued.is_none_or(|l| q < l)) {
+                            w.on_progress(now);
+                        }
+                        // The flow's RTT decides how long its TCP may be waiting on its
+                        // own timer: one TCP_INFO call per blocked write (at most one per
+                        // write timeout, >= 10 ms), so the watch sees the queue at its
+                        // deepest (crate::stall).
+                        if plan.stall.is_some_and(|r| r.follow_rto)
+                            && let Ok(t) = tcpinfo::sample(stream)
+                        {
+                            w.on_rtt(t.rtt, t.rttvar);
+                        }
+                        if w.past_floor(now)
+                            && let Some(st) = w.stalled(now)
+                        {
+                            break 'test SendEnd::Stalled(st);
+                        }
                     }
                     last_queued = queued;
-                    if plan.stall_timeout.is_some_and(|s| now - last_progress >= s) {
-                        break 'test SendEnd::Stalled;
-                    }
                     // The test is over: give up on the last write, as before.
                     if end.is_some_and(|e| now >= e + Duration::from_secs(2)) {
                         break 'test SendEnd::Done;

@@ -35,6 +35,7 @@ use crate::loglimit::SharedLogLimit;
 use crate::meter::Meter;
 use crate::rate_budget::SharedBudget;
 use crate::sock::{self, SockError};
+use crate::stall::StallRule;
 use crate::tcpinfo;
 use crate::time_budget::{SOURCE_TIME_WINDOW, SharedTimeBudget};
 use bloatlab_metrics::interval::Span;
@@ -451,7 +452,7 @@ fn test(
             )
         });
     }
-    if sent == Some(SendEnd::Stalled) || received == Some(RecvEnd::Idle) {
+    if matches!(sent, Some(SendEnd::Stalled(_))) || matches!(received, Some(RecvEnd::Idle(_))) {
         log.eprint(|| {
             format!(
                 "bloatlab server: {peer} moved no byte for {:?} (--idle-timeout); test ended",
@@ -532,6 +533,8 @@ fn run_directions(
         keep_intervals: req.bloatlab,
         print_intervals: cfg.interval.is_some(),
         idle_timeout: Some(cfg.idle_timeout),
+        // The idle limit bounds how long a peer holds a slot: fixed.
+        idle_follows_rtt: false,
         // A valid header then silence (issue 19, attack 3) holds a slot
         // only this long, not the idle timeout.
         first_data_timeout: Some(cfg.first_data_timeout),
@@ -555,7 +558,8 @@ fn run_directions(
         interval: cfg.interval,
         already_sent: Bytes(already as u64),
         deadline: Some(test_end),
-        stall_timeout: Some(cfg.idle_timeout),
+        // The idle limit bounds how long a peer holds a slot: fixed.
+        stall: Some(StallRule::fixed(cfg.idle_timeout)),
         // A reverse client sends nothing after its header: a close is its exit.
         watch_peer_close: req.direction == Direction::Reverse,
         meter: peer.map(|p| budgets.meter(budgets.send.as_ref(), p, conn.progress)),

@@ -153,7 +153,7 @@ fn a_missing_or_incomplete_shard_is_refused_unless_allowed_partial() {
         )
     );
     assert_eq!(planned.len(), 3);
-    let pts = crate::completeness::points(&m.rows, &m.planned, 0.05);
+    let pts = crate::completeness::points(&m.rows, &m.planned, &0.05.into());
     let incomplete: Vec<&str> = pts
         .iter()
         .filter(|p| !p.complete)
@@ -166,7 +166,7 @@ fn a_missing_or_incomplete_shard_is_refused_unless_allowed_partial() {
     assert!(why.contains("/b: 1 of 1 runs not complete"), "{why}");
     let m = merge(&[a, b], true).unwrap();
     assert!(!m.partial.is_empty());
-    let pts = crate::completeness::points(&m.rows, &m.planned, 0.05);
+    let pts = crate::completeness::points(&m.rows, &m.planned, &0.05.into());
     assert!(
         pts.iter()
             .any(|p| !p.complete && p.causes[0].contains("no result: not complete in")),

@@ -184,7 +184,7 @@ mod tests {
         let doc = Document::from_json(DOC).unwrap();
         let lab = serde_json::json!({"directions": [["up", {"link": {"dropped": {"overflow": {"packets": 4}}}}]]});
         let params = [("weight".to_string(), Scalar::Str("0.4".into()))];
-        let r = client_row("p001_weight-0.4_r1", "p001", 1, &params, &doc, &lab);
+        let r = client_row("p001_weight-0.4_r1", "p001", 1, &params, &doc, &[], &lab);
         let cols: Vec<&str> = r.cells.iter().map(|(k, _)| k.as_str()).take(6).collect();
         assert_eq!(
             cols,
@@ -207,6 +207,61 @@ mod tests {
             line.contains("2.9") && line.contains("5755") && line.contains("94.48"),
             "{t}"
         );
+    }
+
+    /// `lab status --json` with the up direction's release-lateness histogram: `late_us`.
+    fn status(late_us: &[u64]) -> Value {
+        let mut h = bloatlab_lab::driver::histogram::Histogram::default();
+        for &us in late_us {
+            h.record(std::time::Duration::from_micros(us));
+        }
+        let report = bloatlab_lab::driver::direction::DirectionReport {
+            lateness_histogram: h,
+            ..Default::default()
+        };
+        serde_json::json!({"counters": {
+            "name": "x", "backend": "userspace", "uptime_s": 1.0, "unix_time_s": 1.0,
+            "directions": [["up", report]], "devices": [], "tun_ring_drops": 0,
+        }})
+    }
+
+    #[test]
+    fn a_client_run_on_a_busy_host_is_incomplete_by_the_emulators_lateness() {
+        use crate::completeness::{self, Cause};
+        use crate::summary::{client_lateness, client_row};
+        let doc = Document::from_json(DOC).unwrap();
+        let before = status(&[30; 100]);
+        // 1000 packets released during the run, 50 of them 4 ms late: 5 % > 2 %.
+        let mut late: Vec<u64> = vec![30; 100 + 950];
+        late.extend([4000; 50]);
+        let after = status(&late);
+        let l = client_lateness(&before, &after);
+        assert_eq!(l.len(), 1);
+        let r = client_row("p001_r1", "p001", 1, &[], &doc, &l, &Value::Null);
+        assert_eq!(r.get("late.up.loaded.packets"), Some(&Value::from(1000)));
+        assert_eq!(r.get("late.up.loaded.over_1ms"), Some(&Value::from(0.05)));
+        let causes = completeness::assess(&r, completeness::DEFAULT_MAX_PROBE_LOSS);
+        assert!(
+            matches!(&causes[..], [Cause::EmulatorLate { direction, phase, .. }]
+                if direction == "up" && phase == "loaded"),
+            "{causes:?}"
+        );
+        // On time (1 % late): complete.
+        let mut ok: Vec<u64> = vec![30; 100 + 990];
+        ok.extend([4000; 10]);
+        let r = client_row(
+            "p001_r1",
+            "p001",
+            1,
+            &[],
+            &doc,
+            &client_lateness(&before, &status(&ok)),
+            &Value::Null,
+        );
+        assert_eq!(r.get("late.up.loaded.over_1ms"), Some(&Value::from(0.01)));
+        assert!(completeness::assess(&r, 0.05).is_empty());
+        // Counters that do not read (no lab, an old emulator): no cells, not incomplete.
+        assert!(client_lateness(&Value::Null, &after).is_empty());
     }
 
     #[test]
