@@ -76,7 +76,14 @@ fn run(cfg: &LinkConfig, n: u64) -> (f64, f64) {
 }
 
 fn main() {
-    let n = 400_000;
+    // EMU_BENCH_PACKETS and EMU_BENCH_QDISC (a name as printed, e.g. "fq_codel 1000p") make a
+    // short run of one configuration, for counting instructions under callgrind
+    // (bench/emu_instructions.sh), where timing would be meaningless.
+    let n = std::env::var("EMU_BENCH_PACKETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400_000);
+    let only = std::env::var("EMU_BENCH_QDISC").ok();
     println!(
         "{:<16} {:>10} {:>10} {:>14} {:>12}",
         "qdisc", "ns/pkt", "Mpps", "Gbit/s@1500B", "allocs/pkt"
@@ -95,6 +102,10 @@ fn main() {
             if let Some(l) = limit {
                 qdisc.set_limit(l);
             }
+            let name = format!("{kind}{}", limit.map_or(String::new(), |l| format!(" {l}")));
+            if only.as_ref().is_some_and(|o| *o != name) {
+                continue;
+            }
             let cfg = LinkConfig {
                 rate: Some(BitRate(1_000_000_000)),
                 delay: Duration::from_millis(10),
@@ -103,7 +114,6 @@ fn main() {
             };
             let (ns, allocs) = run(&cfg, n);
             let mpps = 1e3 / ns;
-            let name = format!("{kind}{}", limit.map_or(String::new(), |l| format!(" {l}")));
             println!(
                 "{name:<16} {ns:>10.0} {mpps:>10.2} {:>14.1} {allocs:>12.2}",
                 mpps * 1500.0 * 8.0 / 1e3
