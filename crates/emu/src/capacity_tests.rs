@@ -356,3 +356,79 @@ fn a_live_trace_starts_at_the_change() {
     l.enqueue(MS(200), ipv4(1500));
     assert_eq!(l.next_event(), Some(MS(201)));
 }
+
+/// The fixed-rate path (`Link::plain`) is left and taken again as schedules, delay plans
+/// and replaced qdiscs come and go: a fixed link given a trace follows it, a link given a
+/// delay schedule delays by it, a replaced qdisc's packets go first, and each returns to
+/// the fixed rate and delay when the change is undone.
+#[test]
+fn the_fixed_rate_path_follows_every_change_and_comes_back() {
+    let cfg = LinkConfig {
+        rate: Some(BitRate(12_000_000)),
+        qdisc: crate::QdiscConfig::defaults(crate::Qdisc::Fifo),
+        ..LinkConfig::default()
+    };
+    let mut l = Link::new(&cfg, 1).unwrap();
+    // Fixed: 1500 B at 12 Mbit/s = 1 ms.
+    l.enqueue(MS(0), ipv4(1500));
+    assert_eq!(l.next_event(), Some(MS(1)));
+    assert!(l.dequeue(MS(1)).is_some());
+    // A trace: opportunities 9 and 10 ms after the change (its mean rate would send the
+    // first at 15 ms).
+    l.set_capacity(MS(10), None, Some(&trace("9\n10\n")));
+    l.enqueue(MS(10), ipv4(1500));
+    assert_eq!(l.next_event(), Some(MS(19)));
+    assert!(
+        l.dequeue(MS(18)).is_none(),
+        "delivered before the trace's opportunity"
+    );
+    assert!(l.dequeue(MS(19)).is_some());
+    // Back to fixed.
+    l.set_rate(MS(20), Some(BitRate(12_000_000)));
+    l.enqueue(MS(20), ipv4(1500));
+    assert_eq!(l.next_event(), Some(MS(21)));
+    assert!(l.dequeue(MS(21)).is_some());
+    // A delay schedule from the change on: 30 ms, 5 ms from its second 1, then fixed 0.
+    let mut with_plan = LinkConfig::default();
+    with_plan
+        .set("delay", Some("schedule:0s/30ms,1s/5ms"))
+        .unwrap();
+    l.set_delay_schedule(MS(30), Duration::ZERO, with_plan.delay_schedule.clone());
+    l.enqueue(MS(30), ipv4(1500));
+    assert_eq!(l.next_event(), Some(MS(61)));
+    assert!(
+        l.dequeue(MS(60)).is_none(),
+        "delivered before the scheduled delay"
+    );
+    assert!(l.dequeue(MS(61)).is_some());
+    l.enqueue(MS(1230), ipv4(1500));
+    assert!(
+        l.dequeue(MS(1236)).is_some(),
+        "the schedule's second step not followed"
+    );
+    l.set_delay_schedule(MS(1270), Duration::ZERO, None);
+    l.enqueue(MS(1270), ipv4(1500));
+    assert_eq!(l.next_event(), Some(MS(1271)));
+    assert!(l.dequeue(MS(1271)).is_some());
+    let at = |t: u64| MS(1200 + t);
+    // A replaced qdisc holding two packets: both leave before the one queued after.
+    let mut first = ipv4(1500);
+    first[19] = 1;
+    let mut second = ipv4(1500);
+    second[19] = 2;
+    let mut third = ipv4(1500);
+    third[19] = 3;
+    l.enqueue(at(80), first);
+    l.enqueue(at(80), second);
+    l.set_qdisc(at(80), &crate::QdiscConfig::defaults(crate::Qdisc::FqCodel))
+        .unwrap();
+    l.enqueue(at(80), third);
+    let order: Vec<u8> = (81..=83)
+        .map(|t| l.dequeue(at(t)).expect("a packet each millisecond")[19])
+        .collect();
+    assert_eq!(order, [1, 2, 3]);
+    // And the fixed path again, through the new qdisc.
+    l.enqueue(at(90), ipv4(1500));
+    assert_eq!(l.next_event(), Some(at(91)));
+    assert!(l.dequeue(at(91)).is_some());
+}

@@ -78,6 +78,10 @@ pub struct Link {
     /// Qdiscs replaced by [`Link::set_qdisc`] that still hold packets, oldest first: the
     /// serializer empties them before it serves `qdisc`. Empty unless the qdisc was changed.
     retiring: Vec<Box<dyn QueueDiscipline>>,
+    /// No schedule, trace, delay plan or retiring qdisc: the serializer takes the fixed-rate
+    /// path, which checks none of them per packet ([`Link::refresh_plain`] keeps it true to
+    /// the three fields; bench/emu_instructions.sh counts the path's instructions).
+    plain: bool,
 }
 
 impl fmt::Debug for Link {
@@ -140,6 +144,7 @@ impl Link {
             delay_base: cfg.delay,
             delay_trim: Duration::ZERO,
             retiring: Vec::new(),
+            plain: cfg.capacity.is_none() && cfg.delay_schedule.is_none(),
         })
     }
 
@@ -279,6 +284,7 @@ impl Link {
             epoch: now,
             schedule,
         });
+        self.refresh_plain();
         self.delay_base = match &self.delay_plan {
             Some(p) => p.at(now),
             None => delay,
@@ -323,6 +329,7 @@ impl Link {
         let now = self.tick(now);
         self.advance(now);
         self.varying = capacity.map(|c| Varying::new(c, now));
+        self.refresh_plain();
         let rate = match &self.varying {
             Some(v) => Some(v.rate_at(now)),
             None => rate,
@@ -347,6 +354,7 @@ impl Link {
         let old = std::mem::replace(&mut self.qdisc, cfg.build(seed, self.rate));
         if old.backlog().packets > 0 {
             self.retiring.push(old);
+            self.refresh_plain();
         }
         self.advance(now);
         Ok(())
@@ -354,7 +362,13 @@ impl Link {
 
     /// The qdisc the serializer serves now: the oldest replaced one that still holds packets,
     /// else the current one.
+    #[inline]
     fn active(&self) -> &dyn QueueDiscipline {
+        // The common case first: no qdisc was ever replaced (the per-packet path of a link
+        // that `lab set --stage-qdisc` never touched stays as short as before).
+        if self.retiring.is_empty() {
+            return self.qdisc.as_ref();
+        }
         match self.retiring.iter().find(|q| q.backlog().packets > 0) {
             Some(q) => q.as_ref(),
             None => self.qdisc.as_ref(),
@@ -368,10 +382,13 @@ impl Link {
 
     /// When the serializer could take the next packet from the qdisc.
     fn next_start(&self) -> Duration {
-        let t = self
-            .link_free
-            .max(self.last_input)
-            .max(self.active().ready_at());
+        self.next_start_after(self.active().ready_at())
+    }
+
+    /// [`Link::next_start`] for a qdisc that is ready at `ready`.
+    #[inline]
+    fn next_start_after(&self, ready: Duration) -> Duration {
+        let t = self.link_free.max(self.last_input).max(ready);
         match &self.varying {
             None => t,
             // A trace's next opportunity: the wait for it is queueing (the packet is still
@@ -390,9 +407,74 @@ impl Link {
     /// Runs the serializer in virtual time up to `now`: every packet that could have started
     /// serializing by `now` leaves the qdisc at its virtual start time and enters the delay line.
     fn advance(&mut self, now: Duration) {
+        let b = if self.plain {
+            self.advance_qdisc::<true>(now);
+            self.qdisc.backlog()
+        } else {
+            self.advance_varying(now)
+        };
+        self.counters.backlog = PacketBytes {
+            packets: b.packets,
+            bytes: b.bytes,
+        };
+    }
+
+    /// [`Link::advance`] off the fixed-rate path (out of line, so that path stays short);
+    /// returns the backlog of every qdisc.
+    #[inline(never)]
+    fn advance_varying(&mut self, now: Duration) -> crate::qdisc::Backlog {
+        if self.retiring.is_empty() {
+            self.advance_qdisc::<false>(now);
+        } else {
+            self.advance_retiring(now);
+        }
+        let mut b = self.qdisc.backlog();
+        for q in &self.retiring {
+            b = b.plus(q.backlog());
+        }
+        b
+    }
+
+    /// Recomputes [`Link::plain`] after a schedule, trace, delay plan or qdisc change.
+    fn refresh_plain(&mut self) {
+        self.plain =
+            self.varying.is_none() && self.delay_plan.is_none() && self.retiring.is_empty();
+    }
+
+    /// [`Link::advance`] with one qdisc, the per-packet path of every link whose qdisc was
+    /// never replaced: kept to what it was before qdiscs could be replaced
+    /// (bench/emu_instructions.sh counts its instructions per packet).
+    /// `PLAIN`: [`Link::plain`] holds, so the schedule, trace and delay plan are not looked at.
+    #[inline(always)]
+    fn advance_qdisc<const PLAIN: bool>(&mut self, now: Duration) {
+        while self.qdisc.backlog().packets > 0 {
+            let ready = self.qdisc.ready_at();
+            let start = if PLAIN {
+                self.link_free.max(self.last_input).max(ready)
+            } else {
+                self.next_start_after(ready)
+            };
+            if start > now {
+                break;
+            }
+            let mut sink = LinkSink {
+                counters: &mut self.counters,
+                trace: &mut self.trace,
+            };
+            let Some(pkt) = self.qdisc.dequeue(start, &mut sink) else {
+                // Everything left was dropped (or the qdisc's shaper is not ready yet).
+                break;
+            };
+            self.serialize::<PLAIN>(start, pkt);
+        }
+    }
+
+    /// [`Link::advance`] while replaced qdiscs still hold packets: the oldest is served first.
+    fn advance_retiring(&mut self, now: Duration) {
         loop {
-            if !self.retiring.is_empty() {
-                self.retiring.retain(|q| q.backlog().packets > 0);
+            self.retiring.retain(|q| q.backlog().packets > 0);
+            if self.retiring.is_empty() {
+                self.refresh_plain();
             }
             if self.active().backlog().packets == 0 {
                 break;
@@ -410,80 +492,79 @@ impl Link {
                 None => &mut self.qdisc,
             };
             let Some(pkt) = q.dequeue(start, &mut sink) else {
-                // Everything left was dropped (or the qdisc's shaper is not ready yet).
                 break;
             };
-            let len = pkt.len();
-            // The delay line holds what is in flight on the wire: bounded like a real link's
-            // (rate x delay, which `LinkConfig::validate` caps) and, on a link without a rate,
-            // by MAX_IN_FLIGHT_BYTES: past it a packet is dropped as an overflow, as a full
-            // qdisc would (issue 19: --delay 1000s under a 300 Mbit/s flow grew without bound).
-            if self.counters.in_transit.bytes.0 + len > self.max_in_flight.0 {
-                self.counters.dropped.overflow.add(len);
-                if let Some(trace) = self.trace.as_mut() {
-                    trace(&TraceEvent {
-                        time: start,
-                        flow: pkt.meta.flow,
-                        size: Bytes(len),
-                        sojourn: None,
-                        verdict: Verdict::Dropped(DropReason::Overflow),
-                    });
-                }
-                continue;
-            }
-            let sojourn = start.saturating_sub(pkt.enqueued_at);
-            self.counters.sojourn.record(sojourn);
+            self.serialize::<false>(start, pkt);
+        }
+    }
+
+    /// Puts a packet the qdisc released at `start` on the wire: counted, traced, serialized
+    /// at the link's rate (or its schedule's or trace's) and queued in the delay line.
+    /// `PLAIN` as in [`Link::advance_qdisc`].
+    #[inline(always)]
+    fn serialize<const PLAIN: bool>(&mut self, start: Duration, pkt: QueuedPacket) {
+        let len = pkt.len();
+        // The delay line holds what is in flight on the wire: bounded like a real link's
+        // (rate x delay, which `LinkConfig::validate` caps) and, on a link without a rate,
+        // by MAX_IN_FLIGHT_BYTES: past it a packet is dropped as an overflow, as a full
+        // qdisc would (issue 19: --delay 1000s under a 300 Mbit/s flow grew without bound).
+        if self.counters.in_transit.bytes.0 + len > self.max_in_flight.0 {
+            self.counters.dropped.overflow.add(len);
             if let Some(trace) = self.trace.as_mut() {
                 trace(&TraceEvent {
                     time: start,
                     flow: pkt.meta.flow,
                     size: Bytes(len),
-                    sojourn: Some(sojourn),
-                    verdict: Verdict::Sent,
+                    sojourn: None,
+                    verdict: Verdict::Dropped(DropReason::Overflow),
                 });
             }
-            let wire = self.overhead.wire_bytes(len);
-            match self.varying.as_mut() {
-                None => {
-                    let serialization = self
-                        .rate
-                        .and_then(|r| r.transmit_time(Bytes(wire)))
-                        .unwrap_or(Duration::ZERO);
-                    self.link_free = start + serialization;
-                }
-                Some(v) => {
-                    self.link_free = v.send(start, wire);
-                    // The step in force (status shows it; CAKE's own shaper follows it).
-                    let r = Some(v.rate_at(start));
-                    if r != self.rate {
-                        self.rate = r;
-                        self.qdisc.set_link_rate(r);
-                    }
-                }
-            }
-            // A store-and-forward link delivers a packet after its last bit; a token-bucket
-            // shaper sends it at wire speed when its slot starts and makes the next packet
-            // wait out the slot instead (the same rate, another departure time).
-            let sent = if self.shaper { start } else { self.link_free };
-            if let Some(p) = &self.delay_plan {
-                self.delay = p.at(sent).saturating_sub(self.delay_trim);
-            }
-            let release = sent + self.sample_delay();
-            self.line.push(Delivered {
-                at: release,
-                waited: pkt.waited + sojourn,
-                data: pkt.data,
+            return;
+        }
+        let sojourn = start.saturating_sub(pkt.enqueued_at);
+        self.counters.sojourn.record(sojourn);
+        if let Some(trace) = self.trace.as_mut() {
+            trace(&TraceEvent {
+                time: start,
+                flow: pkt.meta.flow,
+                size: Bytes(len),
+                sojourn: Some(sojourn),
+                verdict: Verdict::Sent,
             });
-            self.counters.in_transit.add(len);
         }
-        let mut b = self.qdisc.backlog();
-        for q in &self.retiring {
-            b = b.plus(q.backlog());
+        let wire = self.overhead.wire_bytes(len);
+        match self.varying.as_mut().filter(|_| !PLAIN) {
+            None => {
+                let serialization = self
+                    .rate
+                    .and_then(|r| r.transmit_time(Bytes(wire)))
+                    .unwrap_or(Duration::ZERO);
+                self.link_free = start + serialization;
+            }
+            Some(v) => {
+                self.link_free = v.send(start, wire);
+                // The step in force (status shows it; CAKE's own shaper follows it).
+                let r = Some(v.rate_at(start));
+                if r != self.rate {
+                    self.rate = r;
+                    self.qdisc.set_link_rate(r);
+                }
+            }
         }
-        self.counters.backlog = PacketBytes {
-            packets: b.packets,
-            bytes: b.bytes,
-        };
+        // A store-and-forward link delivers a packet after its last bit; a token-bucket
+        // shaper sends it at wire speed when its slot starts and makes the next packet
+        // wait out the slot instead (the same rate, another departure time).
+        let sent = if self.shaper { start } else { self.link_free };
+        if !PLAIN && let Some(p) = &self.delay_plan {
+            self.delay = p.at(sent).saturating_sub(self.delay_trim);
+        }
+        let release = sent + self.sample_delay();
+        self.line.push(Delivered {
+            at: release,
+            waited: pkt.waited + sojourn,
+            data: pkt.data,
+        });
+        self.counters.in_transit.add(len);
     }
 
     fn sample_delay(&mut self) -> Duration {
