@@ -147,7 +147,11 @@ mod tests {
         assert_eq!(recv_discard(&rx, 10, 0).unwrap(), 10);
         let mut buf = [0u8; 16];
         assert_eq!(recv(&rx, &mut buf, 0).unwrap(), 6);
-        assert_eq!(&buf[..6], b"abcdef", "the bytes after the dropped ones are intact");
+        assert_eq!(
+            &buf[..6],
+            b"abcdef",
+            "the bytes after the dropped ones are intact"
+        );
         // Nothing queued: MSG_DONTWAIT says so instead of blocking.
         let e = recv_discard(&rx, 10, libc::MSG_DONTWAIT).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);

@@ -228,14 +228,23 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
         }
         let spent = cpu_time(CpuScope::Thread).unwrap().since(t0);
-        assert!(spent.total() >= std::time::Duration::from_millis(20), "{spent:?}");
+        assert!(
+            spent.total() >= std::time::Duration::from_millis(20),
+            "{spent:?}"
+        );
         let p = cpu_time(CpuScope::Process).unwrap().since(p0);
-        assert!(p.total() >= spent.total() / 2, "process {p:?} thread {spent:?}");
+        assert!(
+            p.total() >= spent.total() / 2,
+            "process {p:?} thread {spent:?}"
+        );
         // A fresh thread starts near zero.
         let other = std::thread::spawn(|| cpu_time(CpuScope::Thread).unwrap())
             .join()
             .unwrap();
-        assert!(other.total() < std::time::Duration::from_millis(20), "{other:?}");
+        assert!(
+            other.total() < std::time::Duration::from_millis(20),
+            "{other:?}"
+        );
         let z = CpuTime::default().since(p0);
         assert_eq!(z, CpuTime::default(), "out of order is zero, not negative");
     }

@@ -327,8 +327,7 @@ fn leg(v: &serde_json::Value, run: &str) -> (f64, f64, [f64; 3]) {
 #[test]
 fn mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted() {
     use crate::harness::wire::{Capture, median};
-    if !tier::root("mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted")
-    {
+    if !tier::root("mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted") {
         return;
     }
     // RPM within 15 %: timing-sensitive, alone.
@@ -382,7 +381,9 @@ fn mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted()
     );
     let extra_tls = m(&mach_wire, |h| h.before_hello) - m(&ours_wire, |h| h.before_hello);
     let extra_http = mach_wait - ours_wait;
-    eprintln!("mach waits {extra_tls:.1} ms more before its ClientHello, {extra_http:.1} ms more before its request");
+    eprintln!(
+        "mach waits {extra_tls:.1} ms more before its ClientHello, {extra_http:.1} ms more before its request"
+    );
 
     let median_of = |f: fn(&MachReport) -> f64| {
         let mut v: Vec<f64> = machs.iter().map(f).collect();

@@ -239,10 +239,12 @@ fn stream(
             STALL_TIMEOUT.max(gap.saturating_mul(2))
         });
     let (trip, interval, stop) = (cfg.trip_times, cfg.interval, cfg.stop.clone());
+    let rx_copy = cfg.socket.rx_copy;
     let recv_plan = move |already_read: Vec<usize>| RecvPlan {
         stream: id,
         len,
         trip_times: trip,
+        rx_copy,
         interval,
         deadline: recv_deadline,
         already_read,

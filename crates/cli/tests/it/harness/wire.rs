@@ -112,8 +112,7 @@ pub fn parse(text: &str) -> Vec<Handshake> {
         let (Some(time), Some(dir)) = (f.first(), f.get(2)) else {
             continue;
         };
-        let (Ok(secs), Some(ip)) = (time.parse::<f64>(), f.iter().position(|w| *w == "IP"))
-        else {
+        let (Ok(secs), Some(ip)) = (time.parse::<f64>(), f.iter().position(|w| *w == "IP")) else {
             continue;
         };
         let (Some(src), Some(dst)) = (f.get(ip + 1), f.get(ip + 3)) else {
