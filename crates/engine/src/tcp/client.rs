@@ -195,6 +195,7 @@ fn stream(
         len,
         amount: cfg.amount,
         trip_times: cfg.trip_times,
+        zerocopy: cfg.socket.zerocopy,
         start_wall,
         near_congestion: cfg.near_congestion,
         rate: cfg.rate,

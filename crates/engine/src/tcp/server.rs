@@ -549,6 +549,7 @@ fn run_directions(
         len: write_len,
         amount: req.amount,
         trip_times: req.trip_times,
+        zerocopy: cfg.socket.zerocopy,
         start_wall,
         near_congestion: None,
         rate: req.rate,
