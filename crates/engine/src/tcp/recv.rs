@@ -136,10 +136,14 @@ impl Framing {
     }
 
     /// How many bytes the next read may take without crossing a burst end
-    /// (at a header: up to the previous burst's size, normally the whole burst).
+    /// (at a header: up to the previous burst's size, normally the whole burst;
+    /// before the first burst, only its header, as iperf 2 reads it, so the
+    /// first read never spans two bursts).
     fn next_read(&self, len: usize) -> usize {
         let left = if self.broken {
             u64::MAX
+        } else if self.body_left == 0 && self.last_size == u64::MAX {
+            (BURST_HEADER_LEN - self.hdr_got) as u64
         } else if self.body_left == 0 {
             self.last_size.saturating_sub(self.hdr_got as u64).max(1)
         } else {
@@ -429,8 +433,11 @@ mod tests {
     fn reads_stop_at_the_end_of_a_burst_body() {
         let mut f = Framing::new();
         let mut out = Consumed::default();
-        assert_eq!(f.next_read(131_072), 131_072);
-        f.consume(&burst(1, 131_072, 1)[..1000], &mut out);
+        // The first burst's size is not known yet: its header alone.
+        assert_eq!(f.next_read(131_072), BURST_HEADER_LEN);
+        f.consume(&burst(1, 131_072, 1)[..50], &mut out);
+        assert_eq!(f.next_read(131_072), BURST_HEADER_LEN - 50);
+        f.consume(&burst(1, 131_072, 1)[50..1000], &mut out);
         assert_eq!(f.next_read(131_072), 130_072);
         assert_eq!(f.next_read(4096), 4096);
         // A sender with a smaller -l: the next burst is read up to its size.
