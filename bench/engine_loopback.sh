@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Side-by-side loopback benchmark of the traffic engine (issue 2, deliverable 7).
 #
-#   bench/engine_loopback.sh                 # 3 runs x 10 s per case, ~4 min
+#   bench/engine_loopback.sh                 # 3 runs x 10 s per case, ~9 min
+#   ONLY="bloatlab-tcp iperf2-tcp" bench/engine_loopback.sh   # some cases only
 #   RUNS=5 DURATION=10 bench/engine_loopback.sh
 #
 # Cases, run in alternation (run 1 of every case, then run 2, ...):
 #   tcp       single TCP stream: bloatlab, iperf 2 (`iperf`), iperf 3 (`iperf3`)
 #   tcp-tt    bloatlab with `-e --trip-times` (server `-e`)
 #   tcp-rxcopy  bloatlab with `--rx-copy` on both ends (every byte copied, as before issue 24)
+#   tcp-tt-rxcopy  `-e --trip-times --rx-copy`: trip-times with the copying receiver
 #   tcp-zc    bloatlab with `--zerocopy` on the client (sendfile from a memfd)
 #   tcp-P4    four TCP streams: bloatlab, iperf 2, iperf 3
 #   udp64     UDP, 64-byte datagrams, offered far above what loopback carries
@@ -96,11 +98,12 @@ run_case() {
     local case="$1" ccpu scpu gbps bytes pps="-"
     PORT=$((PORT + 1))
     case "$case" in
-    bloatlab-tcp | bloatlab-tcp-tt | bloatlab-tcp-rxcopy | bloatlab-tcp-zc | bloatlab-tcp-P4)
+    bloatlab-tcp | bloatlab-tcp-tt | bloatlab-tcp-rxcopy | bloatlab-tcp-tt-rxcopy | bloatlab-tcp-zc | bloatlab-tcp-P4)
         local extra=() sextra=()
         case "$case" in
         bloatlab-tcp-tt) extra=(-e --trip-times); sextra=(-e) ;;
         bloatlab-tcp-rxcopy) extra=(--rx-copy); sextra=(--rx-copy) ;;
+        bloatlab-tcp-tt-rxcopy) extra=(-e --trip-times --rx-copy); sextra=(-e --rx-copy) ;;
         bloatlab-tcp-zc) extra=(--zerocopy) ;;
         bloatlab-tcp-P4) extra=(-P 4) ;;
         esac
@@ -160,7 +163,8 @@ run_case() {
     printf 'bench: %-16s run: %.2f Gbit/s pps=%s client %ss server %ss\n' "$case" "$gbps" "$pps" "$ccpu" "$scpu" >&2
 }
 
-CASES=(bloatlab-tcp iperf2-tcp iperf3-tcp bloatlab-tcp-tt bloatlab-tcp-rxcopy bloatlab-tcp-zc
+CASES=(bloatlab-tcp iperf2-tcp iperf3-tcp bloatlab-tcp-tt bloatlab-tcp-rxcopy bloatlab-tcp-tt-rxcopy
+    bloatlab-tcp-zc
     bloatlab-tcp-P4 iperf2-tcp-P4 iperf3-tcp-P4 bloatlab-udp64 iperf2-udp64 bloatlab-udp1470
     iperf2-udp1470)
 if [ -n "${ONLY:-}" ]; then read -r -a CASES <<<"$ONLY"; fi
@@ -219,3 +223,5 @@ echo "| CPU/GB bloatlab / iperf 2, UDP 1470 B | $(ratio bloatlab-udp1470 iperf2-
 echo "| CPU/GB bloatlab default / --rx-copy | $(ratio bloatlab-tcp bloatlab-tcp-rxcopy 7) |"
 echo "| throughput -e --trip-times / plain | $(ratio bloatlab-tcp-tt bloatlab-tcp 2) |"
 echo "| CPU/GB -e --trip-times / plain | $(ratio bloatlab-tcp-tt bloatlab-tcp 7) |"
+echo "| throughput -e --trip-times / plain, both --rx-copy (the receive path before issue 24) | $(ratio bloatlab-tcp-tt-rxcopy bloatlab-tcp-rxcopy 2) |"
+echo "| CPU/GB -e --trip-times / plain, both --rx-copy | $(ratio bloatlab-tcp-tt-rxcopy bloatlab-tcp-rxcopy 7) |"
