@@ -121,11 +121,11 @@ run_case() {
         start_server tcp stdbuf -oL iperf -s -p "$PORT" -y C
         ccpu="$(run_client iperf -c 127.0.0.1 -p "$PORT" -t "$DURATION" "${extra[@]}")"
         scpu="$(stop_server)"
-        # CSV: ...,id(6),interval,bytes,bits_per_second; with -P the [SUM] row
-        # has id -1 (else: add up the streams' rows).
-        local agg='NF >= 9 { if ($6 == "-1") { sb = $8; sg = $9; s = 1 } else { b += $8; g += $9 } }
-            END { if (s) { b = sb; g = sg } printf "%d %.4f", b, g / 1e9 }'
+        # CSV: ...,id(6),interval,bytes,bits_per_second: one row per stream
+        # (added up for -P; a [SUM] row, id -1, is left out so nothing counts twice).
+        local agg='NF >= 9 && $6 != "-1" { b += $8; g += $9 } END { printf "%.0f %.4f\n", b, g / 1e9 }'
         read -r bytes gbps < <(awk -F, "$agg" "$WORK/server.out")
+        if [ -n "${DEBUG_CSV:-}" ]; then cat "$WORK/server.out" >&2; fi
         ;;
     iperf3-tcp | iperf3-tcp-P4)
         local extra=()
