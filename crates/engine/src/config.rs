@@ -102,6 +102,15 @@ pub struct SocketOptions {
     /// per socket, e.g. one with `features ecn` to negotiate ECN on this flow only
     /// (Linux has no per-socket ECN switch; needs CAP_NET_ADMIN).
     pub mark: Option<u32>,
+    /// `--rx-copy`: copy every received TCP byte into the program. Off (the default), a
+    /// receiver drops the bytes it never looks at in the kernel (`MSG_TRUNC`, as iperf
+    /// 3.16's `--skip-rx-copy`) and copies only what it parses (trip-times burst
+    /// headers); see docs/engine.md, "Reads".
+    pub rx_copy: bool,
+    /// `--zerocopy`: a TCP sender without `--trip-times` hands the kernel pages
+    /// instead of copying its buffer on every write (`sendfile` from a memory file,
+    /// as iperf 3's `-Z`); see docs/engine.md, "Zero-copy sends".
+    pub zerocopy: bool,
 }
 
 /// Everything a client run needs. Build with [`ClientConfig::new`] and adjust fields.

@@ -26,6 +26,61 @@ pub fn signal(pid: u32, sig: i32) -> io::Result<()> {
     }
 }
 
+/// CPU time a process or thread has used, user and system apart (`getrusage(2)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Time running our own code.
+    pub user: std::time::Duration,
+    /// Time in the kernel on our behalf (system calls: copies, TCP).
+    pub system: std::time::Duration,
+}
+
+impl CpuTime {
+    /// User plus system.
+    pub fn total(&self) -> std::time::Duration {
+        self.user + self.system
+    }
+
+    /// What was used from `earlier` to `self` (zero, not negative, if out of order).
+    pub fn since(&self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+}
+
+/// Which CPU time [`cpu_time`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuScope {
+    /// All threads of this process (`RUSAGE_SELF`).
+    Process,
+    /// The calling thread only (`RUSAGE_THREAD`).
+    Thread,
+}
+
+/// The CPU time used so far by this process or the calling thread.
+pub fn cpu_time(scope: CpuScope) -> io::Result<CpuTime> {
+    let who = match scope {
+        CpuScope::Process => libc::RUSAGE_SELF,
+        CpuScope::Thread => libc::RUSAGE_THREAD,
+    };
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live rusage for the kernel to fill.
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let tv = |t: libc::timeval| {
+        std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+            + std::time::Duration::from_micros(t.tv_usec.clamp(0, 999_999) as u64)
+    };
+    Ok(CpuTime {
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+    })
+}
+
 /// `uname(2)`: sysname, release, version, machine and nodename, or `None` if it failed.
 pub fn uname() -> Option<[String; 5]> {
     // SAFETY: uname fills a zeroed struct of NUL-terminated arrays.
@@ -161,6 +216,44 @@ pub fn private_sysfs() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_grows_with_work_and_a_thread_sees_only_its_own() {
+        let p0 = cpu_time(CpuScope::Process).unwrap();
+        let t0 = cpu_time(CpuScope::Thread).unwrap();
+        // Burn CPU on this thread until it has used 30 ms (however long a busy
+        // machine takes to give them; only a clock that never moves fails).
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        let spent = loop {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            let spent = cpu_time(CpuScope::Thread).unwrap().since(t0);
+            if spent.total() >= std::time::Duration::from_millis(30) {
+                break spent;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "{spent:?}"
+            );
+        };
+        let p = cpu_time(CpuScope::Process).unwrap().since(p0);
+        assert!(
+            p.total() >= spent.total() / 2,
+            "process {p:?} thread {spent:?}"
+        );
+        // A fresh thread starts near zero.
+        let other = std::thread::spawn(|| cpu_time(CpuScope::Thread).unwrap())
+            .join()
+            .unwrap();
+        assert!(
+            other.total() < std::time::Duration::from_millis(20),
+            "{other:?}"
+        );
+        let z = CpuTime::default().since(p0);
+        assert_eq!(z, CpuTime::default(), "out of order is zero, not negative");
+    }
 
     #[test]
     fn signals_reach_only_the_named_child() {

@@ -54,6 +54,15 @@ pub struct CommonArgs {
     /// then holds only JSON.
     #[arg(long = "json")]
     pub json: bool,
+    /// TCP receive: copy every byte into the program. Without it, bytes nothing looks at
+    /// are dropped in the kernel (MSG_TRUNC, like iperf 3's --skip-rx-copy); trip-times
+    /// headers are always read.
+    #[arg(long = "rx-copy")]
+    pub rx_copy: bool,
+    /// TCP send: zero-copy writes (sendfile from a memory file, like iperf 3's -Z); not
+    /// with --trip-times, whose writes carry a fresh header each.
+    #[arg(long = "zerocopy")]
+    pub zerocopy: bool,
 }
 
 impl CommonArgs {
@@ -85,6 +94,8 @@ impl CommonArgs {
             bind: self.bind,
             nodelay: false,
             mark: None,
+            rx_copy: self.rx_copy,
+            zerocopy: self.zerocopy,
         }
     }
 }

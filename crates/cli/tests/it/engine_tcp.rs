@@ -131,6 +131,12 @@ fn enhanced_shows_tcp_info_columns_and_peer_version() {
     );
     let last = *final_lines(&out).last().unwrap();
     assert!(last.contains("K/") && last.contains(" us "), "{last}");
+    // Issue 24: -e shows what the test cost this process.
+    let cpu = out
+        .lines()
+        .find(|l| l.starts_with("[CPU] "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(cpu.contains(" CPU-s/GB (process)"), "{cpu}");
     let s = srv.wait_for("Reads=Dist");
     assert!(s.contains("(peer 2.1.8)"), "{s}");
     assert!(s.contains("Reads=Dist"), "{s}");
@@ -229,6 +235,22 @@ fn server_json_sum_agrees_with_the_client() {
     assert_eq!(doc["role"], "server");
     assert_eq!(doc["sum"]["streams"], 3, "{doc}");
     assert_eq!(doc["sum"]["summary"]["bytes"].as_u64().unwrap(), sent);
+    // Issue 24: both ends say what the test cost them per GB.
+    for d in [&v, &doc] {
+        let cpu = &d["cpu"];
+        assert_eq!(cpu["scope"], "process", "{d}");
+        let (user, sys) = (
+            cpu["user_s"].as_f64().unwrap(),
+            cpu["system_s"].as_f64().unwrap(),
+        );
+        let bytes = cpu["bytes"].as_u64().unwrap();
+        assert!(bytes >= sent, "{cpu}");
+        let per = cpu["cpu_s_per_gb"].as_f64().unwrap();
+        assert!(
+            (per - (user + sys) / (bytes as f64 / 1e9)).abs() < 1e-9,
+            "{cpu}"
+        );
+    }
 }
 
 #[test]

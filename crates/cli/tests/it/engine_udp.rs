@@ -235,6 +235,12 @@ fn server_report_relayed_equals_the_servers_own_final_numbers() {
         relayed.contains(" pps ") && relayed.contains(" ms "),
         "{relayed}"
     );
+    // Issue 24: -e shows what the test cost the client.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("[CPU] ") && l.ends_with(" CPU-s/GB (process)")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -253,6 +259,9 @@ fn json_carries_the_server_section_and_one_document_per_flow_on_the_server() {
     assert!(side["intervals"].as_array().unwrap().len() >= 2, "{side}");
     let sent = u(&st["summary"]["udp_send"]["datagrams"]);
     assert_eq!(server_total, sent + 1, "the FIN counts on the server");
+    // Issue 24: the client's CPU cost, per byte it sent.
+    assert_eq!(j["cpu"]["scope"], "process", "{j}");
+    assert_eq!(u(&j["cpu"]["bytes"]), u(&st["summary"]["bytes"]), "{j}");
     // The server printed its own document with the same numbers.
     // The document is complete at its closing brace in column 0 (the
     // output is collected line by line, so a field inside can show up first).

@@ -197,6 +197,7 @@ fn stream(
         len,
         amount: cfg.amount,
         trip_times: cfg.trip_times,
+        zerocopy: cfg.socket.zerocopy,
         start_wall,
         near_congestion: cfg.near_congestion,
         rate: cfg.rate,
@@ -243,10 +244,12 @@ fn stream(
             STALL_TIMEOUT.max(gap.saturating_mul(2))
         });
     let (trip, interval, stop) = (cfg.trip_times, cfg.interval, cfg.stop.clone());
+    let rx_copy = cfg.socket.rx_copy;
     let recv_plan = move |already_read: Vec<usize>| RecvPlan {
         stream: id,
         len,
         trip_times: trip,
+        rx_copy,
         interval,
         deadline: recv_deadline,
         already_read,

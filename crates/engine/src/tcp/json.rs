@@ -38,6 +38,7 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
         Role::Server => JsonRole::Server,
     };
     let mut doc = Document::new(role, Protocol::Tcp, test);
+    doc.cpu = c.cpu.clone();
     // Report the congestion control in effect (the kernel default when -Z is absent).
     if let Some(cc) = c.connections.values().find_map(|i| i.congestion.clone()) {
         doc.test.congestion_control = Some(cc);

@@ -8,7 +8,7 @@
 //! header's write timestamp.
 
 use super::io::{is_disconnect, is_transient};
-use super::pieces::{PieceReader, READ_PIECE};
+use super::pieces::{Consumer, CopyAll, PieceReader, READ_PIECE, SkipAll};
 use super::stats::Ticker;
 use super::{Event, Sink};
 use crate::loglimit::SharedLogLimit;
@@ -40,6 +40,11 @@ pub struct RecvPlan {
     pub len: usize,
     /// De-frame 92-byte burst headers and measure burst latency.
     pub trip_times: bool,
+    /// Copy every received byte into our buffer (`--rx-copy`). Off (the
+    /// default), bytes nobody parses are dropped in the kernel with
+    /// `MSG_TRUNC` and only trip-times burst headers are copied
+    /// ([`super::pieces`]).
+    pub rx_copy: bool,
     /// `-i`.
     pub interval: Option<Duration>,
     /// Give up at this time even without EOF (reverse tests: duration + slop).
@@ -142,16 +147,31 @@ impl Framing {
     }
 
     /// How many bytes the next read may take without crossing a burst end
-    /// (at a header: up to the previous burst's size, normally the whole burst).
+    /// (at a header: up to the previous burst's size, normally the whole burst;
+    /// before the first burst, only its header, as iperf 2 reads it, so the
+    /// first read never spans two bursts).
     fn next_read(&self, len: usize) -> usize {
         let left = if self.broken {
             u64::MAX
+        } else if self.body_left == 0 && self.last_size == u64::MAX {
+            (BURST_HEADER_LEN - self.hdr_got) as u64
         } else if self.body_left == 0 {
             self.last_size.saturating_sub(self.hdr_got as u64).max(1)
         } else {
             self.body_left
         };
         usize::try_from(left).unwrap_or(len).min(len)
+    }
+
+    /// `n` bytes of the current body went by unseen (never more than is left).
+    fn skip_body(&mut self, n: usize, out: &mut Consumed) {
+        if self.broken || self.body_left == 0 {
+            return;
+        }
+        self.body_left = self.body_left.saturating_sub(n as u64);
+        if self.body_left == 0 {
+            out.completed.push(self.write_time);
+        }
     }
 
     fn consume(&mut self, mut p: &[u8], out: &mut Consumed) {
@@ -186,6 +206,38 @@ impl Framing {
                 out.completed.push(self.write_time);
             }
         }
+    }
+}
+
+/// The framing as a [`Consumer`]: copy a burst's header, skip its body.
+struct Deframe<'a> {
+    f: &'a mut Framing,
+    out: &'a mut Consumed,
+}
+
+impl Consumer for Deframe<'_> {
+    fn must_copy(&self) -> usize {
+        if self.f.broken || self.f.body_left > 0 {
+            0
+        } else {
+            BURST_HEADER_LEN - self.f.hdr_got
+        }
+    }
+
+    fn may_skip(&self) -> usize {
+        if self.f.broken {
+            usize::MAX
+        } else {
+            usize::try_from(self.f.body_left).unwrap_or(usize::MAX)
+        }
+    }
+
+    fn bytes(&mut self, piece: &[u8]) {
+        self.f.consume(piece, self.out);
+    }
+
+    fn skipped(&mut self, n: usize) {
+        self.f.skip_body(n, self.out);
     }
 }
 
@@ -316,11 +368,18 @@ pub fn run_with_end(
             continue;
         }
         let want = fr.as_ref().map_or(len, |f| f.next_read(len));
-        let n = match reader.read(&mut stream, want, |piece| {
-            if let Some(f) = fr.as_mut().filter(|f| !f.broken) {
-                f.consume(piece, &mut done);
+        let res = match (fr.as_mut(), plan.rx_copy) {
+            (Some(f), false) => {
+                reader.read_into(&mut stream, want, &mut Deframe { f, out: &mut done })
             }
-        }) {
+            (Some(f), true) => {
+                let mut c = CopyAll(Deframe { f, out: &mut done });
+                reader.read_into(&mut stream, want, &mut c)
+            }
+            (None, false) => reader.read_into(&mut stream, want, &mut SkipAll),
+            (None, true) => reader.read_into(&mut stream, want, &mut CopyAll(SkipAll)),
+        };
+        let n = match res {
             Ok(0) => break RecvEnd::Eof,
             Ok(n) => n,
             Err(e) if is_transient(&e) => continue,
@@ -406,8 +465,11 @@ mod tests {
     fn reads_stop_at_the_end_of_a_burst_body() {
         let mut f = Framing::new();
         let mut out = Consumed::default();
-        assert_eq!(f.next_read(131_072), 131_072);
-        f.consume(&burst(1, 131_072, 1)[..1000], &mut out);
+        // The first burst's size is not known yet: its header alone.
+        assert_eq!(f.next_read(131_072), BURST_HEADER_LEN);
+        f.consume(&burst(1, 131_072, 1)[..50], &mut out);
+        assert_eq!(f.next_read(131_072), BURST_HEADER_LEN - 50);
+        f.consume(&burst(1, 131_072, 1)[50..1000], &mut out);
         assert_eq!(f.next_read(131_072), 130_072);
         assert_eq!(f.next_read(4096), 4096);
         // A sender with a smaller -l: the next burst is read up to its size.

@@ -13,8 +13,10 @@ use bloatlab_metrics::console::{
     TCP_SEND_HEADER,
 };
 use bloatlab_metrics::interval::Span;
+use bloatlab_metrics::json::CpuRecord;
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_metrics::tcp_send::TcpSendSnapshot;
+use bloatlab_os::process::{CpuScope, CpuTime, cpu_time};
 use bloatlab_units::Bytes;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -57,6 +59,8 @@ pub struct Collected {
     /// A bloatlab server's sender's final TCP_INFO, per stream (flow query).
     pub peer_sender_info: BTreeMap<u32, bloatlab_wire::SenderSummary>,
     pub failures: Vec<(u32, String)>,
+    /// This process's CPU time over the test and per GB moved (issue 24).
+    pub cpu: Option<bloatlab_metrics::json::CpuRecord>,
 }
 
 /// Starts the reporter; drop every [`super::Sink`] clone, then join to get
@@ -79,6 +83,8 @@ struct Reporter {
     pending_recv: BTreeMap<Duration, Vec<TcpRecvSnapshot>>,
     /// Full-duplex halves waiting for the other direction: (stream, span start) -> (span, bytes).
     pending_fd: BTreeMap<(u32, Duration), (Span, Bytes)>,
+    /// The process's CPU time when the reporter started (before any connection).
+    cpu0: Option<CpuTime>,
 }
 
 impl Reporter {
@@ -91,12 +97,35 @@ impl Reporter {
             pending_send: BTreeMap::new(),
             pending_recv: BTreeMap::new(),
             pending_fd: BTreeMap::new(),
+            cpu0: cpu_time(CpuScope::Process).ok(),
         }
     }
 
     fn run(mut self, rx: mpsc::Receiver<Event>) -> Collected {
         for ev in rx {
             self.handle(ev);
+        }
+        // CPU per GB (issue 24): every stream has ended, so this is the test's cost.
+        // Printed before iperf 2's closing connect-time line, which stays last.
+        if let (Some(c0), Ok(c1)) = (self.cpu0, cpu_time(CpuScope::Process)) {
+            let used = c1.since(c0);
+            let bytes: u64 = self
+                .out
+                .send_totals
+                .values()
+                .map(|t| t.bytes.0)
+                .sum::<u64>()
+                + self
+                    .out
+                    .recv_totals
+                    .values()
+                    .map(|t| t.bytes.0)
+                    .sum::<u64>();
+            let rec = CpuRecord::new(used.user, used.system, bytes);
+            if self.s.enhanced && self.s.format == OutputFormat::Console {
+                self.print(&rec.console_line());
+            }
+            self.out.cpu = Some(rec);
         }
         if self.s.role == Role::Client && self.s.enhanced && self.s.streams > 1 {
             let times: Vec<Duration> = self

@@ -47,6 +47,11 @@ pub struct SendPlan {
     pub amount: Amount,
     /// Frame bursts with the 92-byte trip-times header.
     pub trip_times: bool,
+    /// `--zerocopy`: write with `sendfile` from a memory file holding the
+    /// buffer (no copy of it per write). Ignored with `trip_times`: each
+    /// write then carries a fresh header, and pages the kernel may still be
+    /// sending must not change under it.
+    pub zerocopy: bool,
     /// The start time written into burst headers (wall clock).
     pub start_wall: Duration,
     /// `--near-congestion` weight.
@@ -213,6 +218,14 @@ pub fn run_with_end(
     // Body pieces after the first come from past the burst header.
     let body_from = if plan.trip_times { BURST_HEADER_LEN } else { 0 };
     let mut stall = plan.stall.map(|r| StallWatch::new(r, Instant::now()));
+    // --zerocopy: the pattern lives in a memory file the kernel sends from;
+    // if one cannot be made, copy as usual (said once).
+    let zc = (plan.zerocopy && !plan.trip_times)
+        .then(|| bloatlab_os::fdio::memfd_with("bloatlab-send", &buf))
+        .and_then(|r| {
+            r.map_err(|e| tracing::warn!("--zerocopy: no memory file ({e}); copying instead"))
+                .ok()
+        });
     let mut budget_until: Option<Instant> = None;
     let mut out_of_time = false;
     let mut last_queued: Option<i64> = None;
@@ -291,12 +304,11 @@ pub fn run_with_end(
         while off < this {
             // The first buf_len bytes of a burst come from buf as they are
             // (header first); the rest from its body, piece by piece.
-            let piece = if off < buf.len() {
-                &buf[off..this.min(buf.len())]
+            let (from, to) = if off < buf.len() {
+                (off, this.min(buf.len()))
             } else {
                 let from = body_from.min(buf.len() - 1);
-                let n = (this - off).min(buf.len() - from);
-                &buf[from..from + n]
+                (from, from + (this - off).min(buf.len() - from))
             };
             if let Some(d) = plan.deadline.filter(|_| !at_deadline) {
                 let left = d.saturating_duration_since(Instant::now());
@@ -305,7 +317,11 @@ pub fn run_with_end(
                     at_deadline = true;
                 }
             }
-            match stream.write(piece) {
+            let wrote = match &zc {
+                Some(fd) => bloatlab_os::fdio::sendfile(stream, fd, from as u64, to - from),
+                None => stream.write(&buf[from..to]),
+            };
+            match wrote {
                 Ok(n) => {
                     off += n;
                     acc.on_write(Bytes(n as u64));

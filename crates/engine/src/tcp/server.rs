@@ -519,6 +519,7 @@ fn run_directions(
         stream: id,
         len: read_len,
         trip_times: req.trip_times,
+        rx_copy: cfg.socket.rx_copy,
         // Our own -i wins; else a bloatlab client's -i (BLAB extension),
         // measured for the BLXR report only, not printed.
         interval: cfg
@@ -551,6 +552,7 @@ fn run_directions(
         len: write_len,
         amount: req.amount,
         trip_times: req.trip_times,
+        zerocopy: cfg.socket.zerocopy,
         start_wall,
         near_congestion: None,
         rate: req.rate,

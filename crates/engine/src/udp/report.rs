@@ -16,9 +16,10 @@ use bloatlab_metrics::console::{
     UDP_SEND_HEADER,
 };
 use bloatlab_metrics::interval::Span;
-use bloatlab_metrics::json::{ServerSideReport, TestInfo};
+use bloatlab_metrics::json::{CpuRecord, ServerSideReport, TestInfo};
 use bloatlab_metrics::udp_recv::UdpRecvSnapshot;
 use bloatlab_metrics::udp_send::UdpSendSnapshot;
+use bloatlab_os::process::{CpuScope, CpuTime, cpu_time};
 use bloatlab_units::Bytes;
 use bloatlab_wire::ServerReportRepr;
 use std::collections::{BTreeMap, HashMap};
@@ -205,6 +206,8 @@ pub struct Reporter {
     /// Server streams whose send lines are the reversed role (`[ *1]`):
     /// the server's half of a full-duplex test.
     reversed_send: std::collections::BTreeSet<u32>,
+    /// The process's CPU time when the reporter started (a client's CPU per GB).
+    cpu0: Option<CpuTime>,
 }
 
 impl Reporter {
@@ -226,15 +229,40 @@ impl Reporter {
             group_of: HashMap::new(),
             finished: Vec::new(),
             reversed_send: Default::default(),
+            cpu0: cpu_time(CpuScope::Process).ok(),
         }
     }
 
     /// Ends the report: prints the client's JSON document and returns the results.
     pub fn finish(self) -> Collected {
+        // A client's CPU per GB (issue 24): this process, over the test,
+        // per byte it sent plus received (payload).
+        let cpu = (self.s.side == Side::Client)
+            .then_some(self.cpu0)
+            .flatten()
+            .zip(cpu_time(CpuScope::Process).ok())
+            .map(|(c0, c1)| {
+                let used = c1.since(c0);
+                let bytes: u64 = self
+                    .out
+                    .streams
+                    .values()
+                    .map(|r| {
+                        r.send_total.as_ref().map_or(0, |t| t.bytes.0)
+                            + r.recv_total.as_ref().map_or(0, |t| t.bytes.0)
+                    })
+                    .sum();
+                CpuRecord::new(used.user, used.system, bytes)
+            });
+        if let Some(rec) = cpu.as_ref().filter(|_| self.s.enhanced)
+            && self.s.format == OutputFormat::Console
+        {
+            self.print(&rec.console_line());
+        }
         if self.s.format == OutputFormat::Json && self.s.side == Side::Client {
-            self.s
-                .out
-                .line(&json::client_document(&self.out, &self.s.test).to_json_pretty());
+            let mut doc = json::client_document(&self.out, &self.s.test);
+            doc.cpu = cpu;
+            self.s.out.line(&doc.to_json_pretty());
         }
         self.out
     }

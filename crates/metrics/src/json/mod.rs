@@ -85,6 +85,82 @@ pub struct Document {
     /// The `[SUM]` of parallel streams (absent with a single stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sum: Option<SumRecord>,
+    /// CPU time the writing program spent on the test, and per GB it moved
+    /// (absent when the kernel would not say; issue 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuRecord>,
+}
+
+/// CPU cost of a test at one end: `getrusage(RUSAGE_SELF)` of the program that
+/// wrote the document, from before its first connection to its report, all
+/// threads. A server running several tests at once counts them all in each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuRecord {
+    /// Always `"process"` (the whole program; see the type docs).
+    pub scope: String,
+    /// Time in our own code, seconds.
+    pub user_s: f64,
+    /// Time in the kernel on our behalf (system calls: copies, TCP), seconds.
+    pub system_s: f64,
+    /// Bytes this end sent plus received (payload, all streams).
+    pub bytes: u64,
+    /// `(user_s + system_s) / (bytes / 1e9)`: CPU seconds per GB (10^9 bytes)
+    /// moved; absent when no byte moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gb: Option<f64>,
+}
+
+impl CpuRecord {
+    /// The record of `user` and `system` CPU time spent moving `bytes`.
+    pub fn new(user: std::time::Duration, system: std::time::Duration, bytes: u64) -> CpuRecord {
+        let total = (user + system).as_secs_f64();
+        CpuRecord {
+            scope: "process".into(),
+            user_s: user.as_secs_f64(),
+            system_s: system.as_secs_f64(),
+            bytes,
+            cpu_s_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
+        }
+    }
+
+    /// The `-e` line: `[CPU] 1.23 s (user 0.10, sys 1.13) for 12.50 GB: 0.098 CPU-s/GB (process)`.
+    pub fn console_line(&self) -> String {
+        let per = self
+            .cpu_s_per_gb
+            .map_or("-".to_owned(), |p| format!("{p:.3}"));
+        format!(
+            "[CPU] {:.2} s (user {:.2}, sys {:.2}) for {:.2} GB: {per} CPU-s/GB (process)",
+            self.user_s + self.system_s,
+            self.user_s,
+            self.system_s,
+            self.bytes as f64 / 1e9
+        )
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn cpu_per_gb_is_total_cpu_over_gigabytes() {
+        let r = CpuRecord::new(
+            Duration::from_millis(250),
+            Duration::from_millis(750),
+            4_000_000_000,
+        );
+        assert_eq!(r.cpu_s_per_gb, Some(0.25));
+        assert_eq!(
+            r.console_line(),
+            "[CPU] 1.00 s (user 0.25, sys 0.75) for 4.00 GB: 0.250 CPU-s/GB (process)"
+        );
+        let none = CpuRecord::new(Duration::from_millis(5), Duration::ZERO, 0);
+        assert_eq!(none.cpu_s_per_gb, None, "no bytes, no ratio (not infinity)");
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"cpu_s_per_gb\":0.25"), "{text}");
+        assert_eq!(serde_json::from_str::<CpuRecord>(&text).unwrap(), r);
+    }
 }
 
 /// Program name and version.
@@ -389,6 +465,7 @@ impl Document {
             test,
             streams: Vec::new(),
             sum: None,
+            cpu: None,
         }
     }
 
