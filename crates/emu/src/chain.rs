@@ -31,12 +31,14 @@
 //! line), a store-and-forward router hands the modem a full packet and, 1.7 ms later, a ping,
 //! which then waits 14.5 ms in the modem's FIFO; a real shaper's modem is idle by then.
 
+use crate::capacity::{Capacity, Schedule};
 use crate::config::LinkConfig;
 use crate::counters::{Counters, SojournHistogram};
 use crate::link::Link;
 use crate::spec::{Problem, SpecError};
 use crate::trace::TraceFn;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One stage as the user describes it: an optional name and its link config.
@@ -59,8 +61,8 @@ pub struct StageError {
 }
 
 /// Keys a stage takes besides the qdisc's own parameters (see [`LinkConfig::set`]).
-pub const STAGE_KEYS: &str =
-    "name, rate, delay, jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
+pub const STAGE_KEYS: &str = "name, rate (RATE, schedule:STEPS or trace:FILE), delay (TIME or \
+     schedule:STEPS), jitter, distribution, reorder, loss, limit, qdisc, overhead, mpu, framing";
 
 /// One stage as written (a `--stage` value), before it has a position in a chain: its name
 /// if one was given, and its link. [`StageSpec::at`] places it.
@@ -99,13 +101,11 @@ pub fn parse_stage(text: &str, position: usize) -> Result<StageConfig, StageErro
 pub fn parse_stage_words(text: &str) -> Result<StageSpec, SpecError> {
     let mut name = None;
     let mut pairs = Vec::new();
-    for word in text
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|w| !w.is_empty())
-    {
+    let words = words(text);
+    for word in &words {
         let (k, v) = match word.split_once('=') {
             Some((k, v)) => (k, Some(v)),
-            None => (word, None),
+            None => (word.as_str(), None),
         };
         if k == "name" {
             let v = v.unwrap_or("");
@@ -138,9 +138,124 @@ pub fn parse_stage_words(text: &str) -> Result<StageSpec, SpecError> {
     })
 }
 
+/// The words of a stage: split at spaces and commas, except that the commas between the
+/// steps of a schedule (`rate=schedule:0s/20mbit,5s/5mbit`) stay in its word: a piece without
+/// `=` that holds a `/` continues the schedule before it.
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in text
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty())
+    {
+        let continues = !piece.contains('=')
+            && piece.contains('/')
+            && out.last().is_some_and(|w| w.contains("=schedule:"));
+        match out.last_mut() {
+            Some(last) if continues => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+    }
+    out
+}
+
 impl crate::spelled::TcValue for StageSpec {
     fn parse_tc(text: &str) -> Result<Self, SpecError> {
         parse_stage_words(text)
+    }
+
+    /// A stored stage whose trace file cannot be read any more reads back without its rate
+    /// (see [`crate::TcValue::parse_stored`]).
+    fn parse_stored(text: &str) -> Result<Self, SpecError> {
+        parse_stage_words(text).or_else(|e| {
+            let kept: Vec<String> = words(text)
+                .into_iter()
+                .filter(|w| !w.starts_with("rate=trace:"))
+                .collect();
+            if kept.len() == words(text).len() {
+                return Err(e);
+            }
+            parse_stage_words(&kept.join(" ")).or(Err(e))
+        })
+    }
+}
+
+/// Keys of the link itself, which a qdisc change does not take.
+const LINK_KEYS: [&str; 11] = [
+    "name",
+    "rate",
+    "delay",
+    "jitter",
+    "distribution",
+    "reorder",
+    "loss",
+    "overhead",
+    "mpu",
+    "framing",
+    "shaper",
+];
+
+/// A change to one stage while the chain runs ([`Chain::set_stage`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageSetting {
+    /// A fixed rate (`None`: unlimited), or with a capacity, a schedule or trace.
+    Rate(Option<bloatlab_units::BitRate>, Option<Capacity>),
+    /// A fixed one-way delay, or with a schedule, a delay schedule.
+    Delay(Duration, Option<Arc<Schedule<Duration>>>),
+    /// A new queue discipline ([`Link::set_qdisc`]).
+    Qdisc(crate::QdiscConfig),
+}
+
+impl StageSetting {
+    /// Parses `value` for the stage key `key` (`rate` or `delay`) as a stage's words spell it:
+    /// `9mbit`, `schedule:0s/20mbit,5s/5mbit`, `trace:FILE` (read now), `40ms`,
+    /// `schedule:0s/20ms,10s/200ms`; for `qdisc`, the kind and its parameters as a stage
+    /// writes them (`fq_codel target=5ms limit=1000p`).
+    pub fn parse(key: &str, value: &str) -> Result<StageSetting, SpecError> {
+        let mut cfg = LinkConfig::default();
+        match key {
+            "qdisc" => {
+                let mut w = value
+                    .split(|c: char| c.is_whitespace() || c == ',')
+                    .filter(|w| !w.is_empty());
+                let kind = w
+                    .next()
+                    .ok_or_else(|| SpecError::new("qdisc", value, Problem::MissingValue))?;
+                cfg.set("qdisc", Some(kind))?;
+                for word in w {
+                    let (k, v) = match word.split_once('=') {
+                        Some((k, v)) => (k, Some(v)),
+                        None => (word, None),
+                    };
+                    // The link's own keys are not the qdisc's.
+                    if LINK_KEYS.contains(&k) {
+                        return Err(SpecError::new(
+                            "qdisc parameter",
+                            k,
+                            Problem::Conflict("a link key, not a qdisc parameter".into()),
+                        ));
+                    }
+                    cfg.set(k, v)?;
+                }
+                cfg.qdisc.validate()?;
+                Ok(StageSetting::Qdisc(cfg.qdisc))
+            }
+            "rate" => {
+                cfg.set(key, Some(value))?;
+                Ok(StageSetting::Rate(cfg.rate, cfg.capacity))
+            }
+            "delay" => {
+                cfg.set(key, Some(value))?;
+                Ok(StageSetting::Delay(cfg.delay, cfg.delay_schedule))
+            }
+            _ => Err(SpecError::new(
+                "stage setting",
+                key,
+                Problem::UnknownName("rate, delay, qdisc".into()),
+            )),
+        }
     }
 }
 
@@ -246,6 +361,18 @@ impl Chain {
         stage: &str,
         rate: Option<bloatlab_units::BitRate>,
     ) -> Result<String, SpecError> {
+        self.set_stage(now, stage, &StageSetting::Rate(rate, None))
+    }
+
+    /// Applies `setting` to one stage at `now` (`lab set --stage-rate/--stage-delay`), the
+    /// stage named as in [`Chain::set_rate`]. A schedule or trace given now starts from its
+    /// own time zero at `now`.
+    pub fn set_stage(
+        &mut self,
+        now: Duration,
+        stage: &str,
+        setting: &StageSetting,
+    ) -> Result<String, SpecError> {
         let i = self
             .stages
             .iter()
@@ -269,7 +396,13 @@ impl Chain {
         // sees its arrivals in time order.
         self.hand_over(now);
         let (name, link) = &mut self.stages[i];
-        link.set_rate(now, rate);
+        match setting {
+            StageSetting::Rate(rate, capacity) => link.set_capacity(now, *rate, capacity.as_ref()),
+            StageSetting::Delay(delay, schedule) => {
+                link.set_delay_schedule(now, *delay, schedule.clone())
+            }
+            StageSetting::Qdisc(q) => link.set_qdisc(now, q)?,
+        }
         Ok(name.clone())
     }
 
@@ -326,6 +459,118 @@ impl Chain {
             while let Some(d) = from.dequeue_waited(now) {
                 to.enqueue_waited(d.at, d.data, d.waited);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod capacity_tests {
+    use super::*;
+    use bloatlab_units::BitRate;
+
+    /// The commas between a schedule's steps stay in its word; the other commas still
+    /// separate words.
+    #[test]
+    fn stage_words_keep_a_schedules_commas() {
+        let s = parse_stage(
+            "name=sky rate=schedule:0s/20mbit,5s/5mbit,qdisc=fifo,limit=10p \
+             delay=schedule:0s/10ms, 2s/30ms",
+            1,
+        )
+        .unwrap();
+        assert_eq!(s.name, "sky");
+        let Some(crate::Capacity::Schedule(r)) = &s.link.capacity else {
+            panic!("{:?}", s.link)
+        };
+        assert_eq!(r.steps().len(), 2);
+        assert_eq!(s.link.rate, Some(BitRate(20_000_000)));
+        assert_eq!(s.link.qdisc.kind(), crate::Qdisc::Fifo);
+        let d = s.link.delay_schedule.as_ref().unwrap();
+        assert_eq!(d.at(Duration::from_secs(3)), Duration::from_millis(30));
+        let e = parse_stage("rate=schedule:0s/20mbit,5s/0mbit", 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("stage 2: rate: \"schedule:0s/20mbit,5s/0mbit\""),
+            "{e}"
+        );
+    }
+
+    /// `Chain::set_stage` reaches the named stage: a delay there, a schedule starting now.
+    #[test]
+    fn set_stage_changes_one_stages_delay_or_rate() {
+        let st = [
+            parse_stage("name=a rate=12mbit", 1).unwrap(),
+            parse_stage("name=b delay=10ms", 2).unwrap(),
+        ];
+        let mut c = Chain::new(&st, 1).unwrap();
+        let d = StageSetting::parse("delay", "30ms").unwrap();
+        assert_eq!(c.set_stage(Duration::ZERO, "b", &d).unwrap(), "b");
+        let r = StageSetting::parse("rate", "schedule:0s/6mbit,1s/12mbit").unwrap();
+        assert_eq!(c.set_stage(Duration::ZERO, "1", &r).unwrap(), "a");
+        let mut p = vec![0u8; 1500];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        p[9] = 17;
+        c.enqueue(Duration::ZERO, p);
+        // 2 ms at 6 Mbit/s, then 30 ms.
+        let mut t = Duration::ZERO;
+        while c.dequeue(t).is_none() {
+            t = c.next_event().unwrap();
+        }
+        assert_eq!(t, Duration::from_millis(32));
+        assert!(c.set_stage(t, "c", &d).is_err());
+        assert!(StageSetting::parse("colour", "blue").is_err());
+    }
+
+    fn udp(port: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 1500];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        p[9] = 17;
+        p[20..22].copy_from_slice(&port.to_be_bytes());
+        p
+    }
+
+    /// A qdisc changed while packets wait: they are sent first, in their order, then what
+    /// queued in the new one; nothing is lost and the counters balance.
+    #[test]
+    fn a_new_qdisc_takes_over_after_the_old_one_empties() {
+        let st = [parse_stage("name=a rate=12mbit qdisc=fifo limit=100p", 1).unwrap()];
+        let mut c = Chain::new(&st, 1).unwrap();
+        for port in 1..=4 {
+            c.enqueue(Duration::ZERO, udp(port));
+        }
+        let q = StageSetting::parse("qdisc", "fq_codel limit=50p target=5ms").unwrap();
+        let StageSetting::Qdisc(crate::QdiscConfig::FqCodel(f)) = &q else {
+            panic!("{q:?}")
+        };
+        assert_eq!(f.target, Duration::from_millis(5));
+        c.set_stage(Duration::from_micros(1500), "a", &q).unwrap();
+        // Two flows in the new qdisc; the old FIFO's packets go first.
+        for port in [10, 10, 10, 20] {
+            c.enqueue(Duration::from_micros(1500), udp(port));
+        }
+        // Packets 1 and 2 are on the wire by 1.5 ms (1 ms each at 12 Mbit/s).
+        assert_eq!(c.counters().backlog.packets, 6, "{:?}", c.counters());
+        let mut order = Vec::new();
+        while let Some(t) = c.next_event() {
+            while let Some(p) = c.dequeue(t) {
+                order.push(u16::from_be_bytes([p[20], p[21]]));
+            }
+        }
+        assert_eq!(order[..4], [1, 2, 3, 4], "{order:?}");
+        let mut rest = order[4..].to_vec();
+        rest.sort_unstable();
+        assert_eq!(rest, [10, 10, 10, 20], "{order:?}");
+        assert_eq!(c.counters().conservation_gap(), (0, 0));
+        for bad in [
+            "",
+            "sfq",
+            "fifo rate=1mbit",
+            "codel target=-1ms",
+            "fifo interval=1ms",
+        ] {
+            assert!(StageSetting::parse("qdisc", bad).is_err(), "{bad:?}");
         }
     }
 }

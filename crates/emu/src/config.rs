@@ -3,6 +3,7 @@
 //! A [`LinkConfig`] holds no seed: the same config with different seeds gives statistically
 //! equivalent links, the same config with the same seed gives identical runs.
 
+use crate::capacity::{Capacity, Schedule, parse_schedule};
 use crate::qdisc::{Qdisc, QdiscConfig};
 use crate::spec::{
     Probability, Problem, SpecError, format_time, parse_limit, parse_percent, parse_rate,
@@ -11,6 +12,7 @@ use crate::spec::{
 use bloatlab_units::BitRate;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Link-layer framing applied when computing how long a packet occupies the wire.
@@ -182,6 +184,53 @@ pub struct LinkConfig {
     /// the heels of a large one there. Default false: a store-and-forward link, where a packet
     /// is delivered once its last bit is sent. Key `shaper`.
     pub shaper: bool,
+    /// A rate that changes with time (`rate=schedule:...` or `rate=trace:FILE`, see
+    /// [`crate::capacity`]); then `rate` holds its nominal rate ([`Capacity::nominal`]).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_display"
+    )]
+    pub capacity: Option<Capacity>,
+    /// A delay that changes with time (`delay=schedule:0s/20ms,10s/200ms`); then `delay`
+    /// holds its first step.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_delays"
+    )]
+    pub delay_schedule: Option<Arc<Schedule<Duration>>>,
+}
+
+fn ser_opt_display<S: serde::Serializer, T: fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_opt_delays<S: serde::Serializer>(
+    v: &Option<Arc<Schedule<Duration>>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(&format_delays(v)),
+        None => s.serialize_none(),
+    }
+}
+
+/// `schedule:0s/20ms,10s/200ms,20s/loop`, which [`LinkConfig::set`] reads back.
+pub fn format_delays(v: &Schedule<Duration>) -> String {
+    let mut out = String::from("schedule:");
+    for (i, (at, d)) in v.steps().iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        out += &format!("{sep}{}/{}", format_time(*at), format_time(*d));
+    }
+    if let Some(p) = v.period() {
+        out += &format!(",{}/loop", format_time(p));
+    }
+    out
 }
 
 impl Default for LinkConfig {
@@ -196,6 +245,8 @@ impl Default for LinkConfig {
             loss: LossModel::None,
             qdisc: QdiscConfig::default(),
             shaper: false,
+            capacity: None,
+            delay_schedule: None,
         }
     }
 }
@@ -206,10 +257,14 @@ impl LinkConfig {
         if self.rate == Some(BitRate(0)) {
             return Err(SpecError::new("rate", "0", Problem::NotPositive));
         }
-        if self.delay > Duration::from_secs(3600) {
+        let delay = self
+            .delay_schedule
+            .as_ref()
+            .map_or(self.delay, |s| s.max().max(self.delay));
+        if delay > Duration::from_secs(3600) {
             return Err(SpecError::new(
                 "delay",
-                format_time(self.delay),
+                format_time(delay),
                 Problem::OutOfRange("at most 1 hour".into()),
             ));
         }
@@ -222,8 +277,9 @@ impl LinkConfig {
         }
         // What the delay line holds in flight: rate x (delay + the most jitter adds), bounded
         // (crate::link::MAX_IN_FLIGHT_BYTES) so that memory follows a link one could build.
-        if let Some(rate) = self.rate {
-            let longest = self.delay + self.jitter * 4;
+        let rate = self.capacity.as_ref().map(Capacity::max).or(self.rate);
+        if let Some(rate) = rate {
+            let longest = delay + self.jitter * 4;
             let bytes = u128::from(rate.0) * longest.as_nanos() / 8 / 1_000_000_000;
             let max = u128::from(crate::link::MAX_IN_FLIGHT_BYTES.0);
             if bytes > max {
@@ -282,8 +338,34 @@ impl LinkConfig {
             |v: Option<&'a str>| v.ok_or_else(|| SpecError::new(key, "", Problem::MissingValue));
         let named = |e: SpecError| e.for_field(key);
         match key {
-            "rate" => self.rate = Some(parse_rate(need(value)?).map_err(named)?),
-            "delay" => self.delay = parse_time(need(value)?).map_err(named)?,
+            "rate" => {
+                let v = need(value)?;
+                match Capacity::parse(v) {
+                    Some(c) => {
+                        let c = c.map_err(named)?;
+                        self.rate = Some(c.nominal());
+                        self.capacity = Some(c);
+                    }
+                    None => {
+                        self.rate = Some(parse_rate(v).map_err(named)?);
+                        self.capacity = None;
+                    }
+                }
+            }
+            "delay" => {
+                let v = need(value)?;
+                match v.strip_prefix("schedule:") {
+                    Some(steps) => {
+                        let s = parse_schedule(key, steps, parse_time)?;
+                        self.delay = s.at(Duration::ZERO);
+                        self.delay_schedule = Some(Arc::new(s));
+                    }
+                    None => {
+                        self.delay = parse_time(v).map_err(named)?;
+                        self.delay_schedule = None;
+                    }
+                }
+            }
             "jitter" => self.jitter = parse_time(need(value)?).map_err(named)?,
             "distribution" => self.jitter_distribution = need(value)?.parse().map_err(named)?,
             "reorder" => self.allow_reorder = on_off(key, need(value)?)?,
@@ -337,11 +419,15 @@ fn on_off(key: &str, value: &str) -> Result<bool, SpecError> {
 impl fmt::Display for LinkConfig {
     /// A compact one-line summary for logs: `rate 20 Mbit/s delay 40ms fq_codel`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.rate {
-            Some(r) => write!(f, "rate {r}")?,
-            None => write!(f, "rate unlimited")?,
+        match (&self.capacity, self.rate) {
+            (Some(c), _) => write!(f, "rate {c}")?,
+            (None, Some(r)) => write!(f, "rate {r}")?,
+            (None, None) => write!(f, "rate unlimited")?,
         }
-        write!(f, " delay {:?}", self.delay)?;
+        match &self.delay_schedule {
+            Some(s) => write!(f, " delay {}", format_delays(s))?,
+            None => write!(f, " delay {:?}", self.delay)?,
+        }
         if !self.jitter.is_zero() {
             write!(f, " jitter {:?}", self.jitter)?;
         }

@@ -38,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod capacity;
 pub mod chain;
 pub mod config;
 pub mod counters;
@@ -48,8 +49,12 @@ pub mod qdisc;
 pub mod spec;
 pub mod spelled;
 pub mod trace;
+pub mod tracegen;
 
-pub use chain::{Chain, StageConfig, StageError, StageSpec, parse_stage, parse_stage_words};
+pub use capacity::{Capacity, CapacityTrace, LinkRate, Schedule, TraceError};
+pub use chain::{
+    Chain, StageConfig, StageError, StageSetting, StageSpec, parse_stage, parse_stage_words,
+};
 pub use config::{Framing, JitterDistribution, LinkConfig, LossModel, Overhead};
 pub use counters::{Counters, Drops, PacketBytes, SojournHistogram, SojournSummary};
 pub use link::Link;

@@ -18,6 +18,7 @@
 //! then sleep until [`Link::next_event`] (or until a new packet arrives). Nothing here allocates
 //! per packet except the packet buffer the caller hands in.
 
+use crate::capacity::{DelayPlan, Varying};
 use crate::config::{JitterDistribution, LinkConfig, Overhead};
 use crate::counters::{Counters, PacketBytes};
 use crate::loss::LossState;
@@ -62,6 +63,21 @@ pub struct Link {
     max_in_flight: Bytes,
     counters: Counters,
     trace: Option<TraceFn>,
+    /// A schedule or trace driving the serializer instead of `rate` ([`crate::capacity`]).
+    /// `None` keeps the fixed-rate path as it always was: one predictable branch per packet.
+    varying: Option<Varying>,
+    /// A delay schedule setting `delay` for each packet leaving the serializer.
+    delay_plan: Option<DelayPlan>,
+    /// The delay given to [`Link::new`], which [`Link::set_delay`] values are trims of.
+    delay_configured: Duration,
+    /// The fixed delay in force before the trim (changed by `set_delay_schedule`).
+    delay_base: Duration,
+    /// What [`Link::set_delay`] took off the configured delay (the lab's calibration trim),
+    /// taken off every delay since, scheduled or not.
+    delay_trim: Duration,
+    /// Qdiscs replaced by [`Link::set_qdisc`] that still hold packets, oldest first: the
+    /// serializer empties them before it serves `qdisc`. Empty unless the qdisc was changed.
+    retiring: Vec<Box<dyn QueueDiscipline>>,
 }
 
 impl fmt::Debug for Link {
@@ -112,6 +128,18 @@ impl Link {
             max_in_flight: MAX_IN_FLIGHT_BYTES,
             counters: Counters::default(),
             trace: None,
+            varying: cfg
+                .capacity
+                .as_ref()
+                .map(|c| Varying::new(c, Duration::ZERO)),
+            delay_plan: cfg.delay_schedule.as_ref().map(|s| DelayPlan {
+                epoch: Duration::ZERO,
+                schedule: s.clone(),
+            }),
+            delay_configured: cfg.delay,
+            delay_base: cfg.delay,
+            delay_trim: Duration::ZERO,
+            retiring: Vec::new(),
         })
     }
 
@@ -179,9 +207,9 @@ impl Link {
     /// while the qdisc holds packets, a lower bound on when the next of them can be delivered.
     /// `None` when the link is empty.
     pub fn next_event(&self) -> Option<Duration> {
-        let queued = (self.qdisc.backlog().packets > 0).then(|| {
+        let queued = (self.active().backlog().packets > 0).then(|| {
             let start = self.next_start();
-            let t = start + self.delay.saturating_sub(self.max_negative_jitter());
+            let t = start + self.min_delay().saturating_sub(self.max_negative_jitter());
             match &self.line {
                 DelayLine::InOrder(_, last) => t.max(*last),
                 DelayLine::Reorder(..) => t,
@@ -218,8 +246,59 @@ impl Link {
     /// takes its measured forwarding overhead out of the configured delay this way). Packets
     /// already in the delay line keep their delivery time, and without `reorder` a later packet
     /// still never overtakes an earlier one.
+    ///
+    /// The change is kept as a trim of the configured delay (configured less `delay`), so it
+    /// also applies to a delay schedule and to delays set later with
+    /// [`Link::set_delay_schedule`] (`lab set` on a calibrated lab keeps the calibration).
     pub fn set_delay(&mut self, delay: Duration) {
-        self.delay = delay;
+        if self.delay_plan.is_none() && delay > self.delay_configured {
+            // Longer than configured: not a trim, a new fixed delay.
+            self.delay_configured = delay;
+            self.delay_base = delay;
+        }
+        self.delay_trim = self.delay_configured.saturating_sub(delay);
+        self.delay = match &self.delay_plan {
+            Some(p) => p.at(self.clock),
+            None => self.delay_base,
+        }
+        .saturating_sub(self.delay_trim);
+    }
+
+    /// Changes the one-way delay at `now` to a fixed `delay` or, with `schedule`, to a delay
+    /// schedule whose time starts at `now` (`lab set --stage-delay`). Packets already in the
+    /// delay line keep their delivery time. A trim made with [`Link::set_delay`] is kept.
+    pub fn set_delay_schedule(
+        &mut self,
+        now: Duration,
+        delay: Duration,
+        schedule: Option<std::sync::Arc<crate::Schedule<Duration>>>,
+    ) {
+        let now = self.tick(now);
+        self.advance(now);
+        self.delay_plan = schedule.map(|schedule| DelayPlan {
+            epoch: now,
+            schedule,
+        });
+        self.delay_base = match &self.delay_plan {
+            Some(p) => p.at(now),
+            None => delay,
+        };
+        self.delay = self.delay_base.saturating_sub(self.delay_trim);
+    }
+
+    /// The shortest delay a packet leaving the serializer can get.
+    fn min_delay(&self) -> Duration {
+        match &self.delay_plan {
+            None => self.delay,
+            Some(p) => p
+                .schedule
+                .steps()
+                .iter()
+                .map(|s| s.1)
+                .min()
+                .unwrap_or_default()
+                .saturating_sub(self.delay_trim),
+        }
     }
 
     /// Changes the rate at `now` (`None` = unlimited): the serializer first runs up to `now` at
@@ -227,12 +306,59 @@ impl Link {
     /// packet that starts from `now` on is serialized at the new rate. A qdisc with its own
     /// shaper following the link's rate (CAKE without `bandwidth`) follows the change.
     /// `bloatlab tune` moves a shaper stage's rate this way while the lab runs.
+    ///
+    /// A schedule or trace the link followed is replaced by the fixed rate.
     pub fn set_rate(&mut self, now: Duration, rate: Option<BitRate>) {
+        self.set_capacity(now, rate, None);
+    }
+
+    /// Like [`Link::set_rate`], to a schedule or trace when `capacity` is given (its time
+    /// starting at `now`; `rate` is then ignored and the capacity's nominal rate shown).
+    pub fn set_capacity(
+        &mut self,
+        now: Duration,
+        rate: Option<BitRate>,
+        capacity: Option<&crate::Capacity>,
+    ) {
         let now = self.tick(now);
         self.advance(now);
+        self.varying = capacity.map(|c| Varying::new(c, now));
+        let rate = match &self.varying {
+            Some(v) => Some(v.rate_at(now)),
+            None => rate,
+        };
         self.rate = rate;
         self.qdisc.set_link_rate(rate);
+        for q in &mut self.retiring {
+            q.set_link_rate(rate);
+        }
         self.advance(now);
+    }
+
+    /// Replaces the queue discipline at `now` (`lab set --stage-qdisc`). Packets queued in the
+    /// old one are not lost: the serializer sends them first, under the old qdisc's rules, and
+    /// packets arriving from `now` on queue in the new one. Refuses a config that does not
+    /// validate.
+    pub fn set_qdisc(&mut self, now: Duration, cfg: &crate::QdiscConfig) -> Result<(), SpecError> {
+        cfg.validate()?;
+        let now = self.tick(now);
+        self.advance(now);
+        let seed = splitmix(self.hash_key ^ now.as_nanos() as u64);
+        let old = std::mem::replace(&mut self.qdisc, cfg.build(seed, self.rate));
+        if old.backlog().packets > 0 {
+            self.retiring.push(old);
+        }
+        self.advance(now);
+        Ok(())
+    }
+
+    /// The qdisc the serializer serves now: the oldest replaced one that still holds packets,
+    /// else the current one.
+    fn active(&self) -> &dyn QueueDiscipline {
+        match self.retiring.iter().find(|q| q.backlog().packets > 0) {
+            Some(q) => q.as_ref(),
+            None => self.qdisc.as_ref(),
+        }
     }
 
     fn tick(&mut self, now: Duration) -> Duration {
@@ -242,9 +368,16 @@ impl Link {
 
     /// When the serializer could take the next packet from the qdisc.
     fn next_start(&self) -> Duration {
-        self.link_free
+        let t = self
+            .link_free
             .max(self.last_input)
-            .max(self.qdisc.ready_at())
+            .max(self.active().ready_at());
+        match &self.varying {
+            None => t,
+            // A trace's next opportunity: the wait for it is queueing (the packet is still
+            // in the qdisc, and its sojourn counts it).
+            Some(v) => v.start(t),
+        }
     }
 
     fn max_negative_jitter(&self) -> Duration {
@@ -258,7 +391,10 @@ impl Link {
     /// serializing by `now` leaves the qdisc at its virtual start time and enters the delay line.
     fn advance(&mut self, now: Duration) {
         loop {
-            if self.qdisc.backlog().packets == 0 {
+            if !self.retiring.is_empty() {
+                self.retiring.retain(|q| q.backlog().packets > 0);
+            }
+            if self.active().backlog().packets == 0 {
                 break;
             }
             let start = self.next_start();
@@ -269,7 +405,11 @@ impl Link {
                 counters: &mut self.counters,
                 trace: &mut self.trace,
             };
-            let Some(pkt) = self.qdisc.dequeue(start, &mut sink) else {
+            let q = match self.retiring.first_mut() {
+                Some(q) => q,
+                None => &mut self.qdisc,
+            };
+            let Some(pkt) = q.dequeue(start, &mut sink) else {
                 // Everything left was dropped (or the qdisc's shaper is not ready yet).
                 break;
             };
@@ -303,15 +443,31 @@ impl Link {
                 });
             }
             let wire = self.overhead.wire_bytes(len);
-            let serialization = self
-                .rate
-                .and_then(|r| r.transmit_time(Bytes(wire)))
-                .unwrap_or(Duration::ZERO);
-            self.link_free = start + serialization;
+            match self.varying.as_mut() {
+                None => {
+                    let serialization = self
+                        .rate
+                        .and_then(|r| r.transmit_time(Bytes(wire)))
+                        .unwrap_or(Duration::ZERO);
+                    self.link_free = start + serialization;
+                }
+                Some(v) => {
+                    self.link_free = v.send(start, wire);
+                    // The step in force (status shows it; CAKE's own shaper follows it).
+                    let r = Some(v.rate_at(start));
+                    if r != self.rate {
+                        self.rate = r;
+                        self.qdisc.set_link_rate(r);
+                    }
+                }
+            }
             // A store-and-forward link delivers a packet after its last bit; a token-bucket
             // shaper sends it at wire speed when its slot starts and makes the next packet
             // wait out the slot instead (the same rate, another departure time).
             let sent = if self.shaper { start } else { self.link_free };
+            if let Some(p) = &self.delay_plan {
+                self.delay = p.at(sent).saturating_sub(self.delay_trim);
+            }
             let release = sent + self.sample_delay();
             self.line.push(Delivered {
                 at: release,
@@ -320,7 +476,10 @@ impl Link {
             });
             self.counters.in_transit.add(len);
         }
-        let b = self.qdisc.backlog();
+        let mut b = self.qdisc.backlog();
+        for q in &self.retiring {
+            b = b.plus(q.backlog());
+        }
         self.counters.backlog = PacketBytes {
             packets: b.packets,
             bytes: b.bytes,

@@ -40,6 +40,9 @@ pub enum Problem {
     MissingValue,
     /// Two settings contradict each other (the text says how).
     Conflict(String),
+    /// A composite value (a schedule, a trace file) is malformed; the text says where
+    /// (step, or file and line) and what.
+    Invalid(String),
 }
 
 /// An invalid link specification: which field, which value, and what is wrong with it.
@@ -91,6 +94,7 @@ impl fmt::Display for Problem {
             Problem::UnknownName(known) => write!(f, "is not known (expected one of {known})"),
             Problem::MissingValue => write!(f, "needs a value"),
             Problem::Conflict(why) => write!(f, "conflicts with another setting ({why})"),
+            Problem::Invalid(why) => write!(f, "is not valid ({why})"),
         }
     }
 }

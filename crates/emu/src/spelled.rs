@@ -17,6 +17,14 @@ use std::time::Duration;
 pub trait TcValue: Sized {
     /// Parses the user's spelling; errors name the field and the value.
     fn parse_tc(text: &str) -> Result<Self, SpecError>;
+
+    /// Parses a spelling read back from storage (a lab's state file), which was checked with
+    /// [`TcValue::parse_tc`] when it was stored. The same by default; a value that names a
+    /// file (`trace:FILE`) reads back even when the file has gone since, so a lab can still
+    /// be shown and taken down (whoever builds a link from it parses the text again).
+    fn parse_stored(text: &str) -> Result<Self, SpecError> {
+        Self::parse_tc(text)
+    }
 }
 
 impl TcValue for BitRate {
@@ -146,11 +154,13 @@ impl<T> serde::Serialize for Spelled<T> {
     }
 }
 
-/// Reads a spelling and parses it again, refusing what the parser refuses.
+/// Reads a spelling and parses it again ([`TcValue::parse_stored`]), refusing what the
+/// parser refuses.
 impl<'de, T: TcValue> serde::Deserialize<'de> for Spelled<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        Spelled::parse(&text).map_err(serde::de::Error::custom)
+        let value = T::parse_stored(&text).map_err(serde::de::Error::custom)?;
+        Ok(Spelled { value, text })
     }
 }
 

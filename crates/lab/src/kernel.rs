@@ -29,8 +29,8 @@ use crate::netlink::Netlink;
 use crate::netlink::msg::RTM_NEWQDISC;
 use crate::netns;
 use crate::spec::{Host, LabSpec, LinkSpec, Side, spec_err};
-use bloatlab_emu::{Limit, Qdisc, Spelled};
-use bloatlab_units::{BitRate, Bytes};
+use bloatlab_emu::{Limit, LinkRate, Qdisc, Spelled};
+use bloatlab_units::Bytes;
 
 const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 const TC_LINKLAYER_ETHERNET: u8 = 1;
@@ -79,8 +79,15 @@ pub fn check(spec: &LabSpec) -> Result<()> {
 }
 
 /// A rate in bytes per second as `tbf` takes it (32 bits).
-fn tbf_rate(dir: &str, r: &Spelled<BitRate>) -> Result<u32> {
-    u32::try_from(r.get().0 / 8).map_err(|_| {
+fn tbf_rate(dir: &str, r: &Spelled<LinkRate>) -> Result<u32> {
+    if r.get().capacity.is_some() {
+        return Err(spec_err(
+            &LinkSpec::flag(dir, "rate"),
+            r.text(),
+            "rate schedules and traces need the userspace backend".into(),
+        ));
+    }
+    u32::try_from(r.get().nominal.0 / 8).map_err(|_| {
         spec_err(
             &LinkSpec::flag(dir, "rate"),
             r.text(),
@@ -301,6 +308,13 @@ mod tests {
         assert!(field == "--offload" && why.contains("userspace"), "{why}");
         let (field, value, _) = kernel(&|s| s.driver.trace = Some("/tmp/t".into()));
         assert_eq!((field.as_str(), value.as_str()), ("--trace", "/tmp/t"));
+        let (field, value, why) =
+            kernel(&|s| s.down.rate = Some("schedule:0s/20mbit,5s/5mbit".parse().unwrap()));
+        assert_eq!(
+            (field.as_str(), value.as_str()),
+            ("--rate/--down-rate", "schedule:0s/20mbit,5s/5mbit")
+        );
+        assert!(why.contains("userspace"), "{why}");
         let (field, value, why) = kernel(&|s| s.up.rate = Some("40gbit".parse().unwrap()));
         assert_eq!(
             (field.as_str(), value.as_str()),

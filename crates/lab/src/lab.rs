@@ -310,7 +310,7 @@ impl Lab {
         let (Some(client), Some(server)) = (client, server) else {
             return Ok(None);
         };
-        let rate = |d: &LinkSpec| d.rate.as_ref().map(|r| r.get().0);
+        let rate = |d: &LinkSpec| d.rate.as_ref().map(|r| r.get().nominal.0);
         let serialization =
             idle_probe::serialization(rate(up)) + idle_probe::serialization(rate(down));
         let socket = netns::run_in(&client.netns, path_probe::icmp_socket)?;

@@ -29,14 +29,14 @@ pub trait LinkModel: Send {
     fn calibration(&self) -> Option<crate::driver::calibrate::TrimReport> {
         None
     }
-    /// Changes the rate of stage `stage` (name or 1-based position) at `now`
-    /// (`lab set --stage-rate`); returns the stage's name. Only chains have
-    /// stages.
-    fn set_stage_rate(
+    /// Changes the rate or delay of stage `stage` (name or 1-based
+    /// position) at `now` (`lab set --stage-rate/--stage-delay`); returns
+    /// the stage's name. Only chains have stages.
+    fn set_stage(
         &mut self,
         _now: Duration,
         stage: &str,
-        _rate: Option<bloatlab_units::BitRate>,
+        _setting: &bloatlab_emu::StageSetting,
     ) -> std::result::Result<String, String> {
         Err(format!(
             "no stage {stage:?}: this direction is not a chain of stages (lab up --stage)"
@@ -164,7 +164,12 @@ pub fn link_config(dir: &str, s: &LinkSpec) -> Result<LinkConfig> {
             .map_err(|e| flag_error(dir, e))?;
     }
     if let Some(r) = &s.rate {
-        cfg.rate = Some(*r.get());
+        // Parsed again: a rate read back from the state file may be a
+        // placeholder for a trace whose file has gone (`TcValue::parse_stored`).
+        let r = <bloatlab_emu::LinkRate as bloatlab_emu::TcValue>::parse_tc(r.text())
+            .map_err(|e| flag_error(dir, e))?;
+        cfg.rate = Some(r.nominal);
+        cfg.capacity = r.capacity;
     }
     if let Some(d) = &s.delay {
         cfg.delay = *d.get();

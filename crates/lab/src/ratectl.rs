@@ -1,10 +1,14 @@
-//! Changing a stage's rate while the lab runs (`lab set --stage-rate`), so
-//! `bloatlab tune` can move a shaper without rebuilding the lab (a rebuild
-//! would also empty every queue and reset the counters between probes).
+//! Changing a stage's rate or delay while the lab runs (`lab set
+//! --stage-rate`, `--stage-delay`), so `bloatlab tune` can move a shaper
+//! without rebuilding the lab (a rebuild would also empty every queue and
+//! reset the counters between probes). A rate may be a schedule or a trace
+//! and a delay a schedule; their time starts when the change applies.
 //!
 //! The emulator runs in the lab's daemon, another process. A request is a
 //! file `NAME.ctl/ID.req.json` in the state directory (written atomically),
-//! `{"changes": [{"direction": "up", "stage": "1", "rate_bit_s": 9000000}]}`;
+//! `{"changes": [{"direction": "up", "stage": "1", "rate_bit_s": 9000000}]}`
+//! (a fixed rate), or with `"key": "rate"|"delay", "value": "SPELLING"`
+//! (`schedule:...`, `trace:/abs/path`, `40ms`), which the daemon parses;
 //! the daemon looks for requests every 50 ms, hands each change to the
 //! direction's forwarding thread ([`crate::driver::Emulator::set_stage_rate`]),
 //! removes the request, rewrites its status file and writes `ID.reply.json`, `{"ok": true, "stages":
@@ -16,6 +20,7 @@ use crate::driver::Emulator;
 use crate::error::{LabError, Result};
 use crate::spec::Backend;
 use crate::state::{LabState, StateDir, write_atomic};
+use bloatlab_emu::StageSetting;
 use bloatlab_units::BitRate;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -26,8 +31,36 @@ use std::time::{Duration, Instant};
 pub struct StageRate {
     pub direction: String,
     pub stage: String,
-    /// Bits per second.
+    /// Bits per second (a schedule's or trace's nominal rate; 0 for a
+    /// delay change).
     pub rate_bit_s: u64,
+    /// `rate` or `delay`, when `value` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The setting as written (trace paths absolute), parsed by the daemon
+    /// with `bloatlab_emu::StageSetting::parse`. Absent: the fixed rate
+    /// `rate_bit_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl StageRate {
+    /// What the change sets, for the daemon.
+    fn setting(&self) -> std::result::Result<StageSetting, String> {
+        match (&self.key, &self.value) {
+            (Some(k), Some(v)) => StageSetting::parse(k, v).map_err(|e| e.to_string()),
+            _ => Ok(StageSetting::Rate(Some(BitRate(self.rate_bit_s)), None)),
+        }
+    }
+
+    /// `rate 9 Mbit/s`, `rate schedule:...`, `delay 40ms`: what `lab set`
+    /// prints.
+    pub fn describe(&self) -> String {
+        match (&self.key, &self.value) {
+            (Some(k), Some(v)) => format!("{k} {v}"),
+            _ => format!("rate {}", BitRate(self.rate_bit_s)),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -44,9 +77,9 @@ struct Reply {
     error: Option<String>,
 }
 
-/// The stage names of each direction of a lab (`path` excluded: it has no
-/// rate), from its spec.
-fn stage_names(st: &LabState, direction: &str) -> Result<Vec<String>> {
+/// The stage names of each direction of a lab, from its spec; `path` (the
+/// stage `--delay` adds) only with `with_path`: it has a delay, no rate.
+fn stage_names(st: &LabState, direction: &str, with_path: bool) -> Result<Vec<String>> {
     let link = if direction == "up" {
         &st.spec.up
     } else {
@@ -56,7 +89,7 @@ fn stage_names(st: &LabState, direction: &str) -> Result<Vec<String>> {
     Ok(stages
         .into_iter()
         .map(|s| s.name)
-        .filter(|n| n != "path")
+        .filter(|n| with_path || n != "path")
         .collect())
 }
 
@@ -65,19 +98,52 @@ fn stage_names(st: &LabState, direction: &str) -> Result<Vec<String>> {
 /// lab's stages: an unknown stage, a bad rate or a lab without stages is a
 /// usage error naming `--stage-rate`.
 pub fn parse(st: &LabState, v: &str, directions: &[&str]) -> Result<Vec<StageRate>> {
+    parse_setting(st, "rate", v, directions)
+}
+
+/// Like [`parse`] for `key` `rate` (`--stage-rate STAGE=RATE`, the rate
+/// also `schedule:...` or `trace:FILE`), `delay` (`--stage-delay
+/// STAGE=DELAY`, also `schedule:...`) or `qdisc` (`--stage-qdisc
+/// 'STAGE=KIND [KEY=VALUE ...]'`). A trace is read here, so a bad one
+/// is refused before the lab is asked, naming the file and line; its path
+/// must be absolute (the CLI makes it so).
+pub fn parse_setting(
+    st: &LabState,
+    key: &str,
+    v: &str,
+    directions: &[&str],
+) -> Result<Vec<StageRate>> {
+    let flag = format!("--stage-{key}");
     let bad = |why: String| LabError::Spec {
-        field: "--stage-rate".into(),
+        field: flag.clone(),
         value: v.to_string(),
         why,
     };
-    let (stage, rate) = v
-        .split_once('=')
-        .ok_or_else(|| bad("write STAGE=RATE, e.g. 1=9mbit or router=8500kbit".into()))?;
+    let (stage, value) = v.split_once('=').ok_or_else(|| {
+        bad(format!(
+            "write STAGE={}, e.g. {}",
+            key.to_uppercase(),
+            match key {
+                "rate" => "1=9mbit, router=8500kbit or 1=schedule:0s/20mbit,5s/5mbit",
+                "delay" => "path=40ms or 1=schedule:0s/20ms,10s/200ms",
+                _ => "'1=fq_codel target=5ms' or router=cake",
+            }
+        ))
+    })?;
     let stage = stage.trim();
-    let rate = bloatlab_emu::parse_rate(rate.trim()).map_err(|e| bad(e.to_string()))?;
-    if rate.0 == 0 {
-        return Err(bad("the rate must be greater than zero".into()));
-    }
+    let value = value.trim();
+    let setting = StageSetting::parse(key, value).map_err(|e| bad(e.to_string()))?;
+    let (rate_bit_s, plain) = match &setting {
+        StageSetting::Rate(Some(r), c) => (r.0, c.is_none()),
+        StageSetting::Rate(None, _) => return Err(bad("a rate is needed".into())),
+        StageSetting::Delay(..) | StageSetting::Qdisc(_) => (0, false),
+    };
+    // A fixed rate travels as bits per second, as before; the rest as written.
+    let (key_out, value_out) = if plain {
+        (None, None)
+    } else {
+        (Some(key.to_string()), Some(value.to_string()))
+    };
     if st.spec.backend == Backend::Kernel {
         return Err(bad(
             "the kernel backend has no stages; use the userspace backend".into(),
@@ -85,7 +151,7 @@ pub fn parse(st: &LabState, v: &str, directions: &[&str]) -> Result<Vec<StageRat
     }
     let mut out = Vec::new();
     for &d in directions {
-        let names = stage_names(st, d)?;
+        let names = stage_names(st, d, key == "delay")?;
         if names.is_empty() {
             return Err(bad(format!(
                 "the {d} direction of lab {} has no stages (lab up --stage/--{d}-stage)",
@@ -112,7 +178,9 @@ pub fn parse(st: &LabState, v: &str, directions: &[&str]) -> Result<Vec<StageRat
         out.push(StageRate {
             direction: d.to_string(),
             stage: name,
-            rate_bit_s: rate.0,
+            rate_bit_s,
+            key: key_out.clone(),
+            value: value_out.clone(),
         });
     }
     Ok(out)
@@ -229,18 +297,13 @@ fn answer(path: &Path, em: Option<&Emulator>) -> Reply {
     };
     let mut done = Vec::new();
     for c in &req.changes {
-        match em.set_stage_rate(
-            &c.direction,
-            &c.stage,
-            Some(BitRate(c.rate_bit_s)),
-            Duration::from_secs(2),
-        ) {
+        let setting = match c.setting() {
+            Ok(s) => s,
+            Err(e) => return fail(format!("{} stage {}: {e}", c.direction, c.stage), done),
+        };
+        match em.set_stage(&c.direction, &c.stage, setting, Duration::from_secs(2)) {
             Ok(stage) => {
-                tracing::info!(
-                    "{}: stage {stage} rate set to {}",
-                    c.direction,
-                    BitRate(c.rate_bit_s)
-                );
+                tracing::info!("{}: stage {stage} {} set", c.direction, c.describe());
                 done.push(format!("{}/{stage}", c.direction));
             }
             Err(e) => return fail(format!("{} stage {}: {e}", c.direction, c.stage), done),
@@ -314,6 +377,58 @@ mod tests {
         assert!(e.contains("has no stages"), "{e}");
     }
 
+    /// Schedules, traces and delays travel as written; `path` takes a delay
+    /// but no rate; bad ones are refused naming the flag and what is wrong.
+    #[test]
+    fn schedules_traces_and_delays_are_checked_and_sent_as_written() {
+        let st = lab(&["name=router rate=9mbit qdisc=fq_codel"]);
+        let c = parse(&st, "router=schedule:0s/20mbit,5s/5mbit", &["up"]).unwrap();
+        assert_eq!(c[0].rate_bit_s, 20_000_000);
+        assert_eq!(c[0].describe(), "rate schedule:0s/20mbit,5s/5mbit");
+        assert_eq!(
+            c[0].setting().unwrap(),
+            StageSetting::parse("rate", "schedule:0s/20mbit,5s/5mbit").unwrap()
+        );
+        // A fixed rate keeps the old wire form.
+        let c = parse(&st, "1=9mbit", &["up"]).unwrap();
+        assert_eq!((c[0].key.as_ref(), c[0].value.as_ref()), (None, None));
+        let c = parse_setting(&st, "delay", "path=schedule:0s/10ms,1s/50ms", &["down"]).unwrap();
+        assert_eq!((c[0].stage.as_str(), c[0].rate_bit_s), ("path", 0));
+        assert!(matches!(
+            c[0].setting().unwrap(),
+            StageSetting::Delay(d, Some(_)) if d == Duration::from_millis(10)
+        ));
+        let c = parse_setting(&st, "qdisc", "router=cake bandwidth=8mbit", &["up"]).unwrap();
+        assert_eq!(c[0].describe(), "qdisc cake bandwidth=8mbit");
+        assert!(matches!(c[0].setting().unwrap(), StageSetting::Qdisc(_)));
+        let e = parse_setting(&st, "qdisc", "path=fifo", &["up"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--stage-qdisc") && e.contains("no stage"), "{e}");
+        let e = parse(&st, "path=1mbit", &["up"]).unwrap_err().to_string();
+        assert!(e.contains("no stage \"path\""), "{e}");
+        for (key, v, want) in [
+            (
+                "rate",
+                "1=schedule:0s/20mbit,5s/-1mbit",
+                "must not be negative",
+            ),
+            (
+                "rate",
+                "1=trace:/nonexistent/h23r.trace",
+                "/nonexistent/h23r.trace",
+            ),
+            ("delay", "1=soon", "is not a number"),
+            ("delay", "1", "STAGE=DELAY"),
+        ] {
+            let e = parse_setting(&st, key, v, &["up"]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("--stage-{key}")) && e.contains(want),
+                "{v}: {e}"
+            );
+        }
+    }
+
     /// The file protocol without a daemon: a request nobody answers times
     /// out and is withdrawn; an answered one returns the reply's stages.
     #[test]
@@ -323,6 +438,8 @@ mod tests {
             direction: "up".into(),
             stage: "1".into(),
             rate_bit_s: 1_000_000,
+            key: None,
+            value: None,
         }];
         let e = request(&d, "x", &c, Duration::from_millis(100)).unwrap_err();
         assert!(e.to_string().contains("did not answer"), "{e}");

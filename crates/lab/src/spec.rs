@@ -21,8 +21,7 @@
 
 use crate::error::{LabError, Result};
 use crate::names;
-use bloatlab_emu::{Limit, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
-use bloatlab_units::BitRate;
+use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -50,8 +49,9 @@ pub enum Backend {
 /// module's `check` (crate::lab::check).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkSpec {
-    /// Bottleneck rate (`20mbit`); `None` = unshaped.
-    pub rate: Option<Spelled<BitRate>>,
+    /// Bottleneck rate (`20mbit`, `schedule:0s/20mbit,5s/5mbit`, `trace:FILE`);
+    /// `None` = unshaped.
+    pub rate: Option<Spelled<LinkRate>>,
     /// One-way propagation delay (`20ms`).
     pub delay: Option<Spelled<Duration>>,
     /// Delay jitter (`1ms`).
@@ -429,5 +429,36 @@ mod tests {
         assert_eq!(v["down"]["rate"], serde_json::Value::Null);
         let back: LabSpec = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// A lab whose trace file has gone since `lab up` still reads back (so
+    /// `lab status` and `lab down` work); building its links says why not.
+    #[test]
+    fn a_stored_trace_whose_file_has_gone_reads_back() {
+        let dir = std::env::temp_dir().join(format!("h23r-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.trace");
+        std::fs::write(&f, "1\n2\n").unwrap();
+        let mut s = LabSpec::new("t");
+        s.up.rate = Some(format!("trace:{}", f.display()).parse().unwrap());
+        s.down.stages = vec![
+            format!("name=sky rate=trace:{} qdisc=fifo", f.display())
+                .parse()
+                .unwrap(),
+        ];
+        let v = serde_json::to_value(&s).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let back: LabSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            back.up.rate.as_ref().unwrap().text(),
+            s.up.rate.unwrap().text()
+        );
+        assert_eq!(back.down.stages[0].get().name.as_deref(), Some("sky"));
+        let e = crate::model::build("up", &back.up, 1, None).err().unwrap();
+        assert!(e.to_string().contains("x.trace"), "{e}");
+        let e = crate::model::build("down", &back.down, 1, None)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("x.trace"), "{e}");
     }
 }

@@ -36,12 +36,17 @@ pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>
         return Ok(None);
     }
     s.check(dir)?;
+    // Parsed again from the text: a stage read back from the state file
+    // may hold a placeholder for a trace whose file has gone
+    // (`TcValue::parse_stored`); building a link must read the trace.
     let mut stages: Vec<StageConfig> = s
         .stages
         .iter()
         .zip(1..)
-        .map(|(st, pos)| st.get().clone().at(pos))
-        .collect();
+        .map(|(st, pos)| {
+            bloatlab_emu::parse_stage(st.text(), pos).map_err(|e| stage_error(dir, st.text(), e))
+        })
+        .collect::<Result<_>>()?;
     let path = LinkConfig {
         delay: s.delay.as_ref().map_or(Duration::ZERO, |d| *d.get()),
         jitter: s.jitter.as_ref().map_or(Duration::ZERO, |d| *d.get()),
@@ -126,13 +131,13 @@ impl LinkModel for Chain {
             l.set_delay(delay);
         }
     }
-    fn set_stage_rate(
+    fn set_stage(
         &mut self,
         now: Duration,
         stage: &str,
-        rate: Option<bloatlab_units::BitRate>,
+        setting: &bloatlab_emu::StageSetting,
     ) -> std::result::Result<String, String> {
-        Chain::set_rate(self, now, stage, rate).map_err(|e| e.to_string())
+        Chain::set_stage(self, now, stage, setting).map_err(|e| e.to_string())
     }
 }
 

@@ -550,7 +550,7 @@ pub fn direction_record(l: &LinkSpec) -> LinkDirectionRecord {
         return chain_record(l, time(&l.delay));
     }
     LinkDirectionRecord {
-        rate_bps: l.rate.as_ref().map(|r| r.get().0),
+        rate_bps: l.rate.as_ref().map(|r| r.get().nominal.0),
         delay_ns: time(&l.delay),
         jitter_ns: time(&l.jitter),
         loss_fraction: l.loss.as_ref().and_then(|v| match v.get() {

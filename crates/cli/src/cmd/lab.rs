@@ -11,12 +11,11 @@
 //! after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
-use bloatlab_emu::{Limit, LossModel, Qdisc, QdiscParam, Spelled, StageSpec, TcValue};
+use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec, TcValue};
 use bloatlab_lab::control::{self, daemon::SpawnError, exec::ExecError, set::SetRequest};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::StateDir;
 use bloatlab_lab::{LabError, names, status_text};
-use bloatlab_units::BitRate;
 use clap::{Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,8 +36,12 @@ enum LabCmd {
     Exec(ExecArgs),
     /// Show the lab's hosts, emulator health and counters.
     Status(StatusArgs),
-    /// Change a running lab's host settings (TCP ECN) without rebuilding it.
+    /// Change a running lab's host settings (TCP ECN) and stage rates and
+    /// delays without rebuilding it.
     Set(SetArgs),
+    /// Write a capacity trace (mahimahi's format) for `rate=trace:FILE`: a
+    /// step, an LTE-like random walk or a Starlink-like trace.
+    TraceGen(super::trace_gen::TraceGenArgs),
     /// Stop the emulator and remove every object of lab NAME (also after a crash).
     Down(NameArg),
     /// List labs (and leftover lab namespaces without a state file).
@@ -63,13 +66,15 @@ enum BackendArg {
 /// its flag).
 #[derive(Debug, Args)]
 struct LinkArgs {
-    /// Bottleneck rate, e.g. `20mbit` (omit for an unshaped link).
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<BitRate>)]
-    rate: Option<Spelled<BitRate>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<BitRate>)]
-    up_rate: Option<Spelled<BitRate>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<BitRate>)]
-    down_rate: Option<Spelled<BitRate>>,
+    /// Bottleneck rate, e.g. `20mbit` (omit for an unshaped link); or a
+    /// rate that changes: `schedule:0s/20mbit,10s/5mbit` (looping) or
+    /// `trace:FILE` (mahimahi's format, looping; see docs/emulator.md).
+    #[arg(long, allow_hyphen_values = true, value_parser = rate_value)]
+    rate: Option<Spelled<LinkRate>>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = rate_value)]
+    up_rate: Option<Spelled<LinkRate>>,
+    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = rate_value)]
+    down_rate: Option<Spelled<LinkRate>>,
     /// One-way propagation delay, e.g. `20ms` (RTT = up + down delay).
     #[arg(long, allow_hyphen_values = true, value_parser = value::<Duration>)]
     delay: Option<Spelled<Duration>>,
@@ -130,14 +135,14 @@ struct LinkArgs {
     /// overhead, mpu, framing and the qdisc's parameters. With stages,
     /// --delay/--jitter/--loss add a final stage `path`; --rate, --limit,
     /// --qdisc and --qdisc-param are refused. Userspace backend only.
-    #[arg(long = "stage", value_name = "KEY=VALUE ...", value_parser = words::<StageSpec>)]
+    #[arg(long = "stage", value_name = "KEY=VALUE ...", value_parser = stage_words)]
     stage: Vec<Spelled<StageSpec>>,
     /// Stages of the up direction only (replace --stage there).
     #[arg(
         long = "up-stage",
         value_name = "KEY=VALUE ...",
         hide_short_help = true,
-        value_parser = words::<StageSpec>
+        value_parser = stage_words
     )]
     up_stage: Vec<Spelled<StageSpec>>,
     /// Stages of the down direction only (replace --stage there).
@@ -145,7 +150,7 @@ struct LinkArgs {
         long = "down-stage",
         value_name = "KEY=VALUE ...",
         hide_short_help = true,
-        value_parser = words::<StageSpec>
+        value_parser = stage_words
     )]
     down_stage: Vec<Spelled<StageSpec>>,
 }
@@ -160,6 +165,43 @@ fn value<T: TcValue>(s: &str) -> Result<Spelled<T>, String> {
 /// the emulator's message names the key at fault.
 fn words<T: TcValue>(s: &str) -> Result<Spelled<T>, String> {
     Spelled::parse(s).map_err(|e| e.to_string())
+}
+
+/// `--rate`: a rate, a schedule or a trace, the trace's path made absolute
+/// (the lab's state keeps it, and is read from other directories).
+fn rate_value(s: &str) -> Result<Spelled<LinkRate>, String> {
+    Spelled::parse(&absolute_traces(s)).map_err(|e| e.problem.to_string())
+}
+
+/// `--stage`: as [`words`], trace paths made absolute.
+fn stage_words(s: &str) -> Result<Spelled<StageSpec>, String> {
+    words(&absolute_traces(s))
+}
+
+/// `s` with the path after each `trace:` made absolute (relative to the
+/// current directory); everything else as it is.
+fn absolute_traces(s: &str) -> String {
+    let Ok(cwd) = std::env::current_dir() else {
+        return s.to_string();
+    };
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("trace:") {
+        let (head, tail) = rest.split_at(i + "trace:".len());
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == ',')
+            .unwrap_or(tail.len());
+        let path = std::path::Path::new(&tail[..end]);
+        if path.is_relative() && !tail[..end].is_empty() {
+            out.push_str(&cwd.join(path).display().to_string());
+        } else {
+            out.push_str(&tail[..end]);
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `--qdisc-param`: the link's own values have flags of their own.
@@ -289,19 +331,34 @@ struct SetArgs {
     #[arg(
         long,
         value_name = "HOST=on|off",
-        required_unless_present = "stage_rate"
+        required_unless_present_any = ["stage_rate", "stage_delay", "stage_qdisc"]
     )]
     ecn: Vec<String>,
     /// Rate of a stage of a chained link (`lab up --stage`), by name or
     /// 1-based position: `1=9mbit`, `router=8500kbit`. Repeatable. Applies
     /// to packets serialized from now on; the queues are kept. Both
     /// directions unless `--up` or `--down` is given.
+    /// The rate may also be a schedule or a trace (`1=schedule:0s/20mbit,5s/5mbit`,
+    /// `1=trace:FILE`), whose time starts now.
     #[arg(long, value_name = "STAGE=RATE")]
     stage_rate: Vec<String>,
-    /// `--stage-rate` applies to the up direction (client to server) only.
+    /// One-way delay of a stage, by name or 1-based position (`path` is the
+    /// stage `lab up --delay` adds to a chain): `path=40ms`, or a schedule
+    /// starting now, `1=schedule:0s/20ms,10s/200ms`. Repeatable. Applies to
+    /// packets leaving the stage's serializer from now on; a calibrated lab
+    /// keeps its calibration.
+    #[arg(long, value_name = "STAGE=DELAY")]
+    stage_delay: Vec<String>,
+    /// A new queue discipline for a stage, with its parameters as a stage
+    /// writes them: `'1=fq_codel target=5ms'`, `router=cake`. Repeatable.
+    /// Packets queued in the old one are sent first, under its rules; new
+    /// arrivals queue in the new one.
+    #[arg(long, value_name = "STAGE=QDISC [KEY=VALUE ...]")]
+    stage_qdisc: Vec<String>,
+    /// `--stage-rate`/`--stage-delay` apply to the up direction (client to server) only.
     #[arg(long, conflicts_with = "down")]
     up: bool,
-    /// `--stage-rate` applies to the down direction (server to client) only.
+    /// `--stage-rate`/`--stage-delay` apply to the down direction (server to client) only.
     #[arg(long)]
     down: bool,
 }
@@ -328,6 +385,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         LabCmd::Set(a) => set(&dir, a),
         LabCmd::Down(a) => down(&dir, &a.name),
         LabCmd::List(a) => list(&dir, a),
+        LabCmd::TraceGen(a) => super::trace_gen::run(a),
         LabCmd::Daemon(a) => control::daemon::serve(&dir, &a.name, code_of).map_err(lab_err),
     }
 }
@@ -521,7 +579,9 @@ fn exec(dir: &StateDir, a: ExecArgs) -> anyhow::Result<()> {
 fn set(dir: &StateDir, a: SetArgs) -> anyhow::Result<()> {
     let req = SetRequest {
         ecn: a.ecn,
-        stage_rate: a.stage_rate,
+        stage_rate: a.stage_rate.iter().map(|v| absolute_traces(v)).collect(),
+        stage_delay: a.stage_delay,
+        stage_qdisc: a.stage_qdisc,
         up: a.up,
         down: a.down,
     };
@@ -606,7 +666,10 @@ mod tests {
             "ecn",
         ]);
         let s = build_spec(&a).unwrap();
-        assert_eq!(s.up.rate.as_ref().map(|r| r.get().0), Some(20_000_000));
+        assert_eq!(
+            s.up.rate.as_ref().map(|r| r.get().nominal.0),
+            Some(20_000_000)
+        );
         assert_eq!(s.down.rate.as_ref().map(Spelled::text), Some("5mbit"));
         assert_eq!(s.down.delay, Some(Duration::from_millis(10).into()));
         assert_eq!(Spelled::join(&s.up.params, " "), "target=5ms ecn");

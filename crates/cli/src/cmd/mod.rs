@@ -17,6 +17,7 @@ pub mod server;
 pub mod server_browser;
 pub mod server_http;
 pub mod test;
+pub mod trace_gen;
 pub mod tune;
 
 /// From now on SIGINT and SIGTERM raise the returned token instead of ending the process, so

@@ -39,6 +39,7 @@ mod lab_ipv6;
 mod lab_kernel;
 mod lab_physics;
 mod lab_run;
+mod lab_trace;
 mod ping_loopback;
 mod report_cli;
 mod rpm_client;

@@ -1,5 +1,5 @@
 //! `lab set`: change a running lab's hosts (TCP ECN, [`crate::hostctl`])
-//! and stage rates ([`crate::ratectl`]) without rebuilding it.
+//! and stage rates and delays ([`crate::ratectl`]) without rebuilding it.
 
 use crate::error::{LabError, Result};
 use crate::lab::check_privilege;
@@ -16,8 +16,13 @@ const RATE_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SetRequest {
     /// `HOST=on|off` or `all=on|off`.
     pub ecn: Vec<String>,
-    /// `STAGE=RATE`, the stage by name or 1-based position.
+    /// `STAGE=RATE`, the stage by name or 1-based position; the rate also
+    /// `schedule:...` or `trace:FILE` (an absolute path).
     pub stage_rate: Vec<String>,
+    /// `STAGE=DELAY`, the delay also `schedule:...`.
+    pub stage_delay: Vec<String>,
+    /// `STAGE=KIND [KEY=VALUE ...]`: a new qdisc for a stage.
+    pub stage_qdisc: Vec<String>,
     /// Stage rates apply to the up direction only.
     pub up: bool,
     /// Stage rates apply to the down direction only.
@@ -45,15 +50,17 @@ pub fn set(dir: &StateDir, name: &str, req: &SetRequest, out: &mut dyn Write) ->
     for v in &req.stage_rate {
         rates.extend(ratectl::parse(&st, v, directions)?);
     }
+    for v in &req.stage_delay {
+        rates.extend(ratectl::parse_setting(&st, "delay", v, directions)?);
+    }
+    for v in &req.stage_qdisc {
+        rates.extend(ratectl::parse_setting(&st, "qdisc", v, directions)?);
+    }
     check_privilege("bloatlab lab set")?;
     if !rates.is_empty() {
         let done = ratectl::request(dir, name, &rates, RATE_REPLY_TIMEOUT)?;
         for (stage, r) in done.iter().zip(&rates) {
-            let _ = writeln!(
-                out,
-                "lab {name}: stage {stage} rate {}",
-                bloatlab_units::BitRate(r.rate_bit_s)
-            );
+            let _ = writeln!(out, "lab {name}: stage {stage} {}", r.describe());
         }
     }
     if settings.is_empty() {

@@ -52,7 +52,7 @@ pub fn offload_hint(spec: &LabSpec) -> Option<String> {
     }
     let fast = [&spec.up, &spec.down]
         .into_iter()
-        .filter_map(|l| l.rate.as_ref().map(|r| *r.get()))
+        .filter_map(|l| l.rate.as_ref().map(|r| r.get().nominal))
         .any(|r| r.bits_per_sec_f64() >= OFFLOAD_HINT_BPS);
     fast.then(|| {
         "note: at 500 Mbit/s and above the emulator may run short of CPU without offloads \

@@ -225,13 +225,13 @@ impl LinkModel for Calibrated {
     fn calibration(&self) -> Option<TrimReport> {
         Some(self.trim.report())
     }
-    fn set_stage_rate(
+    fn set_stage(
         &mut self,
         now: Duration,
         stage: &str,
-        rate: Option<bloatlab_units::BitRate>,
+        setting: &bloatlab_emu::StageSetting,
     ) -> std::result::Result<String, String> {
-        self.inner.set_stage_rate(now, stage, rate)
+        self.inner.set_stage(now, stage, setting)
     }
 }
 

@@ -210,7 +210,7 @@ pub fn run(
         // below are serialized at the new rate from now on.
         for change in inbox.take() {
             let now = clock.now();
-            let r = link.set_stage_rate(now, &change.stage, change.rate);
+            let r = link.set_stage(now, &change.stage, &change.setting);
             // Publish before answering, so a status taken after the answer
             // shows the new rate.
             publish(shared, now, &c, &lateness, link.as_ref(), &governor, true);

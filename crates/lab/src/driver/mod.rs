@@ -35,14 +35,15 @@ type Thread = (
     Arc<Inbox>,
 );
 
-/// A stage rate change for a forwarding thread (`lab set --stage-rate`),
-/// with where to send the outcome (the stage's name, or why not).
+/// A stage change for a forwarding thread (`lab set --stage-rate`,
+/// `--stage-delay`), with where to send the outcome (the stage's name, or
+/// why not).
 #[derive(Debug)]
 pub struct RateChange {
     /// Stage name or 1-based position.
     pub stage: String,
-    /// The new rate (`None`: unlimited).
-    pub rate: Option<bloatlab_units::BitRate>,
+    /// The new rate (fixed, schedule or trace) or delay.
+    pub setting: bloatlab_emu::StageSetting,
     /// The thread's answer.
     pub reply: mpsc::Sender<Result<String, String>>,
 }
@@ -157,6 +158,20 @@ impl Emulator {
         rate: Option<bloatlab_units::BitRate>,
         timeout: Duration,
     ) -> Result<String, String> {
+        let setting = bloatlab_emu::StageSetting::Rate(rate, None);
+        self.set_stage(dir, stage, setting, timeout)
+    }
+
+    /// Applies `setting` (a rate, schedule, trace or delay) to a stage of
+    /// direction `dir` and waits (at most `timeout`) for its thread to
+    /// apply it. Returns the stage's name.
+    pub fn set_stage(
+        &self,
+        dir: &str,
+        stage: &str,
+        setting: bloatlab_emu::StageSetting,
+        timeout: Duration,
+    ) -> Result<String, String> {
         let (_, h, _, inbox) = self
             .threads
             .iter()
@@ -168,7 +183,7 @@ impl Emulator {
         let (tx, rx) = mpsc::channel();
         inbox.post(RateChange {
             stage: stage.to_string(),
-            rate,
+            setting,
             reply: tx,
         });
         rx.recv_timeout(timeout)
