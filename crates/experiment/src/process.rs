@@ -65,3 +65,65 @@ pub fn stoppable(exe: &Path, args: &[&str], stop: &AtomicBool) -> Result<Output,
     bloatlab_os::child::run_stoppable(&mut cmd, stop, STOP_GRACE)
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))
 }
+
+/// A `bloatlab` command run beside a test (`[during]`, docs/experiments.md): started in its
+/// own process group with its stderr in a log file, stopped by PID with SIGINT (a bloatlab
+/// command then writes what it measured) and SIGKILL [`STOP_GRACE`] later; killed by PID
+/// when dropped without [`Sidecar::stop`] (an error or Ctrl-C in between).
+#[derive(Debug)]
+pub struct Sidecar {
+    child: ChildGuard,
+    what: String,
+    log: PathBuf,
+}
+
+impl Sidecar {
+    /// Starts `exe ARGS`, stderr to `log`.
+    pub fn start(exe: &Path, args: &[String], log: &Path) -> Result<Sidecar, String> {
+        let what = format!("bloatlab {}", args.join(" "));
+        let f = std::fs::File::create(log)
+            .map_err(|e| format!("during: cannot create {}: {e}", log.display()))?;
+        Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(f)
+            .process_group(0)
+            .spawn()
+            .map(|c| Sidecar {
+                child: ChildGuard(c),
+                what: what.clone(),
+                log: log.to_path_buf(),
+            })
+            .map_err(|e| format!("during: cannot run {what}: {e}"))
+    }
+
+    fn failed(&self, status: std::process::ExitStatus) -> String {
+        let text = std::fs::read(&self.log).unwrap_or_default();
+        format!(
+            "during: {} exited with {status} before the test ended: {}",
+            self.what,
+            last_line(&text)
+        )
+    }
+
+    /// `Err` if it has already exited (a sidecar runs until it is stopped).
+    pub fn check_running(&mut self) -> Result<(), String> {
+        match self.child.0.try_wait() {
+            Ok(Some(status)) => Err(self.failed(status)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops it (SIGINT, SIGKILL after [`STOP_GRACE`]). `Err` if it had exited before it
+    /// was asked to, or ended with a failure other than the signal's.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.check_running()?;
+        let ended = bloatlab_os::child::stop_all(&mut [&mut self.child.0], STOP_GRACE);
+        match ended.first().and_then(|s| s.status) {
+            Some(s) if s.success() => Ok(()),
+            Some(s) => Err(self.failed(s)),
+            None => Err(format!("during: {}: its end could not be awaited", self.what)),
+        }
+    }
+}

@@ -10,6 +10,9 @@
 //! DIR/runs/RUN.json          the run's results file (written atomically by `bloatlab test`),
 //!                            or for `[client]` runs the client's `--json` document
 //! DIR/runs/RUN.lab.json      `lab status --json` after the run (per-stage counters)
+//! DIR/runs/RUN.clock.json    `{"lab_up_unix_s"}`: when `lab up` returned (a schedule's start)
+//! DIR/runs/RUN.during.json   with `[during]`: the sidecar's output (`{out}`), and
+//! DIR/runs/RUN.during.log    its stderr
 //! DIR/runs/RUN.row.json      the run's summary row; written last, so it marks the run complete
 //! DIR/summary.csv, DIR/summary.json, DIR/report.html
 //! ```
@@ -330,10 +333,17 @@ pub fn write_summary(
     let json = serde_json::to_vec_pretty(&doc).map_err(|e| io(&out.join("summary.json"), e))?;
     write_file(&out.join("summary.json"), &json)?;
     write_file(&out.join("verdict.txt"), judgement.to_text().as_bytes())?;
-    let html = crate::html::with_top_block(
+    let mut html = crate::html::with_top_block(
         crate::html::report(&exp.name, &rows, params),
         &judgement.to_html(),
     );
+    if exp.name == "variable-link" {
+        let block = crate::builtin::variable_link_plot::html_block(exp, out, &rows);
+        match html.rfind("</body>") {
+            Some(i) => html.insert_str(i, &block),
+            None => html.push_str(&block),
+        }
+    }
     write_file(&out.join("report.html"), html.as_bytes())?;
     Ok((rows, judgement))
 }
@@ -354,6 +364,19 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     if !o.status.success() {
         return Err(format!("lab up: {}", process::last_line(&o.stderr)));
     }
+    // When the lab's links started (within the time `lab up` took to return): a rate
+    // schedule or trace starts then, and plots place it on the test's clock.
+    let lab_up_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let clock = runs_dir(&cfg.out).join(format!("{}.clock.json", r.name()));
+    write_file(
+        &clock,
+        serde_json::json!({ "lab_up_unix_s": lab_up_unix_s })
+            .to_string()
+            .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
     let port = cfg.port.to_string();
     let server_args = matrix::argv(exp, Section::Server, &r.point);
     let mut server: Vec<&str> = vec![
@@ -363,11 +386,17 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     // Killed by PID when the guard drops: on success, failure and Ctrl-C.
     let _server = process::spawn(exe, &server).map_err(|e| format!("server: {e}"))?;
     wait_for_server(exe, &cfg.lab, &port, stop)?;
+    let sidecar = start_during(exp, cfg, r)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     let measured = match exp.client {
         Some(_) => Measured::Client(Box::new(run_client(exp, cfg, r, &results, stop)?)),
         None => Measured::Test(Box::new(run_test(exp, cfg, r, &results, stop)?)),
     };
+    // A sidecar that ended before the test did, or failed, fails the run: its arm did not
+    // run as planned.
+    if let Some(s) = sidecar {
+        s.stop()?;
+    }
     // Counters are published every 200 ms and written every 500 ms: wait for the last
     // packets of the run to be counted.
     std::thread::sleep(Duration::from_millis(1200));
@@ -393,6 +422,31 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
     let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
     write_file(&row_path, &bytes).map_err(|e| e.to_string())
+}
+
+/// How long a sidecar gets to start (autorate: its responder, first probes and base rate)
+/// before the test starts; the test's own idle phase follows.
+const DURING_SETTLE: Duration = Duration::from_millis(1500);
+
+/// Starts the point's `[during]` command, if it has one: `bloatlab ARGS` on this host (a
+/// lab-aware command such as `autorate --lab {lab}` enters the lab itself), stderr to
+/// `runs/RUN.during.log`, `{out}` = `runs/RUN.during.json`.
+fn start_during(
+    exp: &Experiment,
+    cfg: &RunnerConfig,
+    r: &Run,
+) -> Result<Option<process::Sidecar>, String> {
+    let dir = runs_dir(&cfg.out);
+    let out = dir.join(format!("{}.during.json", r.name()));
+    let args = matrix::during_argv(exp, &r.point, &cfg.lab, &out.to_string_lossy());
+    if args.is_empty() {
+        return Ok(None);
+    }
+    let log = dir.join(format!("{}.during.log", r.name()));
+    let mut s = process::Sidecar::start(&cfg.exe, &args, &log)?;
+    std::thread::sleep(DURING_SETTLE);
+    s.check_running()?;
+    Ok(Some(s))
 }
 
 /// What a run measured.
