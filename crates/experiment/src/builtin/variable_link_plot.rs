@@ -127,7 +127,7 @@ fn arm_charts(
         lines.push(down);
     }
     let ts = TimeSeries {
-        title: format!("{arm}: shaper rate over the line's capacity"),
+        title: format!("{arm}: rates over the line capacity"),
         y_desc: "rate (Mbit/s)",
         x_end: end,
         phases: &r.file.raw.phases,
