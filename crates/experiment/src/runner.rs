@@ -10,7 +10,8 @@
 //! DIR/runs/RUN.json          the run's results file (written atomically by `bloatlab test`),
 //!                            or for `[client]` runs the client's `--json` document
 //! DIR/runs/RUN.lab.json      `lab status --json` after the run (per-stage counters)
-//! DIR/runs/RUN.clock.json    `{"lab_up_unix_s"}`: when `lab up` returned (a schedule's start)
+//! DIR/runs/RUN.clock.json    `{"lab_up_start_unix_s", "lab_up_unix_s"}`: `lab up` ran between
+//!                            (the lab's links, and a rate schedule, start in between)
 //! DIR/runs/RUN.during.json   with `[during]`: the sidecar's output (`{out}`), and
 //! DIR/runs/RUN.during.log    its stderr
 //! DIR/runs/RUN.row.json      the run's summary row; written last, so it marks the run complete
@@ -360,19 +361,22 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
         exe: exe.to_path_buf(),
         name: cfg.lab.clone(),
     };
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let lab_up_start = unix_now();
     let o = process::quiet(exe, &up).map_err(|e| format!("lab up: {e}"))?;
     if !o.status.success() {
         return Err(format!("lab up: {}", process::last_line(&o.stderr)));
     }
-    // When the lab's links started (within the time `lab up` took to return): a rate
-    // schedule or trace starts then, and plots place it on the test's clock.
-    let lab_up_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    // The lab's links start between the two (a rate schedule or trace starts with them):
+    // plots place the line's capacity on the test's clock from these.
     let clock = runs_dir(&cfg.out).join(format!("{}.clock.json", r.name()));
     write_file(
         &clock,
-        serde_json::json!({ "lab_up_unix_s": lab_up_unix_s })
+        serde_json::json!({ "lab_up_start_unix_s": lab_up_start, "lab_up_unix_s": unix_now() })
             .to_string()
             .as_bytes(),
     )

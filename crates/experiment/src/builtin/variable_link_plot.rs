@@ -3,8 +3,9 @@
 //! latency over time, as inline SVG in `report.html`.
 //!
 //! Clocks: the line's schedule starts when the lab's emulator starts; the runner records
-//! the wall-clock time `lab up` returned (`runs/RUN.clock.json`, a little after the emulator
-//! started: the capacity line may lead the truth by that, typically under 0.2 s); the test's
+//! the wall-clock times `lab up` started and returned (`runs/RUN.clock.json`); the emulator
+//! starts in between, and the start is used (the capacity line may lag the truth by up to
+//! the time `lab up` took, see docs/experiments.md, variable-link); the test's
 //! results file has its own start time, and autorate's log (`runs/RUN.during.json`) its
 //! start and the time of each tick. All are placed on the test's time axis.
 
@@ -76,9 +77,11 @@ fn arm_charts(
     let r = bloatlab_report::Run::new(arm, file).map_err(|e| e.to_string())?;
     let end = r.end().as_secs_f64();
     let f = |k: &str| super::expect_f(exp, k);
+    // The links start while `lab up` runs: its start is the nearer bound (the rest of
+    // `lab up`, after the emulator is running, is the hosts' setup).
     let lab_up_s = read_json(&runs.join(format!("{run}.clock.json")))
-        .and_then(|v| v["lab_up_unix_s"].as_f64())
-        .ok_or_else(|| format!("{run}.clock.json: no lab_up_unix_s"))?;
+        .and_then(|v| v["lab_up_start_unix_s"].as_f64())
+        .ok_or_else(|| format!("{run}.clock.json: no lab_up_start_unix_s"))?;
     let offset = test_start_s - lab_up_s;
     let steps = (end / 0.05).ceil() as usize;
     let cap: Vec<(f64, Option<f64>)> = (0..=steps)
@@ -145,7 +148,7 @@ fn arm_charts(
 pub fn html_block(exp: &crate::Experiment, out: &Path, rows: &[Row]) -> String {
     let runs = crate::runner::runs_dir(out);
     let mut s = String::from(
-        "<h2>Rate and latency over time, per arm</h2><p>The first complete run of each arm. Grey: the line's capacity (the step trace, placed from the lab's start; it may lead by the time <code>lab up</code> took to return); the shaper's rate (autorate's applied rate per tick, or the static rate); the download measured.</p>",
+        "<h2>Rate and latency over time, per arm</h2><p>The first complete run of each arm. Grey: the line's capacity (the step trace, placed from when <code>lab up</code> started; the line's real steps may come up to the time <code>lab up</code> took later); the shaper's rate (autorate's applied rate per tick, or the static rate); the download measured.</p>",
     );
     for arm in super::variable_link::ARMS {
         let Some(row) = rows
