@@ -486,7 +486,9 @@ arm = [{rate = "1gbit", during = ""},
         assert!(during_argv(&e, &p[0], "lab1", "o.json").is_empty());
         assert_eq!(
             during_argv(&e, &p[1], "lab1", "o.json"),
-            ["autorate", "--lab", "lab1", "--stage", "shaper", "-o", "o.json"]
+            [
+                "autorate", "--lab", "lab1", "--stage", "shaper", "-o", "o.json"
+            ]
         );
         // Without [during], nothing.
         let e = exp("sequential");

@@ -123,7 +123,10 @@ impl Sidecar {
         match ended.first().and_then(|s| s.status) {
             Some(s) if s.success() => Ok(()),
             Some(s) => Err(self.failed(s)),
-            None => Err(format!("during: {}: its end could not be awaited", self.what)),
+            None => Err(format!(
+                "during: {}: its end could not be awaited",
+                self.what
+            )),
         }
     }
 }

@@ -790,8 +790,15 @@ fn builtin_quick_variable_link_runs_autorate_beside_the_test() {
     );
     // Plots: a rate and a latency chart per arm, the trace's capacity under the shaper's rate.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    let plots = html.split("Rate and latency over time").nth(1).expect("the plots");
+    let plots = html
+        .split("Rate and latency over time")
+        .nth(1)
+        .expect("the plots");
     assert_eq!(plots.matches("<svg").count(), 6, "{plots:.400}");
     assert_eq!(plots.matches("line capacity (trace)").count(), 3);
-    assert_eq!(plots.matches("shaper rate").count(), 2, "no shaper: no rate drawn");
+    assert_eq!(
+        plots.matches("shaper rate").count(),
+        2,
+        "no shaper: no rate drawn"
+    );
 }

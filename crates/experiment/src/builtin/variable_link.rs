@@ -76,7 +76,8 @@ pub(super) fn judge(
             "{:<10}{:>12}{:>10}{:>12}{:>9}{:>9}{:>14}",
             a,
             f(x.tput_mbit, 2),
-            x.share.map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
+            x.share
+                .map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
             f(x.p50, 1),
             f(x.p90, 1),
             f(x.p99, 1),

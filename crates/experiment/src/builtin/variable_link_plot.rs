@@ -60,7 +60,9 @@ fn read_json(p: &Path) -> Option<serde_json::Value> {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The charts of one run, or why not.
@@ -70,7 +72,10 @@ fn arm_charts(
     arm: &str,
     row: &Row,
 ) -> Result<(String, String), String> {
-    let run = row.get("run").and_then(|v| v.as_str()).ok_or("no run name")?;
+    let run = row
+        .get("run")
+        .and_then(|v| v.as_str())
+        .ok_or("no run name")?;
     let file = bloatlab_results::load(&runs.join(format!("{run}.json")))
         .map_err(|e| format!("{run}.json: {e}"))?;
     let test_start_s = file.metadata.start_time.as_nanosecond() as f64 / 1e9;
@@ -87,7 +92,12 @@ fn arm_charts(
     let cap: Vec<(f64, Option<f64>)> = (0..=steps)
         .map(|i| {
             let t = i as f64 * 0.05;
-            let c = capacity_mbit(f("high_mbit"), f("low_mbit"), f("half_period_s"), t + offset);
+            let c = capacity_mbit(
+                f("high_mbit"),
+                f("low_mbit"),
+                f("half_period_s"),
+                t + offset,
+            );
             (t, Some(c))
         })
         .collect();
@@ -175,7 +185,10 @@ mod tests {
     #[test]
     fn the_step_capacity_loops_high_then_low() {
         let c = |t| capacity_mbit(20.0, 5.0, 5.0, t);
-        assert_eq!([c(0.0), c(4.99), c(5.0), c(9.99), c(10.0), c(27.0)], [20.0, 20.0, 5.0, 5.0, 20.0, 5.0]);
+        assert_eq!(
+            [c(0.0), c(4.99), c(5.0), c(9.99), c(10.0), c(27.0)],
+            [20.0, 20.0, 5.0, 5.0, 20.0, 5.0]
+        );
         // Before the origin (a test clock a little behind the lab's): the previous half.
         assert_eq!(c(-0.1), 5.0);
     }
