@@ -773,7 +773,10 @@ fn builtin_quick_variable_link_runs_autorate_beside_the_test() {
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let v = &summary["verdict"];
-    eprintln!("variable-link --quick: {}; {}", v["headline"], v["because"]);
+    eprintln!(
+        "variable-link --quick: {}; {}; points: {}",
+        v["headline"], v["because"], v["points"]
+    );
     let judged: Vec<&serde_json::Value> = v["comparison"]
         .as_array()
         .unwrap()
