@@ -216,6 +216,10 @@ mod tests {
         let good = ((400.0, 12.0), (300.0, 8.5), (35.0, 9.5));
         let v = judge(good.0, good.1, good.2);
         assert_eq!(v.reproduced, Some(true), "{v}");
+        // A lower bound alone reads as such, in the text and the files' cells.
+        assert!(v.because.contains("at least 100 ms: within"), "{v}");
+        let bloat = &v.comparison[3];
+        assert_eq!(bloat.band, Some((Some(100.0), f64::INFINITY)), "{bloat:?}");
         assert!(v.table.contains("no shaper"), "{v}");
         assert!(v.table.contains("76 %"), "{v}");
         // No shaper not bloated; or not using the line; or more than the line.
