@@ -120,13 +120,60 @@ impl Sidecar {
     pub fn stop(mut self) -> Result<(), String> {
         self.check_running()?;
         let ended = bloatlab_os::child::stop_all(&mut [&mut self.child.0], STOP_GRACE);
+        // Ended by the SIGINT we sent (a command without a handler for it) is a normal end.
+        let by_our_signal = |s: std::process::ExitStatus| {
+            std::os::unix::process::ExitStatusExt::signal(&s) == Some(libc::SIGINT)
+        };
         match ended.first().and_then(|s| s.status) {
-            Some(s) if s.success() => Ok(()),
+            Some(s) if s.success() || by_our_signal(s) => Ok(()),
             Some(s) => Err(self.failed(s)),
             None => Err(format!(
                 "during: {}: its end could not be awaited",
                 self.what
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, log: &Path) -> Result<Sidecar, String> {
+        Sidecar::start(Path::new("/bin/sh"), &["-c".into(), script.into()], log)
+    }
+
+    #[test]
+    fn a_sidecar_that_exits_early_fails_with_its_last_line() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("s.log");
+        let mut s = sh("echo starting >&2; echo 'bad flag' >&2; exit 3", &log).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let e = s.check_running().unwrap_err();
+        assert!(e.contains("bad flag") && e.contains('3'), "{e}");
+        assert!(s.stop().is_err());
+    }
+
+    #[test]
+    fn a_running_sidecar_stops_on_sigint_by_pid() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("s.log");
+        // A handler that exits 0 (as bloatlab commands do), and none (killed by the signal).
+        for script in [
+            "trap 'exit 0' INT; while :; do sleep 0.05; done",
+            "exec sleep 30",
+        ] {
+            let mut s = sh(script, &log).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            s.check_running().unwrap();
+            let t0 = std::time::Instant::now();
+            s.stop().unwrap();
+            assert!(t0.elapsed() < STOP_GRACE, "{script}: needed SIGKILL");
+        }
+        // One that exits non-zero when asked to stop fails.
+        let mut s = sh("trap 'exit 4' INT; while :; do sleep 0.05; done", &log).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        s.check_running().unwrap();
+        assert!(s.stop().is_err());
     }
 }
