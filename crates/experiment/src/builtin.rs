@@ -11,6 +11,8 @@ mod report2;
 mod report3;
 mod report4;
 mod report5;
+pub mod variable_link;
+pub mod variable_link_plot;
 
 use crate::file::{Experiment, Scalar};
 use crate::summary::{self, Row};
@@ -34,6 +36,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "report5-directions",
         include_str!("builtin/report5-directions.toml"),
     ),
+    ("variable-link", include_str!("builtin/variable-link.toml")),
 ];
 
 /// The file text of built-in `name`.
@@ -201,6 +204,7 @@ pub fn check(exp: &Experiment, rows: &[Row]) -> Option<Verdict> {
             report4::judge(exp, rows, &col, &mut t)
         }
         "report5-directions" => report5::judge(exp, rows, &lat, &mut t),
+        "variable-link" => variable_link::judge(exp, rows, &lat, &mut t),
         _ => return None,
     };
     Some(Verdict {
@@ -255,6 +259,7 @@ mod tests {
             "report3-ecn",
             "report4-sqm-sweep",
             "report5-directions",
+            "variable-link",
         ] {
             let e = crate::parse(name, name, get(name).unwrap()).unwrap();
             assert!(e.quick.is_some(), "{name}: no [quick]");

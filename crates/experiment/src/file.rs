@@ -151,6 +151,10 @@ pub struct Experiment {
     pub client: Option<(Vec<Opt>, usize)>,
     /// `[server]`: options of the lab's `bloatlab server`.
     pub server: Vec<Opt>,
+    /// `[during] args`: a `bloatlab` command run beside each test (a sidecar, such as
+    /// `autorate`), with the line of `args`; `None` without `[during]`. A point whose
+    /// substituted text is empty runs none ([`crate::matrix::during_argv`]).
+    pub during: Option<(String, usize)>,
     /// The swept parameters, in file order.
     pub matrix: Vec<Param>,
     /// `[expect]`: free key/value pairs the built-ins use for their criteria.
@@ -799,7 +803,11 @@ fn matrix(lines: &Lines<'_>, item: &Item) -> Result<Vec<Param>, FileError> {
     Ok(out)
 }
 
-const SECTIONS: &str = "experiment, lab, test, client, server, matrix, expect, quick";
+const SECTIONS: &str = "experiment, lab, test, client, server, during, matrix, expect, quick";
+
+/// Words `[during] args` may use besides the matrix's placeholders: the lab's name and the
+/// run's sidecar output file (`runs/RUN.during.json`), filled in by the runner.
+pub const DURING_WORDS: [&str; 2] = ["lab", "out"];
 
 /// SHA-256 of `bytes`, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -842,6 +850,7 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
         test_opts: Vec::new(),
         client: None,
         server: Vec::new(),
+        during: None,
         matrix: Vec::new(),
         expect: BTreeMap::new(),
         probe_loss_where: Vec::new(),
@@ -898,6 +907,20 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Experiment, FileError
     }
     if let Some(item) = root.get("server") {
         exp.server = options(&lines, item, "server")?;
+    }
+    if let Some(item) = root.get("during") {
+        for (k, v, line) in entries(&lines, item, "during")? {
+            match (k.as_str(), v) {
+                ("args", Value::String(s)) => exp.during = Some((s.value().clone(), line)),
+                _ => {
+                    return Err(lines.err(
+                        line,
+                        format!("during.{k}"),
+                        "expected `args = \"SUBCOMMAND OPTIONS...\"` (a bloatlab command run beside each test; {lab} and {out} are filled in)",
+                    ));
+                }
+            }
+        }
     }
     let test_line = key_line(&lines, root, "test");
     let client_line = key_line(&lines, root, "client");
@@ -1043,17 +1066,30 @@ fn check_placeholders(lines: &Lines<'_>, exp: &Experiment) -> Result<(), FileErr
     let test_all: Vec<Opt> = exp.test_opts.iter().cloned().chain([name_opt]).collect();
     let client = exp.client.as_ref().map_or(&[][..], |(o, _)| o.as_slice());
     let quick_opts = exp.quick.as_ref().map_or(&[][..], |q| &q.test_opts[..]);
+    let during: Vec<Opt> = exp
+        .during
+        .iter()
+        .map(|(s, line)| Opt {
+            key: "args".into(),
+            values: vec![Scalar::Str(s.clone())],
+            line: *line,
+        })
+        .collect();
     for (section, opts) in [
         ("lab", &exp.lab[..]),
         ("test", &test_all[..]),
         ("client", client),
         ("server", &exp.server[..]),
         ("quick", quick_opts),
+        ("during", &during[..]),
     ] {
         for o in opts.iter() {
             for v in &o.values {
                 let Scalar::Str(s) = v else { continue };
                 for name in placeholders(s) {
+                    if section == "during" && DURING_WORDS.contains(&name) {
+                        continue;
+                    }
                     match declared.iter().position(|p| declares(p, name)) {
                         Some(i) => used[i] = true,
                         None => {

@@ -24,6 +24,7 @@ pub mod file;
 pub mod html;
 pub mod matrix;
 pub mod runner;
+mod sidecar;
 pub mod summary;
 pub mod tune;
 pub mod verdict;

@@ -10,6 +10,10 @@
 //! DIR/runs/RUN.json          the run's results file (written atomically by `bloatlab test`),
 //!                            or for `[client]` runs the client's `--json` document
 //! DIR/runs/RUN.lab.json      `lab status --json` after the run (per-stage counters)
+//! DIR/runs/RUN.clock.json    `{"lab_up_start_unix_s", "lab_up_unix_s"}`: `lab up` ran between
+//!                            (the lab's links, and a rate schedule, start in between)
+//! DIR/runs/RUN.during.json   with `[during]`: the sidecar's output (`{out}`), and
+//! DIR/runs/RUN.during.log    its stderr
 //! DIR/runs/RUN.row.json      the run's summary row; written last, so it marks the run complete
 //! DIR/summary.csv, DIR/summary.json, DIR/report.html
 //! ```
@@ -327,10 +331,17 @@ pub fn write_summary(
     let json = serde_json::to_vec_pretty(&doc).map_err(|e| io(&out.join("summary.json"), e))?;
     write_file(&out.join("summary.json"), &json)?;
     write_file(&out.join("verdict.txt"), judgement.to_text().as_bytes())?;
-    let html = crate::html::with_top_block(
+    let mut html = crate::html::with_top_block(
         crate::html::report(&exp.name, &rows, params),
         &judgement.to_html(),
     );
+    if exp.name == "variable-link" {
+        let block = crate::builtin::variable_link_plot::html_block(exp, out, &rows);
+        match html.rfind("</body>") {
+            Some(i) => html.insert_str(i, &block),
+            None => html.push_str(&block),
+        }
+    }
     write_file(&out.join("report.html"), html.as_bytes())?;
     Ok((rows, judgement))
 }
@@ -339,12 +350,29 @@ pub fn write_summary(
 fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> Result<(), String> {
     let lab_args = matrix::argv(exp, Section::Lab, &r.point);
     let up: Vec<&str> = lab_args.iter().map(|(s, _)| s.as_str()).collect();
+    let unix_now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let lab_up_start = unix_now();
     // Taken down (its server first) when it drops: on success, failure and Ctrl-C.
     let mut lab = LabSession::up(&cfg.exe, &cfg.lab, &up, stop).map_err(|e| e.to_string())?;
+    // The lab's links start between the two (a rate schedule or trace starts with them):
+    // plots place the line's capacity on the test's clock from these.
+    let clock = runs_dir(&cfg.out).join(format!("{}.clock.json", r.name()));
+    write_file(
+        &clock,
+        serde_json::json!({ "lab_up_start_unix_s": lab_up_start, "lab_up_unix_s": unix_now() })
+            .to_string()
+            .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
     let server_args = matrix::argv(exp, Section::Server, &r.point);
     let server: Vec<&str> = server_args.iter().map(|(s, _)| s.as_str()).collect();
     lab.start_server(cfg.port, &server, stop)
         .map_err(|e| e.to_string())?;
+    let sidecar = start_during(exp, cfg, r)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     // A `bloatlab test` records the emulator's lateness per phase itself; a client run
     // has it from the lab's counters before and after it (its one phase, `loaded`).
@@ -353,6 +381,11 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
         Some(_) => Measured::Client(Box::new(run_client(exp, cfg, &lab, r, &results, stop)?)),
         None => Measured::Test(Box::new(run_test(exp, cfg, &lab, r, &results, stop)?)),
     };
+    // A sidecar that ended before the test did, or failed, fails the run: its arm did not
+    // run as planned.
+    if let Some(s) = sidecar {
+        s.stop()?;
+    }
     // Counters are published every 200 ms and written every 500 ms: wait for the last
     // packets of the run to be counted.
     std::thread::sleep(Duration::from_millis(1200));
@@ -376,6 +409,31 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
     let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
     write_file(&row_path, &bytes).map_err(|e| e.to_string())
+}
+
+/// How long a sidecar gets to start (autorate: its responder, first probes and base rate)
+/// before the test starts; the test's own idle phase follows.
+const DURING_SETTLE: Duration = Duration::from_millis(1500);
+
+/// Starts the point's `[during]` command, if it has one: `bloatlab ARGS` on this host (a
+/// lab-aware command such as `autorate --lab {lab}` enters the lab itself), stderr to
+/// `runs/RUN.during.log`, `{out}` = `runs/RUN.during.json`.
+fn start_during(
+    exp: &Experiment,
+    cfg: &RunnerConfig,
+    r: &Run,
+) -> Result<Option<crate::sidecar::Sidecar>, String> {
+    let dir = runs_dir(&cfg.out);
+    let out = dir.join(format!("{}.during.json", r.name()));
+    let args = matrix::during_argv(exp, &r.point, &cfg.lab, &out.to_string_lossy());
+    if args.is_empty() {
+        return Ok(None);
+    }
+    let log = dir.join(format!("{}.during.log", r.name()));
+    let mut s = crate::sidecar::Sidecar::start(&cfg.exe, &args, &log)?;
+    std::thread::sleep(DURING_SETTLE);
+    s.check_running()?;
+    Ok(Some(s))
 }
 
 /// What a run measured.

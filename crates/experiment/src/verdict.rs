@@ -276,6 +276,8 @@ fn compared_cells(c: &Compared) -> [String; 4] {
     let band = match c.band {
         None => "-".to_string(),
         Some((None, hi)) => format!("at most {}", num(Some(hi))),
+        // A lower bound alone (variable-link's "bloated: at least 100 ms").
+        Some((Some(lo), hi)) if hi == f64::INFINITY => format!("at least {}", num(Some(lo))),
         Some((Some(lo), hi)) => format!("{}..{}", num(Some(lo)), num(Some(hi))),
     };
     let result = c

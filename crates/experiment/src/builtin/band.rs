@@ -144,6 +144,8 @@ impl fmt::Display for Effect {
         };
         let band = if self.lo == f64::NEG_INFINITY {
             format!("at most {}{u}", num(self.hi))
+        } else if self.hi == f64::INFINITY {
+            format!("at least {}{u}", num(self.lo))
         } else {
             format!("band {}{u}..{}{u}", num(self.lo), num(self.hi))
         };

@@ -182,3 +182,18 @@ fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, ReportError> {
     }
     Ok(out)
 }
+
+/// Draws a time series a caller built (an experiment's own chart, such as `variable-link`'s
+/// shaper rate over the line's capacity) as an SVG document of the usual size.
+pub fn render_timeseries_svg(ts: &timeseries::TimeSeries<'_>) -> Result<String, ReportError> {
+    crate::fonts::ensure_registered();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, style::SIZE).into_drawing_area();
+        timeseries::draw(&root, ts).map_err(|e| ReportError::Draw {
+            chart: ts.title.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(svg)
+}
