@@ -43,8 +43,11 @@ fn run_resume_shards_and_merge() {
     if !tier::root("run_resume_shards_and_merge") {
         return;
     }
-    // Labs under load (harness::load).
-    let _load = load::shared();
+    // Alone (harness::load): it asserts every point complete, and a point whose emulator
+    // released over 2 % of its packets more than 1 ms late is honestly incomplete. Beside the
+    // other lab tests in the full suite one 12 Mbit/s point was (2.4 % of 409 up packets,
+    // 6 December CI-like run), which says nothing about sharding and merging.
+    let _x = load::exclusive();
     let tmp = tempdir();
     let d = tmp.path().to_path_buf();
     let file = d.join("tiny.toml");
