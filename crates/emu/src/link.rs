@@ -441,10 +441,10 @@ impl Link {
             self.varying.is_none() && self.delay_plan.is_none() && self.retiring.is_empty();
     }
 
-    /// [`Link::advance`] with one qdisc, the per-packet path of every link whose qdisc was
-    /// never replaced: kept to what it was before qdiscs could be replaced
+    /// [`Link::advance`] with one qdisc (none replaced, or all replaced ones drained).
+    /// `PLAIN`: [`Link::plain`] holds, so the schedule, trace and delay plan are not looked
+    /// at: the fixed-rate path, as short as before they existed but for the one flag
     /// (bench/emu_instructions.sh counts its instructions per packet).
-    /// `PLAIN`: [`Link::plain`] holds, so the schedule, trace and delay plan are not looked at.
     #[inline(always)]
     fn advance_qdisc<const PLAIN: bool>(&mut self, now: Duration) {
         while self.qdisc.backlog().packets > 0 {
