@@ -20,14 +20,9 @@ if ! git diff --quiet HEAD -- crates/emu; then
 fi
 OUT=$(mktemp -d)
 trap 'git checkout -q HEAD -- crates/emu; rm -rf "$OUT"' EXIT
-build() { # -> path of the bench binary
-    cargo bench -q -p bloatlab-emu --bench emu_per_packet --no-run --message-format=json 2>/dev/null |
-        sed -n 's/.*"executable":"\([^"]*emu_per_packet[^"]*\)".*/\1/p' | tail -1
-}
-cp "$(build)" "$OUT/after"
-git checkout -q "$REV" -- crates/emu
-cp "$(build)" "$OUT/before"
-git checkout -q HEAD -- crates/emu
+# shellcheck source=bench/emu_bench_build.sh
+. "$ROOT/bench/emu_bench_build.sh"
+emu_bench_builds "$REV" crates/emu "$OUT"
 echo "# emu_before_after.sh: $(date -u +%Y-%m-%dT%H:%MZ), before = $REV, after = $(git rev-parse --short HEAD), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 1 "$RUNS"); do
     for b in before after; do

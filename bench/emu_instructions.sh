@@ -25,14 +25,9 @@ if ! git diff --quiet HEAD -- crates/emu/src; then
 fi
 OUT=$(mktemp -d)
 trap 'git checkout -q HEAD -- crates/emu/src; rm -rf "$OUT"' EXIT
-build() { # -> path of the bench binary
-    cargo bench -q -p bloatlab-emu --bench emu_per_packet --no-run --message-format=json 2>/dev/null |
-        sed -n 's/.*"executable":"\([^"]*emu_per_packet[^"]*\)".*/\1/p' | tail -1
-}
-cp "$(build)" "$OUT/after"
-git checkout -q "$REV" -- crates/emu/src
-cp "$(build)" "$OUT/before"
-git checkout -q HEAD -- crates/emu/src
+# shellcheck source=bench/emu_bench_build.sh
+. "$ROOT/bench/emu_bench_build.sh"
+emu_bench_builds "$REV" crates/emu/src "$OUT"
 instructions() { # BINARY QDISC PACKETS -> total instructions (Ir)
     EMU_BENCH_PACKETS=$3 EMU_BENCH_QDISC=$2 valgrind --tool=callgrind \
         --callgrind-out-file="$OUT/cg.out" "$1" >/dev/null 2>"$OUT/vg.err"
