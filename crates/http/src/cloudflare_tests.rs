@@ -43,14 +43,9 @@ fn assert_cors_and_timing(r: &Response<hyper::body::Incoming>, what: &str) {
 async fn down_sends_n_bytes_and_up_sinks_with_cors_and_server_timing() {
     let pki = Pki::new();
     let svc = serve(caps(), &pki, None);
-    for (tls, h2) in [(false, false), (false, true), (true, false), (true, true)] {
-        let what = format!("tls={tls} h2={h2}");
-        let addr = if tls {
-            svc.https_addr.unwrap()
-        } else {
-            svc.http_addr.unwrap()
-        };
-        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+    for t in TRANSPORTS {
+        let (tls, addr, what) = (t.tls, t.addr(&svc), t.what());
+        let mut c = t.connect(&svc, &pki).await;
         for n in [0u64, 1, 100_000, 1_000_000] {
             let r = c
                 .send(get(addr, &format!("{DOWN}?measId=123&bytes={n}"), tls))

@@ -83,6 +83,55 @@ fn serve(caps: Caps, pki: &Pki, key: Option<&str>) -> Service {
     .unwrap()
 }
 
+/// One of the four ways a client reaches the service: HTTP/1.1 or HTTP/2, plain or TLS.
+#[derive(Clone, Copy)]
+struct Transport {
+    h2: bool,
+    tls: bool,
+}
+
+/// Every [`Transport`], for the tests that must hold over each.
+const TRANSPORTS: [Transport; 4] = [
+    Transport {
+        h2: false,
+        tls: false,
+    },
+    Transport {
+        h2: true,
+        tls: false,
+    },
+    Transport {
+        h2: false,
+        tls: true,
+    },
+    Transport {
+        h2: true,
+        tls: true,
+    },
+];
+
+impl Transport {
+    /// The service's listening address for this transport.
+    fn addr(self, svc: &Service) -> SocketAddr {
+        if self.tls {
+            svc.https_addr
+        } else {
+            svc.http_addr
+        }
+        .unwrap()
+    }
+
+    /// A name for assertion messages.
+    fn what(self) -> String {
+        format!("h2={} tls={}", self.h2, self.tls)
+    }
+
+    /// A new client connection to `svc` over this transport.
+    async fn connect(self, svc: &Service, pki: &Pki) -> Client {
+        Client::connect(self.addr(svc), self.h2, self.tls.then_some(pki)).await
+    }
+}
+
 /// A client connection: HTTP/1.1 or HTTP/2, plain or TLS.
 enum Client {
     H1(hyper::client::conn::http1::SendRequest<Payload>),
@@ -189,10 +238,9 @@ async fn read_some(r: Response<hyper::body::Incoming>, want: u64) -> u64 {
 async fn every_route_over_h1_h2_plain_and_tls() {
     let pki = Pki::new();
     let svc = serve(caps(), &pki, None);
-    for (h2, tls) in [(false, false), (true, false), (false, true), (true, true)] {
-        let addr = if tls { svc.https_addr } else { svc.http_addr }.unwrap();
-        let what = format!("h2={h2} tls={tls}");
-        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+    for t in TRANSPORTS {
+        let (h2, tls, addr, what) = (t.h2, t.tls, t.addr(&svc), t.what());
+        let mut c = t.connect(&svc, &pki).await;
         // The config names the Host the client used, with the right scheme.
         let r = c.send(get(addr, WELL_KNOWN, tls)).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{what}");
@@ -239,7 +287,7 @@ async fn every_route_over_h1_h2_plain_and_tls() {
         assert!(read_some(r, 16 << 20).await >= 16 << 20, "{what}");
         drop(c);
         // An upload on a fresh connection is read to its end and counted.
-        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+        let mut c = t.connect(&svc, &pki).await;
         let before = svc.stats().uploaded;
         let up = Request::post(format!("{base}{UPLOAD}"))
             .header("host", base.split("://").nth(1).unwrap())
@@ -568,10 +616,9 @@ async fn the_test_page_and_its_assets_are_served_with_a_strict_csp() {
     use crate::browser::{ASSETS, CSP, PAGE, PARAMS};
     let pki = Pki::new();
     let svc = serve(caps(), &pki, None);
-    for (h2, tls) in [(false, false), (true, false), (false, true), (true, true)] {
-        let addr = if tls { svc.https_addr } else { svc.http_addr }.unwrap();
-        let what = format!("h2={h2} tls={tls}");
-        let mut c = Client::connect(addr, h2, tls.then_some(&pki)).await;
+    for t in TRANSPORTS {
+        let (h2, tls, addr, what) = (t.h2, t.tls, t.addr(&svc), t.what());
+        let mut c = t.connect(&svc, &pki).await;
         for a in std::iter::once(&PAGE).chain(&ASSETS) {
             let r = c.send(get(addr, a.path, tls)).await.unwrap();
             assert_eq!(r.status(), StatusCode::OK, "{what} {}", a.path);
