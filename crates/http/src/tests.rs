@@ -617,7 +617,7 @@ async fn the_test_page_and_its_assets_are_served_with_a_strict_csp() {
     let pki = Pki::new();
     let svc = serve(caps(), &pki, None);
     for t in TRANSPORTS {
-        let (h2, tls, addr, what) = (t.h2, t.tls, t.addr(&svc), t.what());
+        let (tls, addr, what) = (t.tls, t.addr(&svc), t.what());
         let mut c = t.connect(&svc, &pki).await;
         for a in std::iter::once(&PAGE).chain(&ASSETS) {
             let r = c.send(get(addr, a.path, tls)).await.unwrap();
