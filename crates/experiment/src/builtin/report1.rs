@@ -176,8 +176,8 @@ fn host_took(share: Option<f64>, late_share: Option<f64>, t: &mut Table) -> Opti
         t,
         "note: weight 0.4's sender woke {:.1} % of its run late from its near-congestion \
          pauses (a busy host), enough to explain its throughput of {s:.2} of weight 0's \
-         (on time at most {on_time:.2}): the throughput is not judged; run it on a quiet \
-         machine (docs/experiments.md)",
+         (at most {on_time:.2} had every pause ended on time): the throughput is not \
+         judged; run it on a quiet machine (docs/experiments.md)",
         late * 100.0
     );
     None
