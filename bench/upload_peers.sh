@@ -10,6 +10,9 @@
 # `--enable-demo` (flent reads its interim lines), crusader with cargo, both under
 # $PEERS (default /opt/bloatlab-peers: bin/netperf, bin/netserver, and crusader at
 # $CRUSADER, default $PEERS/target-crusader/release/crusader). A missing peer's row says so.
+# crusader's workspace builds offline from crates.io once its GUI members and their git-sourced
+# [patch] are left out of its Cargo.toml: CARGO_TARGET_DIR=$PEERS/target-crusader cargo build
+# --release -p crusader. netperf: ./autogen.sh && ./configure --enable-demo --prefix=$PEERS.
 #
 # Needs root, jq, python3, flent, iperf3. Traffic stays inside the lab's namespaces.
 # Usage: [NO_BUILD=1] [RATE=20mbit] [DELAY=10ms] [SECS=10] bench/upload_peers.sh  (markdown)
