@@ -144,7 +144,7 @@ impl std::fmt::Display for Verdict {
         let word = match self.reproduced {
             Some(true) => "REPRODUCED",
             Some(false) => "NOT REPRODUCED",
-            None => "NOT JUDGED (runs missing)",
+            None => "NOT JUDGED (an effect not measured: runs missing, or a note above says why)",
         };
         writeln!(f, "{word}: {}", self.because)
     }

@@ -302,7 +302,11 @@ pub fn judge(exp: &Experiment, rows: &[Row], planned: &[Planned], partial: bool)
             Outcome::NotJudged,
             "NO VERDICT: not a built-in (no criterion to judge)".to_string(),
         ),
-        Some(None) => (Outcome::NotJudged, "NOT JUDGED: runs missing".to_string()),
+        Some(None) => (
+            Outcome::NotJudged,
+            "NOT JUDGED: an effect not measured (runs missing, or a note above says why)"
+                .to_string(),
+        ),
         Some(Some(true)) => (Outcome::Reproduced, "REPRODUCED".to_string()),
         Some(Some(false)) => (Outcome::NotReproduced, "NOT REPRODUCED".to_string()),
     };

@@ -79,7 +79,7 @@ pub use json::{Document, SchemaError, ServerSideReport};
 pub use reads::ReadsDist;
 pub use seq::{SeqEvent, SeqTracker};
 pub use tcp_recv::{BurstLatency, TcpRecvSnapshot, TcpRecvStats};
-pub use tcp_send::{TcpInfoSample, TcpSendSnapshot, TcpSendStats};
+pub use tcp_send::{PacedWaits, TcpInfoSample, TcpSendSnapshot, TcpSendStats};
 pub use transit::Transit;
 pub use udp_recv::{UdpRecvSnapshot, UdpRecvStats};
 pub use udp_send::{UdpSendSnapshot, UdpSendStats};

@@ -67,6 +67,36 @@ pub struct TcpSendSnapshot {
     /// Whether `TCP_INFO` was sampled at all (by the end of the span; on a sum, on any
     /// part), i.e. whether `retransmits` was measured rather than left at 0.
     pub tcp_info_sampled: bool,
+    /// A paced sender's sleeps in the span (`-b`, `--near-congestion`); `None` when it
+    /// never slept (unpaced: not measured, never 0).
+    pub paced: Option<PacedWaits>,
+}
+
+/// How late a paced sender (`-b`, `--near-congestion`) woke from its sleeps: their number
+/// and the time past each planned wake-up, summed. A busy host runs a woken thread late;
+/// near-congestion pauses ~1 ms after every write, so that lateness is throughput the host,
+/// not the pacing, took, and a check of a paced sender's throughput can tell the two apart
+/// (issue 18: report 1's weight 0.4 at 0.80 of weight 0's rate on a busy host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PacedWaits {
+    /// Sleeps taken.
+    pub waits: u64,
+    /// Time past their planned wake-ups, summed.
+    pub late: Duration,
+}
+
+impl PacedWaits {
+    fn add(self, other: PacedWaits) -> PacedWaits {
+        PacedWaits {
+            waits: self.waits + other.waits,
+            late: self.late.saturating_add(other.late),
+        }
+    }
+
+    /// `Some` when there was at least one sleep.
+    fn measured(self) -> Option<PacedWaits> {
+        (self.waits > 0).then_some(self)
+    }
 }
 
 impl TcpSendSnapshot {
@@ -97,6 +127,9 @@ impl TcpSendSnapshot {
             s.write_errors += p.write_errors;
             s.retransmits += p.retransmits;
             s.tcp_info_sampled |= p.tcp_info_sampled;
+            if let Some(w) = p.paced {
+                s.paced = Some(s.paced.unwrap_or_default().add(w));
+            }
         }
         s
     }
@@ -116,6 +149,7 @@ struct Counters {
     bytes: Bytes,
     writes: u64,
     write_errors: u64,
+    paced: PacedWaits,
 }
 
 /// Accumulates a TCP sender's interval and total counters.
@@ -149,6 +183,15 @@ impl TcpSendStats {
         self.total.write_errors += 1;
     }
 
+    /// A paced sleep that was to end at some planned time and ended `late` after it (the
+    /// driver measures; zero when it woke on time).
+    pub fn on_paced_wait(&mut self, late: Duration) {
+        let w = PacedWaits { waits: 1, late };
+        for c in [&mut self.current, &mut self.total] {
+            c.paced = c.paced.add(w);
+        }
+    }
+
     /// A `TCP_INFO` sample. The last sample of an interval is what the
     /// interval line shows; retransmits are the growth of `total_retrans`.
     pub fn on_tcp_info(&mut self, sample: TcpInfoSample) {
@@ -172,6 +215,7 @@ impl TcpSendStats {
             ),
             tcp_info: self.last_info,
             tcp_info_sampled: self.last_info.is_some(),
+            paced: self.current.paced.measured(),
         };
         self.current = Counters::default();
         self.retrans_at_interval_start = self.last_total_retrans;
@@ -191,6 +235,7 @@ impl TcpSendStats {
             retransmits: u64::from(self.last_total_retrans),
             tcp_info: self.last_info,
             tcp_info_sampled: self.last_info.is_some(),
+            paced: self.total.paced.measured(),
         }
     }
 
@@ -268,6 +313,10 @@ mod tests {
             retransmits: 26,
             tcp_info: Some(sample(0, 1)),
             tcp_info_sampled: true,
+            paced: Some(PacedWaits {
+                waits: 3,
+                late: Duration::from_micros(70),
+            }),
         };
         let s = TcpSendSnapshot::sum(Span::new(ms(0), ms(1000)), [&a, &a]);
         assert_eq!(
@@ -276,5 +325,46 @@ mod tests {
         );
         assert_eq!(s.tcp_info, None);
         assert!(s.tcp_info_sampled, "the parts' retransmits were measured");
+        assert_eq!(
+            s.paced,
+            Some(PacedWaits {
+                waits: 6,
+                late: Duration::from_micros(140)
+            })
+        );
+    }
+
+    #[test]
+    fn paced_waits_add_up_per_interval_and_in_total_and_are_absent_unpaced() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        let mut s = TcpSendStats::new();
+        s.on_paced_wait(us(40));
+        s.on_paced_wait(us(900));
+        let a = s.take_interval(Span::new(ms(0), ms(1000)));
+        assert_eq!(
+            a.paced,
+            Some(PacedWaits {
+                waits: 2,
+                late: us(940)
+            })
+        );
+        // An interval without a sleep has none (not measured, rather than 0 waits).
+        s.on_write(Bytes(10));
+        let b = s.take_interval(Span::new(ms(1000), ms(2000)));
+        assert_eq!(b.paced, None);
+        s.on_paced_wait(Duration::ZERO);
+        let t = s.total(Span::from_zero(ms(3000)));
+        assert_eq!(
+            t.paced,
+            Some(PacedWaits {
+                waits: 3,
+                late: us(940)
+            })
+        );
+        assert_eq!(
+            TcpSendStats::new().total(Span::from_zero(ms(1))).paced,
+            None
+        );
     }
 }

@@ -50,6 +50,7 @@ fn send(
         retransmits: rtry,
         tcp_info: info,
         tcp_info_sampled: info.is_some(),
+        paced: None,
     }
 }
 

@@ -279,6 +279,9 @@ pub fn run_with_end(
                 wake = wake.min(d);
             }
             bloatlab_os::sleep::sleep_for(wake.saturating_duration_since(now));
+            // How late the host ran us again: near-congestion's ~1 ms pauses lose that
+            // time's throughput, which a check of it must not blame on the pacing.
+            acc.on_paced_wait(Instant::now().saturating_duration_since(wake.max(now)));
             if plan.watch_peer_close && peer_closed(stream) {
                 break SendEnd::Disconnected;
             }

@@ -19,9 +19,12 @@
 //! * `tcp.FLOW.retransmits`, `tcp.FLOW.rtt_ms` (smoothed RTT at the end), `tcp.FLOW.netpwr`
 //!   (`-e`): the sender's TCP_INFO as the client saw it (its own, or the server's for
 //!   `tcp_down_*` when the server is bloatlab).
+//! * `pace.FLOW.waits`, `pace.FLOW.late_ms`, `pace.FLOW.late_share`: a paced sender's sleeps
+//!   (`-b`, `--near-congestion`), the time past their planned wake-ups in all, and that over
+//!   the stream's duration: how long a busy host kept the sender from sending.
 
 use bloatlab_metrics::json::{
-    Direction, Document, IntervalRecord, LatencyRecord, Protocol, StreamRecord,
+    Direction, Document, IntervalRecord, LatencyRecord, Protocol, StreamRecord, TcpSendRecord,
 };
 use serde_json::Value;
 
@@ -132,8 +135,30 @@ pub fn cells(doc: &Document) -> Vec<(String, Value)> {
         if let Some(p) = netpwr {
             out.push((format!("tcp.{name}.netpwr"), p.round().into()));
         }
+        if let (Direction::Send, Some(t)) = (s.direction, &s.summary.tcp_send) {
+            pace_cells(&mut out, &name, t, s.summary.end_s - s.summary.start_s);
+        }
     }
     out
+}
+
+/// A paced sender's (`-b`, `--near-congestion`) sleeps: how many, how long past their
+/// planned wake-ups in all, and that as a share of the stream's time: the throughput a busy
+/// host may have taken from it (report 1's weight 0.4, issue 18).
+fn pace_cells(out: &mut Vec<(String, Value)>, name: &str, t: &TcpSendRecord, secs: f64) {
+    let (Some(waits), Some(late_us)) = (t.paced_waits, t.paced_late_us) else {
+        return;
+    };
+    out.push((format!("pace.{name}.waits"), waits.into()));
+    let late_ms = late_us as f64 / 1e3;
+    out.push((format!("pace.{name}.late_ms"), ms(late_ms).into()));
+    if secs > 0.0 {
+        let share = late_ms / 1e3 / secs;
+        out.push((
+            format!("pace.{name}.late_share"),
+            ((share * 1e4).round() / 1e4).into(),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -175,6 +200,27 @@ mod tests {
         assert_eq!(get("tcp.tcp_up_1.rtt_ms"), Value::from(2.774));
         assert_eq!(get("tcp.tcp_up_1.netpwr"), Value::from(4248.0));
         assert!(c.iter().all(|(k, _)| !k.contains("down")), "{c:?}");
+    }
+
+    #[test]
+    fn a_paced_senders_late_wakes_are_columns_only_when_it_was_paced() {
+        let plain = cells(&Document::from_json(DOC).unwrap());
+        assert!(
+            plain.iter().all(|(k, _)| !k.starts_with("pace.")),
+            "{plain:?}"
+        );
+        // The same run as a near-congestion sender that slept 9000 times and woke 2.0 s
+        // late in all, over its 8.001 s.
+        let mut v: Value = serde_json::from_str(DOC).unwrap();
+        let t = &mut v["streams"][0]["summary"]["tcp_send"];
+        t["paced_waits"] = 9000.into();
+        t["paced_late_us"] = 2_000_400.into();
+        let doc = Document::from_json(&v.to_string()).unwrap();
+        let c = cells(&doc);
+        let get = |k: &str| c.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("pace.tcp_up_1.waits"), Some(Value::from(9000)));
+        assert_eq!(get("pace.tcp_up_1.late_ms"), Some(Value::from(2000.4)));
+        assert_eq!(get("pace.tcp_up_1.late_share"), Some(Value::from(0.25)));
     }
 
     #[test]

@@ -54,6 +54,13 @@ pub struct TcpSendRecord {
     /// NetPwr with the sampled RTT (absent when the RTT was 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netpwr: Option<f64>,
+    /// A paced sender's sleeps (`-b`, `--near-congestion`; absent when it never slept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_waits: Option<u64>,
+    /// How long past their planned wake-ups those sleeps ended, summed, microseconds: the
+    /// time a busy host kept the paced sender from running (absent with `paced_waits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_late_us: Option<u64>,
 }
 
 /// A `TCP_INFO` sample.
@@ -278,6 +285,10 @@ impl IntervalRecord {
                 bytes_acked: i.bytes_acked,
             }),
             netpwr: s.net_power().and_then(finite),
+            paced_waits: s.paced.map(|p| p.waits),
+            paced_late_us: s
+                .paced
+                .map(|p| u64::try_from(p.late.as_micros()).unwrap_or(u64::MAX)),
         });
         r
     }
@@ -396,5 +407,45 @@ pub fn reads_dist(r: &TcpRecvRecord) -> ReadsDist {
         bin_width: bloatlab_units::Bytes(r.reads_bin_width_bytes.max(1)),
         reads: r.reads,
         bins: r.reads_histogram,
+    }
+}
+
+#[cfg(test)]
+mod paced_tests {
+    use super::*;
+    use crate::interval::Span;
+    use crate::tcp_send::{PacedWaits, TcpSendStats};
+    use bloatlab_units::Bytes;
+    use std::time::Duration;
+
+    #[test]
+    fn a_paced_senders_late_wakes_are_in_its_record_and_absent_unpaced() {
+        let span = Span::from_zero(Duration::from_secs(1));
+        let mut s = TcpSendStats::new();
+        s.on_write(Bytes(131_072));
+        let plain = IntervalRecord::from_tcp_send(&s.total(span));
+        let t = plain.tcp_send.as_ref().unwrap();
+        assert_eq!((t.paced_waits, t.paced_late_us), (None, None));
+        let text = serde_json::to_string(&plain).unwrap();
+        assert!(
+            !text.contains("paced"),
+            "unpaced: not measured, not 0: {text}"
+        );
+        s.on_paced_wait(Duration::from_micros(1_250));
+        s.on_paced_wait(Duration::from_nanos(500));
+        let snap = s.total(span);
+        assert_eq!(
+            snap.paced,
+            Some(PacedWaits {
+                waits: 2,
+                late: Duration::from_nanos(1_250_500)
+            })
+        );
+        let r = IntervalRecord::from_tcp_send(&snap);
+        let t = r.tcp_send.as_ref().unwrap();
+        assert_eq!((t.paced_waits, t.paced_late_us), (Some(2), Some(1_250)));
+        let back: IntervalRecord =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 }
