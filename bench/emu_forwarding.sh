@@ -2,11 +2,15 @@
 # Benchmark of the userspace link emulator (issue 3, deliverable 5).
 #
 #  1. unshaped forwarding (Gbit/s, pps) at MTU 1500 through `bloatlab lab`,
-#     beside the floor: a bare TUN-to-TUN copy loop (crates/lab/examples/tun_copy.rs);
-#  2. rate accuracy at 10, 100 and 1000 Mbit/s (4 cubic TCP flows into a
-#     1000-packet FIFO): the wire rate the emulator wrote (its byte counter
-#     over its own clock), beside the server TUN's kernel rx counters, and
-#     the emulator's CPU time;
+#     beside two floors: a bare TUN-to-TUN copy loop (crates/lab/examples/tun_copy.rs)
+#     and the kernel's own veth pair between two namespaces (no userspace hop);
+#  2. rate accuracy at 10, 100 and 1000 Mbit/s, and 2500 with --offload
+#     (4 cubic TCP flows into a FIFO of max(1000, rate/Mbit/s) packets, 1.2 BDP
+#     at 1 Gbit/s and above): the wire rate the emulator wrote (its byte counter
+#     over its own clock) and its ratio to the configured rate, beside the server
+#     TUN's kernel rx counters, the emulator's CPU time, and the release lateness
+#     percentiles of the packets released in the measured window (issue 24: from
+#     two snapshots of the emulator's histogram) with the up thread's scheduling;
 #  3. delay error at 100 Mbit/s under load (fq_codel, 2 TCP flows): the
 #     emulator's own release lateness, and irtt's RTT (10 ms probes, us
 #     resolution) minus the configured RTT.
@@ -16,7 +20,9 @@
 # Usage: [NO_BUILD=1] [LAB_OPTS="--offload ..."] [SECTIONS="1 2 3"] [RATES="10 100 1000"] \
 #        bench/emu_forwarding.sh [SECONDS]
 #   (results on stdout as markdown; LAB_OPTS is added to every `lab up`;
-#   SECTIONS picks the parts below, RATES the rates of part 2)
+#   SECTIONS picks the parts below, RATES the rates of part 2: repeat a rate,
+#   e.g. RATES="1000 1000 1000", for repeated runs). About 2 minutes with the
+#   defaults (5 s windows).
 # With --offload the server TUN's kernel counters see coalesced writes: its
 # bytes miss the headers of the merged segments and its packets count
 # writes, so the emulator's own wire counters are the rate measure (in the
@@ -37,9 +43,11 @@ FLOOR=$CARGO_TARGET_DIR/release/examples/tun_copy
 LAB=bench$$
 LAB=${LAB:0:16}
 BGPIDS=()
+VETH_NS=()
 
 cleanup() {
     for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for n in "${VETH_NS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
     "$BL" lab down "$LAB" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -77,8 +85,37 @@ print(json.dumps({"at_s": up["at_s"], "tx_bytes": up["io"]["tx_bytes"],
                   "tx_packets": up["io"]["tx_packets"], "cpu_s": cpu,
                   "wall_s": time.monotonic(),
                   "lateness_p99_us": up["lateness"]["p99_us"],
+                  "lateness_buckets": up.get("lateness_histogram", {}).get("buckets", []),
+                  "realtime": up.get("realtime"), "demotions": up.get("demotions", 0),
                   "ring_drops": st["counters"]["tun_ring_drops"]}))'
 }
+
+# Release lateness of the packets released between two emu_sample outputs
+# (their histograms' difference; scheme log2-32-ns of crates/stats/src/histogram.rs:
+# values below 64 ns exact, then 32 buckets per power of two, nearest rank
+# reported as the bucket's midpoint): "p50 p99 p99.9 max_bucket_upper count", us.
+LATENCY_PY='
+import json, math, sys
+def bounds(i):
+    if i < 64: return i, i
+    k = i - 64; shift = k // 32 + 6 - 5
+    low = (32 + k % 32) << shift
+    return low, low + (1 << shift) - 1
+def window(a, b):
+    d = dict((i, n) for i, n in b["lateness_buckets"])
+    for i, n in a["lateness_buckets"]: d[i] = d.get(i, 0) - n
+    items = sorted((i, n) for i, n in d.items() if n > 0)
+    total = sum(n for _, n in items)
+    def q(p):
+        if not total: return 0.0
+        rank, seen = max(1, math.ceil(p * total - 1e-9)), 0
+        for i, n in items:
+            seen += n
+            if seen >= rank:
+                lo, hi = bounds(i); return (lo + hi) / 2 / 1e3
+    top = bounds(items[-1][0])[1] / 1e3 if items else 0.0
+    return q(0.5), q(0.99), q(0.999), top, total
+'
 
 SRVPID=
 iperf_server() { # NETNS (sets SRVPID; call without a subshell)
@@ -122,6 +159,35 @@ floor() { # SUFFIX [offload] -> "gbps pps" of the bare copy loop in labs "${LAB}
     tcp_through "bl-$name"
     wait "$fp" || true
 }
+# The kernel's own path: a veth pair between two namespaces, no userspace
+# hop (what a host-to-host path costs without any emulator), with the veth
+# driver's default offloads.
+veth_floor() { # -> "gbps pps" (sets VETH_G VETH_PPS; call without a subshell)
+    local c="blv$$-c" s="blv$$-s" mbps pps
+    ip netns add "$c"
+    ip netns add "$s"
+    VETH_NS=("$c" "$s")
+    ip link add "blv$$a" netns "$c" type veth peer name "blv$$b" netns "$s"
+    ip -n "$c" addr add 10.77.0.1/24 dev "blv$$a"
+    ip -n "$s" addr add 10.77.0.2/24 dev "blv$$b"
+    ip -n "$c" link set "blv$$a" up
+    ip -n "$s" link set "blv$$b" up
+    ip -n "$c" link set lo up
+    ip -n "$s" link set lo up
+    iperf_server "$s"
+    ip netns exec "$c" iperf3 -c 10.77.0.2 -t $((SECS + 2)) >/dev/null &
+    local ip=$!
+    sleep 1.5
+    read -r mbps pps < <(rx_rate "$s" "blv$$b" "$SECS")
+    wait $ip || true
+    wait "$SRVPID" 2>/dev/null || true
+    ip netns del "$c"
+    ip netns del "$s"
+    VETH_NS=()
+    VETH_G=$(python3 -c "print(float('$mbps') / 1000)")
+    VETH_PPS=$pps
+}
+veth_floor
 read -r FLOOR_G FLOOR_PPS < <(floor f)
 # With --offload, also the floor that passes super-packets through.
 OFFLOAD=
@@ -139,22 +205,37 @@ echo "## Unshaped forwarding, MTU 1500, 1 TCP flow (kernel default CC), ${SECS} 
 echo
 echo "| path | server TUN rx Gbit/s | TUN rx pps | emulator wire Gbit/s | emulator wire pps | TUN ring drops |"
 echo "|---|---|---|---|---|---|"
+printf "| kernel veth pair, no userspace hop (floor) | %.2f | %s | - | - | - |\n" "$VETH_G" "$VETH_PPS"
 printf "| bare TUN copy loop (floor) | %.2f | %s | - | - | - |\n" "$FLOOR_G" "$FLOOR_PPS"
 if [ -n "$OFFLOAD" ]; then
     printf "| bare TUN copy loop with offloads (floor) | %.2f | %s | - | - | - |\n" "$FLOOR_OG" "$FLOOR_OPPS"
 fi
 printf "| bloatlab emulator, unshaped | %.2f | %s | %.2f | %s | %s |\n" "$EMU_G" "$EMU_PPS" "$EMU_WG" "$EMU_WPPS" "$EMU_DROPS"
 echo
+python3 - "$EMU_WG" "$VETH_G" "$FLOOR_G" "${FLOOR_OG:-}" <<'EOF'
+import sys
+emu, veth, tun = (float(v) for v in sys.argv[1:4])
+r = lambda a, b: f"{a / b:.3f}" if b > 0 else "-"
+extra = f", to the offload TUN copy loop {r(emu, float(sys.argv[4]))}" if sys.argv[4] else ""
+print(f"Ratios of the emulator's wire rate: to the kernel veth pair {r(emu, veth)}, to the TUN copy loop {r(emu, tun)}{extra}")
+print()
+EOF
 
 fi
 # --- 2. rate accuracy ----------------------------------------------------------
 if want 2; then
-echo "## Rate accuracy (4 cubic TCP flows into a 1000-packet FIFO, 5 ms each way, so the queue never empties; ${SECS} s after 2 s of warm-up${LAB_OPTS:+; lab options: $LAB_OPTS})"
+OFFLOAD2=
+case " ${LAB_OPTS:-} " in *" --offload "*) OFFLOAD2=1 ;; esac
+DEFAULT_RATES="10 100 1000${OFFLOAD2:+ 2500}"
+echo "## Rate accuracy (4 cubic TCP flows into a FIFO of max(1000, rate in Mbit/s) packets, 5 ms each way, so the queue never empties; ${SECS} s after 2 s of warm-up${LAB_OPTS:+; lab options: $LAB_OPTS}; load average $(cut -d' ' -f1 /proc/loadavg) at the start)"
 echo
-echo "| configured | emulator wire Mbit/s | error % | server TUN rx Mbit/s | emulator CPU % of a core | lateness p99 us | TUN ring drops |"
-echo "|---|---|---|---|---|---|---|"
-for R in ${RATES:-10 100 1000}; do
-    "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate "${R}mbit" --delay 5ms --qdisc fifo --limit 1000p >/dev/null
+echo "Lateness: release lateness of the up direction's packets in the measured window (p50 / p99 / p99.9, and the top of the highest bucket), with the up thread's SCHED_FIFO state at the end and its demotions in the window."
+echo
+echo "| configured | emulator wire Mbit/s | measured / configured | error % | server TUN rx Mbit/s | emulator CPU % of a core | lateness p50 / p99 / p99.9 us | lateness max us | packets | up realtime (demotions) | TUN ring drops |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for R in ${RATES:-$DEFAULT_RATES}; do
+    LIMIT=$((R > 1000 ? R : 1000))
+    "$BL" lab up "$LAB" ${LAB_OPTS:-} --rate "${R}mbit" --delay 5ms --qdisc fifo --limit "${LIMIT}p" >/dev/null
     iperf_server "bl-$LAB-server"
     # Loss-based cubic (per socket) keeps a FIFO of 1.2 BDP from ever
     # draining; BBR, the default here, empties it on purpose (ProbeRTT),
@@ -166,15 +247,18 @@ for R in ${RATES:-10 100 1000}; do
     read -r MBPS _ < <(rx_rate "bl-$LAB-server" bl-server "$SECS")
     E1=$(emu_sample "$LAB")
     wait $IP || true
-    python3 - "$R" "$MBPS" "$E0" "$E1" <<'EOF'
-import sys, json
+    python3 -c "$LATENCY_PY"'
 R = float(sys.argv[1]); tun = float(sys.argv[2])
 a, b = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 dt = b["at_s"] - a["at_s"]
 wire = (b["tx_bytes"] - a["tx_bytes"]) * 8 / dt / 1e6
 cpu = 100 * (b["cpu_s"] - a["cpu_s"]) / (b["wall_s"] - a["wall_s"])
-print(f"| {R:g} Mbit/s | {wire:.2f} | {100 * (wire - R) / R:+.2f} | {tun:.2f} | {cpu:.0f} | {b['lateness_p99_us']:.0f} | {b['ring_drops']} |")
-EOF
+p50, p99, p999, top, n = window(a, b)
+rt = "yes" if b["realtime"] else "no"
+dem = b["demotions"] - a["demotions"]
+drops = b["ring_drops"]
+print(f"| {R:g} Mbit/s | {wire:.2f} | {wire / R:.4f} | {100 * (wire - R) / R:+.2f} | {tun:.2f} | {cpu:.0f} | {p50:.0f} / {p99:.0f} / {p999:.0f} | {top:.0f} | {n} | {rt} ({dem}) | {drops} |")
+' "$R" "$MBPS" "$E0" "$E1"
     "$BL" lab down "$LAB" >/dev/null
 done
 echo
@@ -214,13 +298,13 @@ def rtt_errors(path):
 idle, idle_lost = rtt_errors(sys.argv[1])
 err, lost = rtt_errors(sys.argv[2])
 st = json.loads(sys.argv[3])
-print("| measure | p50 | p99 | max | samples |")
-print("|---|---|---|---|---|")
+print("| measure | p50 | p99 | p99.9 | max | samples |")
+print("|---|---|---|---|---|---|")
 for name, d in st["counters"]["directions"]:
     l = d["lateness"]
-    print(f"| emulator release lateness, {name} (us) | {l['p50_us']:.0f} | {l['p99_us']:.0f} | {l['max_us']:.0f} | {l['count']} |")
-print(f"| irtt RTT - 20 ms, idle link (ms) | {q(idle, .5):.3f} | {q(idle, .99):.3f} | {idle[-1]:.3f} | {len(idle)} ({idle_lost} lost) |")
-print(f"| irtt RTT - 20 ms, under load (ms) | {q(err, .5):.3f} | {q(err, .99):.3f} | {err[-1]:.3f} | {len(err)} ({lost} lost) |")
+    print(f"| emulator release lateness since lab up, {name} (us) | {l['p50_us']:.0f} | {l['p99_us']:.0f} | {l['p999_us']:.0f} | {l['max_us']:.0f} | {l['count']} |")
+print(f"| irtt RTT - 20 ms, idle link (ms) | {q(idle, .5):.3f} | {q(idle, .99):.3f} | {q(idle, .999):.3f} | {idle[-1]:.3f} | {len(idle)} ({idle_lost} lost) |")
+print(f"| irtt RTT - 20 ms, under load (ms) | {q(err, .5):.3f} | {q(err, .99):.3f} | {q(err, .999):.3f} | {err[-1]:.3f} | {len(err)} ({lost} lost) |")
 print()
 print(f"TUN ring drops: {st['counters']['tun_ring_drops']}")
 EOF

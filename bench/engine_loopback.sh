@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side loopback benchmark of the traffic engine (issue 2, deliverable 7).
 #
-#   bench/engine_loopback.sh                 # 3 runs x 10 s per case, ~9 min
+#   bench/engine_loopback.sh                 # 3 runs x 5 s per case, ~4.5 min
 #   ONLY="bloatlab-tcp iperf2-tcp" bench/engine_loopback.sh   # some cases only
 #   RUNS=5 DURATION=10 bench/engine_loopback.sh
 #
@@ -19,7 +19,10 @@
 # seconds per GB of bloatlab against iperf 2 and iperf 3 (below 1 = bloatlab
 # cheaper), and `-e --trip-times` against plain (throughput and CPU per GB),
 # with the load average before and after (a busy machine inflates throughput
-# noise far more than CPU per GB).
+# noise far more than CPU per GB). For bloatlab TCP it also prints the
+# client+server CPU per GB bloatlab reports itself (client --json: `cpu` plus
+# the server's `peer_cpu` from its report frame; bloatlab-to-bloatlab only),
+# beside the script's external measure.
 # Recorded per run: receiver-side throughput (Gbit/s, from the server's own
 # report: bloatlab --json, iperf 2 CSV; iperf 3's sum_received), received
 # packets per second for UDP, and CPU seconds (user+sys) of the client (bash
@@ -30,7 +33,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-3}"
-DURATION="${DURATION:-10}"
+DURATION="${DURATION:-5}"
 PORT="${PORT:-$((20000 + RANDOM % 20000))}"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 WORK="$(mktemp -d /tmp/bl-bench-XXXXXX)"
@@ -108,8 +111,13 @@ run_case() {
         bloatlab-tcp-P4) extra=(-P 4) ;;
         esac
         start_server tcp "$BL" server -p "$PORT" --json "${sextra[@]}"
-        ccpu="$(run_client "$BL" client 127.0.0.1 -p "$PORT" -t "$DURATION" "${extra[@]}")"
+        ccpu="$(run_client "$BL" client 127.0.0.1 -p "$PORT" -t "$DURATION" --json "${extra[@]}")"
         scpu="$(stop_server)"
+        # bloatlab's own client+server CPU per GB (issue 24: the server's CPU
+        # reaches the client in its report frame).
+        jq -r --arg c "$case" 'select(.peer_cpu != null) |
+            "\($c) \((.cpu.user_s + .cpu.system_s + .peer_cpu.user_s + .peer_cpu.system_s) / (.cpu.bytes / 1e9))"' \
+            "$WORK/client.out" >>"$WORK/selfreport" || true
         # The server's JSON (METRICS' Document): the receiving streams' summaries.
         local r='[.[0].streams[] | select(.direction == "receive") | .summary]'
         bytes="$(jq -s "$r | map(.bytes) | add" "$WORK/server.out")"
@@ -170,6 +178,7 @@ CASES=(bloatlab-tcp iperf2-tcp iperf3-tcp bloatlab-tcp-tt bloatlab-tcp-rxcopy bl
 if [ -n "${ONLY:-}" ]; then read -r -a CASES <<<"$ONLY"; fi
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$WORK/results"
+: >"$WORK/selfreport"
 for run in $(seq 1 "$RUNS"); do
     echo "bench: run $run/$RUNS" >&2
     for c in "${CASES[@]}"; do run_case "$c"; done
@@ -225,3 +234,6 @@ echo "| throughput -e --trip-times / plain | $(ratio bloatlab-tcp-tt bloatlab-tc
 echo "| CPU/GB -e --trip-times / plain | $(ratio bloatlab-tcp-tt bloatlab-tcp 7) |"
 echo "| throughput -e --trip-times / plain, both --rx-copy (the receive path before issue 24) | $(ratio bloatlab-tcp-tt-rxcopy bloatlab-tcp-rxcopy 2) |"
 echo "| CPU/GB -e --trip-times / plain, both --rx-copy | $(ratio bloatlab-tcp-tt-rxcopy bloatlab-tcp-rxcopy 7) |"
+self_med() { awk -v c="$1" '$1 == c { print $2 }' "$WORK/selfreport" | median; }
+echo "| client+server CPU/GB bloatlab reports itself (client --json cpu + peer_cpu), TCP / the script's measure | $(awk -v a="$(self_med bloatlab-tcp)" -v b="$(med bloatlab-tcp 7)" 'BEGIN { if (a > 0 && b > 0) printf "%.3f (%.3f CPU-s/GB)", a / b, a; else print "-" }') |"
+echo "| the same, TCP -P 4 | $(awk -v a="$(self_med bloatlab-tcp-P4)" -v b="$(med bloatlab-tcp-P4 7)" 'BEGIN { if (a > 0 && b > 0) printf "%.3f (%.3f CPU-s/GB)", a / b, a; else print "-" }') |"

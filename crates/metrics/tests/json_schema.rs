@@ -167,6 +167,30 @@ fn udp_server_side_report_round_trips() {
     assert_eq!(u.latency.unwrap().count, 6);
 }
 
+/// Issue 24: a bloatlab server's CPU time travels in its report; an older
+/// report without it still loads, and a peer's impossible value is refused.
+#[test]
+fn server_side_report_carries_the_servers_cpu() {
+    let ss = sample_document().streams[0].server_side.clone().unwrap();
+    assert_eq!(ss.cpu, None);
+    let text = String::from_utf8(ss.to_json()).unwrap();
+    assert!(!text.contains("\"cpu\""), "absent, not null: {text}");
+    let with = ss
+        .clone()
+        .with_cpu(Some(bloatlab_metrics::json::CpuRecord::from_seconds(
+            0.2,
+            0.6,
+            2_000_000_000,
+        )));
+    let back = ServerSideReport::from_json(&with.to_json()).unwrap();
+    assert_eq!(back, with);
+    assert_eq!(back.cpu.unwrap().cpu_s_per_gb, Some(0.4));
+    let mut v: serde_json::Value = serde_json::from_slice(&with.to_json()).unwrap();
+    v["cpu"]["user_s"] = serde_json::json!(-3.0);
+    let err = ServerSideReport::from_json(v.to_string().as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("cpu.user_s"), "{err}");
+}
+
 #[test]
 fn newer_schema_version_is_rejected_with_a_clear_error() {
     let mut v: serde_json::Value =

@@ -137,6 +137,12 @@ fn enhanced_shows_tcp_info_columns_and_peer_version() {
         .find(|l| l.starts_with("[CPU] "))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(cpu.contains(" CPU-s/GB (process)"), "{cpu}");
+    // ... and, from the bloatlab server's report, what it cost the server.
+    let both = out
+        .lines()
+        .find(|l| l.starts_with("[CPU] server "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(both.contains(" CPU-s/GB; client+server "), "{both}");
     let s = srv.wait_for("Reads=Dist");
     assert!(s.contains("(peer 2.1.8)"), "{s}");
     assert!(s.contains("Reads=Dist"), "{s}");
@@ -251,6 +257,25 @@ fn server_json_sum_agrees_with_the_client() {
             "{cpu}"
         );
     }
+    // The client learns the server's CPU from its reports, over the
+    // client's bytes. The server's own document measures the same process
+    // over nearly the same span (from its reporter's start, before the
+    // streams, to the last stream's end, which is close to the reports), so
+    // the two agree to a few percent (measured: 0.4221 against 0.4217 s).
+    let peer = &v["peer_cpu"];
+    assert_eq!(peer["bytes"], v["cpu"]["bytes"], "{v}");
+    let total =
+        |c: &serde_json::Value| c["user_s"].as_f64().unwrap() + c["system_s"].as_f64().unwrap();
+    assert!(total(peer) > 0.0, "{peer}");
+    let server = total(&doc["cpu"]);
+    assert!(
+        (total(peer) - server).abs() <= 0.1 * server + 0.02,
+        "{peer} vs {doc}"
+    );
+    assert!(
+        doc.get("peer_cpu").is_none(),
+        "a server has no peer report: {doc}"
+    );
 }
 
 #[test]

@@ -510,8 +510,12 @@ fn our_tcp_client_to_iperf_server_plain() {
 
 #[test]
 fn our_tcp_client_to_iperf_server_enhanced() {
-    let (server, _) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-e"], 1);
+    let (server, doc) = our_tcp_client_vs_iperf(&["-e"], &["-t", "1", "-e"], 1);
     assert!(server.out().contains("(peer "), "{}", server.transcript());
+    // Issue 24: iperf 2's protocol carries no CPU time, so the client
+    // reports only its own.
+    assert!(doc["cpu"]["cpu_s_per_gb"].is_f64(), "{doc}");
+    assert!(doc.get("peer_cpu").is_none(), "{doc}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ pub fn document(c: &Collected, role: Role, test: TestInfo) -> Document {
     };
     let mut doc = Document::new(role, Protocol::Tcp, test);
     doc.cpu = c.cpu.clone();
+    doc.peer_cpu = c.peer_cpu.clone();
     // Report the congestion control in effect (the kernel default when -Z is absent).
     if let Some(cc) = c.connections.values().find_map(|i| i.congestion.clone()) {
         doc.test.congestion_control = Some(cc);

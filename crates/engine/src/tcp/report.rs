@@ -61,6 +61,9 @@ pub struct Collected {
     pub failures: Vec<(u32, String)>,
     /// This process's CPU time over the test and per GB moved (issue 24).
     pub cpu: Option<bloatlab_metrics::json::CpuRecord>,
+    /// A bloatlab server's CPU time for this test, from its reports, over
+    /// this end's bytes (issue 24; [`peer_cpu`]).
+    pub peer_cpu: Option<bloatlab_metrics::json::CpuRecord>,
 }
 
 /// Starts the reporter; drop every [`super::Sink`] clone, then join to get
@@ -71,6 +74,20 @@ pub fn spawn(settings: ReportSettings) -> std::io::Result<(super::Sink, JoinHand
         .name("reporter".into())
         .spawn(move || Reporter::new(settings).run(rx))?;
     Ok((tx, h))
+}
+
+/// The bloatlab server's CPU time for a test from its streams' reports
+/// (BLXR JSON). Each stream's record is the whole server process from that
+/// stream's start, so the streams of one test overlap: the largest covers
+/// the test (summing would count it once per stream). Given over `bytes`,
+/// this end's count for the test. `None` when no report carries one (an
+/// iperf 2 or older bloatlab server, or a reverse test).
+pub fn peer_cpu<'a>(reports: impl Iterator<Item = &'a String>, bytes: u64) -> Option<CpuRecord> {
+    reports
+        .filter_map(|t| bloatlab_metrics::json::ServerSideReport::from_json(t.as_bytes()).ok())
+        .filter_map(|r| r.cpu)
+        .max_by(|a, b| a.total_s().total_cmp(&b.total_s()))
+        .map(|c| CpuRecord::from_seconds(c.user_s, c.system_s, bytes))
 }
 
 struct Reporter {
@@ -122,10 +139,15 @@ impl Reporter {
                     .map(|t| t.bytes.0)
                     .sum::<u64>();
             let rec = CpuRecord::new(used.user, used.system, bytes);
+            let peer = peer_cpu(self.out.peer_reports.values(), bytes);
             if self.s.enhanced && self.s.format == OutputFormat::Console {
                 self.print(&rec.console_line());
+                if let Some(p) = &peer {
+                    self.print(&p.peer_console_line(&rec));
+                }
             }
             self.out.cpu = Some(rec);
+            self.out.peer_cpu = peer;
         }
         if self.s.role == Role::Client && self.s.enhanced && self.s.streams > 1 {
             let times: Vec<Duration> = self
@@ -397,6 +419,40 @@ pub fn connected_line(stream: u32, c: &ConnInfo, enhanced: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_cpu_takes_the_largest_stream_record_over_our_bytes() {
+        use bloatlab_metrics::json::{IntervalRecord, ServerSideReport};
+        let total =
+            bloatlab_metrics::tcp_recv::TcpRecvStats::new(bloatlab_units::Bytes(8192), false)
+                .total(Span::from_zero(Duration::from_secs(1)));
+        let report = |user: f64, sys: f64| {
+            let r = ServerSideReport::new(1, vec![], IntervalRecord::from_tcp_recv(&total, true));
+            String::from_utf8(
+                r.with_cpu(Some(CpuRecord::from_seconds(user, sys, 7)))
+                    .to_json(),
+            )
+            .unwrap()
+        };
+        let old = String::from_utf8(
+            ServerSideReport::new(2, vec![], IntervalRecord::from_tcp_recv(&total, true)).to_json(),
+        )
+        .unwrap();
+        let reports = [
+            report(0.1, 0.2),
+            report(0.2, 0.6),
+            old.clone(),
+            "junk".into(),
+        ];
+        let p = peer_cpu(reports.iter(), 2_000_000_000).unwrap();
+        assert_eq!((p.user_s, p.system_s, p.bytes), (0.2, 0.6, 2_000_000_000));
+        assert!((p.cpu_s_per_gb.unwrap() - 0.4).abs() < 1e-12);
+        assert_eq!(
+            peer_cpu([old].iter(), 1),
+            None,
+            "an older server says nothing"
+        );
+    }
 
     #[test]
     fn connect_times_line_matches_iperf_2_but_for_the_stdev_unit() {

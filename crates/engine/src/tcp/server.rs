@@ -39,10 +39,11 @@ use crate::stall::StallRule;
 use crate::tcpinfo;
 use crate::time_budget::{SOURCE_TIME_WINDOW, SharedTimeBudget};
 use bloatlab_metrics::interval::Span;
-use bloatlab_metrics::json::{IntervalRecord, SenderHello, ServerSideReport, TestInfo};
+use bloatlab_metrics::json::{CpuRecord, IntervalRecord, SenderHello, ServerSideReport, TestInfo};
 use bloatlab_metrics::tcp_recv::TcpRecvSnapshot;
 use bloatlab_os::StopToken;
 use bloatlab_os::clock::realtime_now as wall_now;
+use bloatlab_os::process::{CpuScope, CpuTime, cpu_time};
 use bloatlab_units::Bytes;
 use bloatlab_wire::BlabBlockFlags;
 use std::io::{Read, Write};
@@ -578,13 +579,15 @@ fn run_directions(
     };
     match req.direction {
         Direction::Forward => {
+            // The process's CPU time from here to the report (issue 24).
+            let cpu0 = cpu_time(CpuScope::Process).ok();
             let (mut acc, mut ticker, mut kept, why) = recv::run_with_end(s, &recv_plan, t0, sink)?;
             let end = t0.elapsed();
             let partial = ticker.partial(end, &mut acc);
             let total = acc.total(Span::from_zero(end));
             if req.bloatlab {
                 kept.extend(partial.clone());
-                send_report(s, id, &kept, &total);
+                send_report(s, id, &kept, &total, cpu0);
             }
             let _ = sink.send(Event::RecvFinal {
                 stream: id,
@@ -661,7 +664,20 @@ fn prepare_sender(
 /// bloatlab extension: after the client's shutdown, send the server-side
 /// measurements of the test (METRICS' `ServerSideReport`) as one BLXR
 /// frame, then close. A client that is gone by then just misses it.
-fn send_report(s: &mut TcpStream, id: u32, intervals: &[TcpRecvSnapshot], total: &TcpRecvSnapshot) {
+/// `cpu0` is the process's CPU time when the stream started: the report
+/// carries what the whole server process used since (issue 24; iperf 2's
+/// protocol has no such field, so only a bloatlab client learns it).
+fn send_report(
+    s: &mut TcpStream,
+    id: u32,
+    intervals: &[TcpRecvSnapshot],
+    total: &TcpRecvSnapshot,
+    cpu0: Option<CpuTime>,
+) {
+    let cpu = cpu0.zip(cpu_time(CpuScope::Process).ok()).map(|(c0, c1)| {
+        let used = c1.since(c0);
+        CpuRecord::new(used.user, used.system, total.bytes.0)
+    });
     let rep = ServerSideReport::new(
         id,
         intervals
@@ -669,7 +685,8 @@ fn send_report(s: &mut TcpStream, id: u32, intervals: &[TcpRecvSnapshot], total:
             .map(|x| IntervalRecord::from_tcp_recv(x, false))
             .collect(),
         IntervalRecord::from_tcp_recv(total, true),
-    );
+    )
+    .with_cpu(cpu);
     let payload = String::from_utf8(rep.to_json()).unwrap_or_default();
     match handshake::report_frame(&payload) {
         Ok(frame) => {

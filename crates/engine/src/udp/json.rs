@@ -85,6 +85,8 @@ fn server_side(id: u32, r: &StreamResult) -> Option<ServerSideReport> {
         stream_id: id,
         intervals: Vec::new(),
         summary: IntervalRecord::from_udp_recv(snap, false),
+        // The AckFIN has no CPU field; a UDP server reports none yet.
+        cpu: None,
     })
 }
 

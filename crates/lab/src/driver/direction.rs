@@ -26,6 +26,20 @@ use std::time::Duration;
 
 /// Packets read from one input per wake-up before the others get a turn.
 const BATCH: usize = 64;
+/// Longest the read phase may run while a release is already due. With
+/// offloads one read brings up to 64 KB (44 segments to cut and enqueue), so
+/// a full batch after a stall is milliseconds of work during which due
+/// packets would wait (issue 24: release lateness). The bound is time, not
+/// a count, so a model whose `next_event` stays in the past without a
+/// release (an AQM drop, see step 4) still reads at full speed.
+const READ_SLICE: Duration = Duration::from_micros(50);
+
+/// Whether the read phase that began at `started` stops before the next
+/// read: only once a release is due (`next_event <= now`) and the phase
+/// has run [`READ_SLICE`]; each input still gets at least one read per pass.
+fn read_phase_over(started: Duration, now: Duration, next_event: Option<Duration>) -> bool {
+    next_event.is_some_and(|t| t <= now) && now.saturating_sub(started) >= READ_SLICE
+}
 /// Longest sleep without a deadline (bounds the reaction to a stop request).
 const IDLE_CAP: Duration = Duration::from_millis(50);
 /// Pause when the model reports a past deadline but releases nothing.
@@ -165,10 +179,15 @@ pub fn run(
     let mut planner = WakePlanner::new(spin);
 
     while !stop.load(Ordering::Relaxed) {
-        // 1. Drain the inputs, each packet stamped when read.
+        // 1. Drain the inputs, each packet stamped when read, until a due
+        // release has waited READ_SLICE.
+        let read_started = clock.now();
         for &fd in &io.inputs {
             let mut n = 0;
             while n < BATCH {
+                if n > 0 && read_phase_over(read_started, clock.now(), link.next_event()) {
+                    break;
+                }
                 match tun::read_packet(fd, &mut buf) {
                     Ok(Some(len)) if io.offload => {
                         n += 1;
@@ -338,6 +357,24 @@ fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_phase_yields_to_a_due_release_only_after_its_slice() {
+        let us = Duration::from_micros;
+        let start = us(1_000);
+        // Nothing due: read on, however long the phase has run.
+        assert!(!read_phase_over(start, us(5_000), None));
+        assert!(!read_phase_over(start, us(5_000), Some(us(5_001))));
+        // Due, but the slice has not run out.
+        assert!(!read_phase_over(
+            start,
+            start + READ_SLICE - us(1),
+            Some(start)
+        ));
+        // Due and the slice is over: release first.
+        assert!(read_phase_over(start, start + READ_SLICE, Some(start)));
+        assert!(read_phase_over(start, us(5_000), Some(us(4_999))));
+    }
 
     #[test]
     fn destination_is_read_from_ipv4_and_ipv6_headers() {

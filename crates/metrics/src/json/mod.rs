@@ -89,6 +89,13 @@ pub struct Document {
     /// (absent when the kernel would not say; issue 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuRecord>,
+    /// On a client: the bloatlab server's CPU time for this test, from its
+    /// report frames (BLXR, [`ServerSideReport::cpu`]), over the bytes this
+    /// client counted (issue 24). Absent with an iperf 2 peer (its wire
+    /// protocol has no place for it), an older bloatlab server, and on tests
+    /// where the server sends no report (reverse and full-duplex TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_cpu: Option<CpuRecord>,
 }
 
 /// CPU cost of a test at one end: `getrusage(RUSAGE_SELF)` of the program that
@@ -121,6 +128,57 @@ impl CpuRecord {
             bytes,
             cpu_s_per_gb: (bytes > 0).then(|| total / (bytes as f64 / 1e9)),
         }
+    }
+
+    /// The same from seconds a peer sent (clamped to zero when negative or
+    /// not a number, which [`CpuRecord::validate`] refuses anyway).
+    pub fn from_seconds(user_s: f64, system_s: f64, bytes: u64) -> CpuRecord {
+        let d = |s: f64| std::time::Duration::try_from_secs_f64(s).unwrap_or_default();
+        CpuRecord::new(d(user_s), d(system_s), bytes)
+    }
+
+    /// User plus system seconds.
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+
+    /// Both ends' CPU seconds per GB: `(self + peer) / (bytes / 1e9)`, over
+    /// this end's bytes (the peer's record covers the same test). Absent
+    /// when no byte moved.
+    pub fn combined_s_per_gb(&self, peer: &CpuRecord) -> Option<f64> {
+        (self.bytes > 0).then(|| (self.total_s() + peer.total_s()) / (self.bytes as f64 / 1e9))
+    }
+
+    /// The `-e` line of the peer's record and the two ends together:
+    /// `[CPU] server 0.80 s (user 0.05, sys 0.75): 0.064 CPU-s/GB; client+server 0.150 CPU-s/GB`.
+    pub fn peer_console_line(&self, own: &CpuRecord) -> String {
+        let fmt = |v: Option<f64>| v.map_or("-".to_owned(), |p| format!("{p:.3}"));
+        format!(
+            "[CPU] server {:.2} s (user {:.2}, sys {:.2}): {} CPU-s/GB; client+server {} CPU-s/GB",
+            self.total_s(),
+            self.user_s,
+            self.system_s,
+            fmt(self.cpu_s_per_gb),
+            fmt(own.combined_s_per_gb(self)),
+        )
+    }
+
+    /// Refuses impossible values from a peer: times and the ratio must be
+    /// finite and non-negative.
+    pub(crate) fn validate(&self, at: &str) -> Result<(), SchemaError> {
+        for (name, v) in [
+            ("user_s", Some(self.user_s)),
+            ("system_s", Some(self.system_s)),
+            ("cpu_s_per_gb", self.cpu_s_per_gb),
+        ] {
+            if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                return Err(SchemaError::Invalid {
+                    field: format!("{at}.{name}"),
+                    reason: "must be a finite non-negative number".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The `-e` line: `[CPU] 1.23 s (user 0.10, sys 1.13) for 12.50 GB: 0.098 CPU-s/GB (process)`.
@@ -160,6 +218,38 @@ mod cpu_tests {
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"cpu_s_per_gb\":0.25"), "{text}");
         assert_eq!(serde_json::from_str::<CpuRecord>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn client_plus_server_cpu_per_gb_adds_both_over_the_clients_bytes() {
+        let own = CpuRecord::new(
+            Duration::from_millis(500),
+            Duration::from_millis(500),
+            4_000_000_000,
+        );
+        // The server counted its own bytes (one stream of several): ignored.
+        let peer = CpuRecord::from_seconds(0.25, 0.75, 1_000_000_000);
+        assert_eq!(peer.cpu_s_per_gb, Some(1.0));
+        assert_eq!(own.combined_s_per_gb(&peer), Some(0.5));
+        assert_eq!(
+            peer.peer_console_line(&own),
+            "[CPU] server 1.00 s (user 0.25, sys 0.75): 1.000 CPU-s/GB; client+server 0.500 CPU-s/GB"
+        );
+        let idle = CpuRecord::new(Duration::ZERO, Duration::ZERO, 0);
+        assert_eq!(idle.combined_s_per_gb(&peer), None);
+        assert_eq!(CpuRecord::from_seconds(f64::NAN, -1.0, 1).total_s(), 0.0);
+    }
+
+    #[test]
+    fn a_peers_impossible_cpu_values_are_refused() {
+        let mut r = CpuRecord::from_seconds(0.5, 0.5, 1_000_000_000);
+        assert!(r.validate("cpu").is_ok());
+        r.system_s = f64::INFINITY;
+        assert!(r.validate("cpu").is_err());
+        r.system_s = 0.5;
+        r.cpu_s_per_gb = Some(-1.0);
+        let err = r.validate("cpu").unwrap_err().to_string();
+        assert!(err.contains("cpu.cpu_s_per_gb"), "{err}");
     }
 }
 
@@ -349,6 +439,12 @@ pub struct ServerSideReport {
     pub intervals: Vec<IntervalRecord>,
     /// The server's whole-test record.
     pub summary: IntervalRecord,
+    /// The server process's CPU time from this stream's start to its report,
+    /// all threads (so with `-P` each stream's record also counts the others',
+    /// and a server running other tests counts those too); `bytes` are this
+    /// stream's. Absent from older servers (issue 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuRecord>,
 }
 
 impl ServerSideReport {
@@ -364,7 +460,14 @@ impl ServerSideReport {
             stream_id,
             intervals,
             summary,
+            cpu: None,
         }
+    }
+
+    /// The same report carrying the server's CPU time (see [`ServerSideReport::cpu`]).
+    pub fn with_cpu(mut self, cpu: Option<CpuRecord>) -> ServerSideReport {
+        self.cpu = cpu;
+        self
     }
 
     /// Serialize to JSON bytes (the BLXR frame payload).
@@ -387,7 +490,11 @@ impl ServerSideReport {
         for (i, rec) in self.intervals.iter().enumerate() {
             rec.validate(&format!("intervals[{i}]"))?;
         }
-        self.summary.validate("summary")
+        self.summary.validate("summary")?;
+        match &self.cpu {
+            Some(c) => c.validate("cpu"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -466,6 +573,7 @@ impl Document {
             streams: Vec::new(),
             sum: None,
             cpu: None,
+            peer_cpu: None,
         }
     }
 
