@@ -207,7 +207,8 @@ struct Column {
 }
 
 fn column(label: &str, file: &ResultsFile) -> Column {
-    let series = crate::run::pick_reference(&file.raw.latency_series()).map(str::to_owned);
+    let series =
+        bloatlab_stats::reference_series(&file.raw.latency_series()).map(|s| s.name.clone());
     let d = file.derived.as_ref();
     let s = d.and_then(|d| {
         d.latency
@@ -234,7 +235,8 @@ fn column(label: &str, file: &ResultsFile) -> Column {
             .map(ms)
         }),
         induced_ms: loaded.and_then(|p| p.induced_ns).map(|v| v as f64 / 1e6),
-        grade: loaded.and_then(|p| p.grade),
+        // The headline: the worst loaded phase (one loaded phase in RRUL).
+        grade: d.and_then(|d| d.run_grade.as_ref()).map(|g| g.grade),
         up_mbit: tp.map(|t| t.up_bps as f64 / 1e6),
         down_mbit: tp.map(|t| t.down_bps as f64 / 1e6),
     }

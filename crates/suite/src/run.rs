@@ -16,9 +16,7 @@ use bloatlab_stats::conditions::{
     QueueCheckConfig, check_emulator, check_host, check_probe_load, check_queue,
 };
 use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
-use bloatlab_stats::{
-    DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
-};
+use bloatlab_stats::{DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline};
 use bloatlab_units::BitRate;
 use serde_json::json;
 
@@ -167,8 +165,6 @@ pub struct RunOutcome {
     pub pulses: Vec<Duration>,
     /// The series used for grading and working-condition checks.
     pub reference: Option<String>,
-    /// Grade of the reference series: mean of its loaded phases' median increases.
-    pub grade: Option<(Duration, bloatlab_stats::Grade)>,
 }
 
 impl RunOutcome {
@@ -844,16 +840,12 @@ fn assemble(
     let file = ResultsFile::new(meta, raw).with_derived()?;
     let timeline = file.raw.timeline()?;
     let series = file.raw.latency_series();
-    let reference = pick_reference(&series);
+    let reference = bloatlab_stats::reference_series(&series);
     let mut findings = Vec::new();
-    let mut grade = None;
-    if let Some(rs) = reference.and_then(|n| {
-        series
-            .iter()
-            .find(|s| s.name == n && s.kind == DelayKind::RoundTrip)
-    }) {
+    // The headline grade is derived.run_grade, computed with the file (its worst loaded
+    // phase, bloatlab_stats::analysis::run_grade).
+    if let Some(rs) = reference {
         let idle = timeline.first(PhaseKind::Idle).map(|p| rs.summarize(p));
-        let mut increases = Vec::new();
         for ph in timeline
             .phases()
             .iter()
@@ -886,14 +878,7 @@ fn assemble(
                     Some(ph.name.clone()),
                     check_queue(idle, &loaded, signals, &QueueCheckConfig::default()),
                 ));
-                if let Some(i) = bloatlab_stats::InducedLatency::from_summaries(idle, &loaded) {
-                    increases.push(i.increase());
-                }
             }
-        }
-        if !increases.is_empty() {
-            let mean = increases.iter().sum::<Duration>() / increases.len() as u32;
-            grade = Some((mean, bloat_grade(mean)));
         }
     }
     findings.extend(
@@ -915,8 +900,7 @@ fn assemble(
         notes,
         voip,
         pulses,
-        reference: reference.map(str::to_owned),
-        grade,
+        reference: reference.map(|s| s.name.clone()),
     })
 }
 
@@ -1166,25 +1150,6 @@ fn add_client(
     }
 }
 
-/// The series graded and checked: the unmarked UDP probe (what ordinary traffic sees),
-/// else the first UDP RTT series with data, else ICMP.
-pub fn pick_reference(series: &[LatencySeries]) -> Option<&str> {
-    let rtt = |s: &&LatencySeries| {
-        s.kind == DelayKind::RoundTrip && s.samples.iter().any(|p| p.delay().is_some())
-    };
-    let pref = ["udp_be", "udp_be1", "voip", "udp_be_v4"];
-    pref.iter()
-        .find_map(|n| series.iter().filter(rtt).find(|s| s.name == *n))
-        .or_else(|| {
-            series
-                .iter()
-                .filter(rtt)
-                .find(|s| s.name.starts_with("udp"))
-        })
-        .or_else(|| series.iter().find(rtt))
-        .map(|s| s.name.as_str())
-}
-
 fn voip_rows(series: &[LatencySeries], name: &str, timeline: &Timeline) -> Vec<VoipRow> {
     let mut out = Vec::new();
     for ph in timeline.phases() {
@@ -1226,33 +1191,6 @@ mod tests {
         let cut = cut_timeline(&t, Duration::ZERO);
         assert_eq!(cut.len(), 1, "never an empty timeline");
         assert!(Timeline::new(cut).is_ok());
-    }
-
-    #[test]
-    fn reference_prefers_unmarked_udp() {
-        use bloatlab_stats::ProbeSample;
-        let mk = |name: &str, kind, ok: bool| LatencySeries {
-            name: name.into(),
-            kind,
-            samples: vec![if ok {
-                ProbeSample::received(s(0), Duration::from_millis(1))
-            } else {
-                ProbeSample::lost(s(0))
-            }],
-        };
-        let v = vec![
-            mk("udp_ef", DelayKind::RoundTrip, true),
-            mk("udp_be", DelayKind::OneWayUp, true),
-            mk("udp_be", DelayKind::RoundTrip, true),
-            mk("icmp", DelayKind::RoundTrip, true),
-        ];
-        assert_eq!(pick_reference(&v), Some("udp_be"));
-        let v = vec![
-            mk("udp_be", DelayKind::RoundTrip, false),
-            mk("icmp", DelayKind::RoundTrip, true),
-        ];
-        assert_eq!(pick_reference(&v), Some("icmp"));
-        assert_eq!(pick_reference(&[]), None);
     }
 
     #[test]

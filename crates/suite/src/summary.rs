@@ -437,6 +437,26 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// The headline grade (`derived.run_grade`: the worst loaded phase of the reference
+/// series, the rule in `bloatlab_stats::grade`) with the table it was read on.
+fn grade_line(d: Option<&Derived>) -> String {
+    let Some(g) = d.and_then(|d| d.run_grade.as_ref()) else {
+        return "Bufferbloat grade: - (no idle and loaded probe replies to compare)".into();
+    };
+    let table: Vec<String> = bloatlab_stats::grade::BLOAT_GRADES
+        .iter()
+        .map(|(g, below)| format!("{g} < {}", below.as_millis()))
+        .collect();
+    format!(
+        "Bufferbloat grade: {} (worst loaded phase: median latency of {} rose {} in {}; {} ms, else F)",
+        g.grade,
+        g.series,
+        ms(Duration::from_nanos(g.increase_ns)),
+        g.phase,
+        table.join(", ")
+    )
+}
+
 /// The whole summary, ending with a newline.
 /// `server: IPv4 10.77.0.2 (tcp_up_be_v4, ...), IPv6 fd00:77::2 (...)` for a run over
 /// both families; `None` for a single-family run.
@@ -581,21 +601,7 @@ pub fn render(o: &RunOutcome) -> String {
             ms(p[p.len() - 1])
         );
     }
-    match (&o.grade, &o.reference) {
-        (Some((inc, g)), Some(r)) => {
-            let _ = writeln!(
-                out,
-                "Bufferbloat grade: {g} (median latency of {r} rose {} under load; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, else F)",
-                ms(*inc)
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "Bufferbloat grade: - (no idle and loaded probe replies to compare)"
-            );
-        }
-    }
+    let _ = writeln!(out, "{}", grade_line(o.file.derived.as_ref()));
     let several_loaded = o.findings.iter().filter(|(p, _)| p.is_some()).count() > 1;
     for (phase, f) in &o.findings {
         let tag = match f.severity() {
@@ -631,7 +637,6 @@ mod tests {
             voip: vec![],
             pulses: vec![],
             reference: None,
-            grade: None,
         }
     }
     use bloatlab_results::schema::{FlowRecord, PhaseRecord, TransferRecord};
@@ -937,6 +942,65 @@ mod tests {
         // 1 MB and 3 MB up, 0.5 MB down over 2 s.
         assert!(
             text.contains("by family: IPv4 up 4.00 down 0.00, IPv6 up 12.00 down 2.00"),
+            "{text}"
+        );
+    }
+
+    /// The headline is the worst loaded phase, not a mean: rises of 1 ms (download) and
+    /// 55 ms (upload) average to 28 ms, an A; the line says B and names the upload.
+    #[test]
+    fn the_grade_line_is_the_worst_loaded_phase() {
+        use bloatlab_results::schema::{LatencyRecord, ProbeRecord};
+        const MS: u64 = 1_000_000;
+        let ph = |kind, name: &str, a, b| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a * S,
+            end_ns: b * S,
+        };
+        let samples = (0..30u64)
+            .map(|i| ProbeRecord {
+                sent_ns: i * S,
+                delay_ns: Some(match i {
+                    0..10 => 20 * MS,
+                    10..20 => 21 * MS,
+                    _ => 75 * MS,
+                }),
+                duplicates: 0,
+                late: false,
+                unfinished: false,
+            })
+            .collect();
+        let raw = Raw {
+            phases: vec![
+                ph(PhaseKindRecord::Idle, "idle", 0, 10),
+                ph(PhaseKindRecord::Loaded, "download", 10, 20),
+                ph(PhaseKindRecord::Loaded, "upload", 20, 30),
+            ],
+            latency: vec![LatencyRecord {
+                name: "udp_be".into(),
+                kind: DelayKindRecord::Rtt,
+                samples,
+            }],
+            throughput: vec![],
+        };
+        let meta = Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH);
+        let text = render(&outcome(
+            ResultsFile::new(meta, raw).with_derived().unwrap(),
+        ));
+        assert!(
+            text.contains(
+                "Bufferbloat grade: B (worst loaded phase: median latency of udp_be rose 55.0 ms \
+                 in upload; A+ < 5, A < 30, B < 60, C < 200, D < 400 ms, else F)\n"
+            ),
+            "{text}"
+        );
+        let text = render(&outcome(ResultsFile::new(
+            Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH),
+            Raw::default(),
+        )));
+        assert!(
+            text.contains("Bufferbloat grade: - (no idle and loaded probe replies to compare)"),
             "{text}"
         );
     }
