@@ -781,6 +781,34 @@ impl Comparison {
     }
 }
 
+impl Comparison {
+    /// The headline figures of `runs` side by side (`bloatlab demo`): of [`Comparison::new`]'s
+    /// rows, those of the reference round-trip series (the one the headline grade is of:
+    /// idle median; per loaded phase median, p90, p99, loss, induced latency, grade, probe
+    /// RPM), the throughput sums and the headline grade. The same cells as `bloatlab report
+    /// A B`, fewer rows.
+    pub fn headline(runs: &[Run]) -> Comparison {
+        let full = Comparison::new(runs);
+        let reference = runs.iter().find_map(|r| {
+            r.derived
+                .run_grade
+                .as_ref()
+                .map(|g| g.series.clone())
+                .or_else(|| bloatlab_stats::reference_series(&r.latency).map(|s| s.name.clone()))
+        });
+        let series = reference.map(|n| format!("{}: ", series_label(&n, DelayKindRecord::Rtt)));
+        let keep = |m: &str| {
+            series.as_deref().is_some_and(|p| m.starts_with(p))
+                || (m.starts_with("throughput ") && !m.ends_with(" total (Mbit/s)"))
+                || m.starts_with("bufferbloat grade")
+        };
+        Comparison {
+            runs: full.runs,
+            rows: full.rows.into_iter().filter(|r| keep(&r.metric)).collect(),
+        }
+    }
+}
+
 /// A total order on kinds, for map keys.
 fn kind_order(k: DelayKindRecord) -> u8 {
     match k {

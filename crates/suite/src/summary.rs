@@ -1,7 +1,9 @@
 //! The terminal summary of a run: per phase, the latency table (min, p10, median, mean,
 //! p90, p99, max, count, loss, induced latency, grade, probe RPM), throughput per flow,
 //! direction and total with Jain's index, the grade, and the findings. Every number comes
-//! from the results file's `derived` section (computed by `bloatlab-stats`).
+//! from the one view of a run that `bloatlab report` shows too (`bloatlab_report::Run`:
+//! recomputed from `raw` with `bloatlab-stats`); the grade line is worded as the report
+//! words it.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -438,21 +440,19 @@ fn ms(d: Duration) -> String {
 }
 
 /// The headline grade (`derived.run_grade`: the worst loaded phase of the reference
-/// series, the rule in `bloatlab_stats::grade`) with the table it was read on.
+/// series, the rule in `bloatlab_stats::grade`), worded as `bloatlab report` words it
+/// (`bloatlab_report::view::run_grade`), with the table it was read on.
 fn grade_line(d: Option<&Derived>) -> String {
-    let Some(g) = d.and_then(|d| d.run_grade.as_ref()) else {
-        return "Bufferbloat grade: - (no idle and loaded probe replies to compare)".into();
-    };
+    let (grade, reason) = bloatlab_report::view::run_grade(d.and_then(|d| d.run_grade.as_ref()));
+    if d.and_then(|d| d.run_grade.as_ref()).is_none() {
+        return format!("Bufferbloat grade: {grade} ({reason})");
+    }
     let table: Vec<String> = bloatlab_stats::grade::BLOAT_GRADES
         .iter()
         .map(|(g, below)| format!("{g} < {}", below.as_millis()))
         .collect();
     format!(
-        "Bufferbloat grade: {} (worst loaded phase: median latency of {} rose {} in {}; {} ms, else F)",
-        g.grade,
-        g.series,
-        ms(Duration::from_nanos(g.increase_ns)),
-        g.phase,
+        "Bufferbloat grade: {grade} ({reason}; {} ms, else F)",
         table.join(", ")
     )
 }
@@ -537,7 +537,11 @@ pub fn render(o: &RunOutcome) -> String {
     if let Some(servers) = servers_line(m.plan.as_ref()) {
         let _ = writeln!(out, "{servers}");
     }
-    if let Some(d) = &o.file.derived {
+    // The one view of the run: every figure recomputed from raw as `bloatlab report`
+    // does (report::Run), never the file's stored `derived`.
+    let run = bloatlab_report::Run::new("run", o.file.clone()).ok();
+    let derived = run.as_ref().map(|r| &r.derived);
+    if let Some(d) = derived {
         latency_table(&mut out, d);
         let loaded: Vec<&str> = o
             .file
@@ -564,7 +568,7 @@ pub fn render(o: &RunOutcome) -> String {
         throughput_table(&mut out, d, &loaded, &retransmits, &families);
     }
     if let Some(rec) = &m.rpm {
-        rpm_section(&mut out, rec, o.file.derived.as_ref());
+        rpm_section(&mut out, rec, derived);
     }
     ecn_table(&mut out, &o.file.raw.throughput);
     if let Some(l) = load_cc_line(&m.congestion_control) {
@@ -601,7 +605,7 @@ pub fn render(o: &RunOutcome) -> String {
             ms(p[p.len() - 1])
         );
     }
-    let _ = writeln!(out, "{}", grade_line(o.file.derived.as_ref()));
+    let _ = writeln!(out, "{}", grade_line(derived));
     let several_loaded = o.findings.iter().filter(|(p, _)| p.is_some()).count() > 1;
     for (phase, f) in &o.findings {
         let tag = match f.severity() {
@@ -990,8 +994,8 @@ mod tests {
         ));
         assert!(
             text.contains(
-                "Bufferbloat grade: B (worst loaded phase: median latency of udp_be rose 55.0 ms \
-                 in upload; A+ < 5, A < 30, B < 60, C < 200, D < 400 ms, else F)\n"
+                "Bufferbloat grade: B (udp_be (rtt) rose 55.00 ms in upload, the worst loaded \
+                 phase; A+ < 5, A < 30, B < 60, C < 200, D < 400 ms, else F)\n"
             ),
             "{text}"
         );
