@@ -4,10 +4,12 @@
 //! NetPwr experiment; throughput up and down; each flow's MiB when two to four flows
 //! compete), one x position
 //! per point labelled with the point's parameter values, repetitions as mean with a +-1
-//! standard deviation error bar, legends beside the plot area. Self-contained (inline SVG, no
-//! scripts); the points table maps point numbers to parameter values.
+//! standard deviation error bar, legends beside the plot area. The charts are drawn by
+//! `bloatlab_report::plot::sweep` (plotters, like every other bloatlab chart), inline SVG;
+//! no scripts. The points table maps point numbers to parameter values.
 
 use crate::summary::{self, Row};
+use bloatlab_report::plot::sweep::{self, SweepChart, SweepSeries};
 use std::fmt::Write as _;
 
 fn esc(s: &str) -> String {
@@ -20,196 +22,33 @@ fn esc(s: &str) -> String {
 /// A plotted line: its label and, per point, (mean, standard deviation).
 type Series = (String, Vec<Option<(f64, f64)>>);
 
-const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+/// Competing flows get their own chart up to this many (one colour each, legible legend).
+const MAX_FLOWS: usize = 4;
 
 /// iperf's MBytes: 2^20 bytes.
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// Whether a y axis over positive `values` needs a log scale: they span more than two
-/// decades (issue 18: report 4's 40 ms shaped points lay flat under SQM off's seconds).
-fn needs_log(values: impl Iterator<Item = f64>) -> bool {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
-    lo.is_finite() && hi / lo > 100.0
-}
-
-/// The round step (1, 2, 2.5 or 5 times a power of ten) nearest above `raw`.
-fn round_step(raw: f64) -> f64 {
-    let p = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * p)
-        .find(|s| *s >= raw * 0.999)
-        .unwrap_or(10.0 * p)
-}
-
-/// An axis label: whole numbers from 100 up, at most two decimals below without trailing
-/// zeros (a round step's 2.5, 0.25, 20), a log axis's powers of ten as they are.
-fn tick(v: f64, log: bool) -> String {
-    if v == 0.0 || v.abs() >= 100.0 || (log && v >= 1.0) {
-        format!("{v:.0}")
-    } else if log {
-        format!("{v}")
-    } else {
-        let s = format!("{v:.2}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-/// Legend column width (px), right of the plot area: entries never cross the data.
-const LEGEND_W: f64 = 180.0;
-
-/// A line chart: `series` of (label, per-point (mean, sd)) over `points` x positions, one
-/// category per point labelled with its parameter values; a log y axis when the values span
-/// more than two decades.
-fn chart(title: &str, y_label: &str, points: &[String], series: &[Series]) -> String {
-    let (w, h, left, top, bottom) = (900.0 + LEGEND_W, 340.0, 70.0, 30.0, 90.0);
-    let right = LEGEND_W + 10.0;
-    let n = points.len().max(1);
-    let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
-    let log = needs_log(all().map(|(m, _)| *m));
-    // A linear axis ticks at a round step (1, 2, 2.5 or 5 times a power of ten) and ends on
-    // a tick above the largest value; nothing above zero (no probe lost): an axis to 1.
-    let top_value = all().map(|(m, s)| m + s).fold(0.0f64, f64::max);
-    let step = round_step(if top_value > 0.0 { top_value } else { 1.0 } / 4.0);
-    let ymax = if top_value > 0.0 {
-        (top_value / step).floor() * step + step
-    } else {
-        1.0
-    };
-    // Log axis: from the decade below the smallest positive value to the one above the largest.
-    let (lmin, lmax) = if log {
-        let lo = all()
-            .map(|(m, _)| *m)
-            .filter(|m| *m > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        (lo.log10().floor(), ymax.log10().ceil())
-    } else {
-        (0.0, 1.0)
-    };
-    let x = |i: usize| left + (w - left - right) * (i as f64 + 0.5) / n as f64;
-    let y = |v: f64| {
-        let f = if log {
-            (v.max(10f64.powf(lmin)).log10() - lmin) / (lmax - lmin)
-        } else {
-            v / ymax
-        };
-        top + (h - top - bottom) * (1.0 - f)
-    };
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{left}" y="18" font-size="14">{}{}</text>"#,
-        esc(title),
-        if log { " (log scale)" } else { "" }
-    );
-    let ticks: Vec<f64> = if log {
-        (lmin as i32..=lmax as i32).map(|e| 10f64.powi(e)).collect()
-    } else {
-        let n = (ymax / step).round() as i32;
-        (0..=n).map(|k| step * f64::from(k)).collect()
-    };
-    for v in ticks {
-        let _ = write!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            w - right,
-            left - 5.0,
-            y(v) + 4.0,
-            tick(v, log),
-            y = y(v)
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text transform="rotate(-90)" x="{}" y="14" text-anchor="middle">{}</text>"#,
-        -(top + (h - top - bottom) / 2.0),
-        esc(y_label)
-    );
-    let step = n.div_ceil(30);
-    for (i, p) in points.iter().enumerate() {
-        if i % step != 0 {
-            continue;
-        }
-        if n <= 8 {
-            // Few points: upright under the point, one line per `name=value`.
-            let _ = write!(
-                s,
-                r#"<text x="{:.1}" y="{}" text-anchor="middle">"#,
-                x(i),
-                h - bottom + 16.0
-            );
-            for (k, part) in p.split('\n').enumerate() {
-                let dy = if k == 0 { 0.0 } else { 13.0 };
-                let _ = write!(
-                    s,
-                    r#"<tspan x="{:.1}" dy="{dy}">{}</tspan>"#,
-                    x(i),
-                    esc(part)
-                );
-            }
-            s.push_str("</text>");
-        } else {
-            let _ = write!(
-                s,
-                r#"<text x="{:.1}" y="{}" text-anchor="end" transform="rotate(-30 {:.1} {})">{}</text>"#,
-                x(i),
-                h - bottom + 14.0,
-                x(i),
-                h - bottom + 14.0,
-                esc(&p.replace('\n', " "))
-            );
-        }
-    }
-    for (si, (label, vals)) in series.iter().enumerate() {
-        let c = COLORS[si % COLORS.len()];
-        let pts: Vec<String> = vals
+/// A sweep chart of `series` over the points (labelled `points`), drawn by
+/// [`bloatlab_report::plot::sweep`] (log axis past two decades, legend in its own column,
+/// ±1 sd bars); a line saying why when it cannot be drawn.
+fn chart(title: &str, y_label: &str, x_desc: &str, points: &[String], series: &[Series]) -> String {
+    let c = SweepChart {
+        title: title.to_owned(),
+        x_desc: x_desc.to_owned(),
+        y_desc: y_label.to_owned(),
+        points: points.to_vec(),
+        series: series
             .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.map(|(m, _)| format!("{:.1},{:.1}", x(i), y(m))))
-            .collect();
-        let _ = write!(
-            s,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
-            pts.join(" ")
-        );
-        for (i, v) in vals.iter().enumerate() {
-            if let Some((m, sd)) = v {
-                let _ = write!(
-                    s,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#,
-                    x(i),
-                    y(*m)
-                );
-                if *sd > 0.0 {
-                    let _ = write!(
-                        s,
-                        r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" stroke="{c}"/>"#,
-                        y(m + sd),
-                        y((m - sd).max(0.0)),
-                        x = x(i)
-                    );
-                }
-            }
-        }
-        // The legend sits right of the plot area, outside every line.
-        let _ = write!(
-            s,
-            r#"<rect x="{}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-            w - LEGEND_W,
-            top + 14.0 * si as f64,
-            w - LEGEND_W + 15.0,
-            top + 9.0 + 14.0 * si as f64,
-            esc(label)
-        );
+            .map(|(label, values)| SweepSeries {
+                label: label.clone(),
+                values: values.clone(),
+            })
+            .collect(),
+    };
+    match sweep::render_svg(&c) {
+        Ok(svg) => svg,
+        Err(e) => format!("<p>{}</p>", esc(&e.to_string())),
     }
-    s.push_str("</svg>");
-    s
 }
 
 /// Each point's x label: its parameters' values (`SQM off`, or with several parameters one
@@ -322,6 +161,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         html.push_str(&chart(
             &format!("latency ({series}) vs {x_desc}"),
             "ms",
+            &x_desc,
             &labels,
             &lat,
         ));
@@ -344,6 +184,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
             html.push_str(&chart(
                 &format!("probe loss ({series}) vs {x_desc}"),
                 "% lost",
+                &x_desc,
                 &labels,
                 &loss,
             ));
@@ -366,6 +207,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
             html.push_str(&chart(
                 &format!("NetPwr (upload bytes/s / loaded median RTT in us) vs {x_desc}"),
                 "NetPwr",
+                &x_desc,
                 &labels,
                 &[("NetPwr up".into(), np)],
             ));
@@ -382,6 +224,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
     html.push_str(&chart(
         &format!("throughput under load vs {x_desc}"),
         "Mbit/s",
+        &x_desc,
         &labels,
         &tput,
     ));
@@ -407,7 +250,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         })
         .max()
         .unwrap_or(0);
-    if most_in_a_run >= 2 && flows.len() <= COLORS.len() {
+    if most_in_a_run >= 2 && flows.len() <= MAX_FLOWS {
         let per_flow: Vec<Series> = flows
             .iter()
             .map(|f| {
@@ -420,6 +263,7 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
         html.push_str(&chart(
             &format!("transferred per flow under load vs {x_desc}"),
             "MiB",
+            &x_desc,
             &labels,
             &per_flow,
         ));
@@ -453,6 +297,12 @@ pub fn report(name: &str, rows: &[Row], params: &[String]) -> String {
 mod tests {
     use super::*;
 
+    /// Whether the SVG has a text element reading exactly `s` (plotters writes
+    /// `<text ...>\ns\n</text>`).
+    fn has_text(svg: &str, s: &str) -> bool {
+        svg.contains(&format!(">\n{s}\n</text>"))
+    }
+
     fn row(point: &str, shaper: &str, median: f64, loss: f64) -> Row {
         Row {
             cells: vec![
@@ -475,23 +325,18 @@ mod tests {
             row("p005_b", "SQM off", 4900.0, 0.0),
         ];
         let html = report("r4", &rows, &params);
-        assert!(
-            html.contains(">6089kbit/737kbit</tspan>"),
-            "x label by value"
-        );
-        assert!(html.contains(">SQM off</tspan>"));
-        assert!(!html.contains(">p001</tspan>"), "not the point number");
+        assert!(has_text(&html, "6089kbit/737kbit"), "x label by value");
+        assert!(has_text(&html, "SQM off"));
+        assert!(!has_text(&html, "p001"), "not the point number");
         assert!(html.contains("latency (udp_ef.rtt) vs shaper (log scale)"));
-        assert!(html.contains("probes lost"), "loss chart");
+        assert!(has_text(&html, "loaded probes lost"), "loss chart");
         assert!(
             !html.contains("recovery probes lost"),
             "no recovery cells, no line"
         );
-        // 20 % lost: the loss axis ticks every 5 % up to 25.
-        assert!(
-            html.contains(">5</text>") && html.contains(">25</text>"),
-            "20 % lost"
-        );
+        // 20 % lost: the loss axis is in percent.
+        assert!(html.contains("probe loss (udp_ef.rtt) vs shaper"), "{html}");
+        assert!(has_text(&html, "% lost"), "{html}");
         assert!(!html.contains("NetPwr"), "only a NetPwr experiment");
         // Within two decades: linear.
         let near = [
@@ -499,7 +344,12 @@ mod tests {
             row("p002_b", "b", 300.0, 0.0),
         ];
         assert!(!report("x", &near, &params).contains("(log scale)"));
-        assert!(report("report2-netpwr", &near, &params).contains("NetPwr up"));
+        assert!(has_text(
+            &report("report2-netpwr", &near, &params),
+            "NetPwr up"
+        ));
+        // Every chart is plotters' SVG, none hand-written.
+        assert_eq!(html.matches("<svg").count(), 3, "latency, loss, throughput");
     }
 
     #[test]
@@ -514,67 +364,11 @@ mod tests {
         let params = vec!["load".to_string(), "lab.ecn".to_string()];
         let l = point_labels(&rows, &["p001_x".to_string()], &params);
         assert_eq!(l, ["load=one_vs_one\nlab.ecn=all"]);
-    }
-
-    #[test]
-    fn an_all_zero_chart_has_an_axis_to_one() {
-        let s = chart(
-            "t",
-            "%",
-            &["a".into()],
-            &[("l".into(), vec![Some((0.0, 0.0))])],
-        );
-        assert!(
-            s.contains(">1</text>") && s.contains(">0.25</text>") && s.contains(">0</text>"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn linear_axes_tick_at_round_steps() {
-        assert_eq!(round_step(6.42), 10.0);
-        assert_eq!(round_step(5.0), 5.0);
-        assert_eq!(round_step(1.64), 2.0);
-        assert_eq!(round_step(0.25), 0.25);
-        assert_eq!(round_step(2.2), 2.5);
-        // Report 4's loss chart: 23.3 % at most gives 0, 10, 20, 30 rather than quarters of
-        // 25.7 (6.42, 12.8, 19.2).
-        let s = chart(
-            "t",
-            "%",
-            &["a".into()],
-            &[("l".into(), vec![Some((23.3, 0.0))])],
-        );
-        for t in [">0</text>", ">10</text>", ">20</text>", ">30</text>"] {
-            assert!(s.contains(t), "{t}: {s}");
-        }
-        assert!(!s.contains(">6.42</text>"), "{s}");
-    }
-
-    #[test]
-    fn axis_labels_are_short() {
-        assert_eq!(tick(6.5593, false), "6.56");
-        assert_eq!(tick(4.919475, false), "4.92");
-        assert_eq!(tick(16.5, false), "16.5");
-        assert_eq!(tick(2.5, false), "2.5");
-        assert_eq!(tick(20.0, false), "20");
-        assert_eq!(tick(0.1 * 3.0, false), "0.3");
-        assert_eq!(tick(4217.6, false), "4218");
-        assert_eq!(tick(0.0, false), "0");
-        assert_eq!(tick(0.1, true), "0.1");
-        assert_eq!(tick(1000.0, true), "1000");
-    }
-
-    #[test]
-    fn the_legend_is_right_of_the_plot_area() {
-        let s = chart(
-            "t",
-            "ms",
-            &["a".into(), "b".into()],
-            &[("line".into(), vec![Some((1.0, 0.0)), Some((2.0, 0.0))])],
-        );
-        // Plot area ends at w - LEGEND_W - 10; the legend starts at w - LEGEND_W.
-        assert!(s.contains(&format!(r#"<rect x="{}""#, 900.0)), "{s}");
+        // Drawn on one line.
+        assert!(has_text(
+            &report("x", &rows, &params),
+            "load=one_vs_one, lab.ecn=all"
+        ));
     }
 
     #[test]
@@ -584,7 +378,7 @@ mod tests {
         r.cells
             .push(("lat.udp_ef.rtt.recovery.loss".into(), 0.28.into()));
         let html = report("r4", &[r], &params);
-        assert!(html.contains(">recovery probes lost</text>"), "{html}");
+        assert!(has_text(&html, "recovery probes lost"), "{html}");
         // A [client] run: write-to-read latency, no probes, so no loss chart.
         let client = Row {
             cells: vec![
@@ -613,11 +407,10 @@ mod tests {
         let html = report("report3-ecn", &rows, &["lab.ecn".to_string()]);
         assert!(html.contains("transferred per flow under load"), "{html}");
         assert!(
-            html.contains(">tcp_up_1 MiB</text>") && html.contains(">tcp_up_2 MiB</text>"),
+            has_text(&html, "tcp_up_1 MiB") && has_text(&html, "tcp_up_2 MiB"),
             "{html}"
         );
-        // The axis is in MiB: 16 MiB, ticks every 5 up to 20.
-        assert!(html.contains(">20</text>"), "{html}");
+        assert!(has_text(&html, "MiB"), "the axis is in MiB: {html}");
         // One flow per run, even if different ones: no such chart.
         let apart = [
             Row {

@@ -197,8 +197,9 @@ pub fn params_json(max_bytes: u64) -> String {
             "result": crate::record::http::RESULT,
         },
         "grade": grade_table(),
-        "grade_rule": "the mean, over the loaded phases, of each phase's median probe \
-            round trip minus the idle phase's median (zero if it fell), graded on the table",
+        "grade_rule": "the worst loaded phase: the largest, over the loaded phases, of each \
+            phase's median probe round trip minus the idle phase's median (zero if it fell), \
+            graded on the table; never a mean over phases",
         "quantile": "linear interpolation between closest ranks (Hyndman and Fan type 7)",
         "rpm_trim_fraction": TRIM_FRACTION,
         "grades": grades,

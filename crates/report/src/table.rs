@@ -58,7 +58,11 @@ pub fn run_summary(v: &RunView) -> String {
     if v.interrupted {
         out.push_str("note: the run was interrupted; figures cover what was measured\n");
     }
-    out.push_str(&format!("phases: {}\n\n", v.phases.join(", ")));
+    out.push_str(&format!("phases: {}\n", v.phases.join(", ")));
+    out.push_str(&format!(
+        "bufferbloat grade: {} ({})\n\n",
+        v.grade, v.grade_reason
+    ));
     if !v.responsiveness.is_empty() {
         out.push_str("responsiveness (bloatlab rpm)\n");
         let rows: Vec<Vec<String>> = v

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use bloatlab_results::derived::{DelayDerived, Derived, LatencyPhaseDerived, ThroughputDerived};
+use bloatlab_results::derived::{
+    DelayDerived, Derived, LatencyPhaseDerived, RunGradeDerived, ThroughputDerived,
+};
 use bloatlab_results::schema::{DelayKindRecord, DirectionRecord, PhaseKindRecord};
 use serde::Serialize;
 
@@ -191,6 +193,12 @@ pub struct RunView {
     pub interrupted: bool,
     /// The lab's emulator was late during the run (shown with the latency figures).
     pub emulator_late: Option<String>,
+    /// The headline bufferbloat grade, `A+`..`F`, or `-`: the worst loaded phase of the
+    /// reference series (`derived.run_grade`; the rule in `bloatlab_stats::grade`).
+    pub grade: String,
+    /// What the grade is of: `udp_be (rtt) rose 55.00 ms in upload, the worst loaded
+    /// phase`, or why there is none.
+    pub grade_reason: String,
     /// Metadata lines.
     pub meta: Vec<MetaRow>,
     /// Phases as `name (kind): start-end s`.
@@ -498,6 +506,25 @@ fn meta_rows(run: &Run) -> Vec<MetaRow> {
         .collect()
 }
 
+/// The headline grade and what it is of (see [`RunView::grade`]).
+pub fn run_grade(g: Option<&RunGradeDerived>) -> (String, String) {
+    match g {
+        Some(g) => (
+            g.grade.to_string(),
+            format!(
+                "{} rose {} ms in {}, the worst loaded phase",
+                series_label(&g.series, DelayKindRecord::Rtt),
+                ms(g.increase_ns),
+                g.phase
+            ),
+        ),
+        None => (
+            NONE.to_owned(),
+            "no idle and loaded probe replies to compare".to_owned(),
+        ),
+    }
+}
+
 impl RunView {
     /// Formats one run.
     pub fn new(run: &Run) -> RunView {
@@ -507,7 +534,10 @@ impl RunView {
             .iter()
             .flat_map(|s| s.phases.iter().map(|p| latency_row(&s.name, s.kind, p)))
             .collect();
+        let (grade, grade_reason) = run_grade(run.derived.run_grade.as_ref());
         RunView {
+            grade,
+            grade_reason,
             label: run.label.clone(),
             test: run.file.metadata.test.clone(),
             title: run.file.metadata.title.clone(),
@@ -730,9 +760,51 @@ impl Comparison {
                 tp(i, &|t| opt(t.fairness_all, index))
             });
         }
+        // Last, the headline: each run's grade, of its worst loaded phase (named, since the
+        // phase that sets it may differ between runs).
+        push(
+            "bufferbloat grade (worst loaded phase)".into(),
+            &|i| match runs[i].derived.run_grade.as_ref() {
+                Some(g) => format!(
+                    "{} ({}, {})",
+                    g.grade,
+                    g.phase,
+                    signed_ms(i64::try_from(g.increase_ns).unwrap_or(i64::MAX))
+                ),
+                None => NONE.to_owned(),
+            },
+        );
         Comparison {
             runs: runs.iter().map(|r| r.label.clone()).collect(),
             rows,
+        }
+    }
+}
+
+impl Comparison {
+    /// The headline figures of `runs` side by side (`bloatlab demo`): of [`Comparison::new`]'s
+    /// rows, those of the reference round-trip series (the one the headline grade is of:
+    /// idle median; per loaded phase median, p90, p99, loss, induced latency, grade, probe
+    /// RPM), the throughput sums and the headline grade. The same cells as `bloatlab report
+    /// A B`, fewer rows.
+    pub fn headline(runs: &[Run]) -> Comparison {
+        let full = Comparison::new(runs);
+        let reference = runs.iter().find_map(|r| {
+            r.derived
+                .run_grade
+                .as_ref()
+                .map(|g| g.series.clone())
+                .or_else(|| bloatlab_stats::reference_series(&r.latency).map(|s| s.name.clone()))
+        });
+        let series = reference.map(|n| format!("{}: ", series_label(&n, DelayKindRecord::Rtt)));
+        let keep = |m: &str| {
+            series.as_deref().is_some_and(|p| m.starts_with(p))
+                || (m.starts_with("throughput ") && !m.ends_with(" total (Mbit/s)"))
+                || m.starts_with("bufferbloat grade")
+        };
+        Comparison {
+            runs: full.runs,
+            rows: full.rows.into_iter().filter(|r| keep(&r.metric)).collect(),
         }
     }
 }
@@ -843,6 +915,62 @@ mod tests {
         // Without any draft run, no such row.
         let c = Comparison::new(&[run("a", None), run("b", None)]);
         assert!(!c.rows.iter().any(|r| r.metric.contains("(draft)")));
+    }
+
+    /// A speed test whose download rose 1 ms and upload 55 ms: a mean (28 ms) would be
+    /// an A; the headline is the upload's B, in the run's view and the comparison.
+    #[test]
+    fn the_headline_grade_is_the_worst_loaded_phase() {
+        use bloatlab_results::schema::{LatencyRecord, PhaseKindRecord, PhaseRecord, ProbeRecord};
+        use bloatlab_results::{Metadata, Raw, ResultsFile};
+        const S: u64 = 1_000_000_000;
+        const MS: u64 = 1_000_000;
+        let ph = |kind, name: &str, a: u64| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a * S,
+            end_ns: (a + 10) * S,
+        };
+        let samples = (0..30u64)
+            .map(|i| ProbeRecord {
+                sent_ns: i * S,
+                delay_ns: Some([20, 21, 75][i as usize / 10] * MS),
+                duplicates: 0,
+                late: false,
+                unfinished: false,
+            })
+            .collect();
+        let raw = Raw {
+            phases: vec![
+                ph(PhaseKindRecord::Idle, "idle", 0),
+                ph(PhaseKindRecord::Loaded, "download", 10),
+                ph(PhaseKindRecord::Loaded, "upload", 20),
+            ],
+            latency: vec![LatencyRecord {
+                name: "udp_be".into(),
+                kind: DelayKindRecord::Rtt,
+                samples,
+            }],
+            throughput: vec![],
+        };
+        let meta = Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH);
+        let r = Run::new("st", ResultsFile::new(meta, raw)).unwrap();
+        let v = RunView::new(&r);
+        assert_eq!(v.grade, "B");
+        assert_eq!(
+            v.grade_reason,
+            "udp_be (rtt) rose 55.00 ms in upload, the worst loaded phase"
+        );
+        assert!(crate::table::run_summary(&v).contains(
+            "bufferbloat grade: B (udp_be (rtt) rose 55.00 ms in upload, the worst loaded phase)"
+        ));
+        let c = Comparison::new(&[r, run("rrul", None)]);
+        let row = c
+            .rows
+            .iter()
+            .find(|r| r.metric == "bufferbloat grade (worst loaded phase)")
+            .unwrap();
+        assert_eq!(row.values, ["B (upload, +55.00)", "C (loaded, +79.00)"]);
     }
 
     #[test]

@@ -6,12 +6,12 @@
 //! time; induced latency = phase median − first idle median; DSLReports grade table).
 
 use bloatlab_stats::throughput::summarize_throughput;
-use bloatlab_stats::{DelayStats, analyze_series};
+use bloatlab_stats::{DelayStats, RunGrade, Timeline, analyze_series, run_grade};
 
 use crate::convert::{RawError, nanos};
 pub use crate::schema::derived::{
-    DelayDerived, Derived, FlowDerived, GradeRecord, LatencyPhaseDerived, SeriesDerived,
-    ThroughputDerived,
+    DelayDerived, Derived, FlowDerived, GradeRecord, LatencyPhaseDerived, RunGradeDerived,
+    SeriesDerived, ThroughputDerived,
 };
 use crate::schema::{Raw, ResultsFile};
 
@@ -42,8 +42,8 @@ impl Derived {
     /// Computes every figure from `raw`. Fails only if the phases are invalid.
     pub fn compute(raw: &Raw) -> Result<Derived, RawError> {
         let timeline = raw.timeline()?;
-        let latency = raw
-            .latency_series()
+        let series = raw.latency_series();
+        let latency = series
             .iter()
             .map(|s| SeriesDerived {
                 name: s.name.clone(),
@@ -108,6 +108,28 @@ impl Derived {
         Ok(Derived {
             latency,
             throughput,
+            run_grade: run_grade_of(&series, &timeline),
         })
     }
+}
+
+impl From<&RunGrade> for RunGradeDerived {
+    fn from(g: &RunGrade) -> Self {
+        RunGradeDerived {
+            series: g.series.clone(),
+            phase: g.phase.clone(),
+            increase_ns: nanos(g.increase()),
+            grade: g.grade.into(),
+        }
+    }
+}
+
+/// The headline grade of these series over `timeline` (`bloatlab_stats::run_grade`).
+pub(crate) fn run_grade_of(
+    series: &[bloatlab_stats::LatencySeries],
+    timeline: &Timeline,
+) -> Option<RunGradeDerived> {
+    run_grade(series, timeline)
+        .as_ref()
+        .map(RunGradeDerived::from)
 }

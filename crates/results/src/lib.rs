@@ -1,6 +1,6 @@
 //! bloatlab results files: one JSON document per run.
 //!
-//! * [`schema`]: the current (version 4) schema, documented field by field. Raw samples
+//! * [`schema`]: the current (version 5) schema, documented field by field. Raw samples
 //!   (`raw`) are kept apart from the numbers computed from them (`derived`), so any run
 //!   can be re-analysed and redrawn later without re-running it.
 //! * [`load()`] / [`from_slice`]: parse, check the `format` marker, migrate older

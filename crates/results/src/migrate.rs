@@ -17,14 +17,16 @@ use crate::schema::CURRENT_VERSION;
 mod v1;
 mod v2;
 mod v3;
+mod v4;
 
 /// One upgrade step: a version-`k` document in, a version-`k + 1` document out.
 pub type Step = fn(Value) -> Result<Value, String>;
 
 /// The upgrade chain: version 1 -> 2 types the metadata ([`v1::to_v2`]); 2 -> 3 names
 /// the derived probe RPM as such ([`v2::to_v3`]); 3 -> 4 moves the known keys of
-/// `metadata.extra` into typed fields ([`v3::to_v4`]).
-pub const MIGRATIONS: &[Step] = &[v1::to_v2, v2::to_v3, v3::to_v4];
+/// `metadata.extra` into typed fields ([`v3::to_v4`]); 4 -> 5 adds the headline grade
+/// to `derived` ([`v4::to_v5`]).
+pub const MIGRATIONS: &[Step] = &[v1::to_v2, v2::to_v3, v3::to_v4, v4::to_v5];
 
 const _: () = assert!(
     MIGRATIONS.len() + 1 == CURRENT_VERSION as usize,

@@ -1,9 +1,9 @@
-//! The current (version 4) schema of a bloatlab results file.
+//! The current (version 5) schema of a bloatlab results file.
 //!
 //! ```text
 //! {
 //!   "format": "bloatlab-results",          constant, identifies the file
-//!   "version": 4,                          schema version, see crate::migrate
+//!   "version": 5,                          schema version, see crate::migrate
 //!   "metadata": {
 //!     "bloatlab_version": "0.1.0",
 //!     "test": "rrul",                      test name
@@ -61,7 +61,10 @@
 //!                              "receiver": null | {…}} } ]
 //!   },
 //!   "derived": { ... } | null             numbers computed from "raw" (records: schema::derived; computed by crate::derived);
-//!                                          informational, recomputable, never read back
+//!                                          informational, recomputable, never read back;
+//!                                          its "run_grade": {"series": "udp_be", "phase": "upload",
+//!                                          "increase_ns": …, "grade": "B"} | null is the headline
+//!                                          grade, the worst loaded phase's (version 5)
 //! }
 //! ```
 //!
@@ -103,7 +106,7 @@ pub use rpm::{
 pub const FORMAT: &str = "bloatlab-results";
 
 /// The schema version this build writes (and the newest it reads).
-pub const CURRENT_VERSION: u32 = 4;
+pub const CURRENT_VERSION: u32 = 5;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

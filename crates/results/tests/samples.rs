@@ -1,12 +1,13 @@
 //! Committed sample files: every schema version bloatlab ever wrote must keep loading.
 //!
-//! `tests/data/v4.json` is what this build writes for [`sample_run`]; the test
-//! `writer_output_matches_committed_v4` fails if the written form drifts without a
+//! `tests/data/v5.json` is what this build writes for [`sample_run`]; the test
+//! `writer_output_matches_committed_v5` fails if the written form drifts without a
 //! version bump. To rewrite the file after a deliberate, versioned change, run the tests
 //! with `BLOATLAB_REGENERATE_SAMPLES=1` and commit the result. `tests/data/v1.json` is
 //! what version 1 wrote for the same run (with its hand-spelled metadata maps),
 //! `tests/data/v2.json` what version 2 wrote (the probe RPM named `rpm`) and
-//! `tests/data/v3.json` what version 3 wrote; they must keep loading, migrated.
+//! `tests/data/v3.json` what version 3 wrote and `tests/data/v4.json` what version 4
+//! wrote (no headline grade in `derived`); they must keep loading, migrated.
 //! `tests/data/old/v3-extra-keys.json` is a version 3 file of a recovered run with the
 //! `metadata.extra` keys that version 4 types (`cpu_utilisation`, `notes`, `incomplete`).
 
@@ -206,8 +207,8 @@ fn sample_run() -> ResultsFile {
 }
 
 #[test]
-fn writer_output_matches_committed_v4() {
-    let path = data_dir().join("v4.json");
+fn writer_output_matches_committed_v5() {
+    let path = data_dir().join("v5.json");
     let written = bloatlab_results::to_vec(&sample_run()).unwrap();
     if std::env::var_os("BLOATLAB_REGENERATE_SAMPLES").is_some() {
         // Committed pretty-printed so a reviewer can read it; compared as JSON values.
@@ -275,7 +276,7 @@ fn committed_v2_has_typed_records() {
 
 #[test]
 fn committed_samples_load_with_hand_computed_numbers() {
-    for name in ["v1.json", "v2.json", "v3.json", "v4.json"] {
+    for name in ["v1.json", "v2.json", "v3.json", "v4.json", "v5.json"] {
         let f = load(&data_dir().join(name)).unwrap();
         assert_eq!(
             (f.format.as_str(), f.version),
@@ -307,6 +308,19 @@ fn committed_samples_load_with_hand_computed_numbers() {
             ("loaded", Some(126_500_000))
         );
         assert_eq!(lp.grade, Some(bloatlab_results::derived::GradeRecord::C));
+        // The headline grade (version 5; migrated into older files from their raw): the
+        // one loaded phase of the reference series udp_ef.
+        let g = d.run_grade.as_ref().expect("run_grade");
+        assert_eq!(
+            (g.series.as_str(), g.phase.as_str(), g.increase_ns, g.grade),
+            (
+                "udp_ef",
+                "loaded",
+                126_500_000,
+                bloatlab_results::derived::GradeRecord::C
+            ),
+            "{name}"
+        );
         // The probe RPM, `rpm` in v1 and v2 files: 60000 / 148.06 ms.
         assert!((lp.probe_rpm.unwrap() - 405.253).abs() < 1e-3, "{name}");
         assert_eq!(lp.probe_rpm_class.as_deref(), Some("Fair"));

@@ -20,6 +20,15 @@
 //! There is no E. DSLReports averages the *mean* increase during download and during
 //! upload ([`dslreports_bloat`]); bloatlab grades the *median* increase of the loaded
 //! phase (for RRUL, both directions at once), which the same table applies to.
+//!
+//! **The headline grade of a run** (one letter: `bloatlab test`'s summary, `derived.
+//! run_grade` in the results file, `bloatlab report`'s tables and HTML, the browser test)
+//! is the grade of the run's **worst loaded phase**: the loaded phase of the reference
+//! series whose median rose most over the idle median
+//! ([`crate::analysis::run_grade`]). Never a mean over phases: scores are per phase
+//! (`crate::analysis`), and a mean lets a calm phase hide a bloated one (rises of 1 ms
+//! and 55 ms average to 28 ms, an A, while the 55 ms phase is a B). Recovery phases are
+//! not loaded and never count.
 
 use std::fmt;
 use std::time::Duration;

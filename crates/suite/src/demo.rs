@@ -7,15 +7,14 @@
 //! cleanup: the server is killed by PID and the lab is taken down (`lab down NAME`) when
 //! it drops, on success, error and Ctrl-C alike.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::session::{self, LabSession, SessionError, last_line};
+use bloatlab_report::Run;
+use bloatlab_report::view::Comparison;
 use bloatlab_results::ResultsFile;
-use bloatlab_results::schema::DelayKindRecord;
-use bloatlab_results::schema::derived::GradeRecord;
 
 /// The demo's knobs.
 #[derive(Debug, Clone)]
@@ -194,103 +193,19 @@ pub fn run_demo(
     })
 }
 
-/// One column of the comparison.
-#[derive(Debug, Clone, PartialEq)]
-struct Column {
-    label: String,
-    idle_median_ms: Option<f64>,
-    loaded: Option<[f64; 7]>,
-    induced_ms: Option<f64>,
-    grade: Option<GradeRecord>,
-    up_mbit: Option<f64>,
-    down_mbit: Option<f64>,
-}
-
-fn column(label: &str, file: &ResultsFile) -> Column {
-    let series = crate::run::pick_reference(&file.raw.latency_series()).map(str::to_owned);
-    let d = file.derived.as_ref();
-    let s = d.and_then(|d| {
-        d.latency
-            .iter()
-            .find(|s| Some(&s.name) == series.as_ref() && s.kind == DelayKindRecord::Rtt)
-    });
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let idle = s.and_then(|s| s.phases.iter().find(|p| p.phase == "idle"));
-    let loaded = s.and_then(|s| s.phases.iter().find(|p| p.phase == "loaded"));
-    let tp = d.and_then(|d| d.throughput.iter().find(|t| t.phase == "loaded"));
-    Column {
-        label: label.to_owned(),
-        idle_median_ms: idle.and_then(|p| p.delay).map(|x| ms(x.median_ns)),
-        loaded: loaded.and_then(|p| p.delay).map(|x| {
-            [
-                x.min_ns,
-                x.p10_ns,
-                x.median_ns,
-                x.mean_ns,
-                x.p90_ns,
-                x.p99_ns,
-                x.max_ns,
-            ]
-            .map(ms)
-        }),
-        induced_ms: loaded.and_then(|p| p.induced_ns).map(|v| v as f64 / 1e6),
-        grade: loaded.and_then(|p| p.grade),
-        up_mbit: tp.map(|t| t.up_bps as f64 / 1e6),
-        down_mbit: tp.map(|t| t.down_bps as f64 / 1e6),
-    }
-}
-
-/// The side-by-side table of several RRUL runs (reference probe series, loaded phase).
+/// The runs side by side: `bloatlab report A B`'s comparison
+/// ([`bloatlab_report::view::Comparison::headline`]: the reference series' rows, the
+/// throughput and the headline grade), every figure recomputed from the files' raw samples
+/// as `bloatlab report` does, never read from their stored `derived` section.
 pub fn side_by_side(runs: &[(&str, &ResultsFile)]) -> String {
-    let cols: Vec<Column> = runs.iter().map(|(l, f)| column(l, f)).collect();
-    let mut out = String::new();
-    let f1 = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
-    let _ = write!(out, "{:<28}", "");
-    for c in &cols {
-        let _ = write!(out, "{:>14}", c.label);
-    }
-    out.push('\n');
-    let mut row = |name: &str, cells: Vec<String>| {
-        let _ = write!(out, "{name:<28}");
-        for c in cells {
-            let _ = write!(out, "{c:>14}");
-        }
-        out.push('\n');
-    };
-    row(
-        "idle median RTT (ms)",
-        cols.iter().map(|c| f1(c.idle_median_ms)).collect(),
-    );
-    for (i, name) in ["min", "p10", "median", "mean", "p90", "p99", "max"]
+    let loaded: Result<Vec<Run>, _> = runs
         .iter()
-        .enumerate()
-    {
-        row(
-            &format!("loaded {name} RTT (ms)"),
-            cols.iter().map(|c| f1(c.loaded.map(|l| l[i]))).collect(),
-        );
+        .map(|(label, file)| Run::new(*label, (*file).clone()))
+        .collect();
+    match loaded {
+        Ok(runs) => bloatlab_report::table::comparison(&Comparison::headline(&runs)),
+        Err(e) => format!("cannot compare the runs: {e}\n"),
     }
-    row(
-        "induced latency (ms)",
-        cols.iter()
-            .map(|c| c.induced_ms.map_or("-".into(), |v| format!("{v:+.1}")))
-            .collect(),
-    );
-    row(
-        "upload (Mbit/s)",
-        cols.iter().map(|c| f1(c.up_mbit)).collect(),
-    );
-    row(
-        "download (Mbit/s)",
-        cols.iter().map(|c| f1(c.down_mbit)).collect(),
-    );
-    row(
-        "bufferbloat grade",
-        cols.iter()
-            .map(|c| c.grade.map_or_else(|| "-".into(), |g| g.to_string()))
-            .collect(),
-    );
-    out
 }
 
 #[cfg(test)]
@@ -326,14 +241,75 @@ mod tests {
         let (a, b) = (run(680), run(82));
         let t = side_by_side(&[("fifo", &a), ("fq_codel", &b)]);
         let cells = |p: &str| -> Vec<String> {
-            let l = t.lines().find(|l| l.starts_with(p)).unwrap();
-            l[28..].split_whitespace().map(str::to_owned).collect()
+            let l = t
+                .lines()
+                .find(|l| l.starts_with(p))
+                .unwrap_or_else(|| panic!("no {p} in {t}"));
+            l[p.len()..].split_whitespace().map(str::to_owned).collect()
         };
-        assert_eq!(cells("loaded median RTT"), ["680.0", "82.0"], "{t}");
-        assert_eq!(cells("induced latency"), ["+600.0", "+2.0"], "{t}");
-        assert_eq!(cells("bufferbloat grade"), ["F", "A+"], "{t}");
+        assert_eq!(
+            cells("udp_be (rtt): loaded median (ms)"),
+            ["680.0", "82.00"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("udp_be (rtt): loaded induced (ms)"),
+            ["+600.0", "+2.00"],
+            "{t}"
+        );
+        assert_eq!(cells("udp_be (rtt): loaded grade"), ["F", "A+"], "{t}");
         // 5 MB over the 2 s loaded phase = 20 Mbit/s.
-        assert_eq!(cells("upload (Mbit/s)"), ["20.0", "20.0"], "{t}");
-        assert_eq!(cells("idle median RTT"), ["80.0", "80.0"], "{t}");
+        assert_eq!(
+            cells("throughput loaded up (Mbit/s)"),
+            ["20.00", "20.00"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("udp_be (rtt): idle median (ms)"),
+            ["80.00", "80.00"],
+            "{t}"
+        );
+        assert_eq!(
+            cells("bufferbloat grade (worst loaded phase)"),
+            ["F", "(loaded,", "+600.0)", "A+", "(loaded,", "+2.00)"],
+            "{t}"
+        );
+        // The same cells as `bloatlab report A B`'s comparison.
+        let runs = [
+            Run::new("fifo", a).unwrap(),
+            Run::new("fq_codel", b).unwrap(),
+        ];
+        let full = bloatlab_report::table::comparison(&Comparison::new(&runs));
+        let line = |text: &str, p: &str| {
+            text.lines()
+                .find(|l| l.starts_with(p))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        };
+        for p in [
+            "udp_be (rtt): loaded grade",
+            "throughput loaded up (Mbit/s)",
+        ] {
+            // Column widths differ with the rows shown; the cells do not.
+            assert_eq!(line(&t, p), line(&full, p), "{p}");
+        }
+    }
+
+    /// The comparison is recomputed from raw samples: a stale stored `derived` section
+    /// (here one claiming 1 ms under load) changes nothing.
+    #[test]
+    fn side_by_side_never_reads_the_stored_derived_section() {
+        let a = run(680);
+        let mut stale = a.clone();
+        let d = stale.derived.as_mut().unwrap();
+        for s in &mut d.latency {
+            for p in &mut s.phases {
+                p.grade = Some(bloatlab_results::derived::GradeRecord::APlus);
+            }
+        }
+        d.run_grade = None;
+        assert_eq!(
+            side_by_side(&[("fifo", &a)]),
+            side_by_side(&[("fifo", &stale)])
+        );
     }
 }

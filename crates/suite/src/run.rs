@@ -5,20 +5,18 @@ use bloatlab_emu::{Framing, Overhead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bloatlab_results::ResultsFile;
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
-    DelayKindRecord, DirectionRecord, FlowCongestionControl, FlowEcnRecord, FlowRecord,
-    FlowTcpRecord, IncompleteRecord, LatencyRecord, PhaseRecord, TransferRecord,
+    DelayKindRecord, DirectionRecord, FlowEcnRecord, FlowTcpRecord, IncompleteRecord,
+    TransferRecord,
 };
-use bloatlab_results::{Metadata, Raw, ResultsFile};
 use bloatlab_stats::conditions::{
-    CongestionSignals, EMULATOR_LATE_P99, Finding, HostCheckConfig, MAX_PROBE_SHARE,
-    QueueCheckConfig, check_emulator, check_host, check_probe_load, check_queue,
+    CongestionSignals, EMULATOR_LATE_P99, Finding, MAX_PROBE_SHARE, check_emulator,
+    check_probe_load,
 };
 use bloatlab_stats::emodel::{VoipAssessment, VoipConfig, assess_voip};
-use bloatlab_stats::{
-    DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline, bloat_grade,
-};
+use bloatlab_stats::{DelayKind, Direction, LatencySeries, Phase, PhaseKind, Timeline};
 use bloatlab_units::BitRate;
 use serde_json::json;
 
@@ -30,6 +28,9 @@ use crate::host;
 use crate::journal::{Journal, JournalWriter};
 use crate::lab::{LabContext, LabWatch};
 use crate::plan::{Family, Plan, PlanError, ProbeMode, RunnerKind, TestParams, plan};
+
+mod assemble;
+use assemble::assemble;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -167,8 +168,6 @@ pub struct RunOutcome {
     pub pulses: Vec<Duration>,
     /// The series used for grading and working-condition checks.
     pub reference: Option<String>,
-    /// Grade of the reference series: mean of its loaded phases' median increases.
-    pub grade: Option<(Duration, bloatlab_stats::Grade)>,
 }
 
 impl RunOutcome {
@@ -587,339 +586,6 @@ fn reported_on_stop(interrupted: bool, code: i32) -> bool {
     interrupted && (code == 128 + libc::SIGINT || code == 128 + libc::SIGTERM)
 }
 
-fn assemble(
-    cfg: &RunConfig,
-    plan: &Plan,
-    drove: DriveResult,
-    run_start: jiff::Timestamp,
-    cpu: Vec<f64>,
-    watch: Option<&LabWatch>,
-) -> Result<RunOutcome, RunError> {
-    let mut notes = Vec::new();
-    let mut flows = Vec::new();
-    let mut latency: Vec<LatencyRecord> = Vec::new();
-    let mut retransmits: Option<u64> = None;
-    // Per upload runner: its planned window and retransmits, to credit each loaded phase
-    // only with the flows that ran in it (speedtest's upload retransmits are not download's).
-    let mut retrans_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    // Per load runner: its window and CE marks (upload: tcpi_delivered_ce at the sender;
-    // download: tcpi_received_ce at the receiving client).
-    let mut ce_windows: Vec<(Duration, Duration, u64)> = Vec::new();
-    // Per flow whose sender sampled TCP_INFO: its window and mean smoothed RTT.
-    let mut rtt_windows: Vec<(Duration, Duration, Duration)> = Vec::new();
-    let mut per_flow_cc = Vec::new();
-    let mut peer_version = None;
-    let mut peer_software = None;
-    let mut lateness = Vec::new();
-    let mut pulses = Vec::new();
-    let mut first_flow_error = None;
-    // `{"flow", "why"}` of every load runner that did not run as asked (not counting an
-    // interrupted run's stop): readers judge the run incomplete (docs/experiments.md).
-    let mut flow_failures: Vec<serde_json::Value> = Vec::new();
-    let mut flows_with_data = 0;
-    let mut end_seen = Duration::ZERO;
-    // The `rpm` test's draft run and its child's spawn offset.
-    let mut draft = None;
-    for r in &drove.runners {
-        for o in &r.outputs {
-            end_seen = end_seen.max(o.exited);
-        }
-        match &r.runner.kind {
-            RunnerKind::Tcp(flow) => {
-                let mut samples = Vec::new();
-                // The client's own TCP_INFO: an upload's sender, a download's receiver.
-                let mut flow_tcp = FlowTcpRecord::default();
-                let mut ecn = FlowEcnRecord {
-                    requested: cfg.ecn.map(|m| match m {
-                        EcnMode::On => true,
-                        EcnMode::Off => false,
-                        EcnMode::Mix => flow.ecn,
-                    }),
-                    ..FlowEcnRecord::default()
-                };
-                for o in &r.outputs {
-                    match (o.status, collect::parse_client(&o.stdout)) {
-                        // A client that failed after it measured (a stall, a reset) still
-                        // printed what it moved until then: those bytes are kept, and the
-                        // failure is recorded so the run counts as incomplete
-                        // (`flow_failures` in the metadata's extra).
-                        (Some(code), Ok(c)) => {
-                            if code != 0 && !reported_on_stop(drove.interrupted, code) {
-                                let why = o.error_line();
-                                first_flow_error.get_or_insert_with(|| why.clone());
-                                notes.push(format!("flow {}: {why}", r.runner.name));
-                                flow_failures.push(json!({"flow": r.runner.name, "why": why}));
-                            }
-                            add_client(&mut samples, &c, o, run_start);
-                            // The flow's sender: the client for uploads, the bloatlab
-                            // server for downloads (its record, fetched by the client's
-                            // flow query; not measured from an iperf 2 server).
-                            let sender = match flow.direction {
-                                Direction::Up => &c.sender_tcp,
-                                Direction::Down => &c.peer_sender_tcp,
-                            };
-                            if let Some(n) = sender.retransmits {
-                                retransmits = Some(retransmits.unwrap_or(0) + n);
-                                retrans_windows.push((r.runner.start, r.runner.stop, n));
-                            }
-                            add_flow_tcp(&mut flow_tcp, &c, flow.direction);
-                            // CE marks: an upload's sender counts those echoed back, a
-                            // download's receiving client those that arrived (Linux
-                            // 6.18+), else the server's sender those echoed back to it.
-                            let ce = match flow.direction {
-                                Direction::Up => c.sender_tcp.delivered_ce,
-                                Direction::Down => c
-                                    .receiver_tcp
-                                    .received_ce
-                                    .or(c.peer_sender_tcp.delivered_ce),
-                            };
-                            if let Some(n) = ce {
-                                ce_windows.push((r.runner.start, r.runner.stop, n));
-                            }
-                            add_flow_ecn(&mut ecn, &c, flow.direction);
-                            // The congestion control of the flow's sender, read back from
-                            // its socket (a download's sender is the server, which says in
-                            // its hello; unknown when it is not bloatlab).
-                            if !per_flow_cc
-                                .iter()
-                                .any(|f: &FlowCongestionControl| f.flow == r.runner.name)
-                            {
-                                per_flow_cc.push(crate::meta::flow_cc(
-                                    &r.runner.name,
-                                    flow,
-                                    c.sender_congestion_control.as_deref(),
-                                ));
-                            }
-                            if peer_version.is_none() {
-                                peer_version = c.peer_version.clone();
-                            }
-                            if peer_software.is_none() {
-                                peer_software = c.peer_software.clone();
-                            }
-                            if flow.direction == Direction::Up
-                                && let Some(rtt) = c.sender_tcp.rtt_mean
-                            {
-                                rtt_windows.push((r.runner.start, r.runner.stop, rtt));
-                            }
-                            if matches!(flow.amount, crate::plan::Amount::Pulses { .. }) {
-                                pulses.push(o.exited.saturating_sub(o.spawned));
-                            }
-                        }
-                        (status, parsed) => {
-                            let why = match (status, parsed) {
-                                (None, _) => "interrupted before it reported".to_owned(),
-                                (Some(0), Err(e)) => e.to_string(),
-                                _ => o.error_line(),
-                            };
-                            first_flow_error.get_or_insert_with(|| why.clone());
-                            notes.push(format!("flow {}: {why}", r.runner.name));
-                            if !drove.interrupted {
-                                flow_failures.push(json!({"flow": r.runner.name, "why": why}));
-                            }
-                        }
-                    }
-                }
-                if !samples.is_empty() {
-                    flows_with_data += 1;
-                }
-                flows.push(FlowRecord {
-                    name: r.runner.name.clone(),
-                    direction: dir_record(flow.direction),
-                    samples,
-                    tcp: flow_tcp,
-                    ecn: (ecn != FlowEcnRecord::default()).then_some(ecn),
-                });
-            }
-            RunnerKind::Rpm => match r.outputs.first().map(|o| (o.spawned, crate::rpm::read(o))) {
-                Some((spawned, Ok(rec))) => draft = Some((rec, spawned)),
-                other => {
-                    let why = match other {
-                        Some((_, Err(e))) => e,
-                        _ => "it did not start".to_owned(),
-                    };
-                    // Stopped by the user before it reported: the file says interrupted.
-                    if !drove.interrupted {
-                        return Err(RunError::Rpm {
-                            url: cfg.target.rpm_url(),
-                            detail: why,
-                        });
-                    }
-                    notes.push(format!("rpm: {why}"));
-                }
-            },
-            RunnerKind::Probe(p) => {
-                let Some(o) = r.outputs.first() else { continue };
-                match collect::parse_ping(&o.stdout) {
-                    Ok(ping) => {
-                        let offset = collect::align(Some(ping.start), run_start, o.spawned);
-                        if p.mode == ProbeMode::Udp {
-                            lateness.extend(ping.lateness());
-                        }
-                        latency.extend(ping.series_at(&r.runner.name, offset));
-                    }
-                    Err(e) => {
-                        let why = if o.stdout.is_empty() {
-                            o.error_line()
-                        } else {
-                            e.to_string()
-                        };
-                        notes.push(format!("probe {}: {why}", r.runner.name));
-                    }
-                }
-            }
-        }
-    }
-    let has_tcp = plan.tcp().next().is_some();
-    if has_tcp && flows_with_data == 0 && !drove.interrupted {
-        return Err(RunError::AllFlowsFailed(
-            first_flow_error.unwrap_or_else(|| "no output".into()),
-        ));
-    }
-    // The `rpm` test's phases follow the draft's runs (crate::rpm).
-    let timeline = match &mut draft {
-        Some((rec, spawned)) => crate::rpm::phases(&plan.timeline, rec, *spawned),
-        None => None,
-    }
-    .unwrap_or_else(|| plan.timeline.clone());
-    let phases = if drove.interrupted {
-        cut_timeline(&timeline, drove.stopped_at.unwrap_or(end_seen))
-    } else {
-        timeline.phases().to_vec()
-    };
-    let raw = Raw {
-        phases: phases.iter().map(PhaseRecord::from).collect(),
-        latency,
-        throughput: flows,
-    };
-    let mut meta = Metadata::new(cfg.test.as_str(), cfg.command_line.clone(), run_start);
-    meta.title = cfg.title.clone();
-    meta.interrupted = drove.interrupted;
-    meta.hosts = crate::meta::hosts(
-        host::node_name(),
-        &cfg.target.host,
-        cfg.target.port,
-        peer_software.as_deref(),
-        peer_version.as_deref(),
-    );
-    meta.kernel = host::kernel();
-    meta.sysctls = host::sysctls();
-    meta.congestion_control = crate::meta::congestion_control(
-        meta.sysctls.get("net.ipv4.tcp_congestion_control").cloned(),
-        &cfg.params,
-        per_flow_cc,
-    );
-    meta.plan = Some(crate::meta::plan_record(&cfg.params, plan, &cfg.target));
-    meta.rpm = draft.map(|(rec, _)| rec);
-    meta.cpu_utilisation = cpu.clone();
-    if !pulses.is_empty() {
-        let ns: Vec<u64> = pulses
-            .iter()
-            .map(|d| bloatlab_results::convert::nanos(*d))
-            .collect();
-        meta.extra.insert("pulse_durations_ns".into(), json!(ns));
-    }
-    meta.notes = notes.clone();
-    if !flow_failures.is_empty() {
-        meta.extra
-            .insert("flow_failures".into(), json!(flow_failures));
-    }
-    if let Some(w) = watch {
-        let mut per_phase = Vec::new();
-        for ph in &phases {
-            for dir in ["up", "down"] {
-                per_phase.extend(w.phase(ph, dir));
-            }
-        }
-        let rec = w.record(per_phase);
-        // The lab's link and qdisc settings also fill the general metadata fields.
-        let link = w.link_record();
-        meta.qdisc.extend(
-            [&link.up, &link.down]
-                .into_iter()
-                .filter_map(|d| d.qdisc.clone()),
-        );
-        meta.link = Some(link);
-        meta.lab = Some(rec);
-    }
-    let file = ResultsFile::new(meta, raw).with_derived()?;
-    let timeline = file.raw.timeline()?;
-    let series = file.raw.latency_series();
-    let reference = pick_reference(&series);
-    let mut findings = Vec::new();
-    let mut grade = None;
-    if let Some(rs) = reference.and_then(|n| {
-        series
-            .iter()
-            .find(|s| s.name == n && s.kind == DelayKind::RoundTrip)
-    }) {
-        let idle = timeline.first(PhaseKind::Idle).map(|p| rs.summarize(p));
-        let mut increases = Vec::new();
-        for ph in timeline
-            .phases()
-            .iter()
-            .filter(|p| p.kind == PhaseKind::Loaded)
-        {
-            let loaded = rs.summarize(ph);
-            let mut signals = CongestionSignals {
-                retransmits: retransmits.map(|_| {
-                    retrans_windows
-                        .iter()
-                        .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
-                        .map(|(_, _, n)| n)
-                        .sum()
-                }),
-                ecn_marks: (!ce_windows.is_empty()).then(|| {
-                    ce_windows
-                        .iter()
-                        .filter(|(a, b, _)| *a < ph.end && ph.start < *b)
-                        .map(|(_, _, n)| n)
-                        .sum()
-                }),
-                flow_rtt_rise: flow_rtt_rise(&rtt_windows, ph, idle.as_ref()),
-                ..CongestionSignals::default()
-            };
-            if let Some(lab) = &file.metadata.lab {
-                lab_signals(&mut signals, lab, &ph.name);
-            }
-            if let Some(idle) = &idle {
-                findings.push((
-                    Some(ph.name.clone()),
-                    check_queue(idle, &loaded, signals, &QueueCheckConfig::default()),
-                ));
-                if let Some(i) = bloatlab_stats::InducedLatency::from_summaries(idle, &loaded) {
-                    increases.push(i.increase());
-                }
-            }
-        }
-        if !increases.is_empty() {
-            let mean = increases.iter().sum::<Duration>() / increases.len() as u32;
-            grade = Some((mean, bloat_grade(mean)));
-        }
-    }
-    findings.extend(
-        check_host(&lateness, &cpu, &HostCheckConfig::default())
-            .into_iter()
-            .map(|f| (None, f)),
-    );
-    if let Some(lab) = &file.metadata.lab {
-        findings.extend(lab_findings(lab, plan).into_iter().map(|f| (None, f)));
-    }
-    let voip = plan
-        .probes()
-        .filter(|(_, q)| q.voip)
-        .flat_map(|(r, _)| voip_rows(&series, &r.name, &timeline))
-        .collect();
-    Ok(RunOutcome {
-        file,
-        findings,
-        notes,
-        voip,
-        pulses,
-        reference: reference.map(str::to_owned),
-        grade,
-    })
-}
-
 /// How much the load flows' own RTT (the mean of their senders' `tcpi_rtt` samples, over
 /// the flows that ran in `phase`) exceeds the idle median round trip of the probes.
 /// `None` when no flow's sender sampled TCP_INFO or there is no idle baseline.
@@ -1166,25 +832,6 @@ fn add_client(
     }
 }
 
-/// The series graded and checked: the unmarked UDP probe (what ordinary traffic sees),
-/// else the first UDP RTT series with data, else ICMP.
-pub fn pick_reference(series: &[LatencySeries]) -> Option<&str> {
-    let rtt = |s: &&LatencySeries| {
-        s.kind == DelayKind::RoundTrip && s.samples.iter().any(|p| p.delay().is_some())
-    };
-    let pref = ["udp_be", "udp_be1", "voip", "udp_be_v4"];
-    pref.iter()
-        .find_map(|n| series.iter().filter(rtt).find(|s| s.name == *n))
-        .or_else(|| {
-            series
-                .iter()
-                .filter(rtt)
-                .find(|s| s.name.starts_with("udp"))
-        })
-        .or_else(|| series.iter().find(rtt))
-        .map(|s| s.name.as_str())
-}
-
 fn voip_rows(series: &[LatencySeries], name: &str, timeline: &Timeline) -> Vec<VoipRow> {
     let mut out = Vec::new();
     for ph in timeline.phases() {
@@ -1226,33 +873,6 @@ mod tests {
         let cut = cut_timeline(&t, Duration::ZERO);
         assert_eq!(cut.len(), 1, "never an empty timeline");
         assert!(Timeline::new(cut).is_ok());
-    }
-
-    #[test]
-    fn reference_prefers_unmarked_udp() {
-        use bloatlab_stats::ProbeSample;
-        let mk = |name: &str, kind, ok: bool| LatencySeries {
-            name: name.into(),
-            kind,
-            samples: vec![if ok {
-                ProbeSample::received(s(0), Duration::from_millis(1))
-            } else {
-                ProbeSample::lost(s(0))
-            }],
-        };
-        let v = vec![
-            mk("udp_ef", DelayKind::RoundTrip, true),
-            mk("udp_be", DelayKind::OneWayUp, true),
-            mk("udp_be", DelayKind::RoundTrip, true),
-            mk("icmp", DelayKind::RoundTrip, true),
-        ];
-        assert_eq!(pick_reference(&v), Some("udp_be"));
-        let v = vec![
-            mk("udp_be", DelayKind::RoundTrip, false),
-            mk("icmp", DelayKind::RoundTrip, true),
-        ];
-        assert_eq!(pick_reference(&v), Some("icmp"));
-        assert_eq!(pick_reference(&[]), None);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The terminal summary of a run: per phase, the latency table (min, p10, median, mean,
 //! p90, p99, max, count, loss, induced latency, grade, probe RPM), throughput per flow,
 //! direction and total with Jain's index, the grade, and the findings. Every number comes
-//! from the results file's `derived` section (computed by `bloatlab-stats`).
+//! from the one view of a run that `bloatlab report` shows too (`bloatlab_report::Run`:
+//! recomputed from `raw` with `bloatlab-stats`); the grade line is worded as the report
+//! words it.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -437,6 +439,24 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// The headline grade (`derived.run_grade`: the worst loaded phase of the reference
+/// series, the rule in `bloatlab_stats::grade`), worded as `bloatlab report` words it
+/// (`bloatlab_report::view::run_grade`), with the table it was read on.
+fn grade_line(d: Option<&Derived>) -> String {
+    let (grade, reason) = bloatlab_report::view::run_grade(d.and_then(|d| d.run_grade.as_ref()));
+    if d.and_then(|d| d.run_grade.as_ref()).is_none() {
+        return format!("Bufferbloat grade: {grade} ({reason})");
+    }
+    let table: Vec<String> = bloatlab_stats::grade::BLOAT_GRADES
+        .iter()
+        .map(|(g, below)| format!("{g} < {}", below.as_millis()))
+        .collect();
+    format!(
+        "Bufferbloat grade: {grade} ({reason}; {} ms, else F)",
+        table.join(", ")
+    )
+}
+
 /// The whole summary, ending with a newline.
 /// `server: IPv4 10.77.0.2 (tcp_up_be_v4, ...), IPv6 fd00:77::2 (...)` for a run over
 /// both families; `None` for a single-family run.
@@ -517,7 +537,11 @@ pub fn render(o: &RunOutcome) -> String {
     if let Some(servers) = servers_line(m.plan.as_ref()) {
         let _ = writeln!(out, "{servers}");
     }
-    if let Some(d) = &o.file.derived {
+    // The one view of the run: every figure recomputed from raw as `bloatlab report`
+    // does (report::Run), never the file's stored `derived`.
+    let run = bloatlab_report::Run::new("run", o.file.clone()).ok();
+    let derived = run.as_ref().map(|r| &r.derived);
+    if let Some(d) = derived {
         latency_table(&mut out, d);
         let loaded: Vec<&str> = o
             .file
@@ -544,7 +568,7 @@ pub fn render(o: &RunOutcome) -> String {
         throughput_table(&mut out, d, &loaded, &retransmits, &families);
     }
     if let Some(rec) = &m.rpm {
-        rpm_section(&mut out, rec, o.file.derived.as_ref());
+        rpm_section(&mut out, rec, derived);
     }
     ecn_table(&mut out, &o.file.raw.throughput);
     if let Some(l) = load_cc_line(&m.congestion_control) {
@@ -581,21 +605,7 @@ pub fn render(o: &RunOutcome) -> String {
             ms(p[p.len() - 1])
         );
     }
-    match (&o.grade, &o.reference) {
-        (Some((inc, g)), Some(r)) => {
-            let _ = writeln!(
-                out,
-                "Bufferbloat grade: {g} (median latency of {r} rose {} under load; A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, else F)",
-                ms(*inc)
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                out,
-                "Bufferbloat grade: - (no idle and loaded probe replies to compare)"
-            );
-        }
-    }
+    let _ = writeln!(out, "{}", grade_line(derived));
     let several_loaded = o.findings.iter().filter(|(p, _)| p.is_some()).count() > 1;
     for (phase, f) in &o.findings {
         let tag = match f.severity() {
@@ -631,7 +641,6 @@ mod tests {
             voip: vec![],
             pulses: vec![],
             reference: None,
-            grade: None,
         }
     }
     use bloatlab_results::schema::{FlowRecord, PhaseRecord, TransferRecord};
@@ -937,6 +946,65 @@ mod tests {
         // 1 MB and 3 MB up, 0.5 MB down over 2 s.
         assert!(
             text.contains("by family: IPv4 up 4.00 down 0.00, IPv6 up 12.00 down 2.00"),
+            "{text}"
+        );
+    }
+
+    /// The headline is the worst loaded phase, not a mean: rises of 1 ms (download) and
+    /// 55 ms (upload) average to 28 ms, an A; the line says B and names the upload.
+    #[test]
+    fn the_grade_line_is_the_worst_loaded_phase() {
+        use bloatlab_results::schema::{LatencyRecord, ProbeRecord};
+        const MS: u64 = 1_000_000;
+        let ph = |kind, name: &str, a, b| PhaseRecord {
+            kind,
+            name: name.into(),
+            start_ns: a * S,
+            end_ns: b * S,
+        };
+        let samples = (0..30u64)
+            .map(|i| ProbeRecord {
+                sent_ns: i * S,
+                delay_ns: Some(match i {
+                    0..10 => 20 * MS,
+                    10..20 => 21 * MS,
+                    _ => 75 * MS,
+                }),
+                duplicates: 0,
+                late: false,
+                unfinished: false,
+            })
+            .collect();
+        let raw = Raw {
+            phases: vec![
+                ph(PhaseKindRecord::Idle, "idle", 0, 10),
+                ph(PhaseKindRecord::Loaded, "download", 10, 20),
+                ph(PhaseKindRecord::Loaded, "upload", 20, 30),
+            ],
+            latency: vec![LatencyRecord {
+                name: "udp_be".into(),
+                kind: DelayKindRecord::Rtt,
+                samples,
+            }],
+            throughput: vec![],
+        };
+        let meta = Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH);
+        let text = render(&outcome(
+            ResultsFile::new(meta, raw).with_derived().unwrap(),
+        ));
+        assert!(
+            text.contains(
+                "Bufferbloat grade: B (udp_be (rtt) rose 55.00 ms in upload, the worst loaded \
+                 phase; A+ < 5, A < 30, B < 60, C < 200, D < 400 ms, else F)\n"
+            ),
+            "{text}"
+        );
+        let text = render(&outcome(ResultsFile::new(
+            Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH),
+            Raw::default(),
+        )));
+        assert!(
+            text.contains("Bufferbloat grade: - (no idle and loaded probe replies to compare)"),
             "{text}"
         );
     }

@@ -12,7 +12,7 @@
 
 use crate::harness::{Proc, free_port};
 use bloatlab_stats::rpm::{TRIM_FRACTION, trimmed_mean};
-use bloatlab_stats::{InducedLatency, bloat_grade, quantile};
+use bloatlab_stats::{bloat_grade, quantile};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -263,10 +263,21 @@ fn page_runs_to_a_grade(https: bool) {
         let rpm = p["probe_rpm"].as_f64().unwrap();
         assert!(rpm > 60.0, "{p}");
     }
-    // The grade follows from the induced latency on bloatlab's own table.
+    // The grade follows from the induced latency on bloatlab's own table, and that
+    // latency is the worst loaded phase's (the phase it names), not a mean.
     let induced = r["induced_ms"].as_f64().unwrap();
     let want = bloat_grade(Duration::from_nanos((induced * 1e6).round() as u64));
     assert_eq!(grade, want.as_str(), "induced {induced} ms");
+    let worst = phases[1..]
+        .iter()
+        .map(|p| p["induced_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(induced, worst, "{phases:?}");
+    let named = phases
+        .iter()
+        .find(|p| p["name"] == r["grade_phase"])
+        .unwrap_or_else(|| panic!("grade_phase {}", r["grade_phase"]));
+    assert_eq!(named["induced_ms"].as_f64(), Some(induced));
     // Probes went on through the pauses too: about 10 a second for 11 s.
     let probes = r["probes"].as_array().unwrap().len();
     assert!((85..=115).contains(&probes), "{probes} probes");
@@ -421,22 +432,44 @@ fn durations(v: &[u64]) -> Vec<Duration> {
     v.iter().map(|&n| Duration::from_nanos(n)).collect()
 }
 
-/// The grade of a run as `bloatlab test` computes it (suite::run): the mean
-/// of the loaded phases' induced latencies, truncated, on the table.
-fn rust_grade(idle: &[u64], loaded: &[Vec<u64>]) -> (u64, &'static str) {
-    let idle_median = quantile(&durations(idle), 0.5).unwrap();
-    let incs: Vec<Duration> = loaded
-        .iter()
-        .map(|l| {
-            InducedLatency {
-                idle_median,
-                loaded_median: quantile(&durations(l), 0.5).unwrap(),
-            }
-            .increase()
-        })
-        .collect();
-    let mean = incs.iter().sum::<Duration>() / incs.len() as u32;
-    (mean.as_nanos() as u64, bloat_grade(mean).as_str())
+/// The grade of a run as `bloatlab test` computes it: `bloatlab_stats::run_grade` over
+/// a timeline of one idle phase and one loaded phase per sample set, one probe per
+/// sample. Gives the increase, the grade and the index of the loaded phase it is of.
+fn rust_grade(idle: &[u64], loaded: &[Vec<u64>]) -> (u64, &'static str, usize) {
+    use bloatlab_stats::{DelayKind, LatencySeries, Phase, PhaseKind, ProbeSample, Timeline};
+    let s = Duration::from_secs;
+    let mut phases = vec![Phase::new(PhaseKind::Idle, s(0), s(1))];
+    let mut samples = Vec::new();
+    for (i, set) in std::iter::once(idle)
+        .chain(loaded.iter().map(Vec::as_slice))
+        .enumerate()
+    {
+        let start = s(i as u64);
+        if i > 0 {
+            phases.push(Phase {
+                kind: PhaseKind::Loaded,
+                name: format!("loaded{i}"),
+                start,
+                end: start + s(1),
+            });
+        }
+        // Inside the phase, whatever the number of samples.
+        let step = s(1) / (set.len() as u32 + 1);
+        for (k, &d) in set.iter().enumerate() {
+            samples.push(ProbeSample::received(
+                start + step * k as u32,
+                Duration::from_nanos(d),
+            ));
+        }
+    }
+    let series = LatencySeries {
+        name: "udp_be".into(),
+        kind: DelayKind::RoundTrip,
+        samples,
+    };
+    let g = bloatlab_stats::run_grade(&[series], &Timeline::new(phases).unwrap()).unwrap();
+    let index: usize = g.phase.trim_start_matches("loaded").parse().unwrap();
+    (g.increase().as_nanos() as u64, g.grade.as_str(), index - 1)
 }
 
 #[test]
@@ -493,6 +526,17 @@ fn the_pages_statistics_agree_with_bloatlab_stats() {
         vec![vec![idle_median + 30_000_000]],
         vec![vec![idle_median + 4_999_999], vec![idle_median + 5_000_001]],
         vec![vec![idle_median + 400_000_000]],
+        // Where a mean and the rule differ: +1 ms and +55 ms average to 28 ms, an A; the
+        // worst loaded phase is a B.
+        vec![
+            vec![idle_median + 1_000_000],
+            vec![idle_median + 55_000_000],
+        ],
+        // Equal rises: the first phase is named.
+        vec![
+            vec![idle_median + 40_000_000],
+            vec![idle_median + 40_000_000],
+        ],
     ];
     for loaded in &runs {
         let js: Value = serde_json::from_str(&b.eval(&format!(
@@ -500,10 +544,21 @@ fn the_pages_statistics_agree_with_bloatlab_stats() {
              return JSON.stringify(window.bloatlab.stats.gradeRun({idle:?}, {loaded:?}, P.grade)); }})()"
         )))
         .unwrap();
-        let (inc, grade) = rust_grade(&idle, loaded);
+        let (inc, grade, phase) = rust_grade(&idle, loaded);
         assert_eq!(js["increase"].as_u64(), Some(inc), "{loaded:?}");
         assert_eq!(js["grade"], grade, "{loaded:?}");
+        assert_eq!(js["phase"].as_u64(), Some(phase as u64), "{loaded:?}");
     }
+    // The case above where a mean would have graded otherwise.
+    let (inc, grade, phase) = rust_grade(
+        &idle,
+        &[
+            vec![idle_median + 1_000_000],
+            vec![idle_median + 55_000_000],
+        ],
+    );
+    assert_eq!((inc, grade, phase), (55_000_000, "B", 1));
+    assert_eq!(bloat_grade(Duration::from_millis(28)).as_str(), "A");
     // A bad option stops the page with a message that says what is allowed.
     for bad in ["abc", "0", "61", "2.5", "-1"] {
         // The previous page, should it still be there, is not taken for this one.

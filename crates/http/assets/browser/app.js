@@ -431,6 +431,7 @@
     const rows = [];
     let idle = null;
     const loaded = [];
+    const loadedNames = [];
     for (const ph of run.plan.phases) {
       const inPhase = run.probes.filter(function (p) { return p.t >= ph.start && p.t < ph.end; });
       const rtts = inPhase.map(rttOf).filter(function (r) { return r !== null; });
@@ -446,6 +447,7 @@
         idle = idle || { rtts: rtts, median: median };
       } else {
         loaded.push(rtts);
+        loadedNames.push(ph.name);
         row.induced_ns = idle ? S.induced(idle.median, median) : null;
         row.probe_rpm = S.probeRpm(rtts, trim);
         // Capacity: the phase's mean rate after its first second (a
@@ -466,6 +468,7 @@
       rows: rows,
       grade: graded ? graded.grade : null,
       increase_ns: graded ? graded.increase : null,
+      grade_phase: graded ? loadedNames[graded.phase] : null,
       download_mbps: by('download') ? by('download').download_mbps : null,
       upload_mbps: by('upload') ? by('upload').upload_mbps : null,
       idle: by('idle'), download: by('download'), upload: by('upload'),
@@ -499,13 +502,13 @@
         ', then run this test again.']);
     }
     if (bad.length === 0 && a.increase_ns >= fixAt) {
-      out.push(['fix', 'Latency rises by ' + fmtMs(a.increase_ns) + ' on average under load, most ' +
+      out.push(['fix', 'Latency rises by ' + fmtMs(a.increase_ns) + ' under load, most ' +
         'when both directions are busy. Set your router\'s SQM (cake or fq_codel) download and ' +
         'upload rates to about 90 % of the measured ones.']);
     }
     if (out.length === 0) {
       out.push(['', 'Latency stays low under load (it rises by ' + fmtMs(a.increase_ns) +
-        ' on average): your connection keeps its queues short. Nothing to fix.']);
+        ' at most): your connection keeps its queues short. Nothing to fix.']);
     }
     const probes = a.rows.reduce(function (n, r) { return n + r.probes; }, 0);
     const lost = a.rows.reduce(function (n, r) { return n + r.lost; }, 0);
@@ -524,7 +527,8 @@
     const bounds = P.grade.below_ms.map(function (r) { return r[0] + ' < ' + r[1]; }).join(', ');
     $('grade-line').textContent = a.grade === null ? 'No grade.' :
       'Latency under load rose ' + fmtMs(a.increase_ns) + ' over idle (' +
-      fmtMs(a.idle.median_ns) + ' median), averaged over the loaded phases. ' +
+      fmtMs(a.idle.median_ns) + ' median) in the ' + a.grade_phase + ' phase, the worst ' +
+      'loaded phase, which sets the grade. ' +
       'Grades: ' + bounds + ' ms, else ' + P.grade.otherwise + '.';
     $('capacity').textContent = 'Measured: ↓ ' + fmtMbps(a.download_mbps) + ' Mbit/s, ↑ ' +
       fmtMbps(a.upload_mbps) + ' Mbit/s.';
@@ -580,6 +584,7 @@
       grade_table: P.grade,
       grade: a.grade,
       induced_ms: ms(a.increase_ns),
+      grade_phase: a.grade_phase,
       capacity_mbps: { download: a.download_mbps, upload: a.upload_mbps },
       verdict: lines.map(function (l) { return l[1]; }),
       phases: a.rows.map(function (r) {

@@ -94,25 +94,23 @@
   }
 
   // The grade of a run: idle round trips and one array of round trips per
-  // loaded phase. Null when there is no idle median or no loaded one.
+  // loaded phase. bloatlab's rule (bloatlab_stats::grade): the grade of the
+  // worst loaded phase, the one whose median rose most over the idle median
+  // (the first of equals), never a mean over phases. `phase` is its index in
+  // loadedPhases. Null when there is no idle median or no loaded one.
   function gradeRun(idle, loadedPhases, table) {
     const idleMedian = quantile(idle, 0.5);
-    const increases = [];
-    for (const xs of loadedPhases) {
+    let worst = null;
+    loadedPhases.forEach(function (xs, i) {
       const inc = induced(idleMedian, quantile(xs, 0.5));
-      if (inc !== null) {
-        increases.push(inc);
+      if (inc !== null && (worst === null || inc > worst.increase)) {
+        worst = { increase: inc, phase: i };
       }
-    }
-    if (increases.length === 0) {
+    });
+    if (worst === null) {
       return null;
     }
-    let sum = 0;
-    for (const x of increases) {
-      sum += x;
-    }
-    const meanIncrease = Math.floor(sum / increases.length);
-    return { increase: meanIncrease, grade: grade(meanIncrease, table) };
+    return { increase: worst.increase, phase: worst.phase, grade: grade(worst.increase, table) };
   }
 
   global.bloatlabStats = {

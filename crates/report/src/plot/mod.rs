@@ -10,6 +10,7 @@ pub mod cdf;
 pub mod grid;
 pub mod latency;
 pub mod style;
+pub mod sweep;
 pub mod throughput;
 pub mod timeseries;
 pub mod xy;

@@ -13,6 +13,25 @@ pub struct Derived {
     pub latency: Vec<SeriesDerived>,
     /// Per phase, over all flows.
     pub throughput: Vec<ThroughputDerived>,
+    /// The run's headline grade: its reference series' worst loaded phase
+    /// (`bloatlab_stats::analysis::run_grade`); null when nothing could be graded (no
+    /// round-trip series, no idle baseline, no reply under load). Added in version 5.
+    pub run_grade: Option<RunGradeDerived>,
+}
+
+/// The headline grade of a run: **the grade of its worst loaded phase**, never a mean over
+/// phases (the rule: `bloatlab_stats::grade`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunGradeDerived {
+    /// The series graded: the reference probe series (`udp_be`, else another UDP series,
+    /// else ICMP), a round trip.
+    pub series: String,
+    /// The loaded phase whose median rose most over the idle median.
+    pub phase: String,
+    /// That rise, ns (loaded median − idle median, 0 if it fell).
+    pub increase_ns: u64,
+    /// The grade of `increase_ns` on the table.
+    pub grade: GradeRecord,
 }
 
 /// One latency series.
