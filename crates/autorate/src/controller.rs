@@ -274,7 +274,10 @@ impl Controller {
             s.last_cut = Some(now);
             // A cut restarts the decay clock: the next step toward base waits a full period.
             s.last_decay = Some(now);
-            (cut_from(rate, s.load, s.bounds, p.cut_achieved) * factor, Reason::Bloat)
+            (
+                cut_from(rate, s.load, s.bounds, p.cut_achieved) * factor,
+                Reason::Bloat,
+            )
         } else if s.load.0 as f64 >= p.high_load * rate {
             if !after_cut {
                 return None;

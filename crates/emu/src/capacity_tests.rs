@@ -440,7 +440,10 @@ fn the_fixed_rate_path_follows_every_change_and_comes_back() {
 fn a_change_at_the_time_the_serializer_last_ran_to_is_served() {
     let mut l = link_with(trace("100\n"));
     l.enqueue(MS(1), ipv4(1500));
-    assert!(l.dequeue(MS(50)).is_none(), "waits for the 100-ms opportunity");
+    assert!(
+        l.dequeue(MS(50)).is_none(),
+        "waits for the 100-ms opportunity"
+    );
     assert!(l.dequeue(MS(50)).is_none());
     // The trace gives way to an unlimited rate at 50 ms: the packet leaves now (its virtual
     // departure is when it could have started at that rate, its arrival).

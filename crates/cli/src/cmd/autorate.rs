@@ -254,9 +254,10 @@ pub fn resolve(a: &AutorateArgs) -> Result<Plan, String> {
         bloat_refractory: time("bloat-refractory", &a.bloat_refractory)?,
         cut_achieved: match a.cut_achieved.trim() {
             "off" => None,
-            v => Some(v.parse::<f64>().map_err(|_| {
-                format!("--cut-achieved {v:?}: a share (0 to 1) or off")
-            })?),
+            v => Some(
+                v.parse::<f64>()
+                    .map_err(|_| format!("--cut-achieved {v:?}: a share (0 to 1) or off"))?,
+            ),
         },
         ..Params::default()
     };
