@@ -761,7 +761,7 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
 /// physics hold (bloated; the static shaper wastes capacity); the report draws a rate and a
 /// latency chart per arm. Autorate's own two effects too (induced p90 within 50 ms, at least
 /// 70 % of the mean capacity): since it cuts from the achieved rate they hold with margins of
-/// 11-14 ms and 6-10 points (docs/experiments.md, "variable-link").
+/// 11-14 ms and 6-11 points (docs/experiments.md, "variable-link").
 #[test]
 fn builtin_quick_variable_link_runs_autorate_beside_the_test() {
     if !tier::root("builtin_quick_variable_link_runs_autorate_beside_the_test") {
