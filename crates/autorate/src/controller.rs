@@ -17,7 +17,9 @@
 //! 2. **Bloat**: at least `bloat_count` of the direction's last `bloat_window` deltas are
 //!    above `delay_thr`. Then the rate is cut by a factor between `cut_min` and `cut_max`
 //!    in proportion to the delayed samples' mean delta (no more than once per
-//!    `bloat_refractory`).
+//!    `bloat_refractory`), starting from the lower of the shaper rate and `cut_achieved` x
+//!    the achieved rate (the last `on_load`), so that one cut gets under a line that just
+//!    slowed.
 //! 3. **Loaded** (achieved rate >= `high_load` x the shaper rate) and not bloated: the rate
 //!    rises by up to `raise_max`, less as the mean delta nears `delay_thr`, not within
 //!    `bloat_refractory` of a cut. Never raised while the link is not loaded: a shaper rate
@@ -272,7 +274,10 @@ impl Controller {
             s.last_cut = Some(now);
             // A cut restarts the decay clock: the next step toward base waits a full period.
             s.last_decay = Some(now);
-            (rate * factor, Reason::Bloat)
+            (
+                cut_from(rate, s.load, s.bounds, p.cut_achieved) * factor,
+                Reason::Bloat,
+            )
         } else if s.load.0 as f64 >= p.high_load * rate {
             if !after_cut {
                 return None;
@@ -317,6 +322,24 @@ impl Controller {
             delta_s: delta,
             delayed,
         })
+    }
+}
+
+/// Where a cut starts (bit/s): the shaper rate, or what the link delivered (times `share`)
+/// when that is lower and tells something about the line (at least `min`; an idle link's
+/// or a missing reading does not). With the shaper above a line that just slowed, the
+/// achieved rate is about the line's new rate, so one cut gets under it.
+fn cut_from(rate: f64, load: BitRate, bounds: Bounds, share: Option<f64>) -> f64 {
+    match share {
+        Some(g) => {
+            let achieved = load.0 as f64 * g;
+            if achieved >= bounds.min.0 as f64 {
+                rate.min(achieved)
+            } else {
+                rate
+            }
+        }
+        None => rate,
     }
 }
 

@@ -153,6 +153,8 @@ pub struct ParamsRecord {
     pub cut_min: f64,
     pub cut_max: f64,
     pub cut_full_delay_ms: f64,
+    /// `null` when cuts start from the shaper rate only.
+    pub cut_achieved: Option<f64>,
     pub raise_min: f64,
     pub raise_max: f64,
     pub raise_full_delay_ms: f64,
@@ -178,6 +180,7 @@ impl ParamsRecord {
             cut_min: p.cut_min,
             cut_max: p.cut_max,
             cut_full_delay_ms: ms(p.cut_full_delay),
+            cut_achieved: p.cut_achieved,
             raise_min: p.raise_min,
             raise_max: p.raise_max,
             raise_full_delay_ms: ms(p.raise_full_delay),

@@ -76,6 +76,16 @@ pub struct Params {
     pub cut_max: f64,
     /// See `cut_min` (`dl_avg_owd_delta_max_adjust_down_thr_ms`, 60 ms).
     pub cut_full_delay: Duration,
+    /// Where a cut starts: the lower of the shaper rate and `cut_achieved` x the achieved
+    /// rate (what the link delivered lately), then multiplied by the cut factor; `None`: the
+    /// shaper rate only. A shaper set above a line that just slowed passes only what the line
+    /// carries, so one cut from the achieved rate reaches the line's new rate where cuts from
+    /// the shaper rate take several, refractory periods apart, while the line's queue fills.
+    /// An achieved rate whose share is below `min` (idle, or no reading yet) is not used: it
+    /// says nothing about the line. (cake-autorate 1.x-2.0 cut to the lower of
+    /// `achieved_rate_adjust_down_bufferbloat` x achieved and the cut shaper rate; 3.x cuts
+    /// the shaper rate only. Default 1.0.)
+    pub cut_achieved: Option<f64>,
     /// When loaded (achieved rate at least `high_load` of the shaper rate) and not bloated,
     /// the rate is multiplied by `raise_max` while the mean delay delta is at most
     /// `raise_full_delay`, falling linearly to `raise_min` at `delay_thr`
@@ -92,7 +102,8 @@ pub struct Params {
     /// `decay_refractory` (`shaper_rate_adjust_down/up_load_low`, 0.99 and 1.01 -> 0.01).
     pub decay_step: f64,
     /// No rate increase within this time of a cut, and no second cut either
-    /// (`bufferbloat_refractory_period_ms`, 300 ms).
+    /// (`bufferbloat_refractory_period_ms`, 300 ms): a cut shows in the delay only once the
+    /// queue it left has drained, so cutting again sooner cuts for the same queue twice.
     pub bloat_refractory: Duration,
     /// Time between two decay steps (`decay_refractory_period_ms`, 1 s).
     pub decay_refractory: Duration,
@@ -112,6 +123,7 @@ impl Default for Params {
             cut_min: 0.99,
             cut_max: 0.75,
             cut_full_delay: Duration::from_millis(60),
+            cut_achieved: Some(1.0),
             raise_max: 1.04,
             raise_min: 1.0,
             raise_full_delay: Duration::from_millis(10),
@@ -148,6 +160,14 @@ impl Params {
         let ms = |d: Duration| format!("{:?}", d);
         if self.delay_thr.is_zero() {
             return Err(bad("delay_thr", ms(self.delay_thr), "must be above zero"));
+        }
+        // Zero would cut at every delayed sample, before the last cut could show in the delay.
+        if self.bloat_refractory.is_zero() || self.bloat_refractory > Duration::from_secs(60) {
+            return Err(bad(
+                "bloat_refractory",
+                ms(self.bloat_refractory),
+                "must be above zero and at most 60s",
+            ));
         }
         if self.cut_full_delay <= self.delay_thr {
             return Err(bad(
@@ -190,6 +210,15 @@ impl Params {
                 "cut_min",
                 self.cut_min.to_string(),
                 "must be from --cut-max to 1",
+            ));
+        }
+        if let Some(g) = self.cut_achieved
+            && !(g.is_finite() && g > 0.0 && g <= 1.0)
+        {
+            return Err(bad(
+                "cut_achieved",
+                g.to_string(),
+                "must be above 0 and at most 1 (or off)",
             ));
         }
         if !(self.raise_min.is_finite() && self.raise_min >= 1.0 && self.raise_min <= 2.0) {
@@ -299,6 +328,27 @@ mod tests {
                     ..Params::default()
                 },
                 "--cut-max",
+            ),
+            (
+                Params {
+                    cut_achieved: Some(1.2),
+                    ..Params::default()
+                },
+                "--cut-achieved",
+            ),
+            (
+                Params {
+                    cut_achieved: Some(0.0),
+                    ..Params::default()
+                },
+                "--cut-achieved",
+            ),
+            (
+                Params {
+                    bloat_refractory: Duration::ZERO,
+                    ..Params::default()
+                },
+                "--bloat-refractory",
             ),
         ] {
             let e = p.validate().unwrap_err().to_string();

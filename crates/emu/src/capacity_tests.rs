@@ -432,3 +432,27 @@ fn the_fixed_rate_path_follows_every_change_and_comes_back() {
     assert_eq!(l.next_event(), Some(at(91)));
     assert!(l.dequeue(at(91)).is_some());
 }
+
+/// The serializer does not run again for a time it already ran to (a driver draining a link
+/// calls `dequeue` until `None` at one time) unless something changed since: a rate set, or a
+/// packet enqueued, at that very time is served at once.
+#[test]
+fn a_change_at_the_time_the_serializer_last_ran_to_is_served() {
+    let mut l = link_with(trace("100\n"));
+    l.enqueue(MS(1), ipv4(1500));
+    assert!(
+        l.dequeue(MS(50)).is_none(),
+        "waits for the 100-ms opportunity"
+    );
+    assert!(l.dequeue(MS(50)).is_none());
+    // The trace gives way to an unlimited rate at 50 ms: the packet leaves now (its virtual
+    // departure is when it could have started at that rate, its arrival).
+    l.set_rate(MS(50), None);
+    assert_eq!(l.dequeue_timed(MS(50)).map(|(at, _)| at), Some(MS(1)));
+    assert!(l.dequeue(MS(50)).is_none());
+    // Enqueued at the time just drained to: leaves at once too.
+    l.enqueue(MS(50), ipv4(1500));
+    assert_eq!(l.dequeue_timed(MS(50)).map(|(at, _)| at), Some(MS(50)));
+    assert!(l.dequeue(MS(50)).is_none());
+    assert_eq!(l.counters().conservation_gap(), (0, 0));
+}

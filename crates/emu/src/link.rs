@@ -82,7 +82,16 @@ pub struct Link {
     /// path, which checks none of them per packet ([`Link::refresh_plain`] keeps it true to
     /// the three fields; bench/emu_instructions.sh counts the path's instructions).
     plain: bool,
+    /// The `now` the serializer last ran up to, while nothing that could start another
+    /// packet by then (an enqueue, a rate, qdisc or delay change) has happened since
+    /// ([`UNSETTLED`] otherwise): [`Link::advance`] to the same `now` again has nothing to do.
+    /// A caller draining the link (`while let Some(p) = dequeue(now)`) calls it once per
+    /// packet and once more at the end; each of those is now a comparison.
+    settled_at: Duration,
 }
+
+/// [`Link::settled_at`] when the serializer must run at the next [`Link::advance`].
+const UNSETTLED: Duration = Duration::MAX;
 
 impl fmt::Debug for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -145,6 +154,7 @@ impl Link {
             delay_trim: Duration::ZERO,
             retiring: Vec::new(),
             plain: cfg.capacity.is_none() && cfg.delay_schedule.is_none(),
+            settled_at: UNSETTLED,
         })
     }
 
@@ -181,6 +191,7 @@ impl Link {
             self.qdisc.enqueue(now, pkt, &mut sink);
         }
         self.last_input = now;
+        self.settled_at = UNSETTLED;
         self.advance(now);
     }
 
@@ -285,6 +296,7 @@ impl Link {
             schedule,
         });
         self.refresh_plain();
+        self.settled_at = UNSETTLED;
         self.delay_base = match &self.delay_plan {
             Some(p) => p.at(now),
             None => delay,
@@ -330,6 +342,7 @@ impl Link {
         self.advance(now);
         self.varying = capacity.map(|c| Varying::new(c, now));
         self.refresh_plain();
+        self.settled_at = UNSETTLED;
         let rate = match &self.varying {
             Some(v) => Some(v.rate_at(now)),
             None => rate,
@@ -356,6 +369,7 @@ impl Link {
             self.retiring.push(old);
             self.refresh_plain();
         }
+        self.settled_at = UNSETTLED;
         self.advance(now);
         Ok(())
     }
@@ -407,6 +421,10 @@ impl Link {
     /// Runs the serializer in virtual time up to `now`: every packet that could have started
     /// serializing by `now` leaves the qdisc at its virtual start time and enters the delay line.
     fn advance(&mut self, now: Duration) {
+        if now == self.settled_at {
+            return;
+        }
+        self.settled_at = now;
         let b = if self.plain {
             self.advance_qdisc::<true>(now);
             self.qdisc.backlog()

@@ -435,7 +435,7 @@ impl Lab {
     }
 
     /// Runs until `stop()` returns true or a forwarding thread dies,
-    /// writing `NAME.status.json` twice a second. Warns (once per
+    /// writing `NAME.status.json` every [`STATUS_EVERY`]. Warns (once per
     /// increase) when TUN rings drop packets.
     /// Writes the counters file (`lab status` reads it). Called once before the lab reports
     /// ready, so a caller that goes on at once (`lab up && bloatlab tune ...`) finds it.
@@ -465,7 +465,7 @@ impl Lab {
                     last_drops = st.tun_ring_drops;
                 }
                 write_status(dir, &self.spec.name, &st);
-                next = Instant::now() + Duration::from_millis(500);
+                next = Instant::now() + STATUS_EVERY;
             }
             // Rate changes: the status file shows the new rates before the
             // caller hears back, so `lab status` right after `lab set` agrees.
@@ -480,6 +480,12 @@ impl Lab {
         Ok(())
     }
 }
+
+/// How often the status file (`lab status`, and the load `bloatlab autorate --lab` reads) is
+/// rewritten; also after every `lab set`. Ten times a second: autorate cuts on 25-ms probes,
+/// and a load read up to half a second late (the period was 500 ms) still showed the rate
+/// of before a line's step when the step's first cut was decided (docs/autorate.md).
+pub const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 impl Drop for Lab {
     fn drop(&mut self) {

@@ -2,7 +2,7 @@
 //!
 //! [`read`] combines the state file (`NAME.json`: spec, hosts, emulator
 //! PID) with the emulator's latest counters (`NAME.status.json`, written
-//! twice a second by [`crate::Lab::run`]). `lab status --json` prints a
+//! ten times a second by [`crate::Lab::run`]). `lab status --json` prints a
 //! [`StatusReport`]; `lab status` renders the same value as text; a test
 //! run inside a lab reads it at its start and end and keeps the
 //! difference ([`window`]), so every consumer sees what the producer wrote.

@@ -266,8 +266,17 @@ fn an_uncontrolled_direction_is_ignored_and_one_is_needed() {
 /// reach every kind of change (so the check means something).
 #[test]
 fn rates_never_leave_min_max() {
+    for share in [Some(1.0), None, Some(0.2)] {
+        walk_within_bounds(Params {
+            cut_achieved: share,
+            ..Params::default()
+        });
+    }
+}
+
+fn walk_within_bounds(p: Params) {
     let b = bounds(3, 10, 40);
-    let mut c = Controller::new(Params::default(), Some(b), Some(b)).unwrap();
+    let mut c = Controller::new(p, Some(b), Some(b)).unwrap();
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut rnd = move || {
         x ^= x << 13;
@@ -298,5 +307,142 @@ fn rates_never_leave_min_max() {
         let r = c.view(dir).unwrap().rate;
         assert!(r >= b.min && r <= b.max);
     }
-    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{p:?}: {seen:?}");
+}
+
+/// A fluid model of a shaper in front of a line whose rate steps from 20 to 5 Mbit/s at
+/// 10 s, on a 1-ms virtual clock. A greedy sender keeps the shaper busy; the line's FIFO
+/// grows by what the shaper passes beyond the line's rate, and a sample's delay is the
+/// base delay plus that backlog at the line's rate. The achieved rate is what the line
+/// delivered over the last 100 ms, read every 100 ms (as an interface's rx counter sees a
+/// download). Probes every 25 ms. Returns the controller's rates (one per ms from the step
+/// on) and the ms from the step until the rate first got under 5 Mbit/s.
+fn step_20_to_5(p: Params) -> (Vec<u64>, Option<u64>) {
+    let b = bounds(2, 10, 20);
+    let mut c = Controller::new(p, Some(b), None).unwrap();
+    let mut backlog_bits = 0.0f64;
+    let mut delivered_bits = 0.0f64;
+    let mut rates = Vec::new();
+    let mut under = None;
+    for ms in 0u64..14_000 {
+        let now = Duration::from_millis(ms);
+        let line = if ms < 10_000 { 20e6 } else { 5e6 };
+        let shaper = c.view(Direction::Down).unwrap().rate.0 as f64;
+        // 1 ms of fluid: in at the shaper's rate, out at the line's while anything waits.
+        backlog_bits += shaper / 1e3;
+        let out = backlog_bits.min(line / 1e3);
+        backlog_bits -= out;
+        delivered_bits += out;
+        if ms % 100 == 0 {
+            c.on_load(Direction::Down, BitRate((delivered_bits * 10.0) as u64));
+            delivered_bits = 0.0;
+        }
+        if ms % 25 == 0 {
+            let queue = Duration::from_secs_f64(backlog_bits / line);
+            c.on_delay(now, Direction::Down, 0, BASE_DELAY + queue);
+        }
+        if ms >= 10_000 {
+            let r = c.view(Direction::Down).unwrap().rate.0;
+            rates.push(r);
+            if r < 5 * MBIT && under.is_none() {
+                under = Some(ms - 10_000);
+            }
+        }
+    }
+    (rates, under)
+}
+
+#[test]
+fn one_cut_from_the_achieved_rate_gets_under_a_line_that_slowed() {
+    let p = Params::default();
+    let (_, without) = step_20_to_5(Params {
+        cut_achieved: None,
+        ..p
+    });
+    let (rates, with) = step_20_to_5(p);
+    let (with, without) = (with.expect("under 5 Mbit/s"), without.expect("eventually"));
+    eprintln!("under 5 Mbit/s after {with} ms; from the shaper rate only {without} ms");
+    // Detection (3 of 6 delayed 25-ms samples) takes ~75 ms; the load read then is still
+    // the 20 Mbit/s of before the step, so the first cut is from the shaper rate, the next
+    // one (300 ms later) from the 5 Mbit/s the line now delivers: under it within 400 ms.
+    // From the shaper rate alone, x0.75 a cut: five cuts, 1.2 s of refractory periods.
+    assert!(with <= 400, "with the achieved rate: {with} ms");
+    assert!(without >= 1_000, "from the shaper rate only: {without} ms");
+    // The cut that got under it: x0.75 of the 5 Mbit/s delivered, not a blind dive.
+    assert_eq!(rates[with as usize], 3_750_000);
+}
+
+#[test]
+fn a_faster_refractory_period_cuts_again_sooner() {
+    // The refractory period is a parameter: at 100 ms the second cut (the one from the
+    // achieved rate) comes 200 ms earlier than at the default 300 ms.
+    let at = |ms: u64| {
+        step_20_to_5(Params {
+            bloat_refractory: Duration::from_millis(ms),
+            ..Params::default()
+        })
+        .1
+        .unwrap()
+    };
+    let (fast, slow) = (at(100), at(300));
+    eprintln!("refractory 100 ms: {fast} ms, 300 ms: {slow} ms");
+    assert!(fast + 150 <= slow, "100 ms: {fast} ms, 300 ms: {slow} ms");
+}
+
+#[test]
+fn without_bloat_the_achieved_rate_never_pulls_the_rate_down() {
+    let mut s = settled(bounds(2, 20, 50));
+    for _ in 0..100 {
+        s.load(1.0);
+        s.sample(Duration::ZERO);
+    }
+    assert_eq!(s.rate(), 50 * MBIT);
+    s.changes.clear();
+    // Lightly loaded (a third of the rate), delay low: only decay steps of 1 %.
+    for _ in 0..300 {
+        s.load(0.3);
+        s.sample(Duration::from_millis(5));
+    }
+    assert!(!s.changes.is_empty());
+    for ch in &s.changes {
+        assert_eq!(ch.reason, Reason::Decay, "{ch:?}");
+        assert!(ch.to.0 as f64 >= ch.from.0 as f64 * 0.99 - 1.0, "{ch:?}");
+    }
+    // 30 s: 30 steps of 1 % (50 x 0.99^30 = 37.0), far above the 15 Mbit/s delivered.
+    assert!(s.rate() > 36 * MBIT, "30 s of 1 % steps: {}", s.rate());
+}
+
+#[test]
+fn a_cut_starts_from_the_achieved_rate_only_when_it_says_something() {
+    let cut = |achieved_mbit: f64, share: Option<f64>| {
+        let p = Params {
+            cut_achieved: share,
+            ..Params::default()
+        };
+        let mut s = Sim::new(Controller::new(p, Some(bounds(2, 20, 50)), None).unwrap());
+        for _ in 0..20 {
+            s.sample(Duration::ZERO);
+        }
+        s.c.on_load(Direction::Down, BitRate((achieved_mbit * 1e6) as u64));
+        let mut first = None;
+        for _ in 0..6 {
+            if let Some(ch) = s.sample(Duration::from_millis(200)) {
+                first.get_or_insert(ch);
+            }
+        }
+        let ch = first.expect("a cut");
+        assert_eq!(ch.reason, Reason::Bloat);
+        ch.to.0 as f64 / 1e6
+    };
+    // 200 ms of delay: the deepest cut, x0.75.
+    assert!((cut(8.0, Some(1.0)) - 6.0).abs() < 1e-3, "from 8 delivered");
+    assert!((cut(8.0, Some(0.5)) - 3.0).abs() < 1e-3, "from half of 8");
+    assert!((cut(8.0, None) - 15.0).abs() < 1e-3, "off: from the rate");
+    // Delivered more than the rate (a burst): from the rate.
+    assert!((cut(30.0, Some(1.0)) - 15.0).abs() < 1e-3);
+    // Under min (2 Mbit/s): idle or no reading, says nothing about the line.
+    assert!((cut(1.0, Some(1.0)) - 15.0).abs() < 1e-3, "below min");
+    assert!((cut(0.0, Some(1.0)) - 15.0).abs() < 1e-3, "no reading");
+    // Just at min: used, and the result clamped to min.
+    assert!((cut(2.0, Some(1.0)) - 2.0).abs() < 1e-3, "at min");
 }

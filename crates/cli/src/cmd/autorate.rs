@@ -92,6 +92,14 @@ pub struct AutorateArgs {
     /// The deepest cut: the rate is multiplied by this at --cut-full-delay and above.
     #[arg(long, value_name = "FACTOR", default_value_t = 0.75)]
     cut_max: f64,
+    /// Where a cut starts: the lower of the shaper rate and SHARE x the achieved rate (what
+    /// the link delivered lately), so one cut gets under a line that just slowed; `off`:
+    /// from the shaper rate only. An achieved rate below --min is not used.
+    #[arg(long, value_name = "SHARE|off", default_value = "1")]
+    cut_achieved: String,
+    /// After a cut, no other cut and no raise for this long.
+    #[arg(long, value_name = "TIME", default_value = "300ms")]
+    bloat_refractory: String,
     /// The largest raise per sample, when loaded and the delay is low.
     #[arg(long, value_name = "FACTOR", default_value_t = 1.04)]
     raise_max: f64,
@@ -243,6 +251,14 @@ pub fn resolve(a: &AutorateArgs) -> Result<Plan, String> {
         high_load: a.high_load,
         decay_step: a.decay_step,
         decay_refractory: time("decay-every", &a.decay_every)?,
+        bloat_refractory: time("bloat-refractory", &a.bloat_refractory)?,
+        cut_achieved: match a.cut_achieved.trim() {
+            "off" => None,
+            v => Some(
+                v.parse::<f64>()
+                    .map_err(|_| format!("--cut-achieved {v:?}: a share (0 to 1) or off"))?,
+            ),
+        },
         ..Params::default()
     };
     // The defaults' cut_min (0.99) must not exceed a user's --cut-max above it.
@@ -881,6 +897,10 @@ mod tests {
             "15ms",
             "--cut-full-delay",
             "40ms",
+            "--cut-achieved",
+            "0.9",
+            "--bloat-refractory",
+            "150ms",
             "--emit",
             "sqm,cake-autorate",
         ])
@@ -893,6 +913,10 @@ mod tests {
         );
         assert_eq!(p.duration, Some(Duration::from_millis(2500)));
         assert_eq!(p.params.delay_thr, Duration::from_millis(15));
+        assert_eq!(p.params.cut_achieved, Some(0.9));
+        assert_eq!(p.params.bloat_refractory, Duration::from_millis(150));
+        let off = resolved(&with(&["--cut-achieved", "off"])).unwrap();
+        assert_eq!(off.params.cut_achieved, None);
         assert_eq!(p.emit, [Format::Sqm, Format::CakeAutorate]);
         assert_eq!(p.emit_iface, "lo");
     }
@@ -908,6 +932,10 @@ mod tests {
             (with(&["--high-load", "2"]), "--high-load"),
             (with(&["--cut-max", "1.5"]), "--cut-max"),
             (with(&["--raise-max", "0.5"]), "--raise-max"),
+            (with(&["--cut-achieved", "1.5"]), "--cut-achieved"),
+            (with(&["--cut-achieved", "never"]), "--cut-achieved"),
+            (with(&["--bloat-refractory", "0ms"]), "--bloat-refractory"),
+            (with(&["--bloat-refractory", "61s"]), "--bloat-refractory"),
             (with(&["--interval", "1ms"]), "--interval"),
             (with(&["--emit", "openwrt"]), "--emit"),
             (with(&["--emit-iface", "a b"]), "--emit-iface"),

@@ -773,8 +773,9 @@ fn builtin_quick_report4_reproduces_the_sqm_sweep() {
 /// was stopped by SIGINT (its JSON log ends `interrupted`, with ticks and cuts when the line
 /// dropped), the other arms ran none; the table per arm; the unshaped and static arms'
 /// physics hold (bloated; the static shaper wastes capacity); the report draws a rate and a
-/// latency chart per arm. Autorate's own effects are judged in the verdict and printed here,
-/// not required: see docs/experiments.md, "variable-link", for what they measured.
+/// latency chart per arm. Autorate's own two effects too (induced p90 within 50 ms, at least
+/// 70 % of the mean capacity): since it cuts from the achieved rate they hold with margins of
+/// 11-14 ms and 6-11 points (docs/experiments.md, "variable-link").
 #[test]
 fn builtin_quick_variable_link_runs_autorate_beside_the_test() {
     if !tier::root("builtin_quick_variable_link_runs_autorate_beside_the_test") {
@@ -827,11 +828,13 @@ fn builtin_quick_variable_link_runs_autorate_beside_the_test() {
         .filter(|c| !c["band"].is_null())
         .collect();
     assert_eq!(judged.len(), 6, "{v}");
-    for c in &judged[..4] {
+    for c in &judged {
         assert_eq!(c["pass"], true, "{c}: {text}");
     }
+    // Every effect within its band; a point made incomplete by a busy host (the emulator
+    // late) is NOT JUDGED, not NOT REPRODUCED.
     assert!(
-        ["reproduced", "not_reproduced", "not_judged"].contains(&v["outcome"].as_str().unwrap()),
+        ["reproduced", "not_judged"].contains(&v["outcome"].as_str().unwrap()),
         "{v}"
     );
     // Plots: a rate and a latency chart per arm, the trace's capacity under the shaper's rate.

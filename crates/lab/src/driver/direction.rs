@@ -44,8 +44,10 @@ fn read_phase_over(started: Duration, now: Duration, next_event: Option<Duration
 const IDLE_CAP: Duration = Duration::from_millis(50);
 /// Pause when the model reports a past deadline but releases nothing.
 const STALL_NAP: Duration = Duration::from_micros(20);
-/// How often counters are published for `lab status`.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// How often counters are published for `lab status` (as often as the lab writes its status
+/// file, `crate::lab::STATUS_EVERY`: `bloatlab autorate --lab` reads a stage's load there, and
+/// a reading that lags a line's step by a few hundred ms makes its first cut miss the step).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// The fds of one direction. The caller keeps the devices open until the
 /// thread has been joined.
