@@ -22,6 +22,7 @@
 use crate::error::{LabError, Result};
 use crate::names;
 use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
+use bloatlab_units::CongestionControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -194,7 +195,7 @@ pub struct LabSpec {
     /// Hosts that get `net.ipv4.tcp_ecn=1` (others keep the kernel default, 2).
     pub ecn_hosts: Vec<String>,
     /// Default TCP congestion control per host (`net.ipv4.tcp_congestion_control`).
-    pub cc: BTreeMap<String, String>,
+    pub cc: BTreeMap<String, CongestionControl>,
     /// MTU of every lab interface, bytes.
     pub mtu: u32,
     /// Userspace driver options.
@@ -280,15 +281,9 @@ impl LabSpec {
         for h in &self.ecn_hosts {
             check_host("--ecn", h)?;
         }
-        for (h, algo) in &self.cc {
+        // The names themselves were checked when they became CongestionControls.
+        for h in self.cc.keys() {
             check_host("--cc", h)?;
-            if algo.is_empty() || !algo.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(spec_err(
-                    "--cc",
-                    algo,
-                    "not a congestion control name".into(),
-                ));
-            }
         }
         self.up.check("up")?;
         self.down.check("down")

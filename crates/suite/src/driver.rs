@@ -290,7 +290,7 @@ fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) 
         a.extend(["-S".into(), t.to_arg()]);
     }
     if let Some(cc) = &flow.cc {
-        a.extend(["-Z".into(), cc.clone()]);
+        a.extend(["-Z".into(), cc.to_string()]);
     }
     if let Some(mark) = target.ecn_fwmark.filter(|_| flow.ecn) {
         a.extend(["--fwmark".into(), mark.to_string()]);
@@ -682,7 +682,7 @@ mod tests {
             loaded: Duration::from_millis(2500),
             idle_before: Duration::from_secs(1),
             idle_after: Duration::from_secs(1),
-            cc: vec!["reno".into()],
+            cc: vec![bloatlab_units::CongestionControl::new("reno").unwrap()],
             ..TestParams::default()
         };
         let p = plan(TestName::Rrul, &params).unwrap();

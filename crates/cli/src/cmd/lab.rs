@@ -16,6 +16,7 @@ use bloatlab_lab::control::{self, daemon::SpawnError, exec::ExecError, set::SetR
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::StateDir;
 use bloatlab_lab::{LabError, names, status_text};
+use bloatlab_units::CongestionControl;
 use clap::{Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -445,13 +446,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     spec.ecn_hosts.dedup();
     let mut cc = BTreeMap::new();
     for v in &a.cc {
-        match v.split_once('=') {
-            Some((h, algo)) => {
-                cc.insert(h.to_string(), algo.to_string());
+        let (host, algo) = match v.split_once('=') {
+            Some((h, algo)) => (Some(h), algo),
+            None => (None, v.as_str()),
+        };
+        let algo = CongestionControl::new(algo).map_err(|e| LabError::Spec {
+            field: "--cc".into(),
+            value: algo.into(),
+            why: e.to_string(),
+        })?;
+        match host {
+            Some(h) => {
+                cc.insert(h.to_string(), algo);
             }
             None => {
                 for h in &hosts {
-                    cc.insert(h.clone(), v.clone());
+                    cc.insert(h.clone(), algo.clone());
                 }
             }
         }
@@ -753,6 +763,11 @@ mod tests {
         assert_eq!(s.ecn_hosts, ["client", "client2", "server"]);
         assert_eq!(s.cc["client2"], "reno");
         assert_eq!(s.cc["server"], "bbr");
+        for bad in ["cu bic", "server=a-b"] {
+            let e = build_spec(&up_args(&["x", "--cc", bad])).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{bad}");
+            assert!(e.to_string().contains("--cc"), "{e}");
+        }
     }
 
     #[test]

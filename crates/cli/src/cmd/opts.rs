@@ -70,17 +70,6 @@ pub fn bind(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("`{s}` is not an IP address (optionally with :port)"))
 }
 
-/// `-Z`: a congestion control name as the kernel spells them.
-pub fn congestion(s: &str) -> Result<String, String> {
-    if !s.is_empty() && s.len() < 16 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "`{s}` is not a congestion control name (e.g. cubic, reno, bbr)"
-        ))
-    }
-}
-
 /// `--permit-key=KEY`: 4 to 128 bytes, as iperf 2 requires.
 pub fn permit_key(s: &str) -> Result<String, String> {
     bloatlab_wire::permit_key::validate(s.as_bytes())
@@ -141,7 +130,6 @@ mod tests {
         assert_eq!(bind("127.0.0.1").unwrap(), "127.0.0.1:0".parse().unwrap());
         assert_eq!(bind("[::1]:5000").unwrap(), "[::1]:5000".parse().unwrap());
         assert!(bind("nope").is_err());
-        assert!(congestion("cubic").is_ok() && congestion("a b").is_err());
         assert!(positive_seconds("0").is_err());
         assert!(permit_key("abc").is_err() && permit_key(&"k".repeat(129)).is_err());
         assert_eq!(permit_key("abcd").unwrap(), "abcd");
