@@ -1,7 +1,7 @@
 //! The options `bloatlab client` and `bloatlab server` share, defined once and flattened
 //! into both (iperf 2 spells them the same on either side).
 
-use super::opts;
+use crate::opts;
 use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, SocketOptions};
 use bloatlab_units::CongestionControl;
 use std::net::SocketAddr;
