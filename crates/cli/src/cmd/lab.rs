@@ -15,7 +15,7 @@ use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, Stage
 use bloatlab_lab::control::{self, daemon::SpawnError, exec::ExecError, set::SetRequest};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::StateDir;
-use bloatlab_lab::{LabError, names, status_text};
+use bloatlab_lab::{LabError, SpecField, names, status_text};
 use bloatlab_units::CongestionControl;
 use clap::{Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
@@ -451,7 +451,7 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
             None => (None, v.as_str()),
         };
         let algo = CongestionControl::new(algo).map_err(|e| LabError::Spec {
-            field: "--cc".into(),
+            field: SpecField::flag("--cc"),
             value: algo.into(),
             why: e.to_string(),
         })?;
@@ -516,16 +516,8 @@ pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
         message: e.to_string(),
     })?;
     build_spec(&a.up).map(|_| ()).map_err(|e| UpArgsError {
-        // `--rate/--up-rate`, `--stage/--up-stage 2 key name`: the flags are the first word.
         flags: match &e {
-            LabError::Spec { field, .. } => field
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .split('/')
-                .filter(|f| f.starts_with("--"))
-                .map(str::to_string)
-                .collect(),
+            LabError::Spec { field, .. } => field.flags.clone(),
             _ => Vec::new(),
         },
         message: e.to_string(),
@@ -536,7 +528,7 @@ pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
 /// from another directory); its directory must exist.
 fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
     let bad = |why: String| LabError::Spec {
-        field: "--trace".into(),
+        field: SpecField::flag("--trace"),
         value: p.display().to_string(),
         why,
     };
