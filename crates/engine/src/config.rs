@@ -6,6 +6,7 @@
 
 pub use crate::console::Out;
 pub use bloatlab_os::StopToken;
+use bloatlab_units::CongestionControl;
 pub use bloatlab_units::{BitRate, Bytes};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -89,7 +90,7 @@ pub struct SocketOptions {
     /// `-w`: SO_SNDBUF and SO_RCVBUF; `None` keeps the kernel default.
     pub window: Option<Bytes>,
     /// `-Z` / `--tcp-congestion`: TCP_CONGESTION name (e.g. `cubic`, `bbr`, `reno`).
-    pub congestion: Option<String>,
+    pub congestion: Option<CongestionControl>,
     /// `-S` / `--tos`: IP_TOS (IPv4) or IPV6_TCLASS (IPv6) byte.
     pub tos: Option<u8>,
     /// `-V`: use IPv6 (the server listens on `::`).

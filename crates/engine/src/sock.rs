@@ -5,6 +5,7 @@
 //! the option and the value that the kernel refused.
 
 use crate::config::SocketOptions;
+use bloatlab_units::CongestionControl;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -77,7 +78,7 @@ pub fn apply_options(sock: &Socket, opts: &SocketOptions, v6: bool) -> Result<()
         sock.set_recv_buffer_size(n).map_err(opt_err("-w", w.0))?;
     }
     if let Some(cc) = &opts.congestion {
-        sock.set_tcp_congestion(cc.as_bytes())
+        sock.set_tcp_congestion(cc.as_str().as_bytes())
             .map_err(opt_err("-Z/--tcp-congestion", cc))?;
     }
     if let Some(mark) = opts.mark {
@@ -121,9 +122,9 @@ pub fn notsent_lowat(sock: &impl AsRawFd) -> Option<u32> {
 
 /// Sets the congestion control of a connected socket (`-Z`, or what a
 /// bloatlab client asked the server's sender to use).
-pub fn set_congestion(stream: &TcpStream, cc: &str) -> Result<(), SockError> {
+pub fn set_congestion(stream: &TcpStream, cc: &CongestionControl) -> Result<(), SockError> {
     socket2::SockRef::from(stream)
-        .set_tcp_congestion(cc.as_bytes())
+        .set_tcp_congestion(cc.as_str().as_bytes())
         .map_err(opt_err("-Z/--tcp-congestion", cc))
 }
 
@@ -204,6 +205,10 @@ pub fn listen_tcp(port: u16, opts: &SocketOptions) -> Result<TcpListener, SockEr
 mod tests {
     use super::*;
 
+    fn cc(name: &str) -> CongestionControl {
+        CongestionControl::new(name).unwrap()
+    }
+
     #[test]
     fn resolve_prefers_requested_family() {
         assert!(resolve("127.0.0.1", 1, false).unwrap().is_ipv4());
@@ -234,14 +239,14 @@ mod tests {
         let l = listen_tcp(0, &SocketOptions::default()).unwrap();
         let port = l.local_addr().unwrap().port();
         let opts = SocketOptions {
-            congestion: Some("reno".into()),
+            congestion: Some(cc("reno")),
             tos: Some(0x10),
             ..SocketOptions::default()
         };
         let c = connect_tcp(([127, 0, 0, 1], port).into(), &opts, Duration::from_secs(3)).unwrap();
         assert_eq!(c.congestion.as_deref(), Some("reno"));
         let bad = SocketOptions {
-            congestion: Some("nosuchcc".into()),
+            congestion: Some(cc("nosuchcc")),
             ..SocketOptions::default()
         };
         let err =
@@ -265,9 +270,9 @@ mod tests {
         assert_eq!(notsent_lowat(&c.stream), None);
         set_notsent_lowat(&c.stream, 16384).unwrap();
         assert_eq!(notsent_lowat(&c.stream), Some(16384));
-        set_congestion(&c.stream, "cubic").unwrap();
+        set_congestion(&c.stream, &cc("cubic")).unwrap();
         let sref = socket2::SockRef::from(&c.stream);
         assert_eq!(congestion_in_effect(&sref).as_deref(), Some("cubic"));
-        assert!(set_congestion(&c.stream, "nosuchcc").is_err());
+        assert!(set_congestion(&c.stream, &cc("nosuchcc")).is_err());
     }
 }

@@ -4,6 +4,68 @@
 
 use std::io;
 
+/// Which option a [`LabError::Spec`] is about: the flags that set it and,
+/// when the error is about a part of its value, which part. Shown as the flags
+/// joined by `/` and the part after a space (`--rate/--up-rate`,
+/// `--stage/--up-stage 2 key name`), as the messages always read; a program
+/// (the experiment file's checker) reads [`SpecField::flags`] instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecField {
+    /// The flags, `--` included: one, or a direction's two spellings
+    /// (`--rate`, `--up-rate`). Empty for a setting no flag names (a sysctl).
+    pub flags: Vec<String>,
+    /// The part of the value (`2 key name`, `qdisc parameter`), or the
+    /// setting's name when no flag names it.
+    pub part: Option<String>,
+}
+
+impl SpecField {
+    /// One flag (`--mtu`).
+    pub fn flag(flag: &str) -> SpecField {
+        SpecField {
+            flags: vec![flag.to_owned()],
+            part: None,
+        }
+    }
+
+    /// The option `--WHAT` of link direction `dir` (`up`, `down`, or empty
+    /// for a link command without a direction): `--rate/--up-rate`.
+    pub fn link(dir: &str, what: &str) -> SpecField {
+        let mut flags = vec![format!("--{what}")];
+        if !dir.is_empty() {
+            flags.push(format!("--{dir}-{what}"));
+        }
+        SpecField { flags, part: None }
+    }
+
+    /// A setting no flag names (`sysctl`).
+    pub fn setting(name: &str) -> SpecField {
+        SpecField {
+            flags: Vec::new(),
+            part: Some(name.to_owned()),
+        }
+    }
+
+    /// This field narrowed to a part of its value.
+    pub fn part(self, part: impl Into<String>) -> SpecField {
+        SpecField {
+            part: Some(part.into()),
+            ..self
+        }
+    }
+}
+
+impl std::fmt::Display for SpecField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.flags.join("/"))?;
+        match &self.part {
+            Some(p) if self.flags.is_empty() => f.write_str(p),
+            Some(p) => write!(f, " {p}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Everything that can go wrong while building, running or removing a lab.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -14,7 +76,7 @@ pub enum LabError {
     /// A link or host option was rejected (field and value named).
     #[error("invalid {field} {value:?}: {why}")]
     Spec {
-        field: String,
+        field: SpecField,
         value: String,
         why: String,
     },

@@ -25,7 +25,7 @@ pub fn ecn_value(on: bool) -> &'static str {
 /// Parses `HOST=on|off` (or `all=on|off`) against the lab's hosts.
 pub fn parse_ecn_setting(st: &LabState, v: &str) -> Result<Vec<(String, bool)>> {
     let bad = |why: String| LabError::Spec {
-        field: "--ecn".into(),
+        field: crate::error::SpecField::flag("--ecn"),
         value: v.to_string(),
         why,
     };

@@ -23,7 +23,7 @@
 //! codel, fq_codel, pie or cake: asking for them fails with
 //! [`LabError::MissingQdisc`] naming the qdisc.
 
-use crate::error::{LabError, Result};
+use crate::error::{LabError, Result, SpecField};
 use crate::names;
 use crate::netlink::Netlink;
 use crate::netlink::msg::RTM_NEWQDISC;
@@ -45,14 +45,14 @@ pub fn check(spec: &LabSpec) -> Result<()> {
     for (dir, l) in [("up", &spec.up), ("down", &spec.down)] {
         if !l.stages.is_empty() {
             return Err(spec_err(
-                &format!("--{dir}-stage"),
+                SpecField::flag(&format!("--{dir}-stage")),
                 &Spelled::join(&l.stages, " | "),
                 "chained links (--stage) need the userspace backend".into(),
             ));
         }
         if !l.params.is_empty() {
             return Err(spec_err(
-                &format!("--{dir}-qdisc-param"),
+                SpecField::flag(&format!("--{dir}-qdisc-param")),
                 &Spelled::join(&l.params, " "),
                 "qdisc parameters are only supported by the userspace backend".into(),
             ));
@@ -63,14 +63,14 @@ pub fn check(spec: &LabSpec) -> Result<()> {
     }
     if spec.driver.offload {
         return Err(spec_err(
-            "--offload",
+            SpecField::flag("--offload"),
             "on",
             "needs the userspace backend (the kernel backend's veth offloads are off)".into(),
         ));
     }
     if let Some(t) = &spec.driver.trace {
         return Err(spec_err(
-            "--trace",
+            SpecField::flag("--trace"),
             &t.display().to_string(),
             "needs the userspace backend (a kernel qdisc cannot report each packet)".into(),
         ));
@@ -82,14 +82,14 @@ pub fn check(spec: &LabSpec) -> Result<()> {
 fn tbf_rate(dir: &str, r: &Spelled<LinkRate>) -> Result<u32> {
     if r.get().capacity.is_some() {
         return Err(spec_err(
-            &LinkSpec::flag(dir, "rate"),
+            LinkSpec::flag(dir, "rate"),
             r.text(),
             "rate schedules and traces need the userspace backend".into(),
         ));
     }
     u32::try_from(r.get().nominal.0 / 8).map_err(|_| {
         spec_err(
-            &LinkSpec::flag(dir, "rate"),
+            LinkSpec::flag(dir, "rate"),
             r.text(),
             "at most 34 Gbit/s for the kernel backend".into(),
         )
@@ -289,7 +289,7 @@ mod tests {
             edit(&mut s);
             s.validate().unwrap();
             match check(&s) {
-                Err(LabError::Spec { field, value, why }) => (field, value, why),
+                Err(LabError::Spec { field, value, why }) => (field.to_string(), value, why),
                 other => panic!("{other:?}"),
             }
         };

@@ -45,7 +45,7 @@ pub mod trace_file;
 pub mod tun;
 pub mod userspace;
 
-pub use error::{LabError, Result};
+pub use error::{LabError, Result, SpecField};
 pub use exec_env::LabEnv;
 pub use lab::{Lab, LabStatus};
 pub use spec::{Backend, LabSpec, LinkSpec};

@@ -134,7 +134,7 @@ fn flag_error(dir: &str, e: SpecError) -> LabError {
     let why = e.problem.to_string();
     let field = match e.field.as_str() {
         f @ ("rate" | "delay" | "jitter" | "loss" | "limit" | "qdisc") => LinkSpec::flag(dir, f),
-        key => format!("{} {key}", LinkSpec::flag(dir, "qdisc-param")),
+        key => LinkSpec::flag(dir, "qdisc-param").part(key),
     };
     LabError::Spec {
         field,
@@ -255,7 +255,11 @@ mod tests {
         let LabError::Spec { field, value, .. } = link_config("down", &s).unwrap_err() else {
             panic!()
         };
-        assert_eq!(field, "--qdisc-param/--down-qdisc-param qdisc parameter");
+        assert_eq!(
+            field.to_string(),
+            "--qdisc-param/--down-qdisc-param qdisc parameter"
+        );
+        assert_eq!(field.flags, ["--qdisc-param", "--down-qdisc-param"]);
         assert_eq!(value, "target");
         let s = LinkSpec {
             loss: parsed("gemodel 1% 0%"),
@@ -264,6 +268,6 @@ mod tests {
         let LabError::Spec { field, .. } = link_config("up", &s).unwrap_err() else {
             panic!()
         };
-        assert_eq!(field, "--loss/--up-loss");
+        assert_eq!(field.to_string(), "--loss/--up-loss");
     }
 }

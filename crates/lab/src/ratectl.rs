@@ -17,7 +17,7 @@
 //! stops the rest.
 
 use crate::driver::Emulator;
-use crate::error::{LabError, Result};
+use crate::error::{LabError, Result, SpecField};
 use crate::spec::Backend;
 use crate::state::{LabState, StateDir, write_atomic};
 use bloatlab_emu::StageSetting;
@@ -115,7 +115,7 @@ pub fn parse_setting(
 ) -> Result<Vec<StageRate>> {
     let flag = format!("--stage-{key}");
     let bad = |why: String| LabError::Spec {
-        field: flag.clone(),
+        field: SpecField::flag(&flag),
         value: v.to_string(),
         why,
     };

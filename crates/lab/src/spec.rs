@@ -19,9 +19,10 @@
 //! server-side hosts, the *down* link the reverse. The /24 exists only
 //! inside the lab's namespaces, so every lab can use the same addresses.
 
-use crate::error::{LabError, Result};
+use crate::error::{LabError, Result, SpecField};
 use crate::names;
 use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec};
+use bloatlab_units::CongestionControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -77,12 +78,8 @@ pub struct LinkSpec {
 impl LinkSpec {
     /// The flag that sets `what` for direction `dir` (`--rate/--up-rate`),
     /// as errors name it.
-    pub fn flag(dir: &str, what: &str) -> String {
-        if dir.is_empty() {
-            format!("--{what}")
-        } else {
-            format!("--{what}/--{dir}-{what}")
-        }
+    pub fn flag(dir: &str, what: &str) -> SpecField {
+        SpecField::link(dir, what)
     }
 
     /// Checks the fields of direction `dir` against each other: `--rate`,
@@ -105,7 +102,7 @@ impl LinkSpec {
         for (what, value) in single {
             if let Some(value) = value {
                 return Err(spec_err(
-                    &LinkSpec::flag(dir, what),
+                    LinkSpec::flag(dir, what),
                     &value,
                     format!(
                         "conflicts with {}: with stages, give {what} inside a stage",
@@ -123,7 +120,7 @@ impl LinkSpec {
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) || name == "path" {
                 return Err(spec_err(
-                    &format!("{} {} key name", LinkSpec::flag(dir, "stage"), i + 1),
+                    LinkSpec::flag(dir, "stage").part(format!("{} key name", i + 1)),
                     name,
                     "stage names must be unique and not `path`".into(),
                 ));
@@ -194,7 +191,7 @@ pub struct LabSpec {
     /// Hosts that get `net.ipv4.tcp_ecn=1` (others keep the kernel default, 2).
     pub ecn_hosts: Vec<String>,
     /// Default TCP congestion control per host (`net.ipv4.tcp_congestion_control`).
-    pub cc: BTreeMap<String, String>,
+    pub cc: BTreeMap<String, CongestionControl>,
     /// MTU of every lab interface, bytes.
     pub mtu: u32,
     /// Userspace driver options.
@@ -253,14 +250,14 @@ impl LabSpec {
         names::validate(&self.name)?;
         if self.clients == 0 || self.clients > MAX_CLIENTS {
             return Err(spec_err(
-                "--clients",
+                SpecField::flag("--clients"),
                 &self.clients.to_string(),
                 format!("must be 1 to {MAX_CLIENTS}"),
             ));
         }
         if !(576..=9000).contains(&self.mtu) {
             return Err(spec_err(
-                "--mtu",
+                SpecField::flag("--mtu"),
                 &self.mtu.to_string(),
                 "must be 576 to 9000".into(),
             ));
@@ -271,7 +268,7 @@ impl LabSpec {
                 Ok(())
             } else {
                 Err(spec_err(
-                    field,
+                    SpecField::flag(field),
                     h,
                     format!("no such host (hosts: {})", hosts.join(", ")),
                 ))
@@ -280,24 +277,18 @@ impl LabSpec {
         for h in &self.ecn_hosts {
             check_host("--ecn", h)?;
         }
-        for (h, algo) in &self.cc {
+        // The names themselves were checked when they became CongestionControls.
+        for h in self.cc.keys() {
             check_host("--cc", h)?;
-            if algo.is_empty() || !algo.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(spec_err(
-                    "--cc",
-                    algo,
-                    "not a congestion control name".into(),
-                ));
-            }
         }
         self.up.check("up")?;
         self.down.check("down")
     }
 }
 
-pub(crate) fn spec_err(field: &str, value: &str, why: String) -> LabError {
+pub(crate) fn spec_err(field: SpecField, value: &str, why: String) -> LabError {
     LabError::Spec {
-        field: field.to_string(),
+        field,
         value: value.to_string(),
         why,
     }

@@ -18,12 +18,8 @@ use std::time::Duration;
 fn stage_error(dir: &str, text: &str, e: StageError) -> LabError {
     let why = e.source.problem.to_string();
     LabError::Spec {
-        field: format!(
-            "{} {} ({text:?}) key {}",
-            LinkSpec::flag(dir, "stage"),
-            e.stage,
-            e.source.field
-        ),
+        field: LinkSpec::flag(dir, "stage")
+            .part(format!("{} ({text:?}) key {}", e.stage, e.source.field)),
         value: e.source.value,
         why,
     }

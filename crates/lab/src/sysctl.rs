@@ -9,7 +9,7 @@ use std::io;
 pub fn write(key: &str, value: &str) -> Result<()> {
     if key.contains("..") || key.contains('/') {
         return Err(LabError::Spec {
-            field: "sysctl".into(),
+            field: crate::error::SpecField::setting("sysctl"),
             value: key.into(),
             why: "not a sysctl name".into(),
         });

@@ -68,7 +68,7 @@ pub struct TraceWriter {
 pub fn open(prefix: &Path, dir: &str) -> Result<(TraceFn, TraceWriter)> {
     let path = path_for(prefix, dir);
     let file = std::fs::File::create(&path).map_err(|e| LabError::Spec {
-        field: "--trace".into(),
+        field: crate::error::SpecField::flag("--trace"),
         value: prefix.display().to_string(),
         why: format!("cannot create {}: {e}", path.display()),
     })?;

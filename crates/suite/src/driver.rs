@@ -27,7 +27,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::plan::{Amount, Family, Plan, ProbeMode, Runner, RunnerKind, TcpFlow};
+use bloatlab_engine::config::{
+    Amount as ClientAmount, ClientConfig, Direction as ClientDirection, OutputFormat,
+};
 use bloatlab_stats::Direction;
+use bloatlab_units::Bytes;
 
 /// How long children get to exit after SIGINT before SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -255,47 +259,49 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
 /// waits in a sender's socket buffer (13 ms at 20 Mbit/s), so what a sender
 /// counts as written has nearly all entered the network, and the load stops
 /// when its phase ends instead of draining a deep socket buffer.
-pub const LOAD_NOTSENT_LOWAT: &str = "32K";
+pub const LOAD_NOTSENT_LOWAT: Bytes = Bytes(32 * 1024);
 
 fn tcp_args(target: &Target, runner: &Runner, flow: &TcpFlow, sample: Duration) -> Vec<String> {
-    let mut a = vec![
-        "client".to_owned(),
-        target.host_for(runner.family).to_owned(),
-        "-p".into(),
-        target.port.to_string(),
-        "-i".into(),
-        secs_arg(sample),
-        "--json".into(),
-        // TCP_INFO on the sender: retransmits, RTT, CE deliveries per interval.
-        "-e".into(),
-        "--notsent-lowat".into(),
-        LOAD_NOTSENT_LOWAT.into(),
-    ];
+    bloatlab_invoke::client::to_argv(&tcp_config(target, runner, flow, sample))
+}
+
+/// What the `client` child of a load flow runs with (its command line is this,
+/// [`bloatlab_invoke::client::to_argv`]; the key goes by [`Target::key_env`]).
+pub fn tcp_config(
+    target: &Target,
+    runner: &Runner,
+    flow: &TcpFlow,
+    sample: Duration,
+) -> ClientConfig {
+    let mut c = ClientConfig::new(target.host_for(runner.family));
+    c.port = target.port;
+    c.interval = Some(millis(sample));
+    c.format = OutputFormat::Json;
+    // TCP_INFO on the sender: retransmits, RTT, CE deliveries per interval.
+    c.enhanced = true;
+    c.notsent_lowat = Some(LOAD_NOTSENT_LOWAT);
     match flow.amount {
         Amount::UntilStop => {
-            a.extend([
-                "-t".into(),
-                secs_arg(runner.stop.saturating_sub(runner.start)),
-                // Clean phase end: an RST when the loaded phase ends, no drain
-                // of queued data into the recovery phase (docs/tests.md).
-                "--abort-at-end".into(),
-            ]);
+            c.amount = ClientAmount::Time(millis(runner.stop.saturating_sub(runner.start)));
+            // Clean phase end: an RST when the loaded phase ends, no drain
+            // of queued data into the recovery phase (docs/tests.md).
+            c.abort_at_end = true;
         }
-        Amount::Pulses { bytes, .. } => a.extend(["-n".into(), bytes.0.to_string()]),
+        Amount::Pulses { bytes, .. } => c.amount = ClientAmount::Bytes(bytes),
     }
     if flow.direction == Direction::Down {
-        a.push("-R".into());
+        c.direction = ClientDirection::Reverse;
     }
-    if let Some(t) = flow.tos {
-        a.extend(["-S".into(), t.to_arg()]);
-    }
-    if let Some(cc) = &flow.cc {
-        a.extend(["-Z".into(), cc.clone()]);
-    }
-    if let Some(mark) = target.ecn_fwmark.filter(|_| flow.ecn) {
-        a.extend(["--fwmark".into(), mark.to_string()]);
-    }
-    a
+    c.socket.tos = flow.tos.map(|t| t.0);
+    c.socket.congestion = flow.cc.clone();
+    c.socket.mark = target.ecn_fwmark.filter(|_| flow.ecn);
+    c.permit_key = target.permit_key.clone();
+    c
+}
+
+/// `d` in whole milliseconds, at least one: the precision runners are given.
+pub fn millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX))
 }
 
 /// Seconds with millisecond precision, as the CLIs accept them (`2.5`).
@@ -682,7 +688,7 @@ mod tests {
             loaded: Duration::from_millis(2500),
             idle_before: Duration::from_secs(1),
             idle_after: Duration::from_secs(1),
-            cc: vec!["reno".into()],
+            cc: vec![bloatlab_units::CongestionControl::new("reno").unwrap()],
             ..TestParams::default()
         };
         let p = plan(TestName::Rrul, &params).unwrap();
@@ -699,8 +705,8 @@ mod tests {
         let a = runner_args(&t, by("tcp_down_ef"), Duration::from_millis(200));
         assert_eq!(
             a.join(" "),
-            "client 10.77.0.2 -p 5001 -i 0.200 --json -e --notsent-lowat 32K -t 2.500 \
-             --abort-at-end -R -S 0xb8 -Z reno"
+            "client 10.77.0.2 -i 0.2 -t 2.5 -Z reno -S 0xb8 --notsent-lowat 32768 --json -e -R \
+             --abort-at-end"
         );
         let a = runner_args(&t, by("udp_bk"), Duration::from_millis(200));
         assert_eq!(

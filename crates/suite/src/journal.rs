@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bloatlab_results::convert::nanos;
+use bloatlab_units::CongestionControl;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Tos;
@@ -82,7 +83,7 @@ pub struct ParamsRecord {
     pub idle_before_ns: u64,
     pub idle_after_ns: u64,
     pub flows: u32,
-    pub cc: Vec<String>,
+    pub cc: Vec<CongestionControl>,
     /// TOS bytes.
     pub markings: Vec<u8>,
     pub probe_interval_ns: u64,

@@ -109,7 +109,7 @@ pub fn plan_record(p: &TestParams, plan: &Plan, target: &Target) -> PlanRecord {
                 start_ns: nanos(r.start),
                 stop_ns: nanos(r.stop),
                 tos: f.tos.map(|t| t.0),
-                congestion_control: f.cc.clone(),
+                congestion_control: f.cc.as_ref().map(ToString::to_string),
                 pulses: match f.amount {
                     Amount::UntilStop => None,
                     Amount::Pulses { bytes, count } => Some(PulsesRecord {
@@ -150,7 +150,7 @@ pub fn flow_cc(name: &str, flow: &TcpFlow, sender_cc: Option<&str>) -> FlowConge
     FlowCongestionControl {
         flow: name.to_owned(),
         sender: sender(flow.direction),
-        requested: flow.cc.clone(),
+        requested: flow.cc.as_ref().map(ToString::to_string),
         used: sender_cc.map(str::to_owned),
     }
 }
@@ -163,7 +163,10 @@ pub fn congestion_control(
 ) -> CongestionControlRecord {
     CongestionControlRecord {
         default,
-        requested: (!params.cc.is_empty()).then(|| params.cc.join(",")),
+        requested: (!params.cc.is_empty()).then(|| {
+            let names: Vec<&str> = params.cc.iter().map(|c| c.as_str()).collect();
+            names.join(",")
+        }),
         per_flow,
     }
 }
@@ -242,7 +245,7 @@ mod tests {
     #[test]
     fn download_cc_used_is_the_servers() {
         let p = TestParams {
-            cc: vec!["cubic".into()],
+            cc: vec![bloatlab_units::CongestionControl::new("cubic").unwrap()],
             ..TestParams::default()
         };
         let plan = crate::plan::plan(TestName::Rrul, &p).unwrap();

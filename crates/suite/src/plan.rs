@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use bloatlab_stats::{Direction, Phase, PhaseKind, Timeline};
-use bloatlab_units::Bytes;
+use bloatlab_units::{Bytes, CongestionControl};
 
 use crate::catalog::{TestName, Tos};
 
@@ -38,7 +38,7 @@ pub struct TestParams {
     pub flows: u32,
     /// Congestion control per TCP flow, cycled over the flows in plan order; empty = the
     /// system default.
-    pub cc: Vec<String>,
+    pub cc: Vec<CongestionControl>,
     /// Markings per TCP flow within each direction, cycled; empty = the test's default.
     pub markings: Vec<Tos>,
     /// Time between probes of each probe stream.
@@ -117,7 +117,7 @@ pub struct TcpFlow {
     /// IP TOS of the flow's packets (client `-S`), `None` = unmarked.
     pub tos: Option<Tos>,
     /// Congestion control (client `-Z`), `None` = system default.
-    pub cc: Option<String>,
+    pub cc: Option<CongestionControl>,
     /// How much to send.
     pub amount: Amount,
     /// The flow asks for ECN on its own (`--ecn mix`: its socket gets the run's fwmark,
@@ -752,7 +752,9 @@ mod tests {
     fn nup_flows_cc_and_markings_cycle() {
         let params = TestParams {
             flows: 3,
-            cc: vec!["reno".into(), "bbr".into()],
+            cc: ["reno", "bbr"]
+                .map(|n| CongestionControl::new(n).unwrap())
+                .to_vec(),
             markings: vec![Tos::EF],
             ..short()
         };

@@ -7,7 +7,9 @@
 //! 84  u32      notsent_lowat: TCP_NOTSENT_LOWAT in bytes for the server's
 //!              sending socket (0 = leave the kernel's setting)
 //! 88  [u8;16]  congestion control for the server's sending socket, ASCII,
-//!              NUL-padded (TCP_CA_NAME_MAX = 16); all zero = no request
+//!              NUL-padded (TCP_CA_NAME_MAX = 16); all zero = no request.
+//!              The name obeys bloatlab_units::CongestionControl's rule, so
+//!              at least one NUL always follows it
 //! ```
 //!
 //! Why here: `client_hdrext.length` (the version and report interval,
@@ -35,6 +37,7 @@ use crate::error::need;
 use crate::field::{Field, get_u32, get_u64, set_u32};
 use crate::flags::HeaderFlags;
 use crate::tcp_header::LEN_WITH_START;
+use bloatlab_units::CongestionControl;
 
 /// The extension version announcing a [`BlabBlockRepr`] at offset 80.
 pub const BLOATLAB_EXT_VERSION_BLOCK: u8 = 2;
@@ -50,7 +53,7 @@ pub const BLOATLAB_EXT_VERSION_FLOW_ID: u8 = 3;
 pub const FLOW_ID_FIELD: Field = LEN_WITH_BLAB_BLOCK..LEN_WITH_BLAB_BLOCK + 8;
 /// Header length with the block and a flow id (without a permit key).
 pub const LEN_WITH_FLOW_ID: usize = LEN_WITH_BLAB_BLOCK + 8;
-/// Longest congestion control name (the kernel's TCP_CA_NAME_MAX).
+/// Bytes of the congestion control field (the kernel's TCP_CA_NAME_MAX).
 pub const CC_NAME_MAX: usize = 16;
 
 /// Field map, relative to the block start.
@@ -88,38 +91,46 @@ pub struct BlabBlockRepr {
     /// TCP_NOTSENT_LOWAT for the server's sending socket, bytes.
     pub notsent_lowat: Option<u32>,
     /// Congestion control for the server's sending socket.
-    pub congestion: Option<String>,
+    pub congestion: Option<CongestionControl>,
     /// Extension version 3: the flow's id (8 bytes after the block; 0 on
     /// the wire = none). A server keeps its sender's final TCP_INFO under it.
     pub flow_id: Option<u64>,
 }
 
 impl BlabBlockRepr {
-    /// Parses the 24 block bytes. The name must be printable ASCII without
-    /// inner NULs (it becomes a `setsockopt` argument on the server).
+    /// Parses the 24 block bytes. The name must be NUL-padded and obey
+    /// [`CongestionControl`]'s rule (it becomes a `setsockopt` argument on the server).
     pub fn parse(b: &[u8]) -> Result<BlabBlockRepr, WireError> {
         need(b, BLAB_BLOCK_LEN)?;
         let raw = &b[field::CC];
+        let bad = || WireError::BadValue {
+            field: "blab_block.congestion",
+            value: u64::from(get_u32(raw, 0..4)),
+        };
         let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
         let (name, pad) = raw.split_at(end);
-        if pad.iter().any(|&c| c != 0) || !name.iter().all(|c| c.is_ascii_graphic()) {
-            return Err(WireError::BadValue {
-                field: "blab_block.congestion",
-                value: u64::from(get_u32(raw, 0..4)),
-            });
+        if pad.iter().any(|&c| c != 0) {
+            return Err(bad());
         }
+        let congestion = match name {
+            [] => None,
+            _ => {
+                let text = std::str::from_utf8(name).map_err(|_| bad())?;
+                Some(CongestionControl::new(text).map_err(|_| bad())?)
+            }
+        };
         let lowat = get_u32(b, field::NOTSENT_LOWAT);
         Ok(BlabBlockRepr {
             flags: BlabBlockFlags(get_u32(b, field::FLAGS)),
             notsent_lowat: (lowat > 0).then_some(lowat),
-            congestion: (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned()),
+            congestion,
             flow_id: None,
         })
     }
 
-    /// The 24 block bytes (without the flow id). A name longer than [`CC_NAME_MAX`] is an error
-    /// (the kernel would refuse it anyway).
-    pub fn to_bytes(&self) -> Result<[u8; BLAB_BLOCK_LEN], WireError> {
+    /// The 24 block bytes (without the flow id). Every [`CongestionControl`]
+    /// fits the field ([`CongestionControl::MAX_LEN`] < [`CC_NAME_MAX`]).
+    pub fn to_bytes(&self) -> [u8; BLAB_BLOCK_LEN] {
         let mut b = [0u8; BLAB_BLOCK_LEN];
         set_u32(&mut b, field::FLAGS, self.flags.0);
         set_u32(
@@ -128,16 +139,10 @@ impl BlabBlockRepr {
             self.notsent_lowat.unwrap_or(0),
         );
         if let Some(cc) = &self.congestion {
-            let n = cc.as_bytes();
-            if n.len() > CC_NAME_MAX || !n.iter().all(|c| c.is_ascii_graphic()) {
-                return Err(WireError::BadLength {
-                    field: "blab_block.congestion",
-                    value: n.len() as u64,
-                });
-            }
+            let n = cc.as_str().as_bytes();
             b[field::CC.start..field::CC.start + n.len()].copy_from_slice(n);
         }
-        Ok(b)
+        b
     }
 
     /// Appends the block to an 80-byte header (core + start-time block, no
@@ -150,7 +155,7 @@ impl BlabBlockRepr {
                 value: header.len() as u64,
             });
         }
-        header.extend_from_slice(&self.to_bytes()?);
+        header.extend_from_slice(&self.to_bytes());
         if let Some(id) = self.flow_id.filter(|&id| id != 0) {
             header.extend_from_slice(&id.to_be_bytes());
         }
@@ -191,10 +196,10 @@ mod tests {
         let r = BlabBlockRepr {
             flags: BlabBlockFlags::HELLO,
             notsent_lowat: Some(16384),
-            congestion: Some("cubic".into()),
+            congestion: Some(CongestionControl::new("cubic").unwrap()),
             flow_id: None,
         };
-        let b = r.to_bytes().unwrap();
+        let b = r.to_bytes();
         assert_eq!(BlabBlockRepr::parse(&b).unwrap(), r);
         assert_eq!(
             BlabBlockRepr::parse(&[0u8; 24]).unwrap(),
@@ -207,11 +212,20 @@ mod tests {
         bad = b;
         bad[8] = b' ';
         assert!(BlabBlockRepr::parse(&bad).is_err());
+        // A name the rule refuses (a hyphen; 16 bytes with no NUL, which the
+        // kernel would truncate) is refused on the wire too.
+        bad = b;
+        bad[8..14].copy_from_slice(b"cu-bic");
+        assert!(BlabBlockRepr::parse(&bad).is_err());
+        bad = b;
+        bad[8..24].copy_from_slice(&[b'a'; 16]);
+        assert!(BlabBlockRepr::parse(&bad).is_err());
+        // The longest name the rule allows round-trips.
         let long = BlabBlockRepr {
-            congestion: Some("a".repeat(17)),
+            congestion: Some(CongestionControl::new(&"a".repeat(15)).unwrap()),
             ..BlabBlockRepr::default()
         };
-        assert!(long.to_bytes().is_err());
+        assert_eq!(BlabBlockRepr::parse(&long.to_bytes()).unwrap(), long);
         assert!(r.append_to(&mut vec![0u8; 60]).is_err());
     }
 

@@ -744,7 +744,7 @@ fn bloatlab_block_golden_bytes() {
     let block = BlabBlockRepr {
         flags: BlabBlockFlags::HELLO,
         notsent_lowat: Some(16384),
-        congestion: Some("cubic".into()),
+        congestion: Some(bloatlab_units::CongestionControl::new("cubic").unwrap()),
         flow_id: None,
     };
     block.append_to(&mut out).unwrap();

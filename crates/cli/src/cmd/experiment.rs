@@ -295,7 +295,7 @@ fn check_client(
         .try_get_matches_from(&argv)
         .and_then(|m| crate::cmd::client::ClientArgs::from_arg_matches(&m))
         .map_err(|e| bad(e.to_string()))?;
-    args.to_config().map_err(|e| bad(e.to_string()))?;
+    args.resolve(None).map_err(|e| bad(e.to_string()))?;
     Ok(())
 }
 

@@ -15,7 +15,8 @@ use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, Stage
 use bloatlab_lab::control::{self, daemon::SpawnError, exec::ExecError, set::SetRequest};
 use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
 use bloatlab_lab::state::StateDir;
-use bloatlab_lab::{LabError, names, status_text};
+use bloatlab_lab::{LabError, SpecField, names, status_text};
+use bloatlab_units::CongestionControl;
 use clap::{Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -445,13 +446,22 @@ fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
     spec.ecn_hosts.dedup();
     let mut cc = BTreeMap::new();
     for v in &a.cc {
-        match v.split_once('=') {
-            Some((h, algo)) => {
-                cc.insert(h.to_string(), algo.to_string());
+        let (host, algo) = match v.split_once('=') {
+            Some((h, algo)) => (Some(h), algo),
+            None => (None, v.as_str()),
+        };
+        let algo = CongestionControl::new(algo).map_err(|e| LabError::Spec {
+            field: SpecField::flag("--cc"),
+            value: algo.into(),
+            why: e.to_string(),
+        })?;
+        match host {
+            Some(h) => {
+                cc.insert(h.to_string(), algo);
             }
             None => {
                 for h in &hosts {
-                    cc.insert(h.clone(), v.clone());
+                    cc.insert(h.clone(), algo.clone());
                 }
             }
         }
@@ -506,16 +516,8 @@ pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
         message: e.to_string(),
     })?;
     build_spec(&a.up).map(|_| ()).map_err(|e| UpArgsError {
-        // `--rate/--up-rate`, `--stage/--up-stage 2 key name`: the flags are the first word.
         flags: match &e {
-            LabError::Spec { field, .. } => field
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .split('/')
-                .filter(|f| f.starts_with("--"))
-                .map(str::to_string)
-                .collect(),
+            LabError::Spec { field, .. } => field.flags.clone(),
             _ => Vec::new(),
         },
         message: e.to_string(),
@@ -526,7 +528,7 @@ pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
 /// from another directory); its directory must exist.
 fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
     let bad = |why: String| LabError::Spec {
-        field: "--trace".into(),
+        field: SpecField::flag("--trace"),
         value: p.display().to_string(),
         why,
     };
@@ -753,6 +755,11 @@ mod tests {
         assert_eq!(s.ecn_hosts, ["client", "client2", "server"]);
         assert_eq!(s.cc["client2"], "reno");
         assert_eq!(s.cc["server"], "bbr");
+        for bad in ["cu bic", "server=a-b"] {
+            let e = build_spec(&up_args(&["x", "--cc", bad])).unwrap_err();
+            assert_eq!(code_of(&e), USAGE, "{bad}");
+            assert!(e.to_string().contains("--cc"), "{e}");
+        }
     }
 
     #[test]

@@ -3,7 +3,6 @@
 pub mod autorate;
 pub mod autorate_io;
 pub mod client;
-pub mod common;
 pub mod demo;
 pub mod emit;
 pub mod experiment;

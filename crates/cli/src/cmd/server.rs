@@ -1,9 +1,9 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
-use super::common::CommonArgs;
 use super::opts;
 use bloatlab_engine::config::{BitRate, Bytes, OutputFormat, Protocol, ServerConfig};
 use bloatlab_engine::limits::{self, ServerLimits};
+use bloatlab_invoke::common::CommonArgs;
 use std::net::SocketAddr;
 use std::time::Duration;
 

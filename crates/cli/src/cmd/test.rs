@@ -19,6 +19,7 @@ use bloatlab_suite::{
 
 use crate::cmd::opts;
 use crate::exit;
+use bloatlab_units::CongestionControl;
 
 /// Arguments of `bloatlab test`.
 #[derive(Debug, clap::Args)]
@@ -71,8 +72,8 @@ pub struct TestArgs {
         hide_env_values = true)]
     pub permit_key: Option<String>,
     /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
-    #[arg(long = "cc", value_delimiter = ',', value_parser = opts::congestion)]
-    pub cc: Vec<String>,
+    #[arg(long = "cc", value_delimiter = ',', value_parser = CongestionControl::new)]
+    pub cc: Vec<CongestionControl>,
     /// DSCP marking per TCP flow in each direction, comma-separated, cycled (e.g. ef or cs0,cs1,cs5,ef).
     #[arg(long = "markings", alias = "dscp", value_delimiter = ',', value_parser = marking)]
     pub markings: Vec<Tos>,

@@ -16,7 +16,7 @@ use bloatlab_experiment::tune::measure::{Direction, Load};
 use bloatlab_experiment::tune::output;
 use bloatlab_experiment::tune::rate::{self, RateControl, Target};
 use bloatlab_experiment::tune::{Rule, SearchConfig};
-use bloatlab_units::BitRate;
+use bloatlab_units::{BitRate, CongestionControl};
 use clap::{Args, ValueEnum};
 
 use crate::cmd::experiment::progress_line;
@@ -83,8 +83,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     idle: f64,
     /// TCP congestion control of the load (cubic fills buffers as most traffic does).
-    #[arg(long, value_name = "CC", default_value = "cubic")]
-    cc: String,
+    #[arg(long, value_name = "CC", default_value = "cubic", value_parser = CongestionControl::new)]
+    cc: CongestionControl,
     /// Server port.
     #[arg(short = 'p', long, default_value_t = 5001)]
     port: u16,
@@ -173,9 +173,6 @@ fn resolve(a: &TuneArgs, exe: PathBuf) -> Result<TuneConfig, String> {
         rule: a.rule.parse::<Rule>().map_err(|e| format!("--rule: {e}"))?,
     };
     search.validate().map_err(|e| e.to_string())?;
-    if a.cc.is_empty() || !a.cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!("--cc {:?}: not a congestion control name", a.cc));
-    }
     let load = Load {
         load: seconds("length", a.length)?,
         idle: seconds("idle", a.idle)?,

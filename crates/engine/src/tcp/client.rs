@@ -14,7 +14,7 @@ use crate::tcpinfo;
 use bloatlab_metrics::interval::Span;
 use bloatlab_metrics::json::TestInfo;
 use bloatlab_os::clock::realtime_now as wall_now;
-use bloatlab_units::Bytes;
+use bloatlab_units::{Bytes, CongestionControl};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -395,7 +395,12 @@ fn warn_unconfirmed_congestion(
     cfg: &ClientConfig,
     hello: Option<&bloatlab_metrics::json::SenderHello>,
 ) {
-    let Some(want) = cfg.socket.congestion.as_deref() else {
+    let Some(want) = cfg
+        .socket
+        .congestion
+        .as_ref()
+        .map(CongestionControl::as_str)
+    else {
         return;
     };
     if cfg.direction == Direction::Forward {
@@ -552,7 +557,7 @@ fn drain(s: &mut TcpStream) -> (Vec<u8>, Drained) {
 fn test_info(cfg: &ClientConfig, addr: SocketAddr) -> TestInfo {
     TestInfo {
         near_congestion_weight: cfg.near_congestion,
-        congestion_control: cfg.socket.congestion.clone(),
+        congestion_control: cfg.socket.congestion.as_ref().map(ToString::to_string),
         ..cfg.test_info(wall_now(), addr.to_string())
     }
 }

@@ -444,7 +444,7 @@ mod tests {
     fn reverse_congestion_control_and_lowat_reach_the_server() {
         let mut cfg = ClientConfig::new("h");
         cfg.direction = Direction::Reverse;
-        cfg.socket.congestion = Some("cubic".into());
+        cfg.socket.congestion = Some(bloatlab_units::CongestionControl::new("cubic").unwrap());
         cfg.notsent_lowat = Some(Bytes(16384));
         let raw = client_header(&cfg, Duration::ZERO, None).unwrap();
         assert_eq!(raw.len(), 104);

@@ -48,7 +48,7 @@ pub struct Load {
     pub idle: Duration,
     /// TCP congestion control of the load flow (`cubic` by default: a loss-based flow
     /// fills whatever buffer it finds, which is what a shaper must be tuned against).
-    pub cc: String,
+    pub cc: bloatlab_units::CongestionControl,
 }
 
 /// The `bloatlab test` arguments after `test NAME HOST` (port and output included).
@@ -69,7 +69,7 @@ pub fn test_args(t: &Load, port: u16, output: &str, title: &str) -> Vec<String> 
         "--idle-after".into(),
         "1".into(),
         "--cc".into(),
-        t.cc.clone(),
+        t.cc.to_string(),
     ]
 }
 
@@ -200,7 +200,7 @@ mod tests {
             &Load {
                 load: Duration::from_millis(4500),
                 idle: Duration::from_secs(2),
-                cc: "cubic".into(),
+                cc: bloatlab_units::CongestionControl::new("cubic").unwrap(),
             },
             5001,
             "/tmp/x.json",

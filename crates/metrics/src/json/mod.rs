@@ -549,8 +549,9 @@ impl SenderHello {
     pub fn from_json(bytes: &[u8]) -> Result<SenderHello, SchemaError> {
         check_version(bytes)?;
         let h: SenderHello = serde_json::from_slice(bytes).map_err(SchemaError::Json)?;
+        // What the peer's kernel reported, checked by the rule every name obeys.
         if let Some(cc) = &h.congestion_control
-            && (cc.is_empty() || cc.len() > 16 || !cc.bytes().all(|c| c.is_ascii_graphic()))
+            && bloatlab_units::CongestionControl::new(cc).is_err()
         {
             return Err(SchemaError::Invalid {
                 field: "congestion_control".into(),

@@ -15,7 +15,7 @@ fn cfg() -> RunConfig {
             loaded: Duration::from_secs(4),
             idle_before: Duration::from_secs(1),
             idle_after: Duration::from_secs(2),
-            cc: vec!["reno".into()],
+            cc: vec![bloatlab_units::CongestionControl::new("reno").unwrap()],
             markings: vec![Tos(0xb8)],
             ..TestParams::default()
         },

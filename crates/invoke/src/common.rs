@@ -1,8 +1,9 @@
 //! The options `bloatlab client` and `bloatlab server` share, defined once and flattened
 //! into both (iperf 2 spells them the same on either side).
 
-use super::opts;
+use crate::opts;
 use bloatlab_engine::config::{Bytes, OutputFormat, Protocol, SocketOptions};
+use bloatlab_units::CongestionControl;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -36,8 +37,8 @@ pub struct CommonArgs {
     pub enhanced: bool,
     /// TCP congestion control algorithm (e.g. cubic, reno, bbr); on a server, for accepted
     /// connections (reverse tests send with it).
-    #[arg(short = 'Z', long = "tcp-congestion", value_parser = opts::congestion)]
-    pub congestion: Option<String>,
+    #[arg(short = 'Z', long = "tcp-congestion", value_parser = CongestionControl::new)]
+    pub congestion: Option<CongestionControl>,
     /// IP TOS byte (0x10, 16, ef, af41, cs1, ...).
     #[arg(short = 'S', long = "tos", value_parser = opts::tos)]
     pub tos: Option<u8>,

@@ -1,0 +1,32 @@
+//! bloatlab's command lines as typed values, in ripgrep's three layers
+//! (`crates/core/flags/`: definitions, low-level args, high-level args):
+//!
+//! 1. **Flag definitions**: clap derive structs ([`client::ClientArgs`],
+//!    [`common::CommonArgs`]), each value parsed by one function of [`opts`]
+//!    (iperf 2's spellings) or by the type's own rule
+//!    ([`bloatlab_units::CongestionControl::new`]).
+//! 2. **`resolve()`**: the parsed flags become the typed config the code
+//!    that acts on them takes ([`bloatlab_engine::config::ClientConfig`]),
+//!    with the checks that span several flags. Errors are [`UsageError`]s,
+//!    which the binary maps to exit status 2.
+//! 3. **`to_argv()`**, the inverse, for the child processes that
+//!    `bloatlab test` and `bloatlab experiment` start (they stay processes:
+//!    `bloatlab_suite::driver` says why). For every config `x` that
+//!    `resolve` can produce, `resolve(parse(to_argv(x))) == x`
+//!    (a property test beside each command).
+//!
+//! A new option is added once: a field in the config, a flag in the args
+//! struct, a line in `resolve`, a line in `to_argv`; the property test's
+//! generator then covers it.
+
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod common;
+pub mod opts;
+
+/// A command line that parsed but asks for something impossible (options that
+/// exclude each other, a value out of range for this combination).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
