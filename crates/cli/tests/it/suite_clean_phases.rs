@@ -82,9 +82,13 @@ fn recovery_phase_has_no_load_through_a_deep_fifo() {
     for dir in [DirectionRecord::Up, DirectionRecord::Down] {
         let loaded_bps = bytes(&loaded, dir) * 8.0 / loaded_s;
         let recovery_bps = bytes(&recovery, dir) * 8.0 / recovery_s;
-        // The load really ran (the check below cannot pass by moving nothing).
+        // The load really ran (the check below cannot pass by moving nothing). 1 Mbit/s per
+        // direction, not more: through this 2.4-s FIFO the download's ACKs wait behind the
+        // upload's queue, so in a 6-s load its slow start can take most of the phase (one
+        // full suite run here: 3.0 Mbit/s down; alone it passed). 1 Mbit/s still makes the
+        // recovery bound below under 50 kbit/s.
         assert!(
-            loaded_bps > 5e6,
+            loaded_bps > 1e6,
             "{dir:?}: loaded {loaded_bps:.0} bit/s\n{summary}"
         );
         assert!(
