@@ -70,6 +70,7 @@ pub fn record(r: &Report, stall_timeout: Duration) -> RpmRecord {
                 confidence: d.confidence.to_string(),
                 connections: d.connections as u64,
                 saturated_at_interval: d.saturated_at.map(|i| i as u64),
+                moving_averages_bps: d.moving_averages.iter().map(|r| r.0).collect(),
             };
             match d.direction {
                 Direction::Download => download = Some(rec),

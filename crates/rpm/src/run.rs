@@ -29,6 +29,10 @@
 //! responsiveness of the last MAD intervals and the confidence the stages reached
 //! (section 5.4.1).
 //!
+//! A direction's reported capacity, once saturated, is its goodput from the end of the
+//! saturation interval to the end of the run (at least the last MAD intervals), not the
+//! moving average at saturation: see `DirState::loaded_goodput`.
+//!
 //! A load connection that fails, or moves no byte for the stall timeout, ends the run with
 //! an error: "if at any point one of these connections terminates with an error, the test
 //! should be aborted" (5.4). Probes are not load-generating connections: a failed probe is
@@ -255,8 +259,10 @@ pub enum Ended {
 pub struct DirectionOutcome {
     /// Download or upload.
     pub direction: Direction,
-    /// The moving-average goodput when it became stable, else at the last interval
-    /// (before any interval ended: bytes over the time run).
+    /// Once goodput was saturated: the goodput from the end of the saturation interval
+    /// to the last closed interval, over at least the last MAD intervals (see
+    /// `DirState::loaded_goodput` for why). Never saturated: the moving average at the
+    /// last interval (before any interval ended: bytes over the time run).
     pub capacity: BitRate,
     /// Low / Medium / High.
     pub confidence: Confidence,
@@ -317,7 +323,55 @@ struct DirState {
     /// When each interval's bytes were last sampled (the poll that closed it).
     marks: Vec<Duration>,
     mas: Vec<f64>,
-    saturated: Option<(usize, f64)>,
+    /// The interval (from 0) at whose end goodput was declared saturated.
+    saturated: Option<usize>,
+}
+
+impl DirState {
+    /// Bytes per second over the last `n` closed intervals (fewer while fewer have run),
+    /// over the time the bytes were sampled in, so a late poll (bytes past the boundary
+    /// in this interval, fewer in the next) does not bias it; the nominal n x ID when
+    /// several boundaries closed in one poll. `start`: the run's start, `id`: ID in
+    /// seconds.
+    fn goodput_over_last(&self, n: usize, start: Duration, id: f64) -> f64 {
+        let n = self.intervals.len().min(n);
+        let Some(&sampled) = self.marks.last() else {
+            return 0.0;
+        };
+        let bytes: u64 = self.intervals[self.intervals.len() - n..].iter().sum();
+        let from = match self.marks.len().checked_sub(n + 1) {
+            Some(k) => self.marks[k],
+            None => start,
+        };
+        let span = sampled.saturating_sub(from).as_secs_f64();
+        let span = if span > 0.5 * n as f64 * id {
+            span
+        } else {
+            n as f64 * id
+        };
+        bytes as f64 / span
+    }
+
+    /// The capacity a saturated direction reports: the goodput over the whole loaded
+    /// span, from the end of the interval where saturation was declared to the last
+    /// closed interval, and never over fewer than the last MAD intervals (the draft's
+    /// moving-average window; it then reaches back into the saturation interval).
+    ///
+    /// Why not the moving average at saturation, as before: with a short ID (1 s) a
+    /// window of MAD intervals is a few seconds, and an application sees a connection's
+    /// bytes only in order, so one loss repaired late moves up to a second of that
+    /// connection's bytes from one interval into a later one. A window that takes in
+    /// such a release without the hole before it reads high (22.56 Mbit/s through a
+    /// 20 Mbit/s lab), one that holds the hole but not the release reads low, and the
+    /// window at saturation still holds the ramp's held-back bytes. Bytes are only
+    /// moved, never made: over a longer span the shift is a smaller part of the total.
+    /// The draft (section 5.4) defines the moving average for deciding saturation and
+    /// does not say which goodput to report; this one is the goodput the loaded
+    /// responsiveness was measured under, over every interval known to be at capacity.
+    fn loaded_goodput(&self, saturated_at: usize, mad: usize, start: Duration, id: f64) -> f64 {
+        let after = self.intervals.len().saturating_sub(saturated_at + 1);
+        self.goodput_over_last(after.max(mad), start, id)
+    }
 }
 
 #[derive(Debug)]
@@ -596,25 +650,10 @@ impl Run {
         for d in &mut self.dirs {
             d.intervals.push(std::mem::take(&mut d.bytes_now));
             d.marks.push(sampled);
-            let n = d.intervals.len().min(mad);
-            let bytes: u64 = d.intervals[d.intervals.len() - n..].iter().sum();
-            // Over the time the bytes were sampled in, so a late poll (bytes past the
-            // boundary in this interval, fewer in the next) does not bias the average;
-            // the nominal n x ID when several boundaries closed in one poll.
-            let from = match d.marks.len().checked_sub(n + 1) {
-                Some(k) => d.marks[k],
-                None => start,
-            };
-            let span = sampled.saturating_sub(from).as_secs_f64();
-            let span = if span > 0.5 * n as f64 * id {
-                span
-            } else {
-                n as f64 * id
-            };
-            let ma = bytes as f64 / span;
+            let ma = d.goodput_over_last(mad, start, id);
             d.mas.push(ma);
             if d.saturated.is_none() && is_stable(&d.mas, mad, sdt) {
-                d.saturated = Some((i, ma));
+                d.saturated = Some(i);
             }
         }
         for d in 0..self.dirs.len() {
@@ -783,13 +822,14 @@ impl Run {
             State::Running => (Ended::Deadline, self.limits.deadline),
         };
         let mad = self.params.mad;
+        let id = self.params.interval.as_secs_f64();
         let elapsed = end.saturating_sub(self.start).as_secs_f64();
         let directions = self
             .dirs
             .iter()
             .map(|d| {
                 let capacity = match (d.saturated, d.mas.last()) {
-                    (Some((_, ma)), _) => ma,
+                    (Some(i), _) => d.loaded_goodput(i, mad, self.start, id),
                     (None, Some(&ma)) => ma,
                     (None, None) if elapsed > 0.0 => d.total as f64 / elapsed,
                     (None, None) => 0.0,
@@ -798,7 +838,7 @@ impl Run {
                     direction: d.direction,
                     capacity: bit_rate(capacity),
                     confidence: Confidence::of(d.mas.len(), mad, d.saturated.is_some()),
-                    saturated_at: d.saturated.map(|(i, _)| i),
+                    saturated_at: d.saturated,
                     connections: d.opened,
                     moving_averages: d.mas.iter().map(|&ma| bit_rate(ma)).collect(),
                 }

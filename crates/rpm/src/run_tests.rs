@@ -154,10 +154,13 @@ fn steady_link_saturates_then_responsiveness_stabilises_with_high_confidence() {
     assert_eq!(o.end, secs(35));
     assert_eq!(o.rpm_series.len(), 4);
     assert_eq!(o.responsiveness_confidence, Confidence::High);
-    // 2.5 MB/s = 20 Mbit/s minus the first 100 ms of interval 0 (4 intervals' average
-    // at saturation: 19.9 s of transfer in 20 s).
+    // 2.5 MB/s = 20 Mbit/s: the loaded span after saturation (intervals 3-6, the last
+    // MAD) holds no part of the 100-ms setup of interval 0, which the moving average at
+    // saturation did (19.9 s of transfer in 20 s: 19.9 Mbit/s).
     let cap = o.directions[0].capacity.0 as f64;
-    assert!((cap - 20e6 * 19.9 / 20.0).abs() < 0.01e6, "{cap}");
+    assert!((cap - 20e6).abs() < 0.01e6, "{cap}");
+    let at_saturation = o.directions[0].moving_averages[3].0 as f64;
+    assert!((at_saturation - 20e6 * 19.9 / 20.0).abs() < 0.01e6, "{at_saturation}");
     // Foreign 20 ms per part -> 3000 RPM; self 200 ms -> 300; RPM 1650.
     let r = o.responsiveness.unwrap();
     assert!((r.trimmed.rpm - 1650.0).abs() < 1e-6, "{}", r.trimmed.rpm);
@@ -362,4 +365,94 @@ fn poll_at_names_the_next_boundary_or_probe_slot() {
     );
     // The probe schedule looks again in 100 ms; the stall deadline is at 110 s.
     assert_eq!(run.poll_at(), Some(secs(100) + Duration::from_millis(100)));
+}
+
+/// Bytes per second in 1-s interval `i` of a scripted download (the step ending at `t`
+/// belongs to the interval that `t` closes), 2.5 MB/s (20 Mbit/s) outside the script.
+fn scripted(t: Duration, script: &[(u64, f64)]) -> f64 {
+    let i = (t.as_millis().saturating_sub(1) / 1000) as u64;
+    script
+        .iter()
+        .find(|(j, _)| *j == i)
+        .map_or(2.5e6, |&(_, rate)| rate)
+}
+
+/// A download on 1-s intervals whose link gives `rate`, run to its end.
+fn scripted_run(rate: fn(Direction, Duration) -> f64) -> crate::run::Outcome {
+    let params = Params {
+        interval: secs(1),
+        ..Params::default()
+    };
+    let mut sim = Sim::new(params, &[Direction::Download], secs(60));
+    sim.setup = Duration::ZERO;
+    sim.rate = rate;
+    sim.go(secs(60));
+    sim.run.finish().unwrap()
+}
+
+#[test]
+fn a_late_release_inside_the_saturation_window_does_not_inflate_the_capacity() {
+    // Interval 0 loses 1 MB behind a hole that a late retransmission fills in interval
+    // 3: the application sees 1.5 MB, then 3.5 MB. The moving averages read 20, 20,
+    // 20 (3.5: interval 0 has left the window) ... 22, 22, 22 Mbit/s, and the window of
+    // intervals 3-6 is stable: saturation at interval 6 with a moving average of 22
+    // Mbit/s, 10 % above a link that never carried more than 20.
+    let o = scripted_run(|_, t| scripted(t, &[(0, 1.5e6), (3, 3.5e6)]));
+    let d = &o.directions[0];
+    let s = d.saturated_at.expect("saturated");
+    let at_saturation = d.moving_averages[s].0 as f64;
+    assert!(
+        at_saturation >= 1.09 * 20e6,
+        "the old rule (moving average at saturation) reads high here: {at_saturation}, saturated at {s}"
+    );
+    // The loaded span after saturation holds no part of the shift.
+    let cap = d.capacity.0 as f64;
+    assert!((cap / 20e6 - 1.0).abs() < 0.01, "capacity {cap}");
+    assert_eq!(o.ended, Ended::Stable);
+}
+
+#[test]
+fn a_hole_inside_the_saturation_window_does_not_deflate_the_capacity() {
+    // Interval 3 loses 1 MB behind a hole filled in interval 4: the window of intervals
+    // 0-3 averages 18 Mbit/s and is stable (sd 0.87 against 5 % of 18 = 0.9), so the
+    // moving average at saturation is 10 % below the link; the bytes arrive one interval
+    // later, inside the loaded span.
+    let o = scripted_run(|_, t| scripted(t, &[(3, 1.5e6), (4, 3.5e6)]));
+    let d = &o.directions[0];
+    assert_eq!(d.saturated_at, Some(3));
+    let at_saturation = d.moving_averages[3].0 as f64;
+    assert!(
+        at_saturation <= 0.91 * 20e6,
+        "the old rule reads low here: {at_saturation}"
+    );
+    let cap = d.capacity.0 as f64;
+    assert!((cap / 20e6 - 1.0).abs() < 0.01, "capacity {cap}");
+    // And the moving averages stay in the outcome.
+    assert_eq!(d.moving_averages.len(), o.intervals);
+}
+
+#[test]
+fn the_loaded_span_grows_with_the_run_and_leaves_out_the_ramp() {
+    // Slow start: 0.5, 1.5 MB in the first two intervals, and a late release from
+    // interval 8 into 9 later on. Self probes that slow down by 30 % a second keep the
+    // responsiveness from becoming stable, so the run goes to its deadline and the
+    // loaded span is every interval after saturation: no ramp, the shift inside it.
+    let params = Params {
+        interval: secs(1),
+        ..Params::default()
+    };
+    let mut sim = Sim::new(params, &[Direction::Download], secs(20));
+    sim.setup = Duration::ZERO;
+    sim.rate = |_, t| scripted(t, &[(0, 0.5e6), (1, 1.5e6), (8, 2.0e6), (9, 3.0e6)]);
+    sim.foreign_ms = 2000;
+    sim.self_ms = |t| (100.0 * 1.3f64.powi(t.as_secs() as i32)) as u64;
+    sim.go(secs(20));
+    let o = sim.run.finish().unwrap();
+    assert_eq!(o.ended, Ended::Deadline);
+    let d = &o.directions[0];
+    let s = d.saturated_at.expect("saturated");
+    assert!(s >= 4, "saturated at {s}");
+    assert_eq!(o.intervals, 20);
+    let cap = d.capacity.0 as f64;
+    assert!((cap / 20e6 - 1.0).abs() < 0.005, "capacity {cap}");
 }

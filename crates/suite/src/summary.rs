@@ -685,6 +685,7 @@ mod tests {
             confidence: "High".into(),
             connections: 4,
             saturated_at_interval: Some(3),
+            moving_averages_bps: vec![],
         });
         meta.rpm = Some(rec);
         let file = ResultsFile::new(meta, raw).with_derived().unwrap();

@@ -283,11 +283,31 @@ fn rpm_test_in_a_lab_is_bounded_by_physics_and_shows_both_rpms_apart() {
     assert!(f.metadata.lab.is_some(), "no lab context in the results");
     let rec = f.metadata.rpm.as_ref().expect("metadata.rpm");
     let draft = rec.responsiveness[0].rpm.expect("the draft's RPM");
-    let down = rec
-        .download
-        .as_ref()
-        .expect("download capacity")
-        .capacity_bps as f64;
+    let cap = rec.download.as_ref().expect("download capacity");
+    let down = cap.capacity_bps as f64;
+    // What the capacity was taken from, for the record of runs (docs/rpm.md).
+    eprintln!(
+        "download saturated at interval {:?}, moving averages (Mbit/s) {:?}; upload {:?}",
+        cap.saturated_at_interval,
+        cap.moving_averages_bps
+            .iter()
+            .map(|&b| (b as f64 / 1e4).round() / 1e2)
+            .collect::<Vec<_>>(),
+        rec.upload
+            .as_ref()
+            .map(|u| (u.capacity_bps as f64 / 1e6, u.saturated_at_interval)),
+    );
+    // What the emulator delivered per phase and direction, Mbit/s of IP packets.
+    for p in &f.metadata.lab.as_ref().expect("lab").phases {
+        let secs = (p.end_ns.saturating_sub(p.start_ns) as f64 / 1e9).max(1e-9);
+        eprintln!(
+            "lab phase {} {:?}: {:.2} Mbit/s delivered, utilisation {:?}",
+            p.phase,
+            p.direction,
+            p.dequeued_bytes as f64 * 8.0 / secs / 1e6,
+            p.utilisation
+        );
+    }
     let d = f.derived.as_ref().expect("derived");
     let udp = d
         .latency

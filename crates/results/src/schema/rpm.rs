@@ -16,7 +16,8 @@
 //!                  "duration_ns": 60000000000, "stall_timeout_ns": 10000000000},
 //!   "idle": {"latency_ns": 81000000, "rpm": 740.7, "samples": 10} | null,
 //!   "download": {"run": "concurrent", "capacity_bps": 19100000, "confidence": "High",
-//!                "connections": 9, "saturated_at_interval": 3} | null,
+//!                "connections": 9, "saturated_at_interval": 3,
+//!                "moving_averages_bps": [9800000, 15100000, …]} | null,
 //!   "upload": { same } | null,
 //!   "responsiveness": [ {
 //!     "run": "concurrent" | "download" | "upload",
@@ -119,6 +120,10 @@ pub struct RpmCapacityRecord {
     pub connections: u64,
     /// The interval (from 0) at whose end goodput was declared stable.
     pub saturated_at_interval: Option<u64>,
+    /// The moving-average goodput at the end of each interval, bit/s (absent in files
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moving_averages_bps: Vec<u64>,
 }
 
 /// Per-kind aggregates, ns.
