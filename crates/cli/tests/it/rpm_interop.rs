@@ -412,13 +412,21 @@ fn mach_and_our_client_agree_through_fq_codel_once_machs_own_waits_are_counted()
     // Mbit/s on a link whose payload capacity is 19.31 and ours 18.44, 10.4 % apart. So when
     // mach reads above the payload capacity and the two are more than 10 % apart, ours must
     // be the closer of the two to the link: the test still fails if ours is the one that is
-    // off. (Ours reads above the link too at times: 22.56 against mach's 21.0 in a full
-    // suite run here; within 10 % of each other, so that passes; docs/rpm.md says why.)
+    // off.
     let down = ours["download"]["capacity_bps"]
         .as_f64()
         .unwrap_or_else(|| panic!("no download capacity: {ours}"));
     let mach_down = median_of(|r| r.download.throughput_bps);
     let (mbit, link) = (|b: f64| b / 1e6, LINK_GOODPUT_BPS);
+    // Ours alone within 10 % of the link (issue 20, deliverable 4). Its capacity is the
+    // goodput over the loaded span after saturation, not the moving average at saturation
+    // that read 22.56 Mbit/s here once (docs/rpm.md, "How accurate the capacity is").
+    assert!(
+        (down / link - 1.0).abs() <= 0.10,
+        "download capacity: ours {:.2} Mbit/s, link goodput {:.2}",
+        mbit(down),
+        mbit(link)
+    );
     let mach_above_link = mach_down > link;
     let ours_closer = (down - link).abs() < (mach_down - link).abs();
     assert!(
