@@ -160,7 +160,10 @@ fn steady_link_saturates_then_responsiveness_stabilises_with_high_confidence() {
     let cap = o.directions[0].capacity.0 as f64;
     assert!((cap - 20e6).abs() < 0.01e6, "{cap}");
     let at_saturation = o.directions[0].moving_averages[3].0 as f64;
-    assert!((at_saturation - 20e6 * 19.9 / 20.0).abs() < 0.01e6, "{at_saturation}");
+    assert!(
+        (at_saturation - 20e6 * 19.9 / 20.0).abs() < 0.01e6,
+        "{at_saturation}"
+    );
     // Foreign 20 ms per part -> 3000 RPM; self 200 ms -> 300; RPM 1650.
     let r = o.responsiveness.unwrap();
     assert!((r.trimmed.rpm - 1650.0).abs() < 1e-6, "{}", r.trimmed.rpm);
@@ -393,10 +396,10 @@ fn scripted_run(rate: fn(Direction, Duration) -> f64) -> crate::run::Outcome {
 #[test]
 fn a_late_release_inside_the_saturation_window_does_not_inflate_the_capacity() {
     // Interval 0 loses 1 MB behind a hole that a late retransmission fills in interval
-    // 3: the application sees 1.5 MB, then 3.5 MB. The moving averages read 20, 20,
-    // 20 (3.5: interval 0 has left the window) ... 22, 22, 22 Mbit/s, and the window of
-    // intervals 3-6 is stable: saturation at interval 6 with a moving average of 22
-    // Mbit/s, 10 % above a link that never carried more than 20.
+    // 3: the application sees 1.5 MB, then 3.5 MB. The moving averages read 12, 16,
+    // 17.3, 20, then 22, 22, 22 Mbit/s while interval 3 is in the window but interval 0
+    // no longer is; the last MAD of them are stable at interval 6, so the moving average
+    // at saturation is 22 Mbit/s, 10 % above a link that never carried more than 20.
     let o = scripted_run(|_, t| scripted(t, &[(0, 1.5e6), (3, 3.5e6)]));
     let d = &o.directions[0];
     let s = d.saturated_at.expect("saturated");

@@ -112,7 +112,9 @@ pub struct RpmIdleRecord {
 pub struct RpmCapacityRecord {
     /// The run it was measured in.
     pub run: String,
-    /// Moving-average goodput when stable (else at the last interval), bit/s.
+    /// Goodput, bit/s: once saturated, over the intervals after the saturation interval
+    /// (at least the last MAD); never saturated, the moving average at the last interval.
+    /// Files written before 7 December 2026 hold the moving average at saturation.
     pub capacity_bps: u64,
     /// `Low`, `Medium`, `High` (draft section 5.4.1).
     pub confidence: String,
