@@ -30,3 +30,6 @@ pub mod opts;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+pub mod lab;
+pub mod server;
+pub mod test;

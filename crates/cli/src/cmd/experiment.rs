@@ -319,7 +319,7 @@ fn check_test(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), 
         .try_get_matches_from(&argv)
         .and_then(|m| crate::cmd::test::TestArgs::from_arg_matches(&m))
         .map_err(|e| bad(e.to_string()))?;
-    bloatlab_suite::plan(test, &args.params()).map_err(|e| bad(e.to_string()))?;
+    bloatlab_suite::plan(test, &args.resolve()).map_err(|e| bad(e.to_string()))?;
     refused(
         &t,
         &[
