@@ -49,6 +49,19 @@ pub enum PlanError {
     SampleInterval,
 }
 
+impl PlanError {
+    /// The flag whose value makes no plan (an experiment file names its key and line).
+    pub fn flag(&self) -> &'static str {
+        match self {
+            PlanError::ZeroLength => "--length",
+            PlanError::Flows(_) => "--flows",
+            PlanError::Pulses => "--pulses",
+            PlanError::ProbeInterval => "--probe-interval",
+            PlanError::SampleInterval => "--sample-interval",
+        }
+    }
+}
+
 /// How much a TCP runner transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Amount {

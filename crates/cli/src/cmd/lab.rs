@@ -153,51 +153,6 @@ fn lab_err(e: LabError) -> anyhow::Error {
     })
 }
 
-/// Why `check_up_args` refused the options.
-#[derive(Debug)]
-pub struct UpArgsError {
-    /// The flags at fault, when known: clap's argument (`--down-loss`), or the
-    /// lab spec's field (`--rate/--up-rate` gives both).
-    pub flags: Vec<String>,
-    /// The message as `lab up` prints it (clap's starts with `error: `).
-    pub message: String,
-}
-
-/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap with the emulator's
-/// value parsers, then the lab spec and its backend's check), without building anything.
-/// For `experiment run`, which checks every point before it starts.
-pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
-    use clap::Parser;
-    use clap::error::{ContextKind, ContextValue};
-    #[derive(Debug, Parser)]
-    struct Up {
-        #[command(flatten)]
-        up: UpArgs,
-    }
-    let mut argv = vec!["up".to_string(), name.to_string()];
-    argv.extend(args.iter().cloned());
-    let a = Up::try_parse_from(argv).map_err(|e| UpArgsError {
-        // `--down-loss <DOWN_LOSS>`: the flag is the first word.
-        flags: match e.get(ContextKind::InvalidArg) {
-            Some(ContextValue::String(arg)) => arg
-                .split_whitespace()
-                .next()
-                .map(str::to_string)
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
-        },
-        message: e.to_string(),
-    })?;
-    a.up.resolve().map(|_| ()).map_err(|e| UpArgsError {
-        flags: match &e {
-            LabError::Spec { field, .. } => field.flags.clone(),
-            _ => Vec::new(),
-        },
-        message: e.to_string(),
-    })
-}
-
 /// `lab up`: the spec, the name claimed, then the emulator in the
 /// background (it reports when the lab works) or in this process.
 fn up(dir: &StateDir, a: UpArgs) -> anyhow::Result<()> {
