@@ -2,9 +2,10 @@
 //! into the engine's [`ServerConfig`], and the HTTP service's browser-test flags
 //! ([`BrowserArgs`], resolved by the binary, which checks the results directory).
 
+use crate::client::secs;
 use crate::common::CommonArgs;
 use crate::opts;
-use bloatlab_engine::config::{BitRate, Bytes, ServerConfig};
+use bloatlab_engine::config::{BitRate, Bytes, OutputFormat, Protocol, ServerConfig};
 use bloatlab_engine::limits::{self, ServerLimits};
 use bloatlab_http::TestCaps;
 use std::path::PathBuf;
@@ -205,3 +206,87 @@ pub struct BrowserArgs {
           value_parser = opts::nonzero_bytes)]
     pub browser_max_result: Bytes,
 }
+
+/// The `bloatlab server` command line (after the program name) whose
+/// [`ServerArgs::resolve`] is `c` (its writers are the child's own: stdout, stderr).
+/// Every limit and timeout is written, so the child does not depend on the flags'
+/// defaults matching `ServerConfig::default()`; values are in plain units. A permit key
+/// is written as `--permit-key=KEY` (the server has no other way to take it; an empty
+/// key asks the child to generate one).
+pub fn to_argv(c: &ServerConfig) -> Vec<String> {
+    let mut a = vec!["server".to_owned()];
+    let mut opt = |flag: &str, value: String| a.push(format!("{flag}={value}"));
+    opt("--port", c.port.to_string());
+    if let Some(i) = c.interval {
+        opt("--interval", secs(i));
+    }
+    if let Some(l) = c.buffer_len {
+        opt("--len", l.0.to_string());
+    }
+    let s = &c.socket;
+    if let Some(w) = s.window {
+        opt("--window", w.0.to_string());
+    }
+    if let Some(cc) = &s.congestion {
+        opt("--tcp-congestion", cc.to_string());
+    }
+    if let Some(t) = s.tos {
+        opt("--tos", format!("{t:#x}"));
+    }
+    if let Some(b) = s.bind {
+        opt("--bind", b.to_string());
+    }
+    if c.format == OutputFormat::Csv {
+        opt("--reportstyle", "C".into());
+    }
+    opt("--header-timeout", secs(c.header_timeout));
+    opt("--idle-timeout", secs(c.idle_timeout));
+    opt("--first-data-timeout", secs(c.first_data_timeout));
+    opt("--max-connections", c.max_connections.to_string());
+    opt("--max-per-source", c.max_per_source.to_string());
+    let l = &c.limits;
+    opt("--max-duration", secs(l.max_duration));
+    opt("--max-bytes", l.max_bytes.0.to_string());
+    opt("--max-streams", l.max_streams.to_string());
+    for (flag, rate) in [
+        ("--max-rate", l.max_rate),
+        ("--max-total-rate", l.max_total_rate),
+        ("--max-reverse-rate", l.max_reverse_rate),
+        ("--max-total-reverse-rate", l.max_total_reverse_rate),
+    ] {
+        if let Some(r) = rate {
+            opt(flag, r.0.to_string());
+        }
+    }
+    opt("--max-source-time", secs(l.max_source_time));
+    opt(
+        "--unverified-reverse-rate",
+        l.unverified_reverse_rate.0.to_string(),
+    );
+    opt("--unverified-reverse-time", secs(l.unverified_reverse_time));
+    match c.permit_key.as_deref() {
+        Some("") => a.push("--permit-key".into()),
+        Some(k) => a.push(format!("--permit-key={k}")),
+        None => {}
+    }
+    let flags = [
+        (c.format == OutputFormat::Json, "--json"),
+        (c.protocol == Protocol::Udp, "--udp"),
+        (c.enhanced, "--enhanced"),
+        (c.one_off, "--one-off"),
+        (c.no_reverse, "--no-reverse"),
+        (s.ipv6, "--ipv6_domain"),
+        (s.rx_copy, "--rx-copy"),
+        (s.zerocopy, "--zerocopy"),
+    ];
+    a.extend(
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| (*f).to_owned()),
+    );
+    a
+}
+
+#[cfg(test)]
+mod tests;
