@@ -360,3 +360,77 @@ fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
         _ => Err(bad("its directory does not exist".into())),
     }
 }
+
+/// The `bloatlab lab up NAME` command line (after the program name) whose
+/// [`UpArgs::resolve`] is `s`: every link value per direction (`--up-rate`,
+/// `--down-stage`, ...) in the user's spelling, which the emulator's parsers read back to
+/// the same value; the driver's values in tc's spellings; options at their defaults left
+/// out. Trace paths in `s` are absolute already (resolve made them so).
+pub fn to_argv(s: &LabSpec) -> Vec<String> {
+    let mut a = vec!["lab".to_owned(), "up".to_owned(), s.name.clone()];
+    let mut opt = |flag: &str, value: &str| a.push(format!("--{flag}={value}"));
+    if s.backend == Backend::Kernel {
+        opt("backend", "kernel");
+    }
+    if s.clients != 1 {
+        opt("clients", &s.clients.to_string());
+    }
+    for (dir, l) in [("up", &s.up), ("down", &s.down)] {
+        let values = [
+            ("rate", l.rate.as_ref().map(Spelled::text)),
+            ("delay", l.delay.as_ref().map(Spelled::text)),
+            ("jitter", l.jitter.as_ref().map(Spelled::text)),
+            ("loss", l.loss.as_ref().map(Spelled::text)),
+            ("limit", l.limit.as_ref().map(Spelled::text)),
+            ("qdisc", l.qdisc.as_ref().map(Spelled::text)),
+        ];
+        for (key, v) in values {
+            if let Some(v) = v {
+                opt(&format!("{dir}-{key}"), v);
+            }
+        }
+        for p in &l.params {
+            opt(&format!("{dir}-qdisc-param"), p.text());
+        }
+        for st in &l.stages {
+            opt(&format!("{dir}-stage"), st.text());
+        }
+    }
+    if !s.ecn_hosts.is_empty() {
+        opt("ecn", &s.ecn_hosts.join(","));
+    }
+    for (host, cc) in &s.cc {
+        opt("cc", &format!("{host}={cc}"));
+    }
+    let d = &s.driver;
+    let defaults = DriverSpec::default();
+    if s.mtu != 1500 {
+        opt("mtu", &s.mtu.to_string());
+    }
+    opt("spin", &bloatlab_emu::spec::format_time(d.spin));
+    if d.seed != defaults.seed {
+        opt("seed", &d.seed.to_string());
+    }
+    if let Some(t) = &d.trace {
+        opt("trace", &t.display().to_string());
+    }
+    let flags = [
+        (s.peer, "--peer"),
+        (!d.realtime, "--no-realtime"),
+        (d.offload, "--offload"),
+        (
+            !d.calibrate && s.backend == Backend::Userspace,
+            "--no-calibrate",
+        ),
+    ];
+    a.extend(
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| (*f).to_owned()),
+    );
+    a
+}
+
+#[cfg(test)]
+mod tests;
