@@ -88,7 +88,7 @@ pub fn typed_points(exp: &Experiment) -> Result<Vec<TypedPoint>, PointError> {
 }
 
 fn typed_point(exp: &Experiment, point: Point) -> Result<TypedPoint, PointError> {
-    let lab = lab(exp, &point)?;
+    let lab = self::lab(exp, &point)?;
     let server = server(exp, &point)?;
     let load = match &exp.client {
         Some((_, line)) => Load::Client(Box::new(client(exp, &point, *line)?)),
@@ -217,8 +217,9 @@ impl<'a> Options<'a> {
     }
 }
 
-/// `[lab]`, as `lab up` parses and checks it (without building anything).
-fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
+/// `[lab]` of point `p`, as `lab up` parses and checks it (without building anything).
+/// The spec is named `check`; a runner gives the lab its own name.
+pub fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
     let fallback = exp.lab.first().map_or(0, |o| o.line);
     let o = Options::new(exp, p, Section::Lab, fallback);
     let a: UpArgs = o.parse("up", &["check".into()])?;
