@@ -172,8 +172,9 @@ impl<'a> Options<'a> {
         }
     }
 
-    /// clap's refusal: the argument it names in its context, its message's first line.
-    fn clap_error(&self, e: &clap::Error) -> PointError {
+    /// clap's refusal: the argument it names in its context (with the aliases the command
+    /// defines for it: a file may write `dscp` for `markings`), its message's first line.
+    fn clap_error(&self, cmd: &clap::Command, e: &clap::Error) -> PointError {
         let flag = match e.get(ContextKind::InvalidArg) {
             // `--down-loss <DOWN_LOSS>`, `--near-congestion[=<W>]`, `--bogus`: the flag is
             // the leading name.
@@ -184,10 +185,14 @@ impl<'a> Options<'a> {
             ),
             _ => None,
         };
-        self.error(
-            &flag.as_deref().into_iter().collect::<Vec<_>>(),
-            e.to_string(),
-        )
+        let mut flags: Vec<String> = flag.iter().cloned().collect();
+        if let Some(long) = flag.as_deref().and_then(|f| f.strip_prefix("--")) {
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long));
+            let aliases = arg.and_then(|a| a.get_all_aliases()).unwrap_or_default();
+            flags.extend(aliases.iter().map(|a| format!("--{a}")));
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        self.error(&flags, e.to_string())
     }
 
     /// Options the runner sets itself, or that would keep it from talking to the server.
@@ -210,10 +215,11 @@ impl<'a> Options<'a> {
         command: &'static str,
         args: &[String],
     ) -> Result<A, PointError> {
-        A::augment_args(clap::Command::new(command))
+        let cmd = A::augment_args(clap::Command::new(command));
+        cmd.clone()
             .try_get_matches_from(self.argv(command, args))
             .and_then(|m| A::from_arg_matches(&m))
-            .map_err(|e| self.clap_error(&e))
+            .map_err(|e| self.clap_error(&cmd, &e))
     }
 }
 

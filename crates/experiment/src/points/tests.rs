@@ -70,6 +70,9 @@ fn errors_carry_the_options_key_and_line() {
         "{e}"
     );
     assert!(e.context.ends_with("under --quick"), "{e}");
+    // A key spelled as the flag's alias: clap names the flag, the alias leads to the line.
+    let e = check_text("[test]\nname = \"rrul\"\nidle = 1\ndscp = \"cs9\"\n").unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (4, Some("dscp")), "{e}");
     // An optional value: `--near-congestion[=<W>]` in clap's context.
     let e = check_text("[client]\n[matrix]\n\"client.near-congestion\" = [0.4, -1]\n").unwrap_err();
     assert_eq!(
