@@ -5,6 +5,8 @@
 //!   anything starts.
 //! * [`matrix`]: points (the cartesian product of the parameters), names, order with
 //!   repetitions, shards, and each point's `lab up` / `test` (or `client`) / `server` options.
+//! * [`points`]: those options typed ([`points::check`]) with the commands' own flags
+//!   (`bloatlab_invoke`), an error naming the option's TOML key and line.
 //! * [`runner`]: runs (or resumes) the experiment in labs through the `bloatlab` binary and
 //!   writes `DIR/runs/*`, `DIR/summary.csv`, `DIR/summary.json` and `DIR/report.html`;
 //!   [`runner::merge`] joins shard directories.
@@ -23,6 +25,7 @@ pub mod completeness;
 pub mod file;
 pub mod html;
 pub mod matrix;
+pub mod points;
 pub mod runner;
 mod sidecar;
 pub mod summary;

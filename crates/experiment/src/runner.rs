@@ -348,8 +348,12 @@ pub fn write_summary(
 
 /// One run; `Err` carries the failed step and its message.
 fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> Result<(), String> {
-    let lab_args = matrix::argv(exp, Section::Lab, &r.point);
-    let up: Vec<&str> = lab_args.iter().map(|(s, _)| s.as_str()).collect();
+    // The typed spec written back (`lab up`'s own flags read it to the same spec); the
+    // file was checked before the first run, so this fails only if it changed since.
+    let spec = crate::points::lab(exp, &r.point).map_err(|e| e.to_string())?;
+    let lab_args = bloatlab_invoke::lab::to_argv(&spec);
+    // `lab up NAME OPTIONS...`: the session names the lab.
+    let up: Vec<&str> = lab_args.iter().skip(3).map(String::as_str).collect();
     let unix_now = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -2,12 +2,16 @@
 //! (`crates/core/flags/`: definitions, low-level args, high-level args):
 //!
 //! 1. **Flag definitions**: clap derive structs ([`client::ClientArgs`],
-//!    [`common::CommonArgs`]), each value parsed by one function of [`opts`]
+//!    [`common::CommonArgs`], [`test::TestArgs`], [`server::ServerArgs`],
+//!    [`lab::UpArgs`]), each value parsed by one function of [`opts`]
 //!    (iperf 2's spellings) or by the type's own rule
 //!    ([`bloatlab_units::CongestionControl::new`]).
 //! 2. **`resolve()`**: the parsed flags become the typed config the code
-//!    that acts on them takes ([`bloatlab_engine::config::ClientConfig`]),
-//!    with the checks that span several flags. Errors are [`UsageError`]s,
+//!    that acts on them takes ([`bloatlab_engine::config::ClientConfig`],
+//!    [`test::TestParams`], [`bloatlab_engine::config::ServerConfig`],
+//!    [`bloatlab_lab::LabSpec`]),
+//!    with the checks that span several flags. Errors are [`UsageError`]s (`lab up`'s
+//!    are the lab's `LabError::Spec`, which names its flags),
 //!    which the binary maps to exit status 2.
 //! 3. **`to_argv()`**, the inverse, for the child processes that
 //!    `bloatlab test` and `bloatlab experiment` start (they stay processes:
@@ -30,3 +34,6 @@ pub mod opts;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+pub mod lab;
+pub mod server;
+pub mod test;

@@ -135,16 +135,24 @@ fn run_one(
     ));
     let title = format!("demo: {label}, {} / {} RTT", cfg.rate, cfg.delay);
     let server = session::server_addr().to_string();
-    let port = cfg.port.to_string();
+    let params = crate::TestParams {
+        loaded: cfg.loaded,
+        idle_before: cfg.idle,
+        idle_after: cfg.idle,
+        ..crate::TestParams::default()
+    };
+    let mut argv = bloatlab_invoke::test::to_argv("rrul", &server, &params);
+    argv.extend([
+        "-p".to_owned(),
+        cfg.port.to_string(),
+        "-o".to_owned(),
+        path_s,
+        "--title".to_owned(),
+        title,
+    ]);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = lab
-        .run_in(
-            "client",
-            &[
-                "test", "rrul", &server, "-p", &port, "-l", &loaded, "--idle", &idle, "-o",
-                &path_s, "--title", &title,
-            ],
-            stop,
-        )
+        .run_in("client", &argv, stop)
         .map_err(|e| step("running rrul", e))?;
     check_stop(stop)?;
     if !o.status.success() {

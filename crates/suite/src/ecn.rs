@@ -15,34 +15,8 @@
 use std::net::IpAddr;
 use std::process::Command;
 
-/// What `--ecn` asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EcnMode {
-    /// Every connection of the host asks for ECN (`tcp_ecn=1`).
-    On,
-    /// No connection asks (`tcp_ecn=2`: accept only).
-    Off,
-    /// Half the load flows ask (the plan's [`crate::plan::TcpFlow::ecn`]), through a
-    /// marked route; the host accepts only.
-    Mix,
-}
-
-impl EcnMode {
-    /// `on`, `off` or `mix`.
-    pub fn parse(s: &str) -> Option<EcnMode> {
-        match s {
-            "on" => Some(EcnMode::On),
-            "off" => Some(EcnMode::Off),
-            "mix" => Some(EcnMode::Mix),
-            _ => None,
-        }
-    }
-
-    /// The host's `tcp_ecn` during the run: asking (`true`) only with `on`.
-    pub fn host_asks(self) -> bool {
-        self == EcnMode::On
-    }
-}
+/// `--ecn`, defined with the flag in `bloatlab_invoke::test`.
+pub use bloatlab_invoke::test::EcnMode;
 
 /// Why the ECN route could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -25,54 +25,9 @@ use bloatlab_units::{Bytes, CongestionControl};
 
 use crate::catalog::{TestName, Tos};
 
-/// Knobs of a test run (the command-line options).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TestParams {
-    /// Loaded length (`-l`), per loaded phase.
-    pub loaded: Duration,
-    /// Idle time before the load (baseline).
-    pub idle_before: Duration,
-    /// Idle time after the load (recovery).
-    pub idle_after: Duration,
-    /// Flows per direction for `tcp_nup`, `tcp_ndown`, `speedtest`.
-    pub flows: u32,
-    /// Congestion control per TCP flow, cycled over the flows in plan order; empty = the
-    /// system default.
-    pub cc: Vec<CongestionControl>,
-    /// Markings per TCP flow within each direction, cycled; empty = the test's default.
-    pub markings: Vec<Tos>,
-    /// Time between probes of each probe stream.
-    pub probe_interval: Duration,
-    /// Throughput sampling interval of the TCP flows (client `-i`).
-    pub sample_interval: Duration,
-    /// `one_vs_pulses`: number of sequential uploads.
-    pub pulses: u32,
-    /// `one_vs_pulses`: bytes per pulse.
-    pub pulse_size: Bytes,
-    /// `--ecn mix`: the first flow of each pair within a direction asks for ECN
-    /// ([`TcpFlow::ecn`]), the second does not.
-    pub ecn_mix: bool,
-}
-
-impl Default for TestParams {
-    /// flent's defaults: 60 s loaded, 5 s idle either side; 100 Hz probes; 0.2 s
-    /// throughput samples (flent's STEP_SIZE); 4 flows; 40 × 1 MiB pulses.
-    fn default() -> Self {
-        TestParams {
-            loaded: Duration::from_secs(60),
-            idle_before: Duration::from_secs(5),
-            idle_after: Duration::from_secs(5),
-            flows: 4,
-            cc: Vec::new(),
-            markings: Vec::new(),
-            probe_interval: Duration::from_millis(10),
-            sample_interval: Duration::from_millis(200),
-            pulses: 40,
-            pulse_size: Bytes(1 << 20),
-            ecn_mix: false,
-        }
-    }
-}
+/// The command-line options of a test, defined with their flags in
+/// `bloatlab_invoke::test` (which `suite` and `experiment` both see).
+pub use bloatlab_invoke::test::TestParams;
 
 /// Parameters that make no plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,6 +47,19 @@ pub enum PlanError {
     /// Sample interval zero.
     #[error("the sample interval must be more than zero")]
     SampleInterval,
+}
+
+impl PlanError {
+    /// The flag whose value makes no plan (an experiment file names its key and line).
+    pub fn flag(&self) -> &'static str {
+        match self {
+            PlanError::ZeroLength => "--length",
+            PlanError::Flows(_) => "--flows",
+            PlanError::Pulses => "--pulses",
+            PlanError::ProbeInterval => "--probe-interval",
+            PlanError::SampleInterval => "--sample-interval",
+        }
+    }
 }
 
 /// How much a TCP runner transfers.

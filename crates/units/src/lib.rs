@@ -5,11 +5,12 @@
 //! the tool whose conventions it follows (iperf 2's `-b 10m`, tc's `20mbit`),
 //! but both produce these types, so no crate passes a bare `u64` whose unit
 //! lives only in a comment. Names validated once live here too, for the same
-//! reason: [`CongestionControl`] has one rule for every crate.
+//! reason: [`CongestionControl`] and [`tos::Tos`] have one rule for every crate.
 
 #![forbid(unsafe_code)]
 
 mod congestion;
+pub mod tos;
 
 pub use congestion::{BadCongestionControl, CongestionControl};
 

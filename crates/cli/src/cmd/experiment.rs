@@ -2,18 +2,18 @@
 //! docs/experiments.md), list its points, or merge shard directories.
 //!
 //! Before anything starts, the file is parsed and every point's `lab up`, `test` (or
-//! `client`) and `server` options are checked exactly as those commands would check them; a
-//! problem is reported with the key and the file line, exit 2.
+//! `client`) and `server` options are typed with those commands' own flags
+//! (`bloatlab_experiment::points`); a problem is reported with the key's file line, exit 2.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use bloatlab_experiment::matrix::{self, Section, Shard};
+use bloatlab_experiment::matrix::{self, Shard};
 use bloatlab_experiment::runner::{self, Event, RunStatus, RunnerConfig};
-use bloatlab_experiment::{Experiment, summary};
-use clap::{Args, FromArgMatches, Subcommand};
+use bloatlab_experiment::{Experiment, points, summary};
+use clap::{Args, Subcommand};
 
 use crate::exit::{self, Exit};
 
@@ -89,9 +89,6 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Follows a point in messages about the quick variant.
-const QUICK: &str = " under --quick";
-
 /// Reads and checks an experiment file: syntax, keys, matrix, and every point's options.
 fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
     let builtin = path
@@ -123,211 +120,10 @@ fn load(path: &std::path::Path) -> anyhow::Result<Experiment> {
     Ok(exp)
 }
 
-/// Checks every point of the experiment and of its `[quick]` variant: a bad `[quick]` is
-/// refused by every run, not only by the first `--quick` one.
+/// Checks every point of the experiment and of its `[quick]` variant: each point's options
+/// are typed by `bloatlab_experiment::points`, which names the TOML key and line of a bad one.
 fn check_file(exp: &Experiment) -> Result<(), String> {
-    check_points(exp, "")?;
-    if exp.quick.is_some() {
-        check_points(&exp.clone().quick(), QUICK)?;
-    }
-    Ok(())
-}
-
-/// The line of the option a command-line error is about: the longest `--option` of `args`
-/// that the message's first line names (clap's usage line below it repeats other options),
-/// else that the message names, else `fallback`.
-fn line_of(message: &str, args: &[(String, usize)], fallback: usize) -> usize {
-    let named = |text: &str| {
-        args.iter()
-            .map(|(a, l)| (a.split('=').next().unwrap_or(a), l))
-            .filter(|(a, _)| a.starts_with("--") && text.contains(a))
-            .max_by_key(|(a, _)| a.len())
-            .map(|(_, l)| *l)
-    };
-    named(first_line(message))
-        .or_else(|| named(message))
-        .unwrap_or(fallback)
-}
-
-/// The line of the option among `args` that is one of `flags` (the longest when several
-/// are: `--up-rate` rather than `--rate`).
-fn line_of_flags(flags: &[String], args: &[(String, usize)]) -> Option<usize> {
-    args.iter()
-        .map(|(a, l)| (a.split('=').next().unwrap_or(a), *l))
-        .filter(|(a, _)| flags.iter().any(|f| f == a))
-        .max_by_key(|(a, _)| a.len())
-        .map(|(_, l)| l)
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim()
-}
-
-/// Checks every point's `lab up`, `test` (or `client`) and `server` options as those
-/// commands would. `variant` follows the point in messages (`" under --quick"` for the quick
-/// variant).
-fn check_points(exp: &Experiment, variant: &str) -> Result<(), String> {
-    let lab_line = exp.lab.first().map_or(0, |o| o.line);
-    for p in matrix::points(exp) {
-        let lab = matrix::argv(exp, Section::Lab, &p);
-        let words: Vec<String> = lab.iter().map(|(s, _)| s.clone()).collect();
-        if let Err(crate::cmd::lab::UpArgsError { flags, message: e }) =
-            crate::cmd::lab::check_up_args("check", &words)
-        {
-            let line = line_of_flags(&flags, &lab).unwrap_or_else(|| line_of(&e, &lab, lab_line));
-            return Err(format!(
-                "{}:{line}: [lab] of point {} ({}){variant}: {}",
-                exp.file,
-                p.name(),
-                p.label(),
-                first_line(&e).trim_start_matches("error: ")
-            ));
-        }
-        check_server(exp, &p, variant)?;
-        match &exp.client {
-            Some((_, line)) => check_client(exp, &p, *line, variant)?,
-            None => check_test(exp, &p, variant)?,
-        }
-    }
-    Ok(())
-}
-
-/// `file:line: [SECTION] of point P (LABEL): message`, the line being that of the option the
-/// message names.
-fn point_error(
-    exp: &Experiment,
-    (section, variant): (&str, &str),
-    p: &matrix::Point,
-    args: &[(String, usize)],
-    fallback: usize,
-    e: &str,
-) -> String {
-    let line = line_of(e, args, fallback);
-    format!(
-        "{}:{line}: [{section}] of point {} ({}){variant}: {}",
-        exp.file,
-        p.name(),
-        p.label(),
-        first_line(e).trim_start_matches("error: ")
-    )
-}
-
-/// Options the runner sets itself, or that would keep it from talking to the server.
-fn refused(args: &[(String, usize)], keys: &[(&str, &str)]) -> Result<(), String> {
-    for (a, _) in args {
-        let k = a.split('=').next().unwrap_or(a);
-        if let Some((_, why)) = keys.iter().find(|(r, _)| k.strip_prefix("--") == Some(*r)) {
-            return Err(format!("{k}: {why}; leave it out"));
-        }
-    }
-    Ok(())
-}
-
-/// `[server]` options, as `bloatlab server` parses them.
-fn check_server(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), String> {
-    let s = matrix::argv(exp, Section::Server, p);
-    let fallback = exp.server.first().map_or(0, |o| o.line);
-    let bad = |e: String| point_error(exp, ("server", variant), p, &s, fallback, &e);
-    refused(
-        &s,
-        &[
-            ("port", "the experiment chooses the port"),
-            ("one-off", "the server must outlive the readiness probe"),
-            (
-                "udp",
-                "experiments run TCP servers (UDP runs are not supported yet)",
-            ),
-            (
-                "no-probes",
-                "the experiment waits until the server answers latency probes",
-            ),
-            (
-                "permit-key",
-                "the experiment's readiness probe carries no key",
-            ),
-        ],
-    )
-    .map_err(bad)?;
-    let mut argv = vec!["server".to_string()];
-    argv.extend(s.iter().map(|(a, _)| a.clone()));
-    let cmd = <crate::cmd::server::ServerArgs as Args>::augment_args(clap::Command::new("server"));
-    cmd.try_get_matches_from(&argv)
-        .and_then(|m| crate::cmd::server::ServerArgs::from_arg_matches(&m))
-        .map_err(|e| bad(e.to_string()))?;
-    Ok(())
-}
-
-/// `[client]` options, as `bloatlab client` parses and resolves them.
-fn check_client(
-    exp: &Experiment,
-    p: &matrix::Point,
-    section_line: usize,
-    variant: &str,
-) -> Result<(), String> {
-    let c = matrix::argv(exp, Section::Client, p);
-    let bad = |e: String| point_error(exp, ("client", variant), p, &c, section_line, &e);
-    refused(
-        &c,
-        &[
-            ("port", "the experiment chooses the port"),
-            (
-                "json",
-                "the experiment always reads the client's --json document",
-            ),
-            (
-                "reportstyle",
-                "the experiment always reads the client's --json document",
-            ),
-            (
-                "udp",
-                "experiments run TCP clients (UDP runs are not supported yet)",
-            ),
-        ],
-    )
-    .map_err(bad)?;
-    let mut argv = vec![
-        "client".to_string(),
-        bloatlab_suite::session::server_addr().to_string(),
-    ];
-    argv.extend(c.iter().map(|(a, _)| a.clone()));
-    let cmd = <crate::cmd::client::ClientArgs as Args>::augment_args(clap::Command::new("client"));
-    let args = cmd
-        .try_get_matches_from(&argv)
-        .and_then(|m| crate::cmd::client::ClientArgs::from_arg_matches(&m))
-        .map_err(|e| bad(e.to_string()))?;
-    args.resolve(None).map_err(|e| bad(e.to_string()))?;
-    Ok(())
-}
-
-/// `[test]`: the test's name and options, as `bloatlab test` checks them.
-fn check_test(exp: &Experiment, p: &matrix::Point, variant: &str) -> Result<(), String> {
-    let name = matrix::test_name(exp, p);
-    let test: bloatlab_suite::TestName =
-        name.parse().map_err(|e: bloatlab_suite::UnknownTest| {
-            format!("{}:{}: test.name: {e}", exp.file, exp.test.1)
-        })?;
-    let t = matrix::argv(exp, Section::Test, p);
-    let bad = |e: String| point_error(exp, ("test", variant), p, &t, exp.test.1, &e);
-    let mut argv = vec![
-        "test".to_string(),
-        name.clone(),
-        bloatlab_suite::session::server_addr().to_string(),
-    ];
-    argv.extend(t.iter().map(|(s, _)| s.clone()));
-    let cmd = <crate::cmd::test::TestArgs as Args>::augment_args(clap::Command::new("test"));
-    let args = cmd
-        .try_get_matches_from(&argv)
-        .and_then(|m| crate::cmd::test::TestArgs::from_arg_matches(&m))
-        .map_err(|e| bad(e.to_string()))?;
-    bloatlab_suite::plan(test, &args.params()).map_err(|e| bad(e.to_string()))?;
-    refused(
-        &t,
-        &[
-            ("output", "the experiment chooses each run's results file"),
-            ("json", "the experiment chooses each run's results file"),
-        ],
-    )
-    .map_err(bad)
+    points::check(exp).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// A progress line on stderr: rewritten in place on a terminal, one line each otherwise.
@@ -353,7 +149,7 @@ fn run_file(a: RunArgs) -> anyhow::Result<()> {
     let mut exp = load(&a.file)?;
     if a.quick {
         exp = exp.quick();
-        check_points(&exp, QUICK).map_err(exit::usage)?;
+        points::typed_points(&exp).map_err(|e| exit::usage(e.to_string()))?;
     }
     if a.list_points {
         let runs =

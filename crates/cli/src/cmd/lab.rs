@@ -11,16 +11,13 @@
 //! after the emulator died.
 
 use crate::exit::{Exit, FAILURE, PRIVILEGE, USAGE};
-use bloatlab_emu::{Limit, LinkRate, LossModel, Qdisc, QdiscParam, Spelled, StageSpec, TcValue};
+use bloatlab_invoke::lab::{UpArgs, absolute_traces};
 use bloatlab_lab::control::{self, daemon::SpawnError, exec::ExecError, set::SetRequest};
-use bloatlab_lab::spec::{Backend, DriverSpec, LabSpec, LinkSpec};
+use bloatlab_lab::spec::LabSpec;
 use bloatlab_lab::state::StateDir;
-use bloatlab_lab::{LabError, SpecField, names, status_text};
-use bloatlab_units::CongestionControl;
-use clap::{Args, Subcommand, ValueEnum};
-use std::collections::BTreeMap;
+use bloatlab_lab::{LabError, status_text};
+use clap::{Args, Subcommand};
 use std::io::Write;
-use std::time::Duration;
 
 /// Arguments of `bloatlab lab`.
 #[derive(Debug, Args)]
@@ -50,270 +47,6 @@ enum LabCmd {
     /// Internal: the background emulator started by `lab up`.
     #[command(name = "__daemon", hide = true)]
     Daemon(NameArg),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BackendArg {
-    /// The bloatlab emulator in userspace between TUN devices.
-    Userspace,
-    /// veth pairs through a router namespace with kernel qdiscs (htb/tbf + bfifo).
-    Kernel,
-}
-
-/// Link options. Each value applies to both directions; `--up-X` / `--down-X`
-/// override it for one direction. *up* is client -> server, *down* is
-/// server -> client. Values are written as tc writes them and parsed here
-/// by the emulator's parser for each (a bad one is a usage error naming
-/// its flag).
-#[derive(Debug, Args)]
-struct LinkArgs {
-    /// Bottleneck rate, e.g. `20mbit` (omit for an unshaped link); or a
-    /// rate that changes: `schedule:0s/20mbit,10s/5mbit` (looping) or
-    /// `trace:FILE` (mahimahi's format, looping; see docs/emulator.md).
-    #[arg(long, allow_hyphen_values = true, value_parser = rate_value)]
-    rate: Option<Spelled<LinkRate>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = rate_value)]
-    up_rate: Option<Spelled<LinkRate>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = rate_value)]
-    down_rate: Option<Spelled<LinkRate>>,
-    /// One-way propagation delay, e.g. `20ms` (RTT = up + down delay). A
-    /// delay schedule goes in a stage: `--stage 'delay=schedule:0s/20ms,10s/200ms'`.
-    #[arg(long, allow_hyphen_values = true, value_parser = delay_value)]
-    delay: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = delay_value)]
-    up_delay: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = delay_value)]
-    down_delay: Option<Spelled<Duration>>,
-    /// Delay jitter, e.g. `1ms`.
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<Duration>)]
-    jitter: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Duration>)]
-    up_jitter: Option<Spelled<Duration>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Duration>)]
-    down_jitter: Option<Spelled<Duration>>,
-    /// Random loss, e.g. `0.5%`.
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<LossModel>)]
-    loss: Option<Spelled<LossModel>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<LossModel>)]
-    up_loss: Option<Spelled<LossModel>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<LossModel>)]
-    down_loss: Option<Spelled<LossModel>>,
-    /// Queue limit in packets (`1000p`) or bytes (`64kb`).
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<Limit>)]
-    limit: Option<Spelled<Limit>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Limit>)]
-    up_limit: Option<Spelled<Limit>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Limit>)]
-    down_limit: Option<Spelled<Limit>>,
-    /// Queue discipline: fifo, codel, fq_codel, pie or cake.
-    #[arg(long, allow_hyphen_values = true, value_parser = value::<Qdisc>)]
-    qdisc: Option<Spelled<Qdisc>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Qdisc>)]
-    up_qdisc: Option<Spelled<Qdisc>>,
-    #[arg(long, hide_short_help = true, allow_hyphen_values = true, value_parser = value::<Qdisc>)]
-    down_qdisc: Option<Spelled<Qdisc>>,
-    /// Queue discipline parameter as tc names it, repeatable:
-    /// `target=5ms`, `interval=100ms`, `ecn`, `noecn`, `flows=1024`, ...
-    #[arg(long = "qdisc-param", value_name = "KEY[=VALUE]", value_parser = qdisc_param)]
-    qdisc_param: Vec<Spelled<QdiscParam>>,
-    #[arg(
-        long = "up-qdisc-param",
-        value_name = "KEY[=VALUE]",
-        hide_short_help = true,
-        value_parser = qdisc_param
-    )]
-    up_qdisc_param: Vec<Spelled<QdiscParam>>,
-    #[arg(
-        long = "down-qdisc-param",
-        value_name = "KEY[=VALUE]",
-        hide_short_help = true,
-        value_parser = qdisc_param
-    )]
-    down_qdisc_param: Vec<Spelled<QdiscParam>>,
-    /// A stage of a chained link, repeatable, in the order packets cross
-    /// them: `key=value` words, e.g. `--stage 'rate=9mbit qdisc=fq_codel'
-    /// --stage 'rate=10mbit qdisc=fifo limit=1000p'` (a shaper in front of a
-    /// bloated modem). Keys: name, rate, delay, jitter, loss, limit, qdisc,
-    /// overhead, mpu, framing and the qdisc's parameters. With stages,
-    /// --delay/--jitter/--loss add a final stage `path`; --rate, --limit,
-    /// --qdisc and --qdisc-param are refused. Userspace backend only.
-    #[arg(long = "stage", value_name = "KEY=VALUE ...", value_parser = stage_words)]
-    stage: Vec<Spelled<StageSpec>>,
-    /// Stages of the up direction only (replace --stage there).
-    #[arg(
-        long = "up-stage",
-        value_name = "KEY=VALUE ...",
-        hide_short_help = true,
-        value_parser = stage_words
-    )]
-    up_stage: Vec<Spelled<StageSpec>>,
-    /// Stages of the down direction only (replace --stage there).
-    #[arg(
-        long = "down-stage",
-        value_name = "KEY=VALUE ...",
-        hide_short_help = true,
-        value_parser = stage_words
-    )]
-    down_stage: Vec<Spelled<StageSpec>>,
-}
-
-/// clap's parser for a single link value: the emulator's parser of `T`,
-/// reporting what is wrong with the value (clap names the flag and value).
-fn value<T: TcValue>(s: &str) -> Result<Spelled<T>, String> {
-    Spelled::parse(s).map_err(|e| e.problem.to_string())
-}
-
-/// clap's parser for a value made of keys (`--stage`, `--qdisc-param`):
-/// the emulator's message names the key at fault.
-fn words<T: TcValue>(s: &str) -> Result<Spelled<T>, String> {
-    Spelled::parse(s).map_err(|e| e.to_string())
-}
-
-/// `--rate`: a rate, a schedule or a trace, the trace's path made absolute
-/// (the lab's state keeps it, and is read from other directories).
-fn rate_value(s: &str) -> Result<Spelled<LinkRate>, String> {
-    Spelled::parse(&absolute_traces(s)).map_err(|e| e.problem.to_string())
-}
-
-/// `--delay`: a time; a schedule is refused saying where it goes.
-fn delay_value(s: &str) -> Result<Spelled<Duration>, String> {
-    if s.trim().starts_with("schedule:") {
-        return Err(
-            "a delay schedule is a stage's: --stage 'delay=schedule:...' (or lab set \
-             --stage-delay on a running lab)"
-                .into(),
-        );
-    }
-    value(s)
-}
-
-/// `--stage`: as [`words`], trace paths made absolute.
-fn stage_words(s: &str) -> Result<Spelled<StageSpec>, String> {
-    words(&absolute_traces(s))
-}
-
-/// `s` with the path after each `trace:` made absolute (relative to the
-/// current directory); everything else as it is.
-fn absolute_traces(s: &str) -> String {
-    let Ok(cwd) = std::env::current_dir() else {
-        return s.to_string();
-    };
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find("trace:") {
-        let (head, tail) = rest.split_at(i + "trace:".len());
-        out.push_str(head);
-        let end = tail
-            .find(|c: char| c.is_whitespace() || c == ',')
-            .unwrap_or(tail.len());
-        let path = std::path::Path::new(&tail[..end]);
-        if path.is_relative() && !tail[..end].is_empty() {
-            out.push_str(&cwd.join(path).display().to_string());
-        } else {
-            out.push_str(&tail[..end]);
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `--qdisc-param`: the link's own values have flags of their own.
-fn qdisc_param(s: &str) -> Result<Spelled<QdiscParam>, String> {
-    let p = words::<QdiscParam>(s)?;
-    match p.get().key.as_str() {
-        k @ ("rate" | "delay" | "jitter" | "loss" | "qdisc") => Err(format!("use --{k} for {k}")),
-        _ => Ok(p),
-    }
-}
-
-impl LinkArgs {
-    fn direction(&self, up: bool) -> LinkSpec {
-        fn pick<T: Clone>(both: &Option<T>, u: &Option<T>, d: &Option<T>, up: bool) -> Option<T> {
-            if up { u } else { d }.clone().or_else(|| both.clone())
-        }
-        let mut params = self.qdisc_param.clone();
-        params.extend_from_slice(if up {
-            &self.up_qdisc_param
-        } else {
-            &self.down_qdisc_param
-        });
-        LinkSpec {
-            rate: pick(&self.rate, &self.up_rate, &self.down_rate, up),
-            delay: pick(&self.delay, &self.up_delay, &self.down_delay, up),
-            jitter: pick(&self.jitter, &self.up_jitter, &self.down_jitter, up),
-            loss: pick(&self.loss, &self.up_loss, &self.down_loss, up),
-            limit: pick(&self.limit, &self.up_limit, &self.down_limit, up),
-            qdisc: pick(&self.qdisc, &self.up_qdisc, &self.down_qdisc, up),
-            params,
-            stages: match (up, &self.up_stage, &self.down_stage) {
-                (true, u, _) if !u.is_empty() => u.clone(),
-                (false, _, d) if !d.is_empty() => d.clone(),
-                _ => self.stage.clone(),
-            },
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-struct UpArgs {
-    /// Lab name: 1-16 characters of a-z, 0-9 and '-'.
-    name: String,
-    /// Emulation backend.
-    #[arg(long, value_enum, default_value = "userspace")]
-    backend: BackendArg,
-    /// Run in this process until Ctrl-C instead of in the background.
-    #[arg(long)]
-    foreground: bool,
-    /// Number of client hosts (client, client2, ...).
-    #[arg(long, default_value_t = 1)]
-    clients: u32,
-    /// Add a third host `peer` on the server side.
-    #[arg(long)]
-    peer: bool,
-    #[command(flatten)]
-    link: LinkArgs,
-    /// Hosts with TCP ECN on (net.ipv4.tcp_ecn=1): comma-separated names or `all`. Repeatable.
-    #[arg(long, value_name = "HOSTS")]
-    ecn: Vec<String>,
-    /// Default TCP congestion control: `ALGO` for every host or `HOST=ALGO`. Repeatable.
-    #[arg(long, value_name = "[HOST=]ALGO")]
-    cc: Vec<String>,
-    /// MTU of the lab's interfaces, bytes.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u32,
-    /// Longest busy-wait before a release. Timer sleeps end early by the
-    /// timer lateness the emulator measures (up to this) and the rest is
-    /// busy-waited, from a budget of 25 % of wall time so a saturated link
-    /// never starves the hosts. Without it a VM's ~100 us timer wake-up
-    /// latency adds up to ~0.3 ms to every emulated RTT; `0` turns it off.
-    #[arg(long, default_value = "200us", value_parser = value::<Duration>)]
-    spin: Spelled<Duration>,
-    /// Run the forwarding threads with normal priority instead of SCHED_FIFO
-    /// (SCHED_FIFO cuts the p99 timing error on a busy host from ms to ~0.2 ms).
-    #[arg(long)]
-    no_realtime: bool,
-    /// Write every packet's fate (time, flow, size, sojourn, verdict) to
-    /// PREFIX.up.csv and PREFIX.down.csv (userspace backend).
-    #[arg(long, value_name = "PREFIX")]
-    trace: Option<std::path::PathBuf>,
-    /// Let the hosts hand the emulator TCP super-packets (TSO) and receive
-    /// the segments that are due together as one (like a NIC's GRO). The
-    /// emulated link still queues, shapes, marks and drops wire-sized
-    /// packets; the hosts' stacks run per 64 KB instead of per packet, which
-    /// a 1 Gbit/s link needs on a small machine. Off by default: packet
-    /// captures inside a host then show super-packets (userspace backend).
-    #[arg(long)]
-    offload: bool,
-    /// Seed of the emulator's random numbers.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Keep the configured delay as it is. By default the emulator measures
-    /// the hosts' path overhead (at `lab up`) and its own release lateness
-    /// (continuously) and takes them out of the delay, so an idle ping or
-    /// irtt round trip matches the configured one (userspace backend).
-    #[arg(long)]
-    no_calibrate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -420,134 +153,10 @@ fn lab_err(e: LabError) -> anyhow::Error {
     })
 }
 
-fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
-    names::validate(&a.name)?;
-    let mut spec = LabSpec::new(&a.name);
-    spec.backend = match a.backend {
-        BackendArg::Userspace => Backend::Userspace,
-        BackendArg::Kernel => Backend::Kernel,
-    };
-    spec.clients = a.clients;
-    spec.peer = a.peer;
-    spec.up = a.link.direction(true);
-    spec.down = a.link.direction(false);
-    spec.mtu = a.mtu;
-    let hosts: Vec<String> = spec.hosts().into_iter().map(|h| h.name).collect();
-    for list in &a.ecn {
-        for h in list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-            if h == "all" {
-                spec.ecn_hosts.extend(hosts.iter().cloned());
-            } else {
-                spec.ecn_hosts.push(h.to_string());
-            }
-        }
-    }
-    spec.ecn_hosts.sort();
-    spec.ecn_hosts.dedup();
-    let mut cc = BTreeMap::new();
-    for v in &a.cc {
-        let (host, algo) = match v.split_once('=') {
-            Some((h, algo)) => (Some(h), algo),
-            None => (None, v.as_str()),
-        };
-        let algo = CongestionControl::new(algo).map_err(|e| LabError::Spec {
-            field: SpecField::flag("--cc"),
-            value: algo.into(),
-            why: e.to_string(),
-        })?;
-        match host {
-            Some(h) => {
-                cc.insert(h.to_string(), algo);
-            }
-            None => {
-                for h in &hosts {
-                    cc.insert(h.clone(), algo.clone());
-                }
-            }
-        }
-    }
-    spec.cc = cc;
-    spec.driver = DriverSpec {
-        spin: *a.spin.get(),
-        realtime: !a.no_realtime,
-        seed: a.seed,
-        trace: a.trace.as_deref().map(trace_prefix).transpose()?,
-        offload: a.offload,
-        calibrate: !a.no_calibrate && a.backend == BackendArg::Userspace,
-    };
-    bloatlab_lab::lab::check(&spec)?;
-    Ok(spec)
-}
-
-/// Why `check_up_args` refused the options.
-#[derive(Debug)]
-pub struct UpArgsError {
-    /// The flags at fault, when known: clap's argument (`--down-loss`), or the
-    /// lab spec's field (`--rate/--up-rate` gives both).
-    pub flags: Vec<String>,
-    /// The message as `lab up` prints it (clap's starts with `error: `).
-    pub message: String,
-}
-
-/// Checks the options of `lab up NAME ARGS...` as `lab up` would (clap with the emulator's
-/// value parsers, then the lab spec and its backend's check), without building anything.
-/// For `experiment run`, which checks every point before it starts.
-pub fn check_up_args(name: &str, args: &[String]) -> Result<(), UpArgsError> {
-    use clap::Parser;
-    use clap::error::{ContextKind, ContextValue};
-    #[derive(Debug, Parser)]
-    struct Up {
-        #[command(flatten)]
-        up: UpArgs,
-    }
-    let mut argv = vec!["up".to_string(), name.to_string()];
-    argv.extend(args.iter().cloned());
-    let a = Up::try_parse_from(argv).map_err(|e| UpArgsError {
-        // `--down-loss <DOWN_LOSS>`: the flag is the first word.
-        flags: match e.get(ContextKind::InvalidArg) {
-            Some(ContextValue::String(arg)) => arg
-                .split_whitespace()
-                .next()
-                .map(str::to_string)
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
-        },
-        message: e.to_string(),
-    })?;
-    build_spec(&a.up).map(|_| ()).map_err(|e| UpArgsError {
-        flags: match &e {
-            LabError::Spec { field, .. } => field.flags.clone(),
-            _ => Vec::new(),
-        },
-        message: e.to_string(),
-    })
-}
-
-/// `--trace PREFIX` made absolute (the emulator may run in the background
-/// from another directory); its directory must exist.
-fn trace_prefix(p: &std::path::Path) -> Result<std::path::PathBuf, LabError> {
-    let bad = |why: String| LabError::Spec {
-        field: SpecField::flag("--trace"),
-        value: p.display().to_string(),
-        why,
-    };
-    let abs = std::env::current_dir()
-        .map_err(|e| bad(e.to_string()))?
-        .join(p);
-    if abs.file_name().is_none() {
-        return Err(bad("give a file name prefix, not a directory".into()));
-    }
-    match abs.parent() {
-        Some(d) if d.is_dir() => Ok(abs),
-        _ => Err(bad("its directory does not exist".into())),
-    }
-}
-
 /// `lab up`: the spec, the name claimed, then the emulator in the
 /// background (it reports when the lab works) or in this process.
 fn up(dir: &StateDir, a: UpArgs) -> anyhow::Result<()> {
-    let spec = build_spec(&a).map_err(lab_err)?;
+    let spec = a.resolve().map_err(lab_err)?;
     let st = control::up::claim(dir, &spec).map_err(lab_err)?;
     if a.foreground {
         return control::daemon::run(dir, st, |built| {
@@ -646,12 +255,18 @@ fn list(dir: &StateDir, a: ListArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloatlab_emu::Spelled;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Debug, Parser)]
     struct T {
         #[command(subcommand)]
         cmd: LabCmd,
+    }
+
+    fn build_spec(a: &UpArgs) -> Result<LabSpec, LabError> {
+        a.resolve()
     }
 
     fn up_args(argv: &[&str]) -> UpArgs {
@@ -874,18 +489,5 @@ mod tests {
                 "{flag} {value}: {m}"
             );
         }
-        // check_up_args (experiment run) reports the same, and the flags at fault.
-        let e = check_up_args("x", &["--down-loss".into(), "150%".into()]).unwrap_err();
-        assert_eq!(e.flags, ["--down-loss"]);
-        assert!(
-            e.message
-                .starts_with("error: invalid value '150%' for '--down-loss"),
-            "{e:?}"
-        );
-        let argv = ["--stage=rate=9mbit", "--up-limit=10p"].map(String::from);
-        let e = check_up_args("x", &argv).unwrap_err();
-        assert_eq!(e.flags, ["--limit", "--up-limit"], "{e:?}");
-        let e = check_up_args("x", &["--lenght=5".into()]).unwrap_err();
-        assert_eq!(e.flags, ["--lenght"], "{e:?}");
     }
 }

@@ -1,179 +1,11 @@
 //! `bloatlab server` (also `bloatlab -s`): iperf 2's server options.
 
-use super::opts;
-use bloatlab_engine::config::{BitRate, Bytes, OutputFormat, Protocol, ServerConfig};
-use bloatlab_engine::limits::{self, ServerLimits};
-use bloatlab_invoke::common::CommonArgs;
+use bloatlab_engine::config::{OutputFormat, Protocol, ServerConfig};
 use std::net::SocketAddr;
-use std::time::Duration;
 
-/// Arguments of `bloatlab server`, spelled as iperf 2 spells them.
-#[derive(Debug, clap::Args)]
-#[command(disable_version_flag = true)]
-pub struct ServerArgs {
-    #[command(flatten)]
-    pub common: CommonArgs,
-    /// Exit after one test (all of its -P streams).
-    #[arg(short = '1', long = "one-off")]
-    pub one_off: bool,
-    /// Seconds to wait for a client's test header before dropping it (the
-    /// iperf-compatible service only; the HTTP service has --http-header-timeout).
-    #[arg(long = "header-timeout", default_value = "4", value_parser = opts::positive_seconds)]
-    pub header_timeout: Duration,
-    /// --https: seconds a TLS handshake may stall (the client owing us bytes
-    /// and sending none) before the connection is cut. The clock starts again
-    /// at each byte or ACK from the client and while our own bytes are
-    /// unacknowledged (a handshake through a loaded, bloated link takes
-    /// several of its long round trips); up to --http-wait-max in all.
-    #[arg(long = "handshake-timeout", value_name = "S", default_value = "15",
-          value_parser = opts::positive_seconds)]
-    pub handshake_timeout: Duration,
-    /// --http / --https: seconds a TLS handshake or a wait for a request head
-    /// may take in all, however the client progresses (the bound on one that
-    /// trickles bytes).
-    #[arg(long = "http-wait-max", value_name = "S", default_value = "60",
-          value_parser = opts::positive_seconds)]
-    pub http_wait_max: Duration,
-    /// --http / --https: seconds a wait for a request head (the first one after
-    /// accept or the TLS handshake; on HTTP/1.1 each next one after a response)
-    /// may stall, as --handshake-timeout, before the connection is cut.
-    /// --header-timeout never applies here.
-    #[arg(long = "http-header-timeout", value_name = "S", default_value = "10",
-          value_parser = opts::positive_seconds)]
-    pub http_header_timeout: Duration,
-    /// Refuse tests that make this server send (-R, --full-duplex), TCP and UDP:
-    /// a UDP -R request from a spoofed address would aim our traffic at a third party.
-    #[arg(long = "no-reverse")]
-    pub no_reverse: bool,
-    /// End a connection or UDP flow after this many seconds without a byte
-    /// moving, in any phase (iperf 3's --rcv-timeout is 120 s too).
-    #[arg(long = "idle-timeout", default_value = "120", value_parser = opts::positive_seconds)]
-    pub idle_timeout: Duration,
-    /// End a TCP test whose client sent a valid header and then no data for
-    /// this many seconds (instead of holding a slot for --idle-timeout).
-    #[arg(long = "first-data-timeout", default_value = "5", value_parser = opts::positive_seconds)]
-    pub first_data_timeout: Duration,
-    /// Concurrent TCP connections in all; more are closed at once.
-    #[arg(long = "max-connections", default_value_t = limits::DEFAULT_MAX_CONNECTIONS as u32,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
-    /// Concurrent TCP connections from one source (IPv4 address or IPv6 /64).
-    #[arg(long = "max-per-source", default_value_t = limits::DEFAULT_MAX_PER_SOURCE as u32,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_per_source: u32,
-    /// Longest test (-t) a client may ask for, in seconds; also ends -n tests.
-    #[arg(long = "max-duration", default_value = "3600", value_parser = opts::positive_seconds)]
-    pub max_duration: Duration,
-    /// Largest -n a client may ask for (K/M/G = 1024-based, k/m/g = 1000-based).
-    #[arg(long = "max-bytes", default_value = "1000g", value_parser = opts::nonzero_bytes)]
-    pub max_bytes: Bytes,
-    /// Largest -P a client may ask for, and most TCP tests one source
-    /// (IPv4 address or IPv6 /64) may run at once, counted by connection.
-    #[arg(long = "max-streams", default_value_t = limits::DEFAULT_MAX_STREAMS,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_streams: u32,
-    /// Largest -b a client may announce for what it sends, and what this server
-    /// receives from one source (IPv4 address or IPv6 /64) in all (default: no cap).
-    #[arg(long = "max-rate", value_parser = opts::rate)]
-    pub max_rate: Option<BitRate>,
-    /// What this server receives from all sources together (default: 4 x --max-rate).
-    #[arg(long = "max-total-rate", value_parser = opts::rate)]
-    pub max_total_rate: Option<BitRate>,
-    /// Largest -b this server sends at on -R / --full-duplex tests, and what it
-    /// sends to one source in all; with a cap, requests without -b (full speed)
-    /// are refused (default: no cap).
-    #[arg(long = "max-reverse-rate", value_parser = opts::rate)]
-    pub max_reverse_rate: Option<BitRate>,
-    /// What this server sends to all sources together (default: 4 x --max-reverse-rate).
-    #[arg(long = "max-total-reverse-rate", value_parser = opts::rate)]
-    pub max_total_reverse_rate: Option<BitRate>,
-    /// Seconds one source may keep this server busy (moving data, its tests
-    /// counted once however many run at once), refilled at that much per 24 h;
-    /// 0: no budget (a lab server serving one address for hours).
-    #[arg(long = "max-source-time", default_value = "7200", value_parser = opts::seconds)]
-    pub max_source_time: Duration,
-    /// Opt-in: largest UDP -R / --full-duplex rate for a client that cannot
-    /// prove it receives at its address (iperf 2 clients). Default 0 refuses
-    /// them: a forged source would make the server a reflector.
-    #[arg(long = "unverified-reverse-rate", default_value = "0", value_parser = opts::rate)]
-    pub unverified_reverse_rate: BitRate,
-    /// Longest UDP -R / --full-duplex test for such a client, in seconds.
-    #[arg(long = "unverified-reverse-time", default_value = "30", value_parser = opts::positive_seconds)]
-    pub unverified_reverse_time: Duration,
-    /// Do not answer `bloatlab ping` probes on UDP at the same port (TCP server only).
-    #[arg(long = "no-probes")]
-    pub no_probes: bool,
-    /// Refuse TCP tests that do not send this key (iperf 2's --permit-key;
-    /// 4 to 128 characters; without =KEY a random key is generated and
-    /// printed). Latency probes on the same port then need an HMAC of this key
-    /// (`bloatlab ping --permit-key`).
-    /// Not available with -u, as in iperf 2.
-    #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
-          default_missing_value = "", value_parser = opts::server_permit_key)]
-    pub permit_key: Option<String>,
-    /// Also serve HTTP/1.1 and h2c (prior knowledge) on this TCP port: the
-    /// responsiveness (RPM) test endpoints, config at /.well-known/nq
-    /// (docs/http.md).
-    #[arg(long = "http", value_name = "PORT")]
-    pub http: Option<u16>,
-    /// Also serve HTTPS (TLS 1.3, ALPN h2 and http/1.1) on this TCP port; without
-    /// --tls-cert a self-signed certificate is made and its SHA-256 fingerprint printed.
-    #[arg(long = "https", value_name = "PORT")]
-    pub https: Option<u16>,
-    /// PEM certificate chain (leaf first) for --https.
-    #[arg(long = "tls-cert", value_name = "FILE", requires_all = ["https", "tls_key"])]
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --tls-cert.
-    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// Serve only --http / --https, not the iperf-compatible service.
-    #[arg(long = "no-iperf")]
-    pub no_iperf: bool,
-    /// The browser test's record and caps (--results-dir, --browser-*).
-    #[command(flatten)]
-    pub browser: super::server_browser::BrowserArgs,
-    /// Accepted for iperf 2 habits; client-only, ignored with a warning.
-    #[arg(long = "near-congestion", num_args = 0..=1, require_equals = true,
-          default_missing_value = "0.5", value_parser = opts::weight, hide = true)]
-    pub near_congestion: Option<f64>,
-}
-
-impl ServerArgs {
-    /// Resolves the arguments into the engine's configuration.
-    pub fn to_config(&self) -> ServerConfig {
-        ServerConfig {
-            port: self.common.port,
-            protocol: self.common.protocol(),
-            interval: self.common.interval,
-            buffer_len: self.common.len,
-            enhanced: self.common.enhanced,
-            socket: self.common.socket(),
-            format: self.common.format(),
-            one_off: self.one_off,
-            header_timeout: self.header_timeout,
-            no_reverse: self.no_reverse,
-            idle_timeout: self.idle_timeout,
-            first_data_timeout: self.first_data_timeout,
-            max_connections: self.max_connections as usize,
-            max_per_source: self.max_per_source as usize,
-            limits: ServerLimits {
-                max_duration: self.max_duration,
-                max_bytes: self.max_bytes,
-                max_streams: self.max_streams,
-                max_rate: self.max_rate,
-                max_total_rate: self.max_total_rate,
-                max_reverse_rate: self.max_reverse_rate,
-                max_total_reverse_rate: self.max_total_reverse_rate,
-                max_source_time: self.max_source_time,
-                unverified_reverse_rate: self.unverified_reverse_rate,
-                unverified_reverse_time: self.unverified_reverse_time,
-            },
-            permit_key: self.permit_key.clone(),
-            out: bloatlab_engine::config::Out::stdout(),
-            err: bloatlab_engine::config::Out::stderr(),
-        }
-    }
-}
+/// The flags of `bloatlab server`, defined once in `bloatlab_invoke::server` (the
+/// experiment crate checks its points with them too).
+pub use bloatlab_invoke::server::ServerArgs;
 
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.near_congestion.is_some() {
@@ -189,7 +21,7 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
             "--results-dir needs --http PORT or --https PORT (it keeps the browser tests' results)",
         ));
     }
-    let mut cfg = args.to_config();
+    let mut cfg = args.resolve();
     if let Some(key) = &mut cfg.permit_key {
         if cfg.protocol == Protocol::Udp {
             return Err(crate::exit::usage(
@@ -277,7 +109,10 @@ fn start_probe_responder(cfg: &ServerConfig) -> Option<bloatlab_probe::responder
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloatlab_engine::config::{BitRate, Bytes};
+    use bloatlab_engine::limits::ServerLimits;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Debug, Parser)]
     struct T {
@@ -290,7 +125,7 @@ mod tests {
         let c = T::try_parse_from(["t", "-p", "5002", "-e", "-i", "1", "-1", "-V", "-l", "64K"])
             .unwrap()
             .a
-            .to_config();
+            .resolve();
         assert_eq!(c.port, 5002);
         assert!(c.enhanced && c.one_off && c.socket.ipv6);
         assert_eq!(c.interval, Some(Duration::from_secs(1)));
@@ -299,7 +134,7 @@ mod tests {
 
     #[test]
     fn caps_have_documented_defaults_and_parse_iperf_units() {
-        let c = T::try_parse_from(["t"]).unwrap().a.to_config();
+        let c = T::try_parse_from(["t"]).unwrap().a.resolve();
         assert_eq!(c.limits, ServerLimits::default());
         assert_eq!(c.idle_timeout, Duration::from_secs(120));
         assert_eq!(c.max_connections, 256);
@@ -331,7 +166,7 @@ mod tests {
         ])
         .unwrap()
         .a
-        .to_config();
+        .resolve();
         assert_eq!(c.limits.max_duration, Duration::from_secs(60));
         assert_eq!(c.limits.max_bytes, Bytes(1 << 30));
         assert_eq!(c.limits.max_streams, 4);

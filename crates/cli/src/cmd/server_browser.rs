@@ -2,56 +2,26 @@
 //! operator's record of browser tests (docs/browser.md), resolved into the
 //! HTTP service's [`RecordConfig`].
 
-use super::opts;
-use bloatlab_engine::config::Bytes;
 use bloatlab_http::{RecordConfig, TestCaps};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-/// The browser test flags of `bloatlab server`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BrowserArgs {
-    /// --http / --https: keep every completed browser test as the bloatlab
-    /// results file DIR/ID.json (`bloatlab report` reads it) and show it to
-    /// the user at /result/ID. The directory must exist and be writable.
-    #[arg(long = "results-dir", value_name = "DIR")]
-    pub results_dir: Option<PathBuf>,
-    /// Browser tests one source (IPv4 address or IPv6 /64) may start in any hour.
-    #[arg(long = "browser-tests-per-hour", value_name = "N", default_value_t = TestCaps::default().per_source_per_hour,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub browser_tests_per_hour: u32,
-    /// Browser tests running at once, all sources together.
-    #[arg(long = "browser-max-tests", value_name = "N", default_value_t = TestCaps::default().concurrent,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub browser_max_tests: u32,
-    /// Longest browser test in seconds, from its start to its result; a page
-    /// asking for a longer ?duration= is refused, a later result too.
-    #[arg(long = "browser-max-duration", value_name = "S", default_value = "300",
-          value_parser = opts::positive_seconds)]
-    pub browser_max_duration: Duration,
-    /// Largest result a browser test may post (K/M = 1024-based).
-    #[arg(long = "browser-max-result", value_name = "BYTES", default_value = "1M",
-          value_parser = opts::nonzero_bytes)]
-    pub browser_max_result: Bytes,
-}
+pub use bloatlab_invoke::server::BrowserArgs;
 
-impl BrowserArgs {
-    /// The record's configuration; the results directory is checked now, so
-    /// a wrong one is an error at start, not a lost result later.
-    pub fn to_config(&self) -> anyhow::Result<RecordConfig> {
-        if let Some(dir) = &self.results_dir {
-            check_dir(dir)?;
-        }
-        Ok(RecordConfig {
-            results_dir: self.results_dir.clone(),
-            caps: TestCaps {
-                per_source_per_hour: self.browser_tests_per_hour,
-                concurrent: self.browser_max_tests,
-                max_duration: self.browser_max_duration,
-                max_result_bytes: self.browser_max_result.0,
-            },
-        })
+/// The record's configuration; the results directory is checked now, so
+/// a wrong one is an error at start, not a lost result later.
+pub fn record_config(a: &BrowserArgs) -> anyhow::Result<RecordConfig> {
+    if let Some(dir) = &a.results_dir {
+        check_dir(dir)?;
     }
+    Ok(RecordConfig {
+        results_dir: a.results_dir.clone(),
+        caps: TestCaps {
+            per_source_per_hour: a.browser_tests_per_hour,
+            concurrent: a.browser_max_tests,
+            max_duration: a.browser_max_duration,
+            max_result_bytes: a.browser_max_result.0,
+        },
+    })
 }
 
 /// The directory exists and a file can be made in it (and is removed).
@@ -72,6 +42,7 @@ fn check_dir(dir: &Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Debug, clap::Parser)]
     struct T {
@@ -82,7 +53,7 @@ mod tests {
     #[test]
     fn browser_caps_default_and_parse() {
         let a = T::try_parse_from(["t"]).unwrap().b;
-        let c = a.to_config().unwrap();
+        let c = record_config(&a).unwrap();
         assert_eq!(c.caps, TestCaps::default());
         assert_eq!(c.caps.max_result_bytes, 1 << 20);
         assert_eq!(c.results_dir, None);
@@ -99,7 +70,7 @@ mod tests {
         ])
         .unwrap()
         .b;
-        let c = a.to_config().unwrap().caps;
+        let c = record_config(&a).unwrap().caps;
         assert_eq!(
             (
                 c.per_source_per_hour,
@@ -125,13 +96,13 @@ mod tests {
         let a = T::try_parse_from(["t", "--results-dir", d.path().to_str().unwrap()])
             .unwrap()
             .b;
-        a.to_config().unwrap();
+        record_config(&a).unwrap();
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
         let missing = d.path().join("missing");
         let a = T::try_parse_from(["t", "--results-dir", missing.to_str().unwrap()])
             .unwrap()
             .b;
-        let e = a.to_config().unwrap_err().to_string();
+        let e = record_config(&a).unwrap_err().to_string();
         assert!(e.contains("--results-dir") && e.contains("missing"), "{e}");
     }
 }

@@ -43,7 +43,7 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             max_bytes: cfg.limits.max_bytes,
         },
         permit_key: cfg.permit_key.clone(),
-        records: args.browser.to_config()?,
+        records: super::server_browser::record_config(&args.browser)?,
     })?;
     let mut lines = Vec::new();
     if let Some(a) = service.http_addr {

@@ -11,240 +11,77 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use bloatlab_suite::ecn::EcnMode;
 use bloatlab_suite::journal::{self, JournalWriter};
-use bloatlab_suite::{
-    RpmClient, RunConfig, RunError, RunOutcome, Target, TestName, TestParams, Tos,
-};
+use bloatlab_suite::{RpmClient, RunConfig, RunError, RunOutcome, Target, TestName};
 
-use crate::cmd::opts;
 use crate::exit;
-use bloatlab_units::CongestionControl;
 
-/// Arguments of `bloatlab test`.
-#[derive(Debug, clap::Args)]
-pub struct TestArgs {
-    /// Test to run (`--list` shows them): rrul, rrul_be, rrul46, tcp_upload, tcp_download,
-    /// tcp_bidirectional, tcp_nup, tcp_ndown, speedtest, ping, one_vs_one, one_vs_pulses, voip,
-    /// rpm.
-    #[arg(required_unless_present_any = ["list", "recover"])]
-    pub name: Option<String>,
-    /// Host running `bloatlab server`. Inside a lab (`lab exec`) it defaults to
-    /// $BLOATLAB_SERVER.
-    pub host: Option<String>,
-    /// rrul46: the server's IPv6 address (or a name with one) for the IPv6 half. Default:
-    /// HOST's own IPv6 address, else in a lab the one `lab exec` pairs with HOST
-    /// ($BLOATLAB_SERVER6).
-    #[arg(long = "v6", value_name = "HOST6")]
-    pub v6: Option<String>,
-    /// Loaded length in seconds (each loaded phase; for `ping`, the whole run).
-    #[arg(short = 'l', long = "length", default_value = "60", value_parser = opts::positive_seconds)]
-    pub length: Duration,
-    /// Idle seconds before and after the load (baseline and recovery).
-    #[arg(long = "idle", default_value = "5", value_parser = opts::seconds)]
-    pub idle: Duration,
-    /// Idle seconds before the load (overrides --idle).
-    #[arg(long = "idle-before", value_parser = opts::seconds)]
-    pub idle_before: Option<Duration>,
-    /// Idle seconds after the load (overrides --idle).
-    #[arg(long = "idle-after", value_parser = opts::seconds)]
-    pub idle_after: Option<Duration>,
-    /// Server port (TCP for the flows, UDP for the probes).
-    #[arg(short = 'p', long = "port", default_value_t = 5001)]
-    pub port: u16,
-    /// Print the results document (JSON) on stdout instead of the summary.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// Results file to write (atomically). Default: bloatlab-TEST-TIME.json here. While
-    /// the test runs, FILE.journal records what it has measured (removed once FILE is saved).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Rebuild the results file of a run that died (killed, crashed) from its journal
-    /// FILE.json.journal; writes FILE.json (or -o), marked incomplete, and removes the journal.
-    #[arg(long = "recover", value_name = "JOURNAL", conflicts_with_all = ["name", "host", "list"])]
-    pub recover: Option<PathBuf>,
-    /// The server's permit key (`bloatlab server --permit-key=KEY`): sent by every flow
-    /// and UDP probe stream of the test.
-    /// Or in $BLOATLAB_PERMIT_KEY. The test passes it to its `client` and `ping` children
-    /// in that variable, never on their command lines.
-    #[arg(long = "permit-key", value_parser = opts::permit_key,
-        env = "BLOATLAB_PERMIT_KEY",
-        hide_env_values = true)]
-    pub permit_key: Option<String>,
-    /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
-    #[arg(long = "cc", value_delimiter = ',', value_parser = CongestionControl::new)]
-    pub cc: Vec<CongestionControl>,
-    /// DSCP marking per TCP flow in each direction, comma-separated, cycled (e.g. ef or cs0,cs1,cs5,ef).
-    #[arg(long = "markings", alias = "dscp", value_delimiter = ',', value_parser = marking)]
-    pub markings: Vec<Tos>,
-    /// Flows per direction for tcp_nup, tcp_ndown and speedtest.
-    #[arg(long = "flows", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub flows: u32,
-    /// Seconds between latency probes of each probe stream (e.g. 0.01 = 100 Hz, 0.2 as flent).
-    #[arg(long = "probe-interval", default_value = "0.01", value_parser = opts::positive_seconds)]
-    pub probe_interval: Duration,
-    /// Throughput sampling interval of the flows, seconds.
-    #[arg(long = "sample-interval", default_value = "0.2", value_parser = opts::positive_seconds)]
-    pub sample_interval: Duration,
-    /// one_vs_pulses: number of sequential uploads.
-    #[arg(long = "pulses", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub pulses: u32,
-    /// one_vs_pulses: size of each upload (1M = 1 MiB).
-    #[arg(long = "pulse-size", default_value = "1M", value_parser = opts::nonzero_bytes)]
-    pub pulse_size: bloatlab_engine::config::Bytes,
-    /// TCP ECN for the run's connections: `on`, `off` or `mix`. Needs a lab: the test sets
-    /// net.ipv4.tcp_ecn of its lab host for the run (the client opens every connection,
-    /// so this decides what each flow negotiates) and restores it afterwards. `mix`: the
-    /// first flow of each pair per direction asks for ECN (a marked route with
-    /// `features ecn`), the other does not.
-    #[arg(long = "ecn", value_parser = ecn_mode)]
-    pub ecn: Option<EcnMode>,
-    /// A title stored in the results file.
-    #[arg(long = "title")]
-    pub title: Option<String>,
-    #[command(flatten)]
-    pub rpm: RpmTestArgs,
-    /// List the available tests and exit.
-    #[arg(long = "list")]
-    pub list: bool,
-    /// Skip the check that the server answers TCP and probes before the run.
-    #[arg(long = "no-preflight", hide = true)]
-    pub no_preflight: bool,
-}
+/// The flags of `bloatlab test`, defined once in `bloatlab_invoke::test` (the experiment
+/// crate checks its points with them too).
+pub use bloatlab_invoke::test::{RpmTestArgs, TestArgs};
 
-/// The `rpm` test's options: where the draft's server is and what its `bloatlab rpm`
-/// child is given (docs/tests.md, "rpm").
-#[derive(Debug, Default, clap::Args)]
-pub struct RpmTestArgs {
-    /// rpm: the server's config URL (https://HOST:PORT/.well-known/nq) or HOST[:PORT], as
-    /// `bloatlab rpm` takes it. Default: https://HOST:8443/.well-known/nq.
-    #[arg(
-        id = "rpm_url",
-        long = "rpm-url",
-        value_name = "URL",
-        conflicts_with = "rpm_port"
-    )]
-    pub url: Option<String>,
-    /// rpm: the HTTPS port of `bloatlab server --https PORT` on HOST (default 8443).
-    #[arg(id = "rpm_port", long = "rpm-port", value_name = "PORT")]
-    pub port: Option<u16>,
-    /// rpm: accept any certificate.
-    #[arg(long = "insecure", group = "rpm_trust")]
-    pub insecure: bool,
-    /// rpm: trust only the CA certificates in this PEM file.
-    #[arg(long = "ca", value_name = "FILE", group = "rpm_trust")]
-    pub ca: Option<PathBuf>,
-    /// rpm: trust exactly the certificate with this SHA-256 fingerprint (as `bloatlab
-    /// server --https` prints it).
-    #[arg(long = "fingerprint", value_name = "SHA256", group = "rpm_trust")]
-    pub fingerprint: Option<String>,
-    /// rpm: download, then upload, each with its own RPM (phases `download` and `upload`).
-    #[arg(long = "sequential")]
-    pub sequential: bool,
-    /// rpm: the draft's MNP, most load connections per direction (default 16).
-    #[arg(long = "max-connections", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub max_connections: Option<u16>,
-    /// rpm: the draft's ID, the interval of its stability checks (default 5s; 1s as
-    /// networkQuality).
-    #[arg(id = "rpm_interval", long = "rpm-interval", value_name = "D", value_parser = crate::cmd::rpm::duration)]
-    pub interval: Option<Duration>,
-    /// rpm: HTTP/1.1 instead of HTTP/2.
-    #[arg(long = "h1")]
-    pub h1: bool,
-}
-
-impl RpmTestArgs {
-    /// The `bloatlab rpm` child's URL and options; exit 2 for a bad value, or for an
-    /// option given to a test other than `rpm`.
-    fn client(&self, test: TestName) -> anyhow::Result<RpmClient> {
-        let mut options: Vec<String> = Vec::new();
-        let mut given: Vec<&str> = Vec::new();
-        let mut flag = |on: bool, name: &'static str| {
-            if on {
-                options.push(name.into());
-                given.push(name);
-            }
-        };
-        flag(self.insecure, "--insecure");
-        flag(self.sequential, "--sequential");
-        flag(self.h1, "--h1");
-        if let Some(ca) = &self.ca {
-            if !ca.is_file() {
-                return Err(exit::usage(format!(
-                    "--ca {}: no such file (a PEM file of CA certificates)",
-                    ca.display()
-                )));
-            }
-            options.extend(["--ca".into(), ca.display().to_string()]);
-            given.push("--ca");
+/// The `bloatlab rpm` child's URL and options; exit 2 for a bad value, or for an
+/// option given to a test other than `rpm`.
+fn rpm_client(rpm: &RpmTestArgs, test: TestName) -> anyhow::Result<RpmClient> {
+    let mut options: Vec<String> = Vec::new();
+    let mut given: Vec<&str> = Vec::new();
+    let mut flag = |on: bool, name: &'static str| {
+        if on {
+            options.push(name.into());
+            given.push(name);
         }
-        if let Some(fp) = &self.fingerprint {
-            bloatlab_rpm::client::tls::normalize_fingerprint(fp)
-                .map_err(|e| exit::usage(format!("--fingerprint: {e}")))?;
-            options.extend(["--fingerprint".into(), fp.clone()]);
-            given.push("--fingerprint");
-        }
-        if let Some(n) = self.max_connections {
-            options.extend(["--max-connections".into(), n.to_string()]);
-            given.push("--max-connections");
-        }
-        if let Some(d) = self.interval {
-            options.extend(["--interval".into(), format!("{}ms", d.as_millis().max(1))]);
-            given.push("--rpm-interval");
-        }
-        let url = match &self.url {
-            Some(u) => {
-                given.push("--rpm-url");
-                let uri = bloatlab_rpm::config::config_url(u)
-                    .map_err(|e| exit::usage(format!("--rpm-url: {e}")))?;
-                Some(uri.to_string())
-            }
-            None => None,
-        };
-        if self.port.is_some() {
-            given.push("--rpm-port");
-        }
-        if test != TestName::Rpm && !given.is_empty() {
+    };
+    flag(rpm.insecure, "--insecure");
+    flag(rpm.sequential, "--sequential");
+    flag(rpm.h1, "--h1");
+    if let Some(ca) = &rpm.ca {
+        if !ca.is_file() {
             return Err(exit::usage(format!(
-                "{} {} for the rpm test (the draft's responsiveness run); {test} does not run it",
-                given.join(", "),
-                if given.len() > 1 { "are" } else { "is" }
+                "--ca {}: no such file (a PEM file of CA certificates)",
+                ca.display()
             )));
         }
-        Ok(RpmClient {
-            url,
-            port: self
-                .port
-                .unwrap_or(bloatlab_suite::driver::DEFAULT_RPM_PORT),
-            options,
-        })
+        options.extend(["--ca".into(), ca.display().to_string()]);
+        given.push("--ca");
     }
-}
-
-fn ecn_mode(s: &str) -> Result<EcnMode, String> {
-    EcnMode::parse(s).ok_or_else(|| format!("{s:?} is not on, off or mix"))
-}
-
-fn marking(s: &str) -> Result<Tos, String> {
-    bloatlab_suite::parse_marking(s).map_err(|e| e.to_string())
-}
-
-impl TestArgs {
-    pub(crate) fn params(&self) -> TestParams {
-        TestParams {
-            loaded: self.length,
-            idle_before: self.idle_before.unwrap_or(self.idle),
-            idle_after: self.idle_after.unwrap_or(self.idle),
-            flows: self.flows,
-            cc: self.cc.clone(),
-            markings: self.markings.clone(),
-            probe_interval: self.probe_interval,
-            sample_interval: self.sample_interval,
-            pulses: self.pulses,
-            pulse_size: bloatlab_units::Bytes(self.pulse_size.0),
-            ecn_mix: self.ecn == Some(EcnMode::Mix),
+    if let Some(fp) = &rpm.fingerprint {
+        bloatlab_rpm::client::tls::normalize_fingerprint(fp)
+            .map_err(|e| exit::usage(format!("--fingerprint: {e}")))?;
+        options.extend(["--fingerprint".into(), fp.clone()]);
+        given.push("--fingerprint");
+    }
+    if let Some(n) = rpm.max_connections {
+        options.extend(["--max-connections".into(), n.to_string()]);
+        given.push("--max-connections");
+    }
+    if let Some(d) = rpm.interval {
+        options.extend(["--interval".into(), format!("{}ms", d.as_millis().max(1))]);
+        given.push("--rpm-interval");
+    }
+    let url = match &rpm.url {
+        Some(u) => {
+            given.push("--rpm-url");
+            let uri = bloatlab_rpm::config::config_url(u)
+                .map_err(|e| exit::usage(format!("--rpm-url: {e}")))?;
+            Some(uri.to_string())
         }
+        None => None,
+    };
+    if rpm.port.is_some() {
+        given.push("--rpm-port");
     }
+    if test != TestName::Rpm && !given.is_empty() {
+        return Err(exit::usage(format!(
+            "{} {} for the rpm test (the draft's responsiveness run); {test} does not run it",
+            given.join(", "),
+            if given.len() > 1 { "are" } else { "is" }
+        )));
+    }
+    Ok(RpmClient {
+        url,
+        port: rpm.port.unwrap_or(bloatlab_suite::driver::DEFAULT_RPM_PORT),
+        options,
+    })
 }
 
 fn map_run_error(e: RunError) -> anyhow::Error {
@@ -287,9 +124,9 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             }
         },
     };
-    let params = args.params();
+    let params = args.resolve();
     bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
-    let rpm = args.rpm.client(test)?;
+    let rpm = rpm_client(&args.rpm, test)?;
     let (host, host6) = endpoints(test, host, args.v6.as_deref())?;
     // Check the output path before any traffic: an unwritable directory must not
     // cost a whole run (issue 11).
@@ -593,6 +430,7 @@ fn progress_line(test: &str, now: Duration, total: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloatlab_suite::ecn::EcnMode;
 
     #[test]
     fn progress_bar_fills_with_elapsed_time_and_never_overflows() {
@@ -661,51 +499,6 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_flent_s() {
-        let a = parse(&["rrul", "h"]).unwrap();
-        let p = a.params();
-        assert_eq!(p.loaded, Duration::from_secs(60));
-        assert_eq!(
-            (p.idle_before, p.idle_after),
-            (Duration::from_secs(5), Duration::from_secs(5))
-        );
-        assert_eq!(a.port, 5001);
-        assert_eq!(p.flows, 4);
-    }
-
-    #[test]
-    fn lengths_idle_cc_and_markings() {
-        let a = parse(&[
-            "tcp_nup",
-            "h",
-            "-l",
-            "2",
-            "--idle",
-            "1",
-            "--idle-after",
-            "0",
-            "--cc",
-            "reno,bbr",
-            "--markings",
-            "ef,cs1",
-            "--flows",
-            "3",
-            "-p",
-            "6000",
-        ])
-        .unwrap();
-        let p = a.params();
-        assert_eq!(p.loaded, Duration::from_secs(2));
-        assert_eq!(
-            (p.idle_before, p.idle_after),
-            (Duration::from_secs(1), Duration::ZERO)
-        );
-        assert_eq!(p.cc, ["reno", "bbr"]);
-        assert_eq!(p.markings, [Tos::EF, Tos::CS1]);
-        assert_eq!((p.flows, a.port), (3, 6000));
-    }
-
-    #[test]
     fn v6_is_refused_outside_dual_stack_tests_and_resolved_for_rrul46() {
         let e = endpoints(TestName::Rrul, "10.0.0.2".into(), Some("fd00::2")).unwrap_err();
         assert!(e.to_string().contains("--v6"), "{e}");
@@ -722,7 +515,7 @@ mod tests {
     #[test]
     fn rpm_options_reach_the_drafts_client_and_only_the_rpm_test_takes_them() {
         let a = parse(&["rpm", "10.0.0.2"]).unwrap();
-        let c = a.rpm.client(TestName::Rpm).unwrap();
+        let c = rpm_client(&a.rpm, TestName::Rpm).unwrap();
         assert_eq!(
             c,
             RpmClient {
@@ -745,7 +538,7 @@ mod tests {
             "--h1",
         ])
         .unwrap();
-        let c = a.rpm.client(TestName::Rpm).unwrap();
+        let c = rpm_client(&a.rpm, TestName::Rpm).unwrap();
         assert_eq!(c.port, 9443);
         assert_eq!(
             c.options.join(" "),
@@ -753,7 +546,7 @@ mod tests {
         );
         let a = parse(&["rpm", "h", "--rpm-url", "nq.example:4443"]).unwrap();
         assert_eq!(
-            a.rpm.client(TestName::Rpm).unwrap().url.as_deref(),
+            rpm_client(&a.rpm, TestName::Rpm).unwrap().url.as_deref(),
             Some("https://nq.example:4443/.well-known/nq")
         );
         // Refused: both a URL and a port, two trusts, a bad fingerprint, a missing CA
@@ -761,7 +554,11 @@ mod tests {
         assert!(parse(&["rpm", "h", "--rpm-url", "x", "--rpm-port", "1"]).is_err());
         assert!(parse(&["rpm", "h", "--insecure", "--fingerprint", "AB"]).is_err());
         assert!(parse(&["rpm", "h", "--max-connections", "0"]).is_err());
-        let client = |argv: &[&str], t| parse(argv).unwrap().rpm.client(t).unwrap_err().to_string();
+        let client = |argv: &[&str], t| {
+            rpm_client(&parse(argv).unwrap().rpm, t)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(
             client(&["rpm", "h", "--fingerprint", "AB:CD"], TestName::Rpm)
                 .contains("--fingerprint")
@@ -813,6 +610,6 @@ mod tests {
         );
         let mix = parse(&["rrul", "h", "--ecn", "mix"]).unwrap();
         assert_eq!(mix.ecn, Some(EcnMode::Mix));
-        assert!(mix.params().ecn_mix);
+        assert!(mix.resolve().ecn_mix);
     }
 }
