@@ -24,6 +24,7 @@
 pub mod client;
 pub mod common;
 pub mod opts;
+pub mod ping;
 
 /// A command line that parsed but asks for something impossible (options that
 /// exclude each other, a value out of range for this combination).

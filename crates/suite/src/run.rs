@@ -5,6 +5,7 @@ use bloatlab_emu::{Framing, Overhead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bloatlab_invoke::ping::{Limit, PingConfig};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
@@ -214,19 +215,16 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
         "--connect-timeout",
         "3",
     ];
-    let udp_args = vec![
-        "ping",
-        host,
-        "-p",
-        &port,
-        "-c",
-        "5",
-        "-i",
-        "50ms",
-        "--timeout",
-        "1",
-        "--json",
-    ];
+    let mut ping = PingConfig::new(host);
+    ping.port = target.port;
+    ping.limit = Limit::Count(5);
+    ping.interval = Duration::from_millis(50);
+    ping.timeout = Duration::from_secs(1);
+    ping.json = true;
+    ping.permit_key = target.permit_key.clone();
+    ping.set_size(None);
+    let udp_args = bloatlab_invoke::ping::to_argv(&ping);
+    let udp_args: Vec<&str> = udp_args.iter().map(String::as_str).collect();
     let (tcp, udp) = std::thread::scope(|s| {
         let tcp = s.spawn(|| spawn(&tcp_args));
         let udp = s.spawn(|| spawn(&udp_args));
