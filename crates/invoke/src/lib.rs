@@ -23,8 +23,10 @@
 
 pub mod client;
 pub mod common;
+mod decimal;
 pub mod opts;
 pub mod ping;
+pub mod rpm;
 
 /// A command line that parsed but asks for something impossible (options that
 /// exclude each other, a value out of range for this combination).
