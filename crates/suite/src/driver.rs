@@ -87,10 +87,11 @@ impl Target {
     }
 }
 
-/// The environment variable that carries the permit key to the `client` and `ping`
-/// children (their `--permit-key` reads it): a command line is world-readable in
-/// `/proc/PID/cmdline`, a process's environment only by its owner (issue 19).
-pub const PERMIT_KEY_ENV: &str = "BLOATLAB_PERMIT_KEY";
+/// The environment variable that carries the permit key to the `client`, `ping` and
+/// `rpm` children (their `--permit-key` reads it): a command line is world-readable in
+/// `/proc/PID/cmdline`, a process's environment only by its owner (issue 19). Defined
+/// once, beside the flags that read it.
+pub use bloatlab_invoke::opts::PERMIT_KEY_ENV;
 
 impl Target {
     /// Gives `cmd` the key in [`PERMIT_KEY_ENV`] when `keyed` and the target has one, and
