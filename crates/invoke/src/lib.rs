@@ -21,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod autorate;
 pub mod client;
 pub mod common;
 mod decimal;
