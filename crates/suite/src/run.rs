@@ -5,6 +5,7 @@ use bloatlab_emu::{Framing, Overhead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bloatlab_engine::config::{Amount as ClientAmount, ClientConfig, OutputFormat};
 use bloatlab_invoke::ping::{Limit, PingConfig};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::lab::LabRecord;
@@ -202,19 +203,15 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
                 source,
             })
     };
-    let port = target.port.to_string();
     let host = target.host.as_str();
-    let tcp_args = vec![
-        "client",
-        host,
-        "-p",
-        &port,
-        "-t",
-        "0.2",
-        "--json",
-        "--connect-timeout",
-        "3",
-    ];
+    let mut client = ClientConfig::new(host);
+    client.port = target.port;
+    client.amount = ClientAmount::Time(Duration::from_millis(200));
+    client.format = OutputFormat::Json;
+    client.connect_timeout = Duration::from_secs(3);
+    client.permit_key = target.permit_key.clone();
+    let tcp_args = bloatlab_invoke::client::to_argv(&client);
+    let tcp_args: Vec<&str> = tcp_args.iter().map(String::as_str).collect();
     let mut ping = PingConfig::new(host);
     ping.port = target.port;
     ping.limit = Limit::Count(5);
