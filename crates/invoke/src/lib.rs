@@ -3,7 +3,8 @@
 //!
 //! 1. **Flag definitions**: clap derive structs ([`client::ClientArgs`],
 //!    [`common::CommonArgs`], [`test::TestArgs`], [`server::ServerArgs`],
-//!    [`lab::UpArgs`]), each value parsed by one function of [`opts`]
+//!    [`lab::UpArgs`], [`ping::PingArgs`], [`rpm::RpmArgs`],
+//!    [`autorate::AutorateArgs`]), each value parsed by one function of [`opts`]
 //!    (iperf 2's spellings) or by the type's own rule
 //!    ([`bloatlab_units::CongestionControl::new`]).
 //! 2. **`resolve()`**: the parsed flags become the typed config the code
@@ -25,15 +26,19 @@
 
 #![forbid(unsafe_code)]
 
+pub mod autorate;
 pub mod client;
 pub mod common;
+mod decimal;
+pub mod lab;
 pub mod opts;
+pub mod ping;
+pub mod rpm;
+pub mod server;
+pub mod test;
 
 /// A command line that parsed but asks for something impossible (options that
 /// exclude each other, a value out of range for this combination).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
-pub mod lab;
-pub mod server;
-pub mod test;

@@ -136,33 +136,11 @@ pub struct RpmTestArgs {
     pub max_connections: Option<u16>,
     /// rpm: the draft's ID, the interval of its stability checks (default 5s; 1s as
     /// networkQuality).
-    #[arg(id = "rpm_interval", long = "rpm-interval", value_name = "D", value_parser = rpm_duration)]
+    #[arg(id = "rpm_interval", long = "rpm-interval", value_name = "D", value_parser = crate::rpm::duration)]
     pub interval: Option<Duration>,
     /// rpm: HTTP/1.1 instead of HTTP/2.
     #[arg(long = "h1")]
     pub h1: bool,
-}
-
-/// `--rpm-interval`: `5s`, `1s`, `500ms` or plain seconds, more than 0 and at most an
-/// hour (as `bloatlab rpm --interval` reads it).
-pub fn rpm_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 5s, 1s, 500ms)"))?;
-    let secs = v * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
-        return Err(format!("`{s}` must be more than 0 and at most 1 hour"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// What `--ecn` asked for.

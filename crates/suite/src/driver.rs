@@ -26,10 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Amount, Family, Plan, ProbeMode, Runner, RunnerKind, TcpFlow};
+use crate::plan::{Amount, Family, Plan, Probe, ProbeMode, Runner, RunnerKind, TcpFlow};
 use bloatlab_engine::config::{
     Amount as ClientAmount, ClientConfig, Direction as ClientDirection, OutputFormat,
 };
+use bloatlab_invoke::ping::{Limit, Mode, PingConfig};
 use bloatlab_stats::Direction;
 use bloatlab_units::Bytes;
 
@@ -86,10 +87,11 @@ impl Target {
     }
 }
 
-/// The environment variable that carries the permit key to the `client` and `ping`
-/// children (their `--permit-key` reads it): a command line is world-readable in
-/// `/proc/PID/cmdline`, a process's environment only by its owner (issue 19).
-pub const PERMIT_KEY_ENV: &str = "BLOATLAB_PERMIT_KEY";
+/// The environment variable that carries the permit key to the `client`, `ping` and
+/// `rpm` children (their `--permit-key` reads it): a command line is world-readable in
+/// `/proc/PID/cmdline`, a process's environment only by its owner (issue 19). Defined
+/// once, beside the flags that read it.
+pub use bloatlab_invoke::opts::PERMIT_KEY_ENV;
 
 impl Target {
     /// Gives `cmd` the key in [`PERMIT_KEY_ENV`] when `keyed` and the target has one, and
@@ -209,7 +211,6 @@ pub enum DriveEvent<'a> {
 
 /// The command line of one subprocess of `runner`.
 pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) -> Vec<String> {
-    let port = target.port.to_string();
     match &runner.kind {
         RunnerKind::Tcp(flow) => tcp_args(target, runner, flow, sample_interval),
         // The draft's run ends when its responsiveness is stable or, at the latest, when
@@ -225,34 +226,28 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
             a.extend(target.rpm.options.iter().cloned());
             a
         }
-        RunnerKind::Probe(p) => {
-            let len = runner.stop.saturating_sub(runner.start);
-            let mut a = vec![
-                "ping".to_owned(),
-                target.host_for(runner.family).to_owned(),
-                "-p".into(),
-                port,
-                "-i".into(),
-                format!("{}us", p.interval.as_micros().max(1)),
-                "-t".into(),
-                secs_arg(len),
-                // A floor only: the prober waits up to 3 x the largest RTT seen.
-                "--timeout".into(),
-                "1".into(),
-                "--json".into(),
-            ];
-            if p.mode == ProbeMode::Icmp {
-                a.push("--icmp".into());
-            }
-            if let Some(t) = p.tos {
-                a.extend(["--tos".into(), t.to_arg()]);
-            }
-            if let Some(s) = p.size {
-                a.extend(["-s".into(), s.to_string()]);
-            }
-            a
-        }
+        RunnerKind::Probe(p) => bloatlab_invoke::ping::to_argv(&probe_config(target, runner, p)),
     }
+}
+
+/// What the `ping` child of a probe stream runs with (its command line is this,
+/// [`bloatlab_invoke::ping::to_argv`]; the key goes by [`Target::key_env`]).
+pub fn probe_config(target: &Target, runner: &Runner, p: &Probe) -> PingConfig {
+    let mut c = PingConfig::new(target.host_for(runner.family));
+    c.port = target.port;
+    c.interval =
+        Duration::from_micros(u64::try_from(p.interval.as_micros().max(1)).unwrap_or(u64::MAX));
+    c.limit = Limit::Duration(millis(runner.stop.saturating_sub(runner.start)));
+    // A floor only: the prober waits up to 3 x the largest RTT seen.
+    c.timeout = Duration::from_secs(1);
+    c.json = true;
+    if p.mode == ProbeMode::Icmp {
+        c.mode = Mode::Icmp;
+    }
+    c.tos = p.tos.map(|t| t.0);
+    c.permit_key = target.permit_key.clone().filter(|_| runner_keyed(runner));
+    c.set_size(p.size);
+    c
 }
 
 /// TCP_NOTSENT_LOWAT of load flows: at most about this much unsent data
@@ -711,7 +706,7 @@ mod tests {
         let a = runner_args(&t, by("udp_bk"), Duration::from_millis(200));
         assert_eq!(
             a.join(" "),
-            "ping 10.77.0.2 -p 5001 -i 10000us -t 4.500 --timeout 1 --json --tos 0x20"
+            "ping 10.77.0.2 -t 4.5 --tos 0x20 --timeout 1 --json"
         );
         let a = runner_args(&t, by("icmp"), Duration::from_millis(200));
         assert!(a.contains(&"--icmp".to_owned()));

@@ -5,6 +5,8 @@ use bloatlab_emu::{Framing, Overhead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bloatlab_engine::config::{Amount as ClientAmount, ClientConfig, OutputFormat};
+use bloatlab_invoke::ping::{Limit, PingConfig};
 use bloatlab_results::ResultsFile;
 use bloatlab_results::lab::LabRecord;
 use bloatlab_results::schema::{
@@ -201,32 +203,25 @@ pub fn preflight(target: &Target) -> Result<(), RunError> {
                 source,
             })
     };
-    let port = target.port.to_string();
     let host = target.host.as_str();
-    let tcp_args = vec![
-        "client",
-        host,
-        "-p",
-        &port,
-        "-t",
-        "0.2",
-        "--json",
-        "--connect-timeout",
-        "3",
-    ];
-    let udp_args = vec![
-        "ping",
-        host,
-        "-p",
-        &port,
-        "-c",
-        "5",
-        "-i",
-        "50ms",
-        "--timeout",
-        "1",
-        "--json",
-    ];
+    let mut client = ClientConfig::new(host);
+    client.port = target.port;
+    client.amount = ClientAmount::Time(Duration::from_millis(200));
+    client.format = OutputFormat::Json;
+    client.connect_timeout = Duration::from_secs(3);
+    client.permit_key = target.permit_key.clone();
+    let tcp_args = bloatlab_invoke::client::to_argv(&client);
+    let tcp_args: Vec<&str> = tcp_args.iter().map(String::as_str).collect();
+    let mut ping = PingConfig::new(host);
+    ping.port = target.port;
+    ping.limit = Limit::Count(5);
+    ping.interval = Duration::from_millis(50);
+    ping.timeout = Duration::from_secs(1);
+    ping.json = true;
+    ping.permit_key = target.permit_key.clone();
+    ping.set_size(None);
+    let udp_args = bloatlab_invoke::ping::to_argv(&ping);
+    let udp_args: Vec<&str> = udp_args.iter().map(String::as_str).collect();
     let (tcp, udp) = std::thread::scope(|s| {
         let tcp = s.spawn(|| spawn(&tcp_args));
         let udp = s.spawn(|| spawn(&udp_args));

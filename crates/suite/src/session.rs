@@ -18,6 +18,7 @@
 //! * **The server is ready** when a one-probe `bloatlab ping` from host `client` gets an
 //!   answer (polled every 300 ms, at most [`SERVER_WAIT`]).
 
+use bloatlab_invoke::ping::{Limit, PingConfig};
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -184,8 +185,8 @@ impl LabSession {
         args: &[&str],
         stop: &AtomicBool,
     ) -> Result<(), SessionError> {
-        let port = port.to_string();
-        let mut server = vec!["server", "-p", &port];
+        let port_arg = port.to_string();
+        let mut server = vec!["server", "-p", &port_arg];
         server.extend_from_slice(args);
         let argv = self.exec_argv("server", &server);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -194,13 +195,13 @@ impl LabSession {
             detail,
         })?;
         self.server = Some(child);
-        self.wait_for_server(&port, SERVER_WAIT, stop)
+        self.wait_for_server(port, SERVER_WAIT, stop)
     }
 
     /// Probes the server from host `client` until it answers, for at most `limit`.
     fn wait_for_server(
         &self,
-        port: &str,
+        port: u16,
         limit: Duration,
         stop: &AtomicBool,
     ) -> Result<(), SessionError> {
@@ -208,20 +209,15 @@ impl LabSession {
             step: "waiting for the server",
             detail,
         };
-        let addr = server_addr().to_string();
+        let mut ping = PingConfig::new(server_addr().to_string());
+        ping.port = port;
+        ping.limit = Limit::Count(1);
+        ping.timeout = Duration::from_secs(1);
+        ping.json = true;
+        let ping = bloatlab_invoke::ping::to_argv(&ping);
         let argv = self.exec_argv(
             "client",
-            &[
-                "ping",
-                &addr,
-                "-p",
-                port,
-                "-c",
-                "1",
-                "--timeout",
-                "1",
-                "--json",
-            ],
+            &ping.iter().map(String::as_str).collect::<Vec<_>>(),
         );
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let t0 = Instant::now();

@@ -12,317 +12,24 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use bloatlab_autorate::emit::{Deploy, Format, Framing};
+use bloatlab_autorate::emit::{Deploy, Framing};
 use bloatlab_autorate::log::{ChangeRecord, End, RunLog, Tick};
-use bloatlab_autorate::{Bounds, Change, Controller, Direction, Params};
+use bloatlab_autorate::{Bounds, Change, Controller, Direction};
 use bloatlab_lab::state::StateDir;
-use bloatlab_probe::client::Mode;
 use bloatlab_units::BitRate;
-use clap::Args;
 
 use crate::cmd::autorate_io::{self as io, LoadSource, Msg, Prober, RateSink};
 use crate::cmd::emit;
-use crate::cmd::tune::Which;
 use crate::exit::{self, Exit};
 
-/// Arguments of `bloatlab autorate`.
-#[derive(Debug, Args)]
-pub struct AutorateArgs {
-    /// Control a stage of this running lab (`lab up NAME --stage ...`): rates go to the
-    /// stage through `lab set --stage-rate`, the load is the stage's own counters, and the
-    /// reflector is a responder autorate starts in the lab's host `server`, probed from
-    /// host `client`.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["set_rate_cmd", "iface"])]
-    lab: Option<String>,
-    /// With --lab: the stage, by name or 1-based position (as `lab set` takes it).
-    #[arg(long, value_name = "STAGE", default_value = "1")]
-    stage: String,
-    /// A real link: the command that applies a rate, run with `sh -c`; `{kbit}` becomes
-    /// the rate in whole kbit/s, `{bps}` in bit/s, `{dir}` `down` or `up`. E.g.
-    /// 'tc qdisc change dev ifb4eth0 root cake bandwidth {kbit}kbit'.
-    #[arg(long, value_name = "CMD", requires = "iface")]
-    set_rate_cmd: Option<String>,
-    /// A real link: the interface whose counters give the load (rx = down, tx = up).
-    #[arg(long, value_name = "IF")]
-    iface: Option<String>,
-    /// A reflector, HOST or HOST:PORT: a `bloatlab server` (one-way delays when the clocks
-    /// are shared, else RTT), or any host with --icmp. Repeat for several.
-    #[arg(long = "reflector", value_name = "HOST[:PORT]")]
-    reflectors: Vec<String>,
-    /// Probe reflectors with ICMP echo (RTT only; root or CAP_NET_RAW).
-    #[arg(long)]
-    icmp: bool,
-    /// Reflector port when HOST has none.
-    #[arg(short = 'p', long, default_value_t = 5001)]
-    port: u16,
-    /// Time between probes to each reflector.
-    #[arg(long, value_name = "TIME", default_value = "100ms")]
-    interval: String,
-    /// Which direction(s) to control.
-    #[arg(long, value_enum, default_value = "both")]
-    direction: Which,
-    /// Lowest rate: RATE for both directions, or DOWN/UP (e.g. 5mbit/1mbit).
-    #[arg(long, value_name = "RATE")]
-    min: String,
-    /// Steady-state rate, where autorate starts and drifts back to when idle (RATE or
-    /// DOWN/UP).
-    #[arg(long, value_name = "RATE")]
-    base: String,
-    /// Highest rate (RATE or DOWN/UP).
-    #[arg(long, value_name = "RATE")]
-    max: String,
-    /// Delay above baseline that makes a sample "delayed".
-    #[arg(long, value_name = "TIME", default_value = "30ms")]
-    delay_thr: String,
-    /// Bloat when this many of the last --bloat-window samples are delayed (k).
-    #[arg(long, value_name = "K", default_value_t = 3)]
-    bloat_count: usize,
-    /// The detection window, samples (n).
-    #[arg(long, value_name = "N", default_value_t = 6)]
-    bloat_window: usize,
-    /// Delay above baseline at which a cut is deepest (--cut-max).
-    #[arg(long, value_name = "TIME", default_value = "60ms")]
-    cut_full_delay: String,
-    /// The deepest cut: the rate is multiplied by this at --cut-full-delay and above.
-    #[arg(long, value_name = "FACTOR", default_value_t = 0.75)]
-    cut_max: f64,
-    /// Where a cut starts: the lower of the shaper rate and SHARE x the achieved rate (what
-    /// the link delivered lately), so one cut gets under a line that just slowed; `off`:
-    /// from the shaper rate only. An achieved rate below --min is not used.
-    #[arg(long, value_name = "SHARE|off", default_value = "1")]
-    cut_achieved: String,
-    /// After a cut, no other cut and no raise for this long.
-    #[arg(long, value_name = "TIME", default_value = "300ms")]
-    bloat_refractory: String,
-    /// The largest raise per sample, when loaded and the delay is low.
-    #[arg(long, value_name = "FACTOR", default_value_t = 1.04)]
-    raise_max: f64,
-    /// Loaded: achieved rate at least this share of the shaper rate.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.75)]
-    high_load: f64,
-    /// Share of the rate moved toward --base per --decay-every when not loaded.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
-    decay_step: f64,
-    /// Time between decay steps.
-    #[arg(long, value_name = "TIME", default_value = "1s")]
-    decay_every: String,
-    /// Time between load readings.
-    #[arg(long, value_name = "TIME", default_value = "200ms")]
-    load_interval: String,
-    /// Stop after this long (e.g. 10s, 2h; a bare number is seconds). Default: until
-    /// Ctrl-C / SIGTERM.
-    #[arg(long, value_name = "TIME")]
-    duration: Option<String>,
-    /// Write the run as JSON (schema in docs/autorate.md), atomically, at the end.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// At the end, print a configuration to paste: sqm (OpenWrt sqm-scripts), tc or
-    /// cake-autorate (min/base/max from the rates autorate applied). Repeatable.
-    #[arg(long, value_name = "FORMAT")]
-    emit: Vec<String>,
-    /// The WAN interface named in --emit output (default: --iface, else eth0).
-    #[arg(long, value_name = "IF")]
-    emit_iface: Option<String>,
-}
-
-/// Where rates go and load comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
-    /// A lab stage.
-    Lab {
-        /// The lab.
-        lab: String,
-        /// The stage (name or position).
-        stage: String,
-    },
-    /// The user's command and interface.
-    Command {
-        /// The template.
-        template: String,
-        /// The interface.
-        iface: String,
-    },
-}
-
-/// The resolved flags.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// Where.
-    pub place: Place,
-    /// Thresholds.
-    pub params: Params,
-    /// Bounds of the controlled directions.
-    pub down: Option<Bounds>,
-    /// See `down`.
-    pub up: Option<Bounds>,
-    /// Reflectors as given (resolved later).
-    pub reflectors: Vec<String>,
-    /// UDP or ICMP.
-    pub mode: Mode,
-    /// Probe interval per reflector.
-    pub interval: Duration,
-    /// Load reading interval.
-    pub load_interval: Duration,
-    /// Run length (`None`: until a signal).
-    pub duration: Option<Duration>,
-    /// `--emit`.
-    pub emit: Vec<Format>,
-    /// The interface in emitted configurations.
-    pub emit_iface: String,
-}
-
-fn time(flag: &str, v: &str) -> Result<Duration, String> {
-    let d = match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
-        Ok(_) => return Err(format!("--{flag} {v:?}: not a time")),
-        Err(_) => bloatlab_emu::parse_time(v).map_err(|e| format!("--{flag} {v:?}: {e}"))?,
-    };
-    if d.is_zero() {
-        return Err(format!("--{flag} {v:?}: must be above zero"));
-    }
-    Ok(d)
-}
-
-/// `RATE` or `DOWN/UP`: (down, up).
-fn rate_pair(flag: &str, v: &str) -> Result<(BitRate, BitRate), String> {
-    let one = |s: &str| {
-        let r = bloatlab_emu::parse_rate(s.trim()).map_err(|e| format!("--{flag} {v:?}: {e}"))?;
-        if r.0 == 0 {
-            return Err(format!("--{flag} {v:?}: must be greater than zero"));
-        }
-        Ok(r)
-    };
-    match v.split_once('/') {
-        Some((d, u)) => Ok((one(d)?, one(u)?)),
-        None => {
-            let r = one(v)?;
-            Ok((r, r))
-        }
-    }
-}
-
-/// Resolves the flags into a plan without touching anything.
-pub fn resolve(a: &AutorateArgs) -> Result<Plan, String> {
-    let place = match (&a.lab, &a.set_rate_cmd, &a.iface) {
-        (Some(lab), _, _) => {
-            bloatlab_lab::names::validate(lab).map_err(|e| format!("--lab: {e}"))?;
-            if a.stage.trim().is_empty() {
-                return Err("--stage: give a stage name or 1-based position".into());
-            }
-            Place::Lab {
-                lab: lab.clone(),
-                stage: a.stage.clone(),
-            }
-        }
-        (None, Some(t), Some(iface)) => {
-            io::check_template(t)?;
-            Place::Command {
-                template: t.clone(),
-                iface: iface.clone(),
-            }
-        }
-        (None, None, Some(_)) => {
-            return Err("--iface: give --set-rate-cmd too (where the rates go)".into());
-        }
-        _ => {
-            return Err(
-                "give --lab NAME [--stage STAGE], or --set-rate-cmd CMD with --iface IF".into(),
-            );
-        }
-    };
-    if matches!(place, Place::Command { .. }) && a.reflectors.is_empty() {
-        return Err(
-            "--reflector: give at least one (a `bloatlab server`, or any host with --icmp)".into(),
-        );
-    }
-    let params = Params {
-        delay_thr: time("delay-thr", &a.delay_thr)?,
-        bloat_count: a.bloat_count,
-        bloat_window: a.bloat_window,
-        cut_full_delay: time("cut-full-delay", &a.cut_full_delay)?,
-        cut_max: a.cut_max,
-        raise_max: a.raise_max,
-        high_load: a.high_load,
-        decay_step: a.decay_step,
-        decay_refractory: time("decay-every", &a.decay_every)?,
-        bloat_refractory: time("bloat-refractory", &a.bloat_refractory)?,
-        cut_achieved: match a.cut_achieved.trim() {
-            "off" => None,
-            v => Some(
-                v.parse::<f64>()
-                    .map_err(|_| format!("--cut-achieved {v:?}: a share (0 to 1) or off"))?,
-            ),
-        },
-        ..Params::default()
-    };
-    // The defaults' cut_min (0.99) must not exceed a user's --cut-max above it.
-    let params = Params {
-        cut_min: params.cut_min.max(params.cut_max),
-        ..params
-    };
-    params.validate().map_err(|e| e.to_string())?;
-    let (min, base, max) = (
-        rate_pair("min", &a.min)?,
-        rate_pair("base", &a.base)?,
-        rate_pair("max", &a.max)?,
-    );
-    let bounds = |pick: fn((BitRate, BitRate)) -> BitRate, d: Direction| {
-        let b = Bounds {
-            min: pick(min),
-            base: pick(base),
-            max: pick(max),
-        };
-        b.validate(d.name()).map(|()| b).map_err(|e| e.to_string())
-    };
-    let down = bounds(|p| p.0, Direction::Down)?;
-    let up = bounds(|p| p.1, Direction::Up)?;
-    let (down, up) = match a.direction {
-        Which::Down => (Some(down), None),
-        Which::Up => (None, Some(up)),
-        Which::Both => (Some(down), Some(up)),
-    };
-    let interval = time("interval", &a.interval)?;
-    if interval < Duration::from_millis(10) || interval > Duration::from_secs(10) {
-        return Err(format!("--interval {}: must be 10ms to 10s", a.interval));
-    }
-    let load_interval = time("load-interval", &a.load_interval)?;
-    if load_interval < Duration::from_millis(50) || load_interval > Duration::from_secs(10) {
-        return Err(format!(
-            "--load-interval {}: must be 50ms to 10s",
-            a.load_interval
-        ));
-    }
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|v| time("duration", v))
-        .transpose()?;
-    let emit_iface = a
-        .emit_iface
-        .clone()
-        .or_else(|| a.iface.clone())
-        .unwrap_or_else(|| "eth0".into());
-    emit::check_iface_name(&emit_iface)?;
-    Ok(Plan {
-        place,
-        params,
-        down,
-        up,
-        reflectors: a.reflectors.clone(),
-        mode: if a.icmp { Mode::Icmp } else { Mode::Udp },
-        interval,
-        load_interval,
-        duration,
-        emit: emit::formats(&a.emit)?,
-        emit_iface,
-    })
-}
+/// The flags, their resolution into a [`Plan`] (every problem names its flag, exit 2)
+/// and `to_argv` are defined once in `bloatlab_invoke::autorate`.
+pub use bloatlab_invoke::autorate::{AutorateArgs, Place, Plan};
 
 /// `HOST`, `HOST:PORT`, `IP`, `[IPv6]:PORT` with `port` as the default.
 fn reflector_addr(v: &str, port: u16) -> Result<SocketAddr, String> {
@@ -498,8 +205,8 @@ fn setup(plan: &Plan, port: u16) -> anyhow::Result<Setup> {
 
 /// Runs `bloatlab autorate`.
 pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
-    let plan = resolve(&a).map_err(exit::usage)?;
-    if let Some(f) = &a.output {
+    let plan = a.resolve().map_err(|e| exit::usage(e.0))?;
+    if let Some(f) = &plan.output {
         let parent = f.parent().filter(|p| !p.as_os_str().is_empty());
         if parent.is_some_and(|p| !p.is_dir()) {
             return Err(exit::usage(format!(
@@ -510,7 +217,7 @@ pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
     }
     let ctl =
         Controller::new(plan.params, plan.down, plan.up).map_err(|e| exit::usage(e.to_string()))?;
-    let mut s = setup(&plan, a.port)?;
+    let mut s = setup(&plan, plan.port)?;
     let stop = crate::cmd::stop_on_interrupt()?;
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -548,7 +255,7 @@ pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
         h.stop();
     }
     log.summarise();
-    if let Some(f) = &a.output {
+    if let Some(f) = &plan.output {
         let bytes = serde_json::to_vec_pretty(&log)?;
         bloatlab_results::write_atomic(f, |w| w.write_all(&bytes))
             .with_context(|| format!("writing {}", f.display()))?;
@@ -836,163 +543,6 @@ fn kept_rates(applied: &[Option<BitRate>; 2]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{FromArgMatches, Parser};
-
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        a: AutorateArgs,
-    }
-
-    fn resolved(argv: &[&str]) -> Result<Plan, String> {
-        let mut v = vec!["autorate"];
-        v.extend_from_slice(argv);
-        let m = <Cli as clap::CommandFactory>::command()
-            .try_get_matches_from(v)
-            .map_err(|e| e.to_string())?;
-        let c = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
-        resolve(&c.a)
-    }
-
-    const RATES: [&str; 6] = ["--min", "2mbit", "--base", "10mbit", "--max", "20mbit"];
-
-    fn with(extra: &[&'static str]) -> Vec<&'static str> {
-        let mut v = vec!["--lab", "h23t"];
-        v.extend_from_slice(&RATES);
-        v.extend_from_slice(extra);
-        v
-    }
-
-    #[test]
-    fn flags_resolve_into_a_plan() {
-        let p = resolved(&with(&["--stage", "router", "--duration", "10s"])).unwrap();
-        assert_eq!(
-            p.place,
-            Place::Lab {
-                lab: "h23t".into(),
-                stage: "router".into()
-            }
-        );
-        assert_eq!(p.duration, Some(Duration::from_secs(10)));
-        assert_eq!(p.down.unwrap().base, BitRate(10_000_000));
-        assert_eq!(p.params, Params::default());
-        let p = resolved(&[
-            "--set-rate-cmd",
-            "echo {dir} {kbit}",
-            "--iface",
-            "lo",
-            "--reflector",
-            "192.0.2.1",
-            "--min",
-            "5mbit/1mbit",
-            "--base",
-            "20mbit/5mbit",
-            "--max",
-            "80mbit/10mbit",
-            "--direction",
-            "up",
-            "--duration",
-            "2.5",
-            "--delay-thr",
-            "15ms",
-            "--cut-full-delay",
-            "40ms",
-            "--cut-achieved",
-            "0.9",
-            "--bloat-refractory",
-            "150ms",
-            "--emit",
-            "sqm,cake-autorate",
-        ])
-        .unwrap();
-        assert!(p.down.is_none());
-        let up = p.up.unwrap();
-        assert_eq!(
-            (up.min.0, up.base.0, up.max.0),
-            (1_000_000, 5_000_000, 10_000_000)
-        );
-        assert_eq!(p.duration, Some(Duration::from_millis(2500)));
-        assert_eq!(p.params.delay_thr, Duration::from_millis(15));
-        assert_eq!(p.params.cut_achieved, Some(0.9));
-        assert_eq!(p.params.bloat_refractory, Duration::from_millis(150));
-        let off = resolved(&with(&["--cut-achieved", "off"])).unwrap();
-        assert_eq!(off.params.cut_achieved, None);
-        assert_eq!(p.emit, [Format::Sqm, Format::CakeAutorate]);
-        assert_eq!(p.emit_iface, "lo");
-    }
-
-    #[test]
-    fn bad_input_names_the_flag() {
-        for (argv, want) in [
-            (with(&["--duration", "0s"]), "--duration"),
-            (with(&["--duration", "soon"]), "--duration"),
-            (with(&["--delay-thr", "0ms"]), "--delay-thr"),
-            (with(&["--bloat-count", "9"]), "--bloat-count"),
-            (with(&["--bloat-window", "0"]), "--bloat-window"),
-            (with(&["--high-load", "2"]), "--high-load"),
-            (with(&["--cut-max", "1.5"]), "--cut-max"),
-            (with(&["--raise-max", "0.5"]), "--raise-max"),
-            (with(&["--cut-achieved", "1.5"]), "--cut-achieved"),
-            (with(&["--cut-achieved", "never"]), "--cut-achieved"),
-            (with(&["--bloat-refractory", "0ms"]), "--bloat-refractory"),
-            (with(&["--bloat-refractory", "61s"]), "--bloat-refractory"),
-            (with(&["--interval", "1ms"]), "--interval"),
-            (with(&["--emit", "openwrt"]), "--emit"),
-            (with(&["--emit-iface", "a b"]), "--emit-iface"),
-            (
-                vec![
-                    "--lab",
-                    "Bad Name!",
-                    "--min",
-                    "1mbit",
-                    "--base",
-                    "2mbit",
-                    "--max",
-                    "3mbit",
-                ],
-                "--lab",
-            ),
-        ] {
-            let e = resolved(&argv).unwrap_err();
-            assert!(e.contains(want), "{argv:?}: {e}");
-        }
-        let rates = |min: &'static str, base: &'static str, max: &'static str| {
-            vec!["--lab", "h23t", "--min", min, "--base", base, "--max", max]
-        };
-        for (argv, want) in [
-            (rates("0mbit", "1mbit", "2mbit"), "--min"),
-            (rates("fast", "1mbit", "2mbit"), "--min"),
-            (rates("3mbit", "1mbit", "5mbit"), "--base down"),
-            (rates("1mbit", "4mbit", "3mbit"), "--max down"),
-            (rates("1mbit", "4mbit", "9mbit/3mbit"), "--max up"),
-        ] {
-            let e = resolved(&argv).unwrap_err();
-            assert!(e.contains(want), "{argv:?}: {e}");
-        }
-        let mut v = vec![
-            "--set-rate-cmd",
-            "tc ... {rate}",
-            "--iface",
-            "lo",
-            "--reflector",
-            "h",
-        ];
-        v.extend_from_slice(&RATES);
-        let e = resolved(&v).unwrap_err();
-        assert!(e.contains("--set-rate-cmd") && e.contains("{rate}"), "{e}");
-        let mut v = vec!["--set-rate-cmd", "echo {kbit}", "--iface", "lo"];
-        v.extend_from_slice(&RATES);
-        assert!(resolved(&v).unwrap_err().contains("--reflector"));
-        // clap: the command needs --iface; --lab excludes both.
-        let mut v = vec!["--set-rate-cmd", "echo {kbit}"];
-        v.extend_from_slice(&RATES);
-        assert!(resolved(&v).unwrap_err().contains("--iface"));
-        let e = resolved(&with(&["--iface", "lo"])).unwrap_err();
-        assert!(e.contains("cannot be used with"), "{e}");
-        let e = resolved(&RATES).unwrap_err();
-        assert!(e.contains("--lab") && e.contains("--set-rate-cmd"), "{e}");
-        assert!(resolved(&["--lab", "x"]).unwrap_err().contains("--min"));
-    }
 
     #[test]
     fn reflectors_take_host_port_forms() {

@@ -266,32 +266,6 @@ pub enum RateSink {
     },
 }
 
-/// The placeholders a `--set-rate-cmd` may use.
-pub const PLACEHOLDERS: [&str; 3] = ["{dir}", "{kbit}", "{bps}"];
-
-/// Checks a template: a rate placeholder, and no unknown `{...}`.
-pub fn check_template(t: &str) -> Result<(), String> {
-    let mut rest = t;
-    while let Some(i) = rest.find('{') {
-        let tail = &rest[i..];
-        let end = tail.find('}').map_or(tail.len(), |j| j + 1);
-        let word = &tail[..end];
-        if !PLACEHOLDERS.contains(&word) {
-            return Err(format!(
-                "--set-rate-cmd {t:?}: unknown placeholder {word:?} (use {{dir}}, {{kbit}}, {{bps}})"
-            ));
-        }
-        rest = &tail[end..];
-    }
-    if !t.contains("{kbit}") && !t.contains("{bps}") {
-        return Err(format!(
-            "--set-rate-cmd {t:?} has no {{kbit}} or {{bps}}: write where the rate goes, e.g. \
-             'tc qdisc change dev eth0 root cake bandwidth {{kbit}}kbit'"
-        ));
-    }
-    Ok(())
-}
-
 /// The command for `rate` in `dir`: `{kbit}` whole kbit/s (rounded down, at least 1, so
 /// never above the rate decided), `{bps}` bits per second, `{dir}` `down`/`up`.
 pub fn expand(t: &str, d: Direction, rate: BitRate) -> String {
@@ -343,6 +317,8 @@ impl RateSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Defined with `--set-rate-cmd` in bloatlab_invoke::autorate.
+    use bloatlab_invoke::autorate::check_template;
 
     #[test]
     fn templates_take_dir_kbit_and_bps() {

@@ -5,33 +5,8 @@
 use bloatlab_autorate::emit::{self, Cells, Deploy, Format, Framing};
 use bloatlab_lab::status::StatusReport;
 
-/// `--emit` values: each a format, repeatable or comma-separated.
-pub fn formats(values: &[String]) -> Result<Vec<Format>, String> {
-    let mut out = Vec::new();
-    for v in values.iter().flat_map(|v| v.split(',')) {
-        let f = v
-            .trim()
-            .parse::<Format>()
-            .map_err(|e| format!("--emit: {e}"))?;
-        if !out.contains(&f) {
-            out.push(f);
-        }
-    }
-    Ok(out)
-}
-
-/// `--emit-iface`: an interface name as `ip link` takes it.
-pub fn check_iface_name(v: &str) -> Result<(), String> {
-    let ok = !v.is_empty()
-        && v.len() < 16
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("--emit-iface {v:?}: not an interface name"))
-    }
-}
+/// `--emit` and `--emit-iface` values, checked where the flags are defined.
+pub use bloatlab_invoke::autorate::{check_iface_name, formats};
 
 /// Lab stage `stage` (name or 1-based position, `path` excluded) of direction `dir`
 /// (`up`/`down`) in a lab's status: its name and its framing, if it has any.

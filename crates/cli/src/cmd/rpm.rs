@@ -3,175 +3,17 @@
 //! `bloatlab_rpm`; this module maps flags to its options and prints its report.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use bloatlab_rpm::client::{self, ClientError, Mode, Options, Protocol, Report, Trust, Update};
-use bloatlab_rpm::{Params, RunError};
+use bloatlab_rpm::RunError;
+use bloatlab_rpm::client::{self, ClientError, Mode, Report, Update};
 
 use crate::exit;
 
-/// Arguments of `bloatlab rpm`.
-#[derive(Debug, clap::Args)]
-pub struct RpmArgs {
-    /// The server's config URL (https://HOST:PORT/.well-known/nq), or a host (then
-    /// https://HOST/.well-known/nq).
-    pub url: String,
-    /// MAD: intervals in each moving average and stability window (draft section 5.2).
-    #[arg(long = "mad", default_value_t = 4, value_parser = clap::value_parser!(u16).range(2..=100))]
-    pub mad: u16,
-    /// ID: interval at which stability is re-evaluated, e.g. 5s, 1s, 500ms (draft-09
-    /// default 5 s; networkQuality, goresponsiveness and mach use 1 s).
-    #[arg(long = "interval", default_value = "5s", value_parser = duration)]
-    pub interval: Duration,
-    /// TMP: percentage of each kind's samples the trimmed mean keeps (the largest rest
-    /// is dropped).
-    #[arg(long = "trim", default_value = "95", value_parser = dropped_by_trim)]
-    pub trim: f64,
-    /// SDT: stable when the standard deviation of the last MAD values is below this
-    /// percentage of the current one.
-    #[arg(long = "stdev-tolerance", default_value = "5", value_parser = percent)]
-    pub stdev_tolerance: f64,
-    /// MNP: most load-generating connections per direction.
-    #[arg(long = "max-connections", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub max_connections: u16,
-    /// MPS: most probes per second (foreign and self together).
-    #[arg(long = "max-probes", default_value_t = 100, value_parser = clap::value_parser!(u32).range(2..=10000))]
-    pub max_probes: u32,
-    /// PTC: most percentage of the measured capacity the probes may use.
-    #[arg(long = "probe-capacity", default_value = "5", value_parser = percent)]
-    pub probe_capacity: f64,
-    /// Download, then upload, each with its own responsiveness (default: both at once).
-    #[arg(long = "sequential", group = "directions")]
-    pub sequential: bool,
-    /// Only the download.
-    #[arg(long = "download-only", group = "directions")]
-    pub download_only: bool,
-    /// Only the upload.
-    #[arg(long = "upload-only", group = "directions")]
-    pub upload_only: bool,
-    /// HTTP/1.1 instead of HTTP/2 (self probes then read the load connection's TCP RTT).
-    #[arg(long = "h1")]
-    pub h1: bool,
-    /// Accept any certificate.
-    #[arg(long = "insecure", group = "trust")]
-    pub insecure: bool,
-    /// Trust only the CA certificates in this PEM file (a self-signed server's
-    /// certificate works).
-    #[arg(long = "ca", value_name = "FILE", group = "trust")]
-    pub ca: Option<PathBuf>,
-    /// Trust exactly the certificate with this SHA-256 fingerprint (as `bloatlab
-    /// server --https` prints it: AB:CD:...).
-    #[arg(long = "fingerprint", value_name = "SHA256", group = "trust")]
-    pub fingerprint: Option<String>,
-    /// Upper bound of the whole test, e.g. 90 or 90s (default 60 s; 120 s with --sequential).
-    #[arg(long = "duration", value_parser = crate::cmd::opts::positive_seconds)]
-    pub duration: Option<Duration>,
-    /// Print the result as one JSON document on stdout (docs/rpm.md).
-    #[arg(long = "json")]
-    pub json: bool,
-    /// Write a bloatlab results file (for `bloatlab report`).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// A bloatlab server's permit key, sent in the x-bloatlab-permit-key header. Or in
-    /// $BLOATLAB_PERMIT_KEY, which keeps it out of the command line.
-    #[arg(long = "permit-key", value_parser = crate::cmd::opts::permit_key)]
-    pub permit_key: Option<String>,
-}
-
-/// A duration with a unit (ms, s); a bare number is seconds.
-pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 5s, 1s, 500ms)"))?;
-    let secs = v * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
-        return Err(format!("`{s}` must be more than 0 and at most 1 hour"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// A percentage, `5` or `5%`, returned as a fraction.
-fn percent(s: &str) -> Result<f64, String> {
-    match s.trim().trim_end_matches('%').parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 100.0 => Ok(v / 100.0),
-        _ => Err(format!("`{s}` is not a percentage in (0, 100]")),
-    }
-}
-
-/// `--trim P` (percent kept) as the fraction dropped, computed from the percentages so
-/// that 95 gives exactly 0.05.
-fn dropped_by_trim(s: &str) -> Result<f64, String> {
-    let kept = percent(s)? * 100.0;
-    Ok((100.0 - kept) / 100.0)
-}
-
-impl RpmArgs {
-    fn options(&self, permit_key: Option<String>) -> anyhow::Result<Options> {
-        let config_url = bloatlab_rpm::config::config_url(&self.url).map_err(exit::usage)?;
-        let params = Params {
-            mad: usize::from(self.mad),
-            interval: self.interval,
-            trim: self.trim,
-            stdev_tolerance: self.stdev_tolerance,
-            max_connections: usize::from(self.max_connections),
-            max_probes_per_second: self.max_probes,
-            probe_capacity: self.probe_capacity,
-            ..Params::default()
-        };
-        params.validate().map_err(|e| exit::usage(e.to_string()))?;
-        let mode = if self.sequential {
-            Mode::Sequential
-        } else if self.download_only {
-            Mode::DownloadOnly
-        } else if self.upload_only {
-            Mode::UploadOnly
-        } else {
-            Mode::Concurrent
-        };
-        let trust = if self.insecure {
-            Trust::Insecure
-        } else if let Some(ca) = &self.ca {
-            Trust::Ca(ca.clone())
-        } else if let Some(fp) = &self.fingerprint {
-            bloatlab_rpm::client::tls::normalize_fingerprint(fp)
-                .map_err(|e| exit::usage(e.to_string()))?;
-            Trust::Fingerprint(fp.clone())
-        } else {
-            Trust::System
-        };
-        let duration = self
-            .duration
-            .unwrap_or(Duration::from_secs(if mode == Mode::Sequential {
-                120
-            } else {
-                60
-            }));
-        Ok(Options {
-            config_url,
-            params,
-            mode,
-            protocol: if self.h1 { Protocol::H1 } else { Protocol::H2 },
-            trust,
-            duration,
-            permit_key,
-            // Not 10 s: through a deep, lossy FIFO an upload's ACKs can stop for
-            // over 10 s while its retransmission timer backs off (3.6, 7.2,
-            // 14.4 s at a 1.3 s loaded RTT); seen in 4 of 9 lab runs (docs/rpm.md).
-            stall_timeout: Duration::from_secs(30),
-        })
-    }
-}
+/// The flags, and their resolution into the client's options, are defined once in
+/// `bloatlab_invoke::rpm` (with `to_argv`).
+pub use bloatlab_invoke::rpm::RpmArgs;
 
 fn mbps(bps: u64) -> String {
     format!("{:.2} Mbit/s", bps as f64 / 1e6)
@@ -346,11 +188,13 @@ fn map_error(e: ClientError) -> anyhow::Error {
 
 /// Runs `bloatlab rpm`.
 pub fn run(args: RpmArgs) -> anyhow::Result<()> {
-    let permit_key = match &args.permit_key {
-        Some(k) => Some(k.clone()),
-        None => crate::cmd::opts::permit_key_env()?,
+    let env_key = if args.wants_env_key() {
+        crate::cmd::opts::permit_key_env()?
+    } else {
+        None
     };
-    let opts = args.options(permit_key)?;
+    let cfg = args.resolve(env_key).map_err(|e| exit::usage(e.0))?;
+    let opts = &cfg.options;
     let lab = crate::cmd::inlab::InLab::start()?;
     let lab_ctx = bloatlab_suite::lab::LabContext::from_env();
     let mut watch = match lab_ctx {
@@ -367,7 +211,7 @@ pub fn run(args: RpmArgs) -> anyhow::Result<()> {
     let tty = std::io::stderr().is_terminal();
     let t0 = Instant::now();
     let mut last_intervals = usize::MAX;
-    let result = client::run(&opts, stop.flag(), |u| {
+    let result = client::run(opts, stop.flag(), |u| {
         if let Some(w) = &mut watch {
             w.tick(t0.elapsed());
         }
@@ -395,7 +239,7 @@ pub fn run(args: RpmArgs) -> anyhow::Result<()> {
     }
     let report = result.map_err(map_error)?;
     let rec = bloatlab_rpm::results::record(&report, opts.stall_timeout);
-    if let Some(path) = &args.output {
+    if let Some(path) = &cfg.output {
         let mut file = bloatlab_rpm::results::results_file(
             &report,
             opts.stall_timeout,
@@ -423,7 +267,7 @@ pub fn run(args: RpmArgs) -> anyhow::Result<()> {
         bloatlab_results::save(path, &file)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if args.json {
+    if cfg.json {
         let v = bloatlab_rpm::results::json_document(&rec).context("serialising the result")?;
         println!(
             "{}",
@@ -440,100 +284,4 @@ fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: RpmArgs,
-    }
-
-    fn parse(argv: &[&str]) -> Result<RpmArgs, String> {
-        Cli::try_parse_from(std::iter::once("rpm").chain(argv.iter().copied()))
-            .map(|c| c.args)
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn defaults_are_the_drafts_parameters() {
-        let a = parse(&["nq.example"]).unwrap();
-        let o = a.options(None).unwrap();
-        assert_eq!(o.params, Params::default());
-        assert_eq!(o.mode, Mode::Concurrent);
-        assert_eq!(o.protocol, Protocol::H2);
-        assert_eq!(o.trust, Trust::System);
-        assert_eq!(o.duration, Duration::from_secs(60));
-        assert_eq!(o.config_url, "https://nq.example/.well-known/nq");
-    }
-
-    #[test]
-    fn each_parameter_flag_sets_its_parameter() {
-        let a = parse(&[
-            "https://h:8443/.well-known/nq",
-            "--mad",
-            "6",
-            "--interval",
-            "1s",
-            "--trim",
-            "90",
-            "--stdev-tolerance",
-            "10%",
-            "--max-connections",
-            "8",
-            "--max-probes",
-            "50",
-            "--probe-capacity",
-            "2",
-            "--sequential",
-            "--h1",
-            "--insecure",
-        ])
-        .unwrap();
-        let o = a.options(None).unwrap();
-        let p = o.params;
-        assert_eq!(p.mad, 6);
-        assert_eq!(p.interval, Duration::from_secs(1));
-        assert!((p.trim - 0.10).abs() < 1e-12);
-        assert!((p.stdev_tolerance - 0.10).abs() < 1e-12);
-        assert_eq!(p.max_connections, 8);
-        assert_eq!(p.max_probes_per_second, 50);
-        assert!((p.probe_capacity - 0.02).abs() < 1e-12);
-        assert_eq!(o.mode, Mode::Sequential);
-        assert_eq!(o.duration, Duration::from_secs(120));
-        assert_eq!(o.protocol, Protocol::H1);
-        assert_eq!(o.trust, Trust::Insecure);
-        assert_eq!(
-            parse(&["h", "--interval", "500ms"]).unwrap().interval,
-            Duration::from_millis(500)
-        );
-    }
-
-    #[test]
-    fn conflicting_and_bad_values_are_refused() {
-        assert!(parse(&["h", "--sequential", "--upload-only"]).is_err());
-        assert!(parse(&["h", "--insecure", "--ca", "x.pem"]).is_err());
-        assert!(parse(&["h", "--mad", "1"]).is_err());
-        assert!(parse(&["h", "--trim", "0"]).is_err());
-        assert!(parse(&["h", "--probe-capacity", "101"]).is_err());
-        assert!(parse(&["h", "--interval", "fast"]).is_err());
-        assert!(parse(&["h", "--max-connections", "0"]).is_err());
-        // TMP 40 % keeps less than half: refused by the range check.
-        let e = parse(&["h", "--trim", "40"])
-            .unwrap()
-            .options(None)
-            .unwrap_err();
-        assert!(e.to_string().contains("TMP"), "{e}");
-        let e = parse(&["h", "--fingerprint", "AB:CD"])
-            .unwrap()
-            .options(None)
-            .unwrap_err();
-        assert!(e.to_string().contains("SHA-256"), "{e}");
-        let e = parse(&["ftp://h/"]).unwrap().options(None).unwrap_err();
-        assert!(e.to_string().contains("http"), "{e}");
-    }
 }

@@ -17,21 +17,13 @@ use bloatlab_experiment::tune::output;
 use bloatlab_experiment::tune::rate::{self, RateControl, Target};
 use bloatlab_experiment::tune::{Rule, SearchConfig};
 use bloatlab_units::{BitRate, CongestionControl};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use crate::cmd::experiment::progress_line;
 use crate::exit::{self, Exit};
 
-/// `--direction`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Which {
-    /// Client to server (uploads).
-    Up,
-    /// Server to client (downloads).
-    Down,
-    /// Up, then down.
-    Both,
-}
+/// `--direction`, shared with `bloatlab autorate`.
+pub use bloatlab_invoke::autorate::Which;
 
 /// Arguments of `bloatlab tune`.
 #[derive(Debug, Args)]

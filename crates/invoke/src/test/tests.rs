@@ -86,7 +86,7 @@ fn bad_values_name_the_option_in_claps_context() {
             .ecn_mix
     );
     assert!(EcnMode::On.host_asks() && !EcnMode::Mix.host_asks());
-    assert!(rpm_duration("500ms").is_ok() && rpm_duration("0").is_err());
+    assert!(crate::rpm::duration("500ms").is_ok() && crate::rpm::duration("0").is_err());
 }
 
 // --- resolve(parse(to_argv(x))) == x ---------------------------------------

@@ -69,7 +69,7 @@ impl RunName {
 }
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Where the config is.
     pub config_url: Uri,
