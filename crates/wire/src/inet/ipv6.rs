@@ -4,7 +4,7 @@
 use crate::WireError;
 use crate::checksum;
 use crate::error::need;
-use crate::field::{Field, get_u8, get_u16, get_u32, set_u16};
+use crate::field::{Field, get_u8, get_u16, get_u32, set_u16, set_u32};
 use crate::view::view_struct;
 use std::net::Ipv6Addr;
 
@@ -95,6 +95,11 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Sets the traffic class (DSCP and ECN), keeping the version and flow label.
+    pub fn set_traffic_class(&mut self, v: u8) {
+        let w = (self.word0() & !0x0ff0_0000) | (u32::from(v) << 20);
+        set_u32(self.buffer.as_mut(), field::VER_TC_FLOW, w);
+    }
     /// Sets the payload length.
     pub fn set_payload_len(&mut self, v: u16) {
         set_u16(self.buffer.as_mut(), field::PAYLOAD_LEN, v);

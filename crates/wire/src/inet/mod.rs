@@ -13,7 +13,7 @@
 //! callers dispatch on those themselves and say why a packet is not theirs.
 //!
 //! The emulator's flow hashing and ECN marking use `bloatlab_emu::packet`'s
-//! read-only `IpView`, which also follows IPv6 extension headers.
+//! `IpView`, built on these views, which also follows IPv6 extension headers.
 
 pub mod ipv4;
 pub mod ipv6;

@@ -121,6 +121,14 @@ fn golden_ipv6_udp_parses() {
     assert_eq!(checksum::fold(checksum::add(pseudo, ip.payload())), 0xffff);
 
     let mut p = IPV6_UDP;
+    let mut ip = Ipv6Packet::new_unchecked(&mut p[..]);
+    ip.set_traffic_class(0xbb);
+    assert_eq!(
+        (ip.traffic_class(), ip.ecn(), ip.flow_label()),
+        (0xbb, ECN_CE, 0x12345)
+    );
+    assert_eq!(&p[..4], &[0x6b, 0xb1, 0x23, 0x45]);
+    let mut p = IPV6_UDP;
     p[4..6].fill(0);
     p[46..48].fill(0);
     let mut ip = Ipv6Packet::new_checked(&mut p[..]).unwrap();
