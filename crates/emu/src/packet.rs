@@ -7,8 +7,14 @@
 //!
 //! Every accessor checks lengths first; a packet that is too short or of an unknown version gives
 //! an error, never a panic, and the emulator then puts it in a default flow.
+//!
+//! The fixed headers are read and written through `bloatlab_wire::inet`'s views (one field map
+//! for the emulator and the lab's offloads); this module adds what flow identity needs on top:
+//! the IPv6 extension header walk, fragments, and the ECN codepoint as a type.
 
+use bloatlab_wire::WireError;
 use bloatlab_wire::checksum;
+use bloatlab_wire::inet::{self, ECN_CE, Ipv4Packet, Ipv6Packet, ipv4, ipv6};
 use std::fmt;
 
 /// The two-bit ECN field (RFC 3168 §5).
@@ -56,8 +62,22 @@ pub enum HeaderError {
     BadIhl(u8),
 }
 
-const IPV4_MIN: usize = 20;
-const IPV6_FIXED: usize = 40;
+const IPV6_FIXED: usize = ipv6::HEADER_LEN;
+
+impl From<WireError> for HeaderError {
+    /// The wire views' length errors, in this module's terms.
+    fn from(e: WireError) -> HeaderError {
+        match e {
+            WireError::Truncated { needed, got } => HeaderError::Truncated {
+                len: got,
+                need: needed,
+            },
+            WireError::BadLength { value, .. } => HeaderError::BadIhl(value as u8),
+            // The IP views report nothing else; keep a truthful fallback all the same.
+            _ => HeaderError::Truncated { len: 0, need: 1 },
+        }
+    }
+}
 
 /// A read-only view over an IP packet (no link-layer header).
 #[derive(Clone, Copy)]
@@ -86,26 +106,9 @@ impl<'a> IpView<'a> {
             .ok_or(HeaderError::Truncated { len: 0, need: 1 })?;
         match first >> 4 {
             4 => {
-                if bytes.len() < IPV4_MIN {
-                    return Err(HeaderError::Truncated {
-                        len: bytes.len(),
-                        need: IPV4_MIN,
-                    });
-                }
-                let ihl = first & 0x0f;
-                if ihl < 5 {
-                    return Err(HeaderError::BadIhl(ihl));
-                }
-                let hlen = usize::from(ihl) * 4;
-                if bytes.len() < hlen {
-                    return Err(HeaderError::Truncated {
-                        len: bytes.len(),
-                        need: hlen,
-                    });
-                }
+                let ip = Ipv4Packet::new_checked(bytes)?;
                 // Only the first fragment (offset 0) carries the ports.
-                let frag_off = u16::from_be_bytes([bytes[6], bytes[7]]) & 0x1fff;
-                let l4 = (frag_off == 0).then_some((bytes[9], hlen));
+                let l4 = (ip.frag_offset() == 0).then_some((ip.protocol(), ip.header_len()));
                 Ok(IpView {
                     bytes,
                     version: 4,
@@ -113,12 +116,7 @@ impl<'a> IpView<'a> {
                 })
             }
             6 => {
-                if bytes.len() < IPV6_FIXED {
-                    return Err(HeaderError::Truncated {
-                        len: bytes.len(),
-                        need: IPV6_FIXED,
-                    });
-                }
+                Ipv6Packet::new_checked(bytes)?;
                 Ok(IpView {
                     bytes,
                     version: 6,
@@ -142,16 +140,16 @@ impl<'a> IpView<'a> {
     /// Source address bytes (4 or 16).
     pub fn src(&self) -> &'a [u8] {
         match self.version {
-            4 => &self.bytes[12..16],
-            _ => &self.bytes[8..24],
+            4 => &self.bytes[ipv4::field::SRC_ADDR],
+            _ => &self.bytes[ipv6::field::SRC_ADDR],
         }
     }
 
     /// Destination address bytes (4 or 16).
     pub fn dst(&self) -> &'a [u8] {
         match self.version {
-            4 => &self.bytes[16..20],
-            _ => &self.bytes[24..40],
+            4 => &self.bytes[ipv4::field::DST_ADDR],
+            _ => &self.bytes[ipv6::field::DST_ADDR],
         }
     }
 
@@ -167,26 +165,22 @@ impl<'a> IpView<'a> {
         if !matches!(proto, 6 | 17 | 33 | 132 | 136) {
             return None;
         }
-        let p = self.bytes.get(off..off + 4)?;
-        Some((
-            u16::from_be_bytes([p[0], p[1]]),
-            u16::from_be_bytes([p[2], p[3]]),
-        ))
+        inet::ports(self.bytes.get(off..)?)
     }
 }
 
 fn tos_byte(bytes: &[u8], version: u8) -> u8 {
     match version {
-        4 => bytes[1],
-        // Traffic class straddles bytes 0 and 1: low nibble of byte 0, high nibble of byte 1.
-        _ => (bytes[0] << 4) | (bytes[1] >> 4),
+        4 => Ipv4Packet::new_unchecked(bytes).dscp_ecn(),
+        // The traffic class straddles bytes 0 and 1 (the view shifts it out).
+        _ => Ipv6Packet::new_unchecked(bytes).traffic_class(),
     }
 }
 
 /// Follows the IPv6 extension header chain (RFC 8200 §4) to the transport header.
 /// Gives up (None) on a non-first fragment, an unknown header or a truncated chain.
 fn ipv6_transport(bytes: &[u8]) -> Option<(u8, usize)> {
-    let mut next = bytes[6];
+    let mut next = Ipv6Packet::new_unchecked(bytes).next_header();
     let mut off = IPV6_FIXED;
     // A bounded walk: a crafted packet cannot make us loop.
     for _ in 0..8 {
@@ -239,15 +233,17 @@ pub fn set_ce(packet: &mut [u8]) -> bool {
         Ecn::Ce => true,
         Ecn::Ect0 | Ecn::Ect1 => {
             if view.version() == 4 {
-                let old_word = u16::from_be_bytes([packet[0], packet[1]]);
-                packet[1] |= 0b11;
-                let new_word = u16::from_be_bytes([packet[0], packet[1]]);
-                let old_sum = u16::from_be_bytes([packet[10], packet[11]]);
-                let new_sum = checksum::update(old_sum, old_word, new_word);
-                packet[10..12].copy_from_slice(&new_sum.to_be_bytes());
+                // The TOS byte is the low half of the header's first 16-bit word.
+                let mut ip = Ipv4Packet::new_unchecked(packet);
+                let (version_ihl, tos) = (ip.as_bytes()[0], ip.dscp_ecn());
+                let old_word = u16::from_be_bytes([version_ihl, tos]);
+                let new_word = u16::from_be_bytes([version_ihl, tos | ECN_CE]);
+                ip.set_dscp_ecn(tos | ECN_CE);
+                ip.set_checksum(checksum::update(ip.checksum(), old_word, new_word));
             } else {
-                // The ECN bits are bits 4-5 of byte 1 (traffic class low bits); no checksum in IPv6.
-                packet[1] |= 0b0011_0000;
+                // No header checksum in IPv6.
+                let mut ip = Ipv6Packet::new_unchecked(packet);
+                ip.set_traffic_class(ip.traffic_class() | ECN_CE);
             }
             true
         }

@@ -9,6 +9,7 @@
 //! no scripts. The points table maps point numbers to parameter values.
 
 use crate::summary::{self, Row};
+use bloatlab_report::plot::Caption;
 use bloatlab_report::plot::sweep::{self, SweepChart, SweepSeries};
 use std::fmt::Write as _;
 
@@ -33,9 +34,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// ±1 sd bars); a line saying why when it cannot be drawn.
 fn chart(title: &str, y_label: &str, x_desc: &str, points: &[String], series: &[Series]) -> String {
     let c = SweepChart {
-        title: title.to_owned(),
-        x_desc: x_desc.to_owned(),
-        y_desc: y_label.to_owned(),
+        caption: Caption::new(title, x_desc, y_label),
         points: points.to_vec(),
         series: series
             .iter()

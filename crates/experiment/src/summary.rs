@@ -332,8 +332,9 @@ fn columns_of_json(rows: &[Value]) -> Vec<String> {
     cols
 }
 
-/// The latency series a table shows: the first RTT series (the test's reference probe), else
-/// the first series (a `[client]` run's write-to-read latency).
+/// The latency series a table shows: among the round-trip series, the one a run is graded on
+/// (`bloatlab_stats::reference_name`: `udp_be` first, the same rule as the grade), else the
+/// first series (a `[client]` run's write-to-read latency). Series are `NAME.KIND` here.
 pub fn reference_series(rows: &[Row]) -> Option<String> {
     let series: Vec<String> = columns(rows)
         .into_iter()
@@ -349,8 +350,12 @@ pub fn reference_series(rows: &[Row]) -> Option<String> {
             }
             v
         });
-    let rtt = series.iter().find(|s| s.ends_with(".rtt")).cloned();
-    rtt.or_else(|| series.into_iter().next())
+    let rtt: Vec<&str> = series
+        .iter()
+        .filter_map(|s| s.strip_suffix(".rtt"))
+        .collect();
+    let graded = bloatlab_stats::reference_name(&rtt).map(|n| format!("{n}.rtt"));
+    graded.or_else(|| series.into_iter().next())
 }
 
 /// The terminal table: parameters, repetition, the reference series' loaded latency
@@ -512,6 +517,19 @@ mod tests {
             reference_series(&[r("p", 1, 1.0)]).as_deref(),
             Some("udp.rtt")
         );
+    }
+
+    /// The table shows the series the grade is computed on, not the first column: `udp_be`
+    /// over an earlier ICMP or `udp_ef` series.
+    #[test]
+    fn the_table_shows_the_graded_series() {
+        let mut row = r("p", 1, 1.0);
+        row.cells.retain(|(k, _)| !k.starts_with("lat."));
+        for s in ["icmp.rtt", "udp_ef.rtt", "udp_be.owd_up", "udp_be.rtt"] {
+            row.cells
+                .push((format!("lat.{s}.loaded.median_ms"), 1.0.into()));
+        }
+        assert_eq!(reference_series(&[row]).as_deref(), Some("udp_be.rtt"));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! * [`lab`]: [`Lab::build`] creates it behind Drop guards; dropping it
 //!   (or [`lab::remove_by_name`] after a crash) removes every object.
 //! * [`driver`]: one forwarding thread per direction between TUN devices,
-//!   around the sans-IO `bloatlab_emu` link model ([`model`]).
-//! * [`netns`], [`netlink`], [`tun`], [`sysctl`]: thin syscall modules
+//!   around the sans-IO `bloatlab_emu` link model (`model`, private; its
+//!   counters are [`LinkCounters`]).
+//! * [`netns`], [`netlink`], [`tun`], `sysctl`: thin syscall modules
 //!   (no shelling out to `ip` or `tc`).
 //! * [`state`]: `/run/bloatlab/NAME.json`, the record `lab status`,
 //!   `lab down` and `lab list` read; [`status`] reads it as one typed
@@ -13,39 +14,49 @@
 //! * [`control`]: the `bloatlab lab` subcommands (the emulator daemon and
 //!   its readiness report, `exec`, `down`, `list`, `set`) as functions the
 //!   binary calls after parsing its flags.
-//! * [`exec_env`]: the environment `lab exec` gives its commands ([`LabEnv`]), written
+//! * `exec_env`: the environment `lab exec` gives its commands ([`LabEnv`]), written
 //!   and read in that one place.
+//!
+//! Modules no other crate uses are private; the few items outsiders need
+//! from them are re-exported here.
 //!
 //! Every namespace is named `bl-LAB-HOST`; interfaces are created inside
 //! lab namespaces only, so nothing outside the lab is ever touched.
 
 #![forbid(unsafe_code)]
 
+// Used by the binary, the suite and the experiment crates.
 pub mod control;
 pub mod driver;
-pub mod error;
-pub mod exec_env;
 pub mod hostctl;
-pub mod kernel;
 pub mod lab;
-pub mod model;
 pub mod names;
-pub mod netlink;
 pub mod netns;
-pub mod offload;
-pub mod ratectl;
-pub mod signals;
 pub mod spec;
 pub mod stages;
 pub mod state;
 pub mod status;
 pub mod status_text;
-pub mod sysctl;
-pub mod trace_file;
+
+// Public for the fuzz targets (netlink replies, TUN frames) and the
+// `tun_copy` bench floor (examples/), which opens TUNs in namespaces the
+// way the lab does.
+pub mod netlink;
+pub mod offload;
+pub mod signals;
 pub mod tun;
-pub mod userspace;
+
+mod error;
+mod exec_env;
+mod kernel;
+mod model;
+mod ratectl;
+mod sysctl;
+mod trace_file;
+mod userspace;
 
 pub use error::{LabError, Result, SpecField};
 pub use exec_env::LabEnv;
 pub use lab::{Lab, LabStatus};
+pub use model::LinkCounters;
 pub use spec::{Backend, LabSpec, LinkSpec};

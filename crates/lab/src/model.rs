@@ -4,6 +4,7 @@
 
 use crate::error::{LabError, Result};
 use crate::spec::LinkSpec;
+#[cfg(test)]
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -76,13 +77,16 @@ impl LinkCounters {
     }
 }
 
-/// Forwards every packet immediately: no rate, no delay, no queue limit.
+/// Forwards every packet immediately: no rate, no delay, no queue limit
+/// (the tests' reference model).
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct PassThrough {
     queue: VecDeque<(Duration, Vec<u8>)>,
     counters: Counters,
 }
 
+#[cfg(test)]
 impl LinkModel for PassThrough {
     fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
         self.counters.enqueued.add(packet.len() as u64);
@@ -104,7 +108,6 @@ impl LinkModel for PassThrough {
 }
 
 use bloatlab_emu::{Counters, LinkConfig, QdiscConfig, SpecError};
-pub use bloatlab_emu::{Limit, Probability, parse_percent, parse_time};
 
 impl LinkModel for bloatlab_emu::Link {
     fn enqueue(&mut self, now: Duration, packet: Vec<u8>) {
@@ -245,7 +248,7 @@ mod tests {
         let bloatlab_emu::QdiscConfig::Codel(q) = &c.qdisc else {
             panic!("{c:?}")
         };
-        assert_eq!((q.limit, q.ecn), (Limit::Packets(100), true));
+        assert_eq!((q.limit, q.ecn), (bloatlab_emu::Limit::Packets(100), true));
         assert_eq!(q.target, Duration::from_millis(3));
         let s = LinkSpec {
             qdisc: parsed("fifo"),

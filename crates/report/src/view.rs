@@ -921,38 +921,9 @@ mod tests {
     /// an A; the headline is the upload's B, in the run's view and the comparison.
     #[test]
     fn the_headline_grade_is_the_worst_loaded_phase() {
-        use bloatlab_results::schema::{LatencyRecord, PhaseKindRecord, PhaseRecord, ProbeRecord};
-        use bloatlab_results::{Metadata, Raw, ResultsFile};
-        const S: u64 = 1_000_000_000;
-        const MS: u64 = 1_000_000;
-        let ph = |kind, name: &str, a: u64| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns: a * S,
-            end_ns: (a + 10) * S,
-        };
-        let samples = (0..30u64)
-            .map(|i| ProbeRecord {
-                sent_ns: i * S,
-                delay_ns: Some([20, 21, 75][i as usize / 10] * MS),
-                duplicates: 0,
-                late: false,
-                unfinished: false,
-            })
-            .collect();
-        let raw = Raw {
-            phases: vec![
-                ph(PhaseKindRecord::Idle, "idle", 0),
-                ph(PhaseKindRecord::Loaded, "download", 10),
-                ph(PhaseKindRecord::Loaded, "upload", 20),
-            ],
-            latency: vec![LatencyRecord {
-                name: "udp_be".into(),
-                kind: DelayKindRecord::Rtt,
-                samples,
-            }],
-            throughput: vec![],
-        };
+        use bloatlab_results::{Metadata, ResultsFile};
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::speedtest_probes(ms(20), ms(21), ms(75));
         let meta = Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH);
         let r = Run::new("st", ResultsFile::new(meta, raw)).unwrap();
         let v = RunView::new(&r);

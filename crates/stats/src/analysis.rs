@@ -73,16 +73,22 @@ pub fn reference_series(series: &[LatencySeries]) -> Option<&LatencySeries> {
     let rtt = |s: &&LatencySeries| {
         s.kind == DelayKind::RoundTrip && s.samples.iter().any(|p| p.delay().is_some())
     };
-    let pref = ["udp_be", "udp_be1", "voip", "udp_be_v4"];
-    pref.iter()
-        .find_map(|n| series.iter().filter(rtt).find(|s| s.name == *n))
-        .or_else(|| {
-            series
-                .iter()
-                .filter(rtt)
-                .find(|s| s.name.starts_with("udp"))
-        })
-        .or_else(|| series.iter().find(rtt))
+    let names: Vec<&str> = series.iter().filter(rtt).map(|s| s.name.as_str()).collect();
+    let name = reference_name(&names)?;
+    series.iter().filter(rtt).find(|s| s.name == name)
+}
+
+/// [`reference_series`]'s choice among names alone: `rtt_names` are the run's round-trip
+/// series that have a reply, in the run's order. For callers that hold only names (the
+/// experiment crate's summary rows, flattened to columns).
+pub fn reference_name<'a>(rtt_names: &[&'a str]) -> Option<&'a str> {
+    const PREFERRED: [&str; 4] = ["udp_be", "udp_be1", "voip", "udp_be_v4"];
+    PREFERRED
+        .iter()
+        .find_map(|p| rtt_names.iter().find(|n| *n == p))
+        .or_else(|| rtt_names.iter().find(|n| n.starts_with("udp")))
+        .or_else(|| rtt_names.first())
+        .copied()
 }
 
 /// The headline grade of a run: the grade of its worst loaded phase.
@@ -275,5 +281,13 @@ mod tests {
         ];
         assert_eq!(reference_series(&v).map(|s| s.name.as_str()), Some("icmp"));
         assert!(reference_series(&[]).is_none());
+        // The rule by name: the preferred list first, then any UDP probe, then the first.
+        assert_eq!(
+            reference_name(&["icmp", "udp_ef", "voip", "udp_be1"]),
+            Some("udp_be1")
+        );
+        assert_eq!(reference_name(&["icmp", "udp_ef"]), Some("udp_ef"));
+        assert_eq!(reference_name(&["icmp", "tcp"]), Some("icmp"));
+        assert_eq!(reference_name(&[]), None);
     }
 }

@@ -31,7 +31,9 @@ pub mod rpm;
 pub mod throughput;
 pub mod timeseries;
 
-pub use analysis::{PhaseAnalysis, RunGrade, analyze_series, reference_series, run_grade};
+pub use analysis::{
+    PhaseAnalysis, RunGrade, analyze_series, reference_name, reference_series, run_grade,
+};
 pub use grade::{Grade, InducedLatency, bloat_grade};
 pub use histogram::LogHistogram;
 pub use latency::{

@@ -164,7 +164,7 @@ pub fn lateness_window(a: &LabStatus, b: &LabStatus) -> Vec<(String, PhaseLatene
 /// The counters that say how much of a direction's capacity was used: a single link's,
 /// or a chain's bottleneck stage (the lowest rate now, the first of equals; the last
 /// stage when no stage is shaped).
-fn bottleneck(l: &bloatlab_lab::model::LinkCounters) -> &bloatlab_emu::Counters {
+fn bottleneck(l: &bloatlab_lab::LinkCounters) -> &bloatlab_emu::Counters {
     l.stages
         .iter()
         .filter(|s| s.rate_bit_s.is_some())

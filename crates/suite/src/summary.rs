@@ -955,40 +955,8 @@ mod tests {
     /// 55 ms (upload) average to 28 ms, an A; the line says B and names the upload.
     #[test]
     fn the_grade_line_is_the_worst_loaded_phase() {
-        use bloatlab_results::schema::{LatencyRecord, ProbeRecord};
-        const MS: u64 = 1_000_000;
-        let ph = |kind, name: &str, a, b| PhaseRecord {
-            kind,
-            name: name.into(),
-            start_ns: a * S,
-            end_ns: b * S,
-        };
-        let samples = (0..30u64)
-            .map(|i| ProbeRecord {
-                sent_ns: i * S,
-                delay_ns: Some(match i {
-                    0..10 => 20 * MS,
-                    10..20 => 21 * MS,
-                    _ => 75 * MS,
-                }),
-                duplicates: 0,
-                late: false,
-                unfinished: false,
-            })
-            .collect();
-        let raw = Raw {
-            phases: vec![
-                ph(PhaseKindRecord::Idle, "idle", 0, 10),
-                ph(PhaseKindRecord::Loaded, "download", 10, 20),
-                ph(PhaseKindRecord::Loaded, "upload", 20, 30),
-            ],
-            latency: vec![LatencyRecord {
-                name: "udp_be".into(),
-                kind: DelayKindRecord::Rtt,
-                samples,
-            }],
-            throughput: vec![],
-        };
+        let ms = std::time::Duration::from_millis;
+        let raw = bloatlab_testkit::sample::speedtest_probes(ms(20), ms(21), ms(75));
         let meta = Metadata::new("speedtest", vec![], jiff::Timestamp::UNIX_EPOCH);
         let text = render(&outcome(
             ResultsFile::new(meta, raw).with_derived().unwrap(),

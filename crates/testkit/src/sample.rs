@@ -210,3 +210,45 @@ pub fn idle_then_loaded(idle: Duration, loaded: Duration, end: Duration) -> Raw 
         throughput: Vec::new(),
     }
 }
+
+/// A speed test's probes: phases `idle` `[0, 10 s)`, `download` `[10 s, 20 s)` and `upload`
+/// `[20 s, 30 s)`, and a `udp_be` round-trip series of one probe a second, delayed `idle`,
+/// `download` and `upload` in each phase; no flows. The download's rise is
+/// `download - idle`, the upload's `upload - idle`, so a test can make the worst loaded phase
+/// differ from the mean over both.
+pub fn speedtest_probes(idle: Duration, download: Duration, upload: Duration) -> Raw {
+    use bloatlab_results::schema::{
+        DelayKindRecord, LatencyRecord, PhaseKindRecord, PhaseRecord, ProbeRecord,
+    };
+    const S: u64 = 1_000_000_000;
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let phase = |kind, name: &str, from: u64| PhaseRecord {
+        kind,
+        name: name.into(),
+        start_ns: from * S,
+        end_ns: (from + 10) * S,
+    };
+    let delays = [ns(idle), ns(download), ns(upload)];
+    let samples = (0..30u64)
+        .map(|i| ProbeRecord {
+            sent_ns: i * S,
+            delay_ns: Some(delays[i as usize / 10]),
+            duplicates: 0,
+            late: false,
+            unfinished: false,
+        })
+        .collect();
+    Raw {
+        phases: vec![
+            phase(PhaseKindRecord::Idle, "idle", 0),
+            phase(PhaseKindRecord::Loaded, "download", 10),
+            phase(PhaseKindRecord::Loaded, "upload", 20),
+        ],
+        latency: vec![LatencyRecord {
+            name: "udp_be".into(),
+            kind: DelayKindRecord::Rtt,
+            samples,
+        }],
+        throughput: Vec::new(),
+    }
+}

@@ -8,6 +8,18 @@
 pub type Field = core::ops::Range<usize>;
 
 #[inline]
+pub(crate) fn get_u8(b: &[u8], i: usize) -> u8 {
+    b.get(i).copied().unwrap_or(0)
+}
+
+#[inline]
+pub(crate) fn set_u8(b: &mut [u8], i: usize, v: u8) {
+    if let Some(dst) = b.get_mut(i) {
+        *dst = v;
+    }
+}
+
+#[inline]
 pub(crate) fn get_u16(b: &[u8], f: Field) -> u16 {
     match b.get(f) {
         Some(&[a, c]) => u16::from_be_bytes([a, c]),

@@ -36,7 +36,9 @@
 //! | [`permit_key`] | `--permit-key` appended to the TCP test header (5.11) | 2 + 4..128 |
 //!
 //! [`checksum`] is the Internet checksum (RFC 1071, RFC 1624) the probes, the
-//! emulator and the lab's offloads share.
+//! emulator and the lab's offloads share. [`inet`] has views of the IPv4,
+//! IPv6, TCP and UDP headers themselves, which the lab's offloads cut,
+//! coalesce and patch in place.
 //!
 //! Bounceback (`--bounceback`) messages are not parsed here;
 //! [`header_len_from_flags`] rejects them explicitly.
@@ -54,6 +56,7 @@ mod error;
 pub mod field;
 mod flags;
 pub mod flow_query;
+pub mod inet;
 pub mod permit_key;
 pub mod tcp_header;
 mod time;

@@ -23,6 +23,7 @@
 
 use super::driver::{DirectionResult, Outcome};
 use super::search::{CurvePoint, Rule, SearchConfig, Verdict};
+use bloatlab_report::plot::Caption;
 use bloatlab_report::plot::xy::{RefLine, XyChart, XySeries, render_svg};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -210,9 +211,11 @@ pub fn to_html(cfg: &SearchConfig, o: &Outcome) -> Result<String, bloatlab_repor
             .into_iter()
             .collect();
         let latency = XyChart {
-            title: format!("{d}: induced latency vs shaper rate"),
-            x_desc: "shaper rate (Mbit/s)".into(),
-            y_desc: "induced latency (ms)".into(),
+            caption: Caption::new(
+                format!("{d}: induced latency vs shaper rate"),
+                "shaper rate (Mbit/s)",
+                "induced latency (ms)",
+            ),
             series: vec![
                 XySeries {
                     label: "induced p50".into(),
@@ -230,9 +233,11 @@ pub fn to_html(cfg: &SearchConfig, o: &Outcome) -> Result<String, bloatlab_repor
             vlines: rec.clone(),
         };
         let tput = XyChart {
-            title: format!("{d}: throughput vs shaper rate"),
-            x_desc: "shaper rate (Mbit/s)".into(),
-            y_desc: "throughput (Mbit/s)".into(),
+            caption: Caption::new(
+                format!("{d}: throughput vs shaper rate"),
+                "shaper rate (Mbit/s)",
+                "throughput (Mbit/s)",
+            ),
             series: vec![XySeries {
                 label: "throughput".into(),
                 points: pts.iter().map(|p| (x(p), p.throughput_mbit())).collect(),

@@ -179,7 +179,8 @@ impl std::fmt::Debug for Calibrated {
 impl Calibrated {
     /// Wraps `inner` (whose current delay is the configured one) and applies
     /// the trimmed delay at once. A model without a settable delay is
-    /// returned unwrapped.
+    /// returned unwrapped. (The daemon tracks the share: `wrap_tracked`.)
+    #[cfg(test)]
     pub fn wrap(inner: Box<dyn LinkModel>, host_share: Duration) -> Box<dyn LinkModel> {
         Calibrated::wrap_tracked(inner, SharedShare::new(host_share))
     }

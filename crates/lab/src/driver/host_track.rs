@@ -115,7 +115,9 @@ impl HostTracker {
         }
     }
 
-    /// The share each direction takes out now.
+    /// The share each direction takes out now (the daemon reads it through
+    /// the `SharedShare`).
+    #[cfg(test)]
     pub fn share(&self) -> Duration {
         self.share
     }

@@ -2,15 +2,19 @@
 //! each with its own link model. Threads publish counters a few times a
 //! second; [`Emulator::reports`] collects them for `lab status`.
 
-pub mod calibrate;
+// `direction` and `histogram` hold the report types `lab status` and the
+// suite read; `timing` is public for the tun_copy bench floor (examples/).
+pub(crate) mod calibrate;
+#[cfg(test)]
+mod calibration_sim;
 pub mod direction;
 pub mod histogram;
-pub mod host_track;
-pub mod idle_probe;
-pub mod path_probe;
-pub mod priority;
+pub(crate) mod host_track;
+pub(crate) mod idle_probe;
+pub(crate) mod path_probe;
+pub(crate) mod priority;
 pub mod timing;
-pub mod wake;
+pub(crate) mod wake;
 
 use crate::model::LinkModel;
 use direction::{DirectionIo, DirectionReport};

@@ -69,11 +69,6 @@ impl WakePlanner {
         Duration::from_nanos(self.mean_ns.saturating_add(self.dev_ns)).min(self.max_lead)
     }
 
-    /// Spin time available now.
-    pub fn budget(&self) -> Duration {
-        self.budget
-    }
-
     fn refill(&mut self, now: Duration) {
         if now > self.refilled_at {
             let earned = (now - self.refilled_at) / SPIN_SHARE;

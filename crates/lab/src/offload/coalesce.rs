@@ -13,6 +13,8 @@
 
 use super::csum;
 use super::{F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN, VnetHeader};
+use bloatlab_wire::inet::{ECN_CE, Ipv4Packet, PROTO_TCP, TcpPacket, ipv4, tcp};
+use std::net::Ipv4Addr;
 
 /// Largest IPv4 packet.
 const MAX_IP_LEN: usize = 65_535;
@@ -21,10 +23,8 @@ const MAX_SEGS: usize = 64;
 /// Flows with a run open at once (Linux GRO keeps 8 per NAPI bucket).
 const MAX_RUNS: usize = 8;
 
-const TCP_PSH: u8 = 0x08;
-const TCP_ACK: u8 = 0x10;
 /// SYN, FIN, RST, URG, ECE, CWR.
-const TCP_NEVER_JOIN: u8 = 0x02 | 0x01 | 0x04 | 0x20 | 0x40 | 0x80;
+const TCP_NEVER_JOIN: u8 = tcp::SYN | tcp::FIN | tcp::RST | tcp::URG | tcp::ECE | tcp::CWR;
 
 /// The parts of a packet the joining rules look at.
 #[derive(Debug, Clone, Copy)]
@@ -39,24 +39,28 @@ impl Segment {
     /// A TCP/IPv4 data segment that may join a run: no IP options or
     /// fragments, not CE-marked, only ACK and PSH set, some payload.
     fn of(p: &[u8]) -> Option<Segment> {
-        if p.len() < 40 || p[0] != 0x45 || p[9] != 6 || p[1] & 0b11 == 0b11 {
+        let ip = Ipv4Packet::new_checked(p).ok()?;
+        if ip.version() != 4
+            || ip.header_len() != ipv4::MIN_HEADER_LEN
+            || ip.protocol() != PROTO_TCP
+            || ip.ecn() == ECN_CE
+        {
             return None;
         }
-        let not_fragment = p[6] & 0x3f == 0 && p[7] == 0;
-        let tot_len = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        let hl = 20 + usize::from(p[32] >> 4) * 4;
-        let flags = p[33];
+        let t = TcpPacket::new_checked(ip.payload()).ok()?;
+        let not_fragment = !ip.more_frags() && ip.frag_offset() == 0;
+        let hl = ipv4::MIN_HEADER_LEN + t.header_len();
+        let flags = t.flags();
         let ok = not_fragment
-            && tot_len == p.len()
-            && hl >= 40
+            && usize::from(ip.total_len()) == p.len()
             && hl < p.len()
-            && flags & TCP_ACK != 0
+            && flags & tcp::ACK != 0
             && flags & TCP_NEVER_JOIN == 0;
         ok.then(|| Segment {
-            ihl: 20,
+            ihl: ipv4::MIN_HEADER_LEN,
             hl,
-            seq: u32::from_be_bytes([p[24], p[25], p[26], p[27]]),
-            psh: flags & TCP_PSH != 0,
+            seq: t.seq_number(),
+            psh: flags & tcp::PSH != 0,
         })
     }
 }
@@ -73,23 +77,32 @@ pub struct Frame<'a> {
 }
 
 /// Addresses and ports: runs of different flows never mix.
-fn flow_key(p: &[u8]) -> Option<[u8; 12]> {
-    if p.len() < 20 || p[0] >> 4 != 4 || p[9] != 6 {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct FlowKey {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ports: (u16, u16),
+}
+
+/// The flow of an IPv4/TCP packet with a valid header length and its
+/// ports; other packets are in no flow and are written alone.
+fn flow_key(p: &[u8]) -> Option<FlowKey> {
+    let ip = Ipv4Packet::new_checked(p).ok()?;
+    if ip.version() != 4 || ip.protocol() != PROTO_TCP {
         return None;
     }
-    let ihl = usize::from(p[0] & 0x0f) * 4;
-    let ports = p.get(ihl..ihl + 4)?;
-    let mut k = [0u8; 12];
-    k[..8].copy_from_slice(&p[12..20]);
-    k[8..].copy_from_slice(ports);
-    Some(k)
+    Some(FlowKey {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        ports: bloatlab_wire::inet::ports(ip.payload())?,
+    })
 }
 
 /// One flow's frame being built: header room, the first packet, then the
 /// payloads that joined it.
 #[derive(Debug)]
 struct Run {
-    key: [u8; 12],
+    key: FlowKey,
     buf: Vec<u8>,
     segs: usize,
     wire_bytes: usize,
@@ -102,7 +115,7 @@ struct Run {
 }
 
 impl Run {
-    fn start(key: [u8; 12], mut buf: Vec<u8>, pkt: &[u8], s: Segment) -> Run {
+    fn start(key: FlowKey, mut buf: Vec<u8>, pkt: &[u8], s: Segment) -> Run {
         buf.clear();
         buf.resize(VNET_HDR_LEN, 0);
         buf.extend_from_slice(pkt);
@@ -123,22 +136,37 @@ impl Run {
     fn joins(&self, p: &[u8], s: Segment) -> bool {
         let f = self.first;
         let first = &self.buf[VNET_HDR_LEN..VNET_HDR_LEN + f.hl];
-        let (ihl, hl) = (f.ihl, f.hl);
         let payload = p.len() - s.hl;
-        self.open
-            && s.hl == hl
+        if !(self.open
+            && s.hl == f.hl
             && s.seq == self.next_seq
             && payload <= self.mss
             && self.segs < MAX_SEGS
-            && self.buf.len() - VNET_HDR_LEN + payload <= MAX_IP_LEN
-            // version/IHL and TOS (so ECN codepoints, CE included, match)
-            && p[..2] == first[..2]
-            // DF, TTL, protocol (addresses and ports are the run's key)
-            && p[6..10] == first[6..10]
-            // ACK number, data offset, window, urgent pointer, options
-            && p[ihl + 8..ihl + 13] == first[ihl + 8..ihl + 13]
-            && p[ihl + 14..ihl + 16] == first[ihl + 14..ihl + 16]
-            && p[ihl + 18..hl] == first[ihl + 18..hl]
+            && self.buf.len() - VNET_HDR_LEN + payload <= MAX_IP_LEN)
+        {
+            return false;
+        }
+        // Both are segments (Segment::of): IPv4/TCP, no IP options, not
+        // fragments, so equal header lengths; addresses and ports are the
+        // run's key.
+        let (a, b) = (
+            Ipv4Packet::new_unchecked(p),
+            Ipv4Packet::new_unchecked(first),
+        );
+        let (ta, tb) = (
+            TcpPacket::new_unchecked(a.payload()),
+            TcpPacket::new_unchecked(b.payload()),
+        );
+        // TOS (so ECN codepoints, CE included, match), DF, TTL
+        a.dscp_ecn() == b.dscp_ecn()
+            && a.flags() == b.flags()
+            && a.ttl() == b.ttl()
+            // ACK number, reserved bits, window, urgent pointer, options
+            && ta.ack_number() == tb.ack_number()
+            && ta.reserved() == tb.reserved()
+            && ta.window() == tb.window()
+            && ta.urgent_ptr() == tb.urgent_ptr()
+            && ta.options() == tb.options()
     }
 
     fn append(&mut self, p: &[u8], s: Segment) {
@@ -158,19 +186,21 @@ impl Run {
             VnetHeader::default()
         } else {
             let s = self.first;
-            let ip = &mut self.buf[VNET_HDR_LEN..];
-            let total = ip.len();
-            ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            csum::fix_ipv4_header(&mut ip[..s.ihl]);
+            let total = self.buf.len() - VNET_HDR_LEN;
+            let (iph, seg) = self.buf[VNET_HDR_LEN..].split_at_mut(s.ihl);
+            let mut ip = Ipv4Packet::new_unchecked(iph);
+            ip.set_total_len(total as u16);
+            ip.fill_checksum();
+            let mut t = TcpPacket::new_unchecked(seg);
             if self.psh {
-                ip[s.ihl + 13] |= TCP_PSH;
+                t.set_flags(t.flags() | tcp::PSH);
             }
             // CHECKSUM_PARTIAL: the field holds the pseudo-header sum and
             // the receiving stack treats the payload as verified (every
             // segment's checksum was checked or computed when it entered
             // the emulator).
-            let partial = csum::fold(csum::pseudo_v4(ip, 6, total - s.ihl));
-            ip[s.ihl + 16..s.ihl + 18].copy_from_slice(&partial.to_be_bytes());
+            let partial = csum::fold(ip.pseudo_header_sum(PROTO_TCP, total - s.ihl));
+            t.set_checksum(partial);
             VnetHeader {
                 flags: F_NEEDS_CSUM,
                 gso_type: GSO_TCPV4,
@@ -521,7 +551,7 @@ mod tests {
     }
 
     /// Packets grouped by flow, in order within each flow.
-    fn per_flow(pkts: &[Vec<u8>]) -> std::collections::BTreeMap<[u8; 12], Vec<Vec<u8>>> {
+    fn per_flow(pkts: &[Vec<u8>]) -> std::collections::BTreeMap<FlowKey, Vec<Vec<u8>>> {
         let mut m = std::collections::BTreeMap::<_, Vec<_>>::new();
         for p in pkts {
             m.entry(flow_key(p).unwrap()).or_default().push(p.clone());

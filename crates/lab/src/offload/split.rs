@@ -12,10 +12,7 @@ use super::csum;
 use super::{
     F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6, OffloadError, VNET_HDR_LEN, VnetHeader,
 };
-
-const TCP_FIN: u8 = 0x01;
-const TCP_PSH: u8 = 0x08;
-const TCP_CWR: u8 = 0x80;
+use bloatlab_wire::inet::{self, Ipv4Packet, Ipv6Packet, PROTO_TCP, TcpPacket, ipv4, ipv6, tcp};
 
 /// Turns `frame` (a `virtio_net_hdr` and the packet after it) into wire
 /// packets, handed to `emit` in order. Returns how many were emitted.
@@ -38,10 +35,12 @@ pub fn split(frame: &[u8], emit: &mut impl FnMut(Vec<u8>)) -> Result<usize, Offl
 }
 
 /// Offset of the checksum in a UDP header (RFC 768).
-const UDP_CSUM_OFFSET: u16 = 6;
+const UDP_CSUM_OFFSET: u16 = inet::udp::field::CHECKSUM.start as u16;
 
 /// Finishes a partial checksum: the field holds the pseudo-header sum, and
 /// the one's complement of the sum over `[csum_start, end)` completes it.
+/// The offsets come from the kernel, whatever the protocol, so this one
+/// works on them rather than on a header view.
 fn complete_checksum(p: &mut [u8], h: VnetHeader) -> Result<(), OffloadError> {
     let start = usize::from(h.csum_start);
     let at = start + usize::from(h.csum_offset);
@@ -72,39 +71,59 @@ impl Ip {
     /// over this version.
     fn header_len(self, pkt: &[u8]) -> Result<usize, OffloadError> {
         match self {
-            Ip::V4 if pkt.len() >= 20 && pkt[0] >> 4 == 4 && pkt[9] == 6 => {
-                Ok(usize::from(pkt[0] & 0x0f) * 4)
+            Ip::V4 => {
+                let ip = Ipv4Packet::new_unchecked(pkt);
+                if pkt.len() < ipv4::MIN_HEADER_LEN
+                    || ip.version() != 4
+                    || ip.protocol() != PROTO_TCP
+                {
+                    return Err(OffloadError::NotTcpV4);
+                }
+                // A bad IHL, or a header longer than the packet.
+                ip.check_len().map_err(|_| truncated(pkt))?;
+                Ok(ip.header_len())
             }
-            Ip::V4 => Err(OffloadError::NotTcpV4),
-            // Next header TCP: no extension headers (RFC 8200 §4).
-            Ip::V6 if pkt.len() >= 40 && pkt[0] >> 4 == 6 && pkt[6] == 6 => Ok(40),
-            Ip::V6 => Err(OffloadError::NotTcpV6),
+            Ip::V6 => {
+                // Next header TCP: no extension headers (RFC 8200 §4).
+                let ip = Ipv6Packet::new_unchecked(pkt);
+                if ip.check_len().is_err() || ip.version() != 6 || ip.next_header() != PROTO_TCP {
+                    return Err(OffloadError::NotTcpV6);
+                }
+                Ok(ipv6::HEADER_LEN)
+            }
         }
     }
 
     /// Sets the length fields (and IPv4's ID and header checksum) of
-    /// segment `i` of a super-packet whose first ID was `id0`.
-    fn fix_header(self, s: &mut [u8], ihl: usize, i: usize, id0: u16) {
+    /// segment `i` of a super-packet whose first ID was `id0`; `ip` is the
+    /// IP header alone, `len` the segment's whole length.
+    fn fix_header(self, ip: &mut [u8], len: usize, i: usize, id0: u16) {
         match self {
             Ip::V4 => {
-                let total = s.len() as u16;
-                s[2..4].copy_from_slice(&total.to_be_bytes());
-                s[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-                csum::fix_ipv4_header(&mut s[..ihl]);
+                let mut ip = Ipv4Packet::new_unchecked(ip);
+                ip.set_total_len(len as u16);
+                ip.set_ident(id0.wrapping_add(i as u16));
+                ip.fill_checksum();
             }
             Ip::V6 => {
-                let payload = (s.len() - 40) as u16;
-                s[4..6].copy_from_slice(&payload.to_be_bytes());
+                Ipv6Packet::new_unchecked(ip).set_payload_len((len - ipv6::HEADER_LEN) as u16);
             }
         }
     }
 
-    /// The TCP pseudo-header sum of a segment.
-    fn pseudo(self, s: &[u8], ihl: usize) -> u64 {
+    /// The TCP pseudo-header sum of a segment whose IP header is `ip`.
+    fn pseudo(self, ip: &[u8], l4_len: usize) -> u64 {
         match self {
-            Ip::V4 => csum::pseudo_v4(s, 6, s.len() - ihl),
-            Ip::V6 => csum::pseudo_v6(s, 6, s.len() - ihl),
+            Ip::V4 => Ipv4Packet::new_unchecked(ip).pseudo_header_sum(PROTO_TCP, l4_len),
+            Ip::V6 => Ipv6Packet::new_unchecked(ip).pseudo_header_sum(PROTO_TCP, l4_len),
         }
+    }
+}
+
+fn truncated(pkt: &[u8]) -> OffloadError {
+    OffloadError::Truncated {
+        what: "TSO super-packet",
+        len: pkt.len(),
     }
 }
 
@@ -118,21 +137,14 @@ fn segment_tcp(
     if mss == 0 {
         return Err(OffloadError::ZeroSegmentSize);
     }
-    let truncated = OffloadError::Truncated {
-        what: "TSO super-packet",
-        len: pkt.len(),
-    };
     let ihl = ip.header_len(pkt)?;
-    let doff = usize::from(*pkt.get(ihl + 12).ok_or(truncated)? >> 4) * 4;
-    let hl = ihl + doff;
-    if ihl < 20 || doff < 20 || pkt.len() < hl {
-        return Err(truncated);
-    }
+    let tcp = TcpPacket::new_checked(&pkt[ihl..]).map_err(|_| truncated(pkt))?;
+    let hl = ihl + tcp.header_len();
     let (headers, data) = pkt.split_at(hl);
-    let seq0 = u32::from_be_bytes([pkt[ihl + 4], pkt[ihl + 5], pkt[ihl + 6], pkt[ihl + 7]]);
+    let seq0 = tcp.seq_number();
+    let flags = tcp.flags();
     // IPv4's identification (unused for IPv6).
-    let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
-    let flags = pkt[ihl + 13];
+    let id0 = Ipv4Packet::new_unchecked(pkt).ident();
     let chunks = data.len().div_ceil(mss).max(1);
     for (i, chunk) in data
         .chunks(mss)
@@ -142,20 +154,20 @@ fn segment_tcp(
         let mut s = Vec::with_capacity(hl + chunk.len());
         s.extend_from_slice(headers);
         s.extend_from_slice(chunk);
-        ip.fix_header(&mut s, ihl, i, id0);
-        let seq = seq0.wrapping_add((i * mss) as u32);
-        s[ihl + 4..ihl + 8].copy_from_slice(&seq.to_be_bytes());
+        let len = s.len();
+        let (iph, seg) = s.split_at_mut(ihl);
+        ip.fix_header(iph, len, i, id0);
         let mut f = flags;
         if i > 0 {
-            f &= !TCP_CWR;
+            f &= !tcp::CWR;
         }
         if i + 1 < chunks {
-            f &= !(TCP_FIN | TCP_PSH);
+            f &= !(tcp::FIN | tcp::PSH);
         }
-        s[ihl + 13] = f;
-        s[ihl + 16..ihl + 18].fill(0);
-        let sum = csum::add(ip.pseudo(&s, ihl), &s[ihl..]);
-        s[ihl + 16..ihl + 18].copy_from_slice(&(!csum::fold(sum)).to_be_bytes());
+        let mut t = TcpPacket::new_unchecked(seg);
+        t.set_seq_number(seq0.wrapping_add((i * mss) as u32));
+        t.set_flags(f);
+        t.fill_checksum(ip.pseudo(iph, len - ihl));
         emit(s);
     }
     Ok(chunks)

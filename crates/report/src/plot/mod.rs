@@ -46,6 +46,33 @@ pub struct Chart {
     pub kind: ChartKind,
 }
 
+/// The words around a chart with numeric axes ([`xy::XyChart`], [`sweep::SweepChart`]):
+/// its caption and what each axis shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caption {
+    /// Caption above the plot.
+    pub title: String,
+    /// X axis description (with its unit, if it has one).
+    pub x_desc: String,
+    /// Y axis description (with its unit).
+    pub y_desc: String,
+}
+
+impl Caption {
+    /// A caption from its three texts.
+    pub fn new(
+        title: impl Into<String>,
+        x_desc: impl Into<String>,
+        y_desc: impl Into<String>,
+    ) -> Caption {
+        Caption {
+            title: title.into(),
+            x_desc: x_desc.into(),
+            y_desc: y_desc.into(),
+        }
+    }
+}
+
 /// The charts of a report on `runs`.
 pub fn charts(runs: &[Run]) -> Vec<Chart> {
     let prefix = |r: &Run| {

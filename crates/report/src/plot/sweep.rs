@@ -9,8 +9,8 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::DrawResult;
 use super::style::{bold, color, font};
+use super::{Caption, DrawResult};
 use crate::ReportError;
 
 /// One line: legend text and, per point, `(mean, standard deviation)` or nothing.
@@ -25,12 +25,9 @@ pub struct SweepSeries {
 /// Everything a sweep chart shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepChart {
-    /// Caption (` (log scale)` is appended when the axis is logarithmic).
-    pub title: String,
-    /// X axis description: the swept parameters.
-    pub x_desc: String,
-    /// Y axis description, with its unit.
-    pub y_desc: String,
+    /// Caption (` (log scale)` is appended to its title when the axis is logarithmic) and
+    /// axis descriptions (x: the swept parameters).
+    pub caption: Caption,
     /// Each point's label, in x order (`SQM off`, `6089kbit/737kbit`; several parameters
     /// one per line, `load=one_vs_one\nlab.ecn=all`, drawn on one line joined by `, `).
     pub points: Vec<String>,
@@ -68,9 +65,9 @@ impl SweepChart {
     /// The caption as drawn.
     pub fn caption(&self) -> String {
         if self.log() {
-            format!("{} (log scale)", self.title)
+            format!("{} (log scale)", self.caption.title)
         } else {
-            self.title.clone()
+            self.caption.title.clone()
         }
     }
 }
@@ -134,8 +131,8 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &SweepChart) -
     };
     chart
         .configure_mesh()
-        .x_desc(c.x_desc.as_str())
-        .y_desc(c.y_desc.as_str())
+        .x_desc(c.caption.x_desc.as_str())
+        .y_desc(c.caption.y_desc.as_str())
         .x_labels(n + 1)
         .y_labels(if log { (y1 - y0) as usize + 1 } else { 6 })
         .x_label_formatter(&x_label)
@@ -211,7 +208,7 @@ pub fn render_svg(c: &SweepChart) -> Result<String, ReportError> {
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         draw(&root, c).map_err(|e| ReportError::Draw {
-            chart: c.title.clone(),
+            chart: c.caption.title.clone(),
             message: e.to_string(),
         })?;
     }
@@ -230,9 +227,7 @@ mod tests {
 
     fn chart(values: &[Option<(f64, f64)>]) -> SweepChart {
         SweepChart {
-            title: "latency vs shaper".into(),
-            x_desc: "shaper".into(),
-            y_desc: "ms".into(),
+            caption: Caption::new("latency vs shaper", "shaper", "ms"),
             points: (0..values.len()).map(|i| format!("point {i}")).collect(),
             series: vec![SweepSeries {
                 label: "loaded median".into(),

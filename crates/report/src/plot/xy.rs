@@ -6,8 +6,8 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::DrawResult;
 use super::style::{bold, color, font};
+use super::{Caption, DrawResult};
 use crate::ReportError;
 
 /// One line: legend text and its points (sorted by x when drawn).
@@ -31,12 +31,8 @@ pub struct RefLine {
 /// Everything an x-y chart shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct XyChart {
-    /// Caption.
-    pub title: String,
-    /// X axis description (with unit).
-    pub x_desc: String,
-    /// Y axis description (with unit).
-    pub y_desc: String,
+    /// Caption and axis descriptions.
+    pub caption: Caption,
     /// Lines.
     pub series: Vec<XySeries>,
     /// Horizontal reference lines (dashed).
@@ -91,15 +87,15 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &XyChart) -> D
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
     let (y0, y1) = range(ys.chain(c.hlines.iter().map(|l| l.at)), true);
     let mut chart = ChartBuilder::on(root)
-        .caption(&c.title, bold(18))
+        .caption(&c.caption.title, bold(18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(x0..x1, y0..y1)?;
     chart
         .configure_mesh()
-        .x_desc(c.x_desc.as_str())
-        .y_desc(c.y_desc.as_str())
+        .x_desc(c.caption.x_desc.as_str())
+        .y_desc(c.caption.y_desc.as_str())
         .label_style(font(13))
         .axis_desc_style(font(14))
         .light_line_style(TRANSPARENT)
@@ -136,7 +132,7 @@ pub fn render_svg(c: &XyChart) -> Result<String, ReportError> {
     {
         let root = SVGBackend::with_string(&mut svg, super::style::SIZE).into_drawing_area();
         draw(&root, c).map_err(|e| ReportError::Draw {
-            chart: c.title.clone(),
+            chart: c.caption.title.clone(),
             message: e.to_string(),
         })?;
     }
@@ -160,9 +156,11 @@ mod tests {
     #[test]
     fn a_chart_renders_its_labels_and_every_point() {
         let c = XyChart {
-            title: "up: induced latency vs shaper rate".into(),
-            x_desc: "shaper rate (Mbit/s)".into(),
-            y_desc: "induced latency (ms)".into(),
+            caption: Caption::new(
+                "up: induced latency vs shaper rate",
+                "shaper rate (Mbit/s)",
+                "induced latency (ms)",
+            ),
             series: vec![XySeries {
                 label: "induced p90".into(),
                 points: vec![(20.0, 300.0), (1.0, 2.0), (10.5, 40.0)],

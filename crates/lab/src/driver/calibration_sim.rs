@@ -11,12 +11,12 @@
 //! configured one within 0.1 ms (it is ~0.1 ms above without calibration,
 //! which is checked too, so the test can fail), for 1 ms to 250 ms each way.
 
-use bloatlab_lab::driver::calibrate::Calibrated;
-use bloatlab_lab::driver::host_track::{HostTracker, SharedShare};
-use bloatlab_lab::driver::idle_probe::{LinkSnapshot, probe_overhead};
-use bloatlab_lab::driver::path_probe::{self, BURSTS, PROBE_DELAY, PROBES};
-use bloatlab_lab::model::{self, LinkModel};
-use bloatlab_lab::spec::LinkSpec;
+use super::calibrate::Calibrated;
+use super::host_track::{HostTracker, SharedShare};
+use super::idle_probe::{LinkSnapshot, probe_overhead};
+use super::path_probe::{self, BURSTS, PROBE_DELAY, PROBES};
+use crate::model::{self, LinkModel};
+use crate::spec::LinkSpec;
 use std::time::Duration;
 
 const US: fn(u64) -> Duration = Duration::from_micros;
