@@ -212,12 +212,7 @@ pub fn to_argv(c: &ClientConfig) -> Vec<String> {
         (s.rx_copy, "--rx-copy"),
         (s.zerocopy, "--zerocopy"),
     ];
-    a.extend(
-        flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| (*f).to_owned()),
-    );
+    crate::push_switches(&mut a, &flags);
     if let Some(w) = c.near_congestion {
         // `{w}` is the shortest decimal that reads back as the same f64.
         a.push(format!("--near-congestion={w}"));

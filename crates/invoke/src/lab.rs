@@ -423,12 +423,7 @@ pub fn to_argv(s: &LabSpec) -> Vec<String> {
             "--no-calibrate",
         ),
     ];
-    a.extend(
-        flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| (*f).to_owned()),
-    );
+    crate::push_switches(&mut a, &flags);
     a
 }
 

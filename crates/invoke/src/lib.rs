@@ -42,3 +42,14 @@ pub mod test;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Appends to `argv` the flag of every `(on, flag)` pair that is on, in order: the
+/// switches of a `to_argv()` (flags that take no value).
+pub(crate) fn push_switches(argv: &mut Vec<String>, switches: &[(bool, &str)]) {
+    argv.extend(
+        switches
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| (*f).to_owned()),
+    );
+}

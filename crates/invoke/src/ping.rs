@@ -265,12 +265,7 @@ pub fn to_argv(c: &PingConfig) -> Vec<String> {
         (c.json, "--json"),
         (c.per_probe, "-v"),
     ];
-    a.extend(
-        flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| (*f).to_owned()),
-    );
+    crate::push_switches(&mut a, &flags);
     a
 }
 

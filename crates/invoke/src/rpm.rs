@@ -217,12 +217,7 @@ pub fn to_argv(c: &RpmConfig) -> Vec<String> {
         (c.json, "--json"),
     ];
     a.extend(mode.map(str::to_owned));
-    a.extend(
-        flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| (*f).to_owned()),
-    );
+    crate::push_switches(&mut a, &flags);
     a
 }
 

@@ -279,12 +279,7 @@ pub fn to_argv(c: &ServerConfig) -> Vec<String> {
         (s.rx_copy, "--rx-copy"),
         (s.zerocopy, "--zerocopy"),
     ];
-    a.extend(
-        flags
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, f)| (*f).to_owned()),
-    );
+    crate::push_switches(&mut a, &flags);
     a
 }
 
