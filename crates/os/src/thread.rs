@@ -120,13 +120,19 @@ pub fn set_prompt_normal(nice: i32, slice: std::time::Duration) -> PromptNormal 
         set_plain_normal();
         return PromptNormal::Refused;
     }
-    match fair_attributes() {
-        Some(a) if a.nice == nice && a.slice == slice => PromptNormal::Applied,
-        _ => {
-            set_plain_normal();
-            PromptNormal::NoCustomSlice
-        }
+    if taken(nice, slice, fair_attributes()) {
+        PromptNormal::Applied
+    } else {
+        set_plain_normal();
+        PromptNormal::NoCustomSlice
     }
+}
+
+/// Whether the attributes read back are the ones asked for: a kernel before
+/// 6.12 accepts `sched_runtime` for SCHED_OTHER without using it, and
+/// reports zero.
+fn taken(nice: i32, slice: std::time::Duration, read: Option<FairAttributes>) -> bool {
+    read == Some(FairAttributes { nice, slice })
 }
 
 /// Sets the nice value of the calling process's autogroup (sched(7), "The
@@ -230,6 +236,19 @@ mod tests {
             .unwrap();
         assert_eq!(other.nice, 0);
         assert_ne!(other.slice, slice);
+    }
+
+    #[test]
+    fn a_slice_read_back_as_zero_means_the_kernel_has_no_custom_slices() {
+        let us = std::time::Duration::from_micros;
+        let read = |nice, slice| Some(FairAttributes { nice, slice });
+        assert!(taken(-20, us(100), read(-20, us(100))));
+        // Linux < 6.12: the nice value is taken, the slice reads as zero.
+        assert!(!taken(-20, us(100), read(-20, us(0))));
+        // A clamped or altered value, or a failed read, is not what was asked.
+        assert!(!taken(-20, us(50), read(-20, us(100))));
+        assert!(!taken(-20, us(100), read(0, us(100))));
+        assert!(!taken(-20, us(100), None));
     }
 
     #[test]
