@@ -38,10 +38,11 @@
 //! (timing.rs: with autogroups a thread's nice value weighs only inside its
 //! session). The fair class keeps what the demotion is for: no RT
 //! throttling, and the others still get their share. Measured on the shared
-//! 2-core VM at load 6-8 (docs/benchmarks.md, 7 December 04:49-05:xx): the
-//! rate within 1 % in most runs where nice 0 lost 1-17 %, and p99 1.3-2.9
-//! ms instead of 1.3-10 ms, but not under 100 us: every competing process
-//! still runs its own (default, ~1.4 ms) slice when its share comes due.
+//! 2-core VM at load 5-7 (docs/benchmarks.md, 7 December 04:49-05:11): the
+//! rate within 1 % in 11 of 12 runs where nice 0 was in 1 of 12 (down to
+//! -14 %), and p99 1.0-3.8 ms instead of 3.8-10.9 ms, but not under 100 us:
+//! every competing process still runs its own (default, ~1.4 ms) slice when
+//! its share comes due.
 //! Where the kernel has no custom slices or refuses the nice value, the
 //! thread goes to plain SCHED_OTHER as before ([`NormalMode`] says which).
 
