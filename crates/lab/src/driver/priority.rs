@@ -38,8 +38,8 @@
 //! (timing.rs: with autogroups a thread's nice value weighs only inside its
 //! session). The fair class keeps what the demotion is for: no RT
 //! throttling, and the others still get their share. Measured on the shared
-//! 2-core VM at load 5-7 (docs/benchmarks.md, 7 December 04:49-05:11): the
-//! rate within 1 % in 11 of 12 runs where nice 0 was in 1 of 12 (down to
+//! 2-core VM at load 4-10 (docs/benchmarks.md, 7 December 04:49-05:14): the
+//! rate within 1 % in 16 of 18 runs where nice 0 was in 1 of 18 (down to
 //! -14 %), and p99 1.0-3.8 ms instead of 3.8-10.9 ms, but not under 100 us:
 //! every competing process still runs its own (default, ~1.4 ms) slice when
 //! its share comes due.
