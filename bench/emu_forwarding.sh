@@ -87,6 +87,7 @@ print(json.dumps({"at_s": up["at_s"], "tx_bytes": up["io"]["tx_bytes"],
                   "lateness_p99_us": up["lateness"]["p99_us"],
                   "lateness_buckets": up.get("lateness_histogram", {}).get("buckets", []),
                   "realtime": up.get("realtime"), "demotions": up.get("demotions", 0),
+                  "normal_mode": up.get("normal_mode"),
                   "ring_drops": st["counters"]["tun_ring_drops"]}))'
 }
 
@@ -229,7 +230,7 @@ case " ${LAB_OPTS:-} " in *" --offload "*) OFFLOAD2=1 ;; esac
 DEFAULT_RATES="10 100 1000${OFFLOAD2:+ 2500}"
 echo "## Rate accuracy (4 cubic TCP flows into a FIFO of max(1000, rate in Mbit/s) packets, 5 ms each way, so the queue never empties; ${SECS} s after 2 s of warm-up${LAB_OPTS:+; lab options: $LAB_OPTS}; load average $(cut -d' ' -f1 /proc/loadavg) at the start)"
 echo
-echo "Lateness: release lateness of the up direction's packets in the measured window (p50 / p99 / p99.9, and the top of the highest bucket), with the up thread's SCHED_FIFO state at the end and its demotions in the window."
+echo "Lateness: release lateness of the up direction's packets in the measured window (p50 / p99 / p99.9, and the top of the highest bucket), with the up thread's SCHED_FIFO state at the end (\"no, nice -20\": demoted to nice -20 with a short slice) and its demotions in the window."
 echo
 echo "| configured | emulator wire Mbit/s | measured / configured | error % | server TUN rx Mbit/s | emulator CPU % of a core | lateness p50 / p99 / p99.9 us | lateness max us | packets | up realtime (demotions) | TUN ring drops |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -254,7 +255,8 @@ dt = b["at_s"] - a["at_s"]
 wire = (b["tx_bytes"] - a["tx_bytes"]) * 8 / dt / 1e6
 cpu = 100 * (b["cpu_s"] - a["cpu_s"]) / (b["wall_s"] - a["wall_s"])
 p50, p99, p999, top, n = window(a, b)
-rt = "yes" if b["realtime"] else "no"
+# "no, nice -20": demoted to nice -20 with a short EEVDF slice (priority.rs).
+rt = "yes" if b["realtime"] else ("no, nice -20" if b.get("normal_mode") == "prompt" else "no")
 dem = b["demotions"] - a["demotions"]
 drops = b["ring_drops"]
 print(f"| {R:g} Mbit/s | {wire:.2f} | {wire / R:.4f} | {100 * (wire - R) / R:+.2f} | {tun:.2f} | {cpu:.0f} | {p50:.0f} / {p99:.0f} / {p999:.0f} | {top:.0f} | {n} | {rt} ({dem}) | {drops} |")

@@ -11,7 +11,7 @@
 //! of one flow that are due together reach the host in one write (GRO).
 
 use super::histogram::{Histogram, Summary};
-use super::priority::{BusyBoard, PriorityGovernor};
+use super::priority::{BusyBoard, NormalMode, PriorityGovernor};
 use super::timing::{self, Clock, Woke};
 use super::wake::{Wait, WakePlanner};
 use crate::model::LinkModel;
@@ -117,6 +117,10 @@ pub struct DirectionReport {
     /// because it kept a core busy.
     #[serde(default)]
     pub demotions: u64,
+    /// How it runs when not SCHED_FIFO (after a demotion: nice -20 with a
+    /// short slice where the kernel allows, priority.rs).
+    #[serde(default)]
+    pub normal_mode: NormalMode,
     /// The delay calibration (absent with `lab up --no-calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<super::calibrate::TrimReport>,
@@ -179,6 +183,7 @@ pub fn run(
     let mut lateness = Histogram::default();
     let mut next_publish = Duration::ZERO;
     let mut planner = WakePlanner::new(spin);
+    let mut normal_mode = NormalMode::Plain;
 
     while !stop.load(Ordering::Relaxed) {
         // 1. Drain the inputs, each packet stamped when read, until a due
@@ -234,7 +239,15 @@ pub fn run(
             let r = link.set_stage(now, &change.stage, &change.setting);
             // Publish before answering, so a status taken after the answer
             // shows the new rate.
-            publish(shared, now, &c, &lateness, link.as_ref(), &governor, true);
+            publish(
+                shared,
+                now,
+                &c,
+                &lateness,
+                link.as_ref(),
+                (&governor, normal_mode),
+                true,
+            );
             let _ = change.reply.send(r);
         }
 
@@ -267,7 +280,15 @@ pub fn run(
         }
 
         if now >= next_publish {
-            publish(shared, now, &c, &lateness, link.as_ref(), &governor, true);
+            publish(
+                shared,
+                now,
+                &c,
+                &lateness,
+                link.as_ref(),
+                (&governor, normal_mode),
+                true,
+            );
             next_publish = now + PUBLISH_EVERY;
         }
         let decision = governor.tick(now, board.others(slot));
@@ -276,7 +297,8 @@ pub fn run(
             let ok = if rt {
                 timing::realtime()
             } else {
-                timing::normal_priority()
+                normal_mode = timing::prompt_normal();
+                true
             };
             governor.applied(if ok { rt } else { !rt });
         }
@@ -312,7 +334,15 @@ pub fn run(
         }
     }
     let end = clock.now();
-    publish(shared, end, &c, &lateness, link.as_ref(), &governor, false);
+    publish(
+        shared,
+        end,
+        &c,
+        &lateness,
+        link.as_ref(),
+        (&governor, normal_mode),
+        false,
+    );
 }
 
 /// Writes one frame into a TUN (the receiving host's stack processes it
@@ -337,7 +367,7 @@ fn publish(
     c: &IoCounters,
     lateness: &Histogram,
     link: &dyn LinkModel,
-    governor: &PriorityGovernor,
+    (governor, normal_mode): (&PriorityGovernor, NormalMode),
     running: bool,
 ) {
     let report = DirectionReport {
@@ -349,6 +379,7 @@ fn publish(
         running,
         realtime: governor.realtime(),
         demotions: governor.demotions(),
+        normal_mode,
         calibration: link.calibration(),
     };
     if let Ok(mut g) = shared.lock() {

@@ -28,9 +28,50 @@
 //! the bottleneck, and demoting it made its TUN ring overflow (836-906
 //! Mbit/s against 916-982 without the rule), so the driver turns the rule
 //! on only with offloads.
+//!
+//! A demoted thread does not go to plain SCHED_OTHER at nice 0: there it
+//! waited its turn behind every runnable process, and at 1 Gbit/s with
+//! offloads (always demoted on 2 CPUs) release lateness p99 was 0.36-2.5 ms
+//! on a quiet machine against 46-73 us for a thread that kept SCHED_FIFO.
+//! It goes to nice [`DEMOTED_NICE`] with the EEVDF slice [`DEMOTED_SLICE`]
+//! (Linux 6.12+), and the daemon's autogroup to the same nice value
+//! (timing.rs: with autogroups a thread's nice value weighs only inside its
+//! session). The fair class keeps what the demotion is for: no RT
+//! throttling, and the others still get their share. Measured on the shared
+//! 2-core VM at load 4-10 (docs/benchmarks.md, 7 December 04:49-05:14): the
+//! rate within 1 % in 16 of 18 runs where nice 0 was in 1 of 18 (down to
+//! -14 %), and p99 1.0-3.8 ms instead of 3.8-10.9 ms, but not under 100 us:
+//! every competing process still runs its own (default, ~1.4 ms) slice when
+//! its share comes due.
+//! Where the kernel has no custom slices or refuses the nice value, the
+//! thread goes to plain SCHED_OTHER as before ([`NormalMode`] says which).
 
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+/// Nice value of a demoted thread (see [`DEMOTED_SLICE`]).
+pub const DEMOTED_NICE: i32 = -20;
+/// EEVDF slice of a demoted thread (Linux 6.12+, the shortest the kernel
+/// allows): with it a waking thread gets an early virtual deadline and
+/// preempts the running one promptly, like SCHED_FIFO did, but in the fair
+/// class, so neither RT throttling nor an unbounded run applies.
+pub const DEMOTED_SLICE: Duration = Duration::from_micros(100);
+
+/// How a thread that is not SCHED_FIFO is scheduled (`lab status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormalMode {
+    /// Plain SCHED_OTHER, nice 0: never demoted, or real time not asked for.
+    #[default]
+    Plain,
+    /// SCHED_OTHER at [`DEMOTED_NICE`] with [`DEMOTED_SLICE`].
+    Prompt,
+    /// The kernel has no custom slices (before 6.12): plain SCHED_OTHER.
+    NoCustomSlice,
+    /// The kernel refused the nice value or the call: plain SCHED_OTHER.
+    Refused,
+}
 
 /// Length of one busy-share measurement.
 pub const WINDOW: Duration = Duration::from_millis(100);

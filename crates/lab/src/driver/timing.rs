@@ -22,9 +22,34 @@ impl Clock {
     }
 }
 
-pub use bloatlab_os::thread::{
-    minimise_timer_slack as tight_timer_slack, set_normal_priority as normal_priority,
-};
+pub use bloatlab_os::thread::minimise_timer_slack as tight_timer_slack;
+
+/// Switches this thread to SCHED_OTHER at nice [`DEMOTED_NICE`] with the EEVDF
+/// slice [`DEMOTED_SLICE`], and the process's autogroup to the same nice
+/// value (priority.rs says why), or to plain SCHED_OTHER where the kernel
+/// cannot (then the autogroup is left alone: the old behaviour).
+///
+/// [`DEMOTED_NICE`]: super::priority::DEMOTED_NICE
+/// [`DEMOTED_SLICE`]: super::priority::DEMOTED_SLICE
+pub fn prompt_normal() -> super::priority::NormalMode {
+    use super::priority::{DEMOTED_NICE, DEMOTED_SLICE, NormalMode};
+    use bloatlab_os::thread::{PromptNormal, set_prompt_normal};
+    match set_prompt_normal(DEMOTED_NICE, DEMOTED_SLICE) {
+        PromptNormal::Applied => {
+            // The thread's nice value weighs only inside its autogroup (the
+            // lab daemon's own session, with autogroups on): the group has
+            // to weigh as much against the hosts' and other sessions'
+            // groups, or a busy machine still makes the thread wait ms
+            // (docs/benchmarks.md, 7 December 04:49). Best effort.
+            if let Err(e) = bloatlab_os::thread::set_autogroup_nice(DEMOTED_NICE) {
+                tracing::debug!("autogroup nice {DEMOTED_NICE}: {e}");
+            }
+            NormalMode::Prompt
+        }
+        PromptNormal::NoCustomSlice => NormalMode::NoCustomSlice,
+        PromptNormal::Refused => NormalMode::Refused,
+    }
+}
 
 /// Switches this thread to SCHED_FIFO (priority 10). Cuts p99 lateness on
 /// a contended host from ms to ~0.2 ms. Returns false when refused.

@@ -5,6 +5,7 @@ use crate::driver::calibrate::TrimReport;
 use crate::driver::direction::DirectionReport;
 use crate::driver::host_track::HostTrackReport;
 use crate::driver::path_probe;
+use crate::driver::priority::{DEMOTED_NICE, DEMOTED_SLICE, NormalMode};
 use crate::spec::Backend;
 use crate::status::StatusReport;
 use std::fmt::Write as _;
@@ -249,10 +250,19 @@ fn calibration_line(c: &TrimReport) -> String {
 
 /// How a forwarding thread is scheduled.
 fn scheduling(r: &DirectionReport) -> String {
-    let policy = if r.realtime {
-        "SCHED_FIFO"
-    } else {
-        "normal priority"
+    let policy = match (r.realtime, r.normal_mode) {
+        (true, _) => "SCHED_FIFO".to_string(),
+        (false, NormalMode::Plain) => "normal priority".to_string(),
+        (false, NormalMode::Prompt) => format!(
+            "normal priority at nice {DEMOTED_NICE} with a {} us slice",
+            DEMOTED_SLICE.as_micros()
+        ),
+        (false, NormalMode::NoCustomSlice) => {
+            "normal priority (nice 0: no custom slices before Linux 6.12)".to_string()
+        }
+        (false, NormalMode::Refused) => {
+            format!("normal priority (nice 0: nice {DEMOTED_NICE} refused)")
+        }
     };
     match r.demotions {
         0 => policy.to_string(),

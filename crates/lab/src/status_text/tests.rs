@@ -102,6 +102,7 @@ fn counters_calibration_and_tracking_are_rendered_from_their_producers() {
         link: LinkCounters::single(link()),
         running: true,
         demotions: 2,
+        normal_mode: NormalMode::Prompt,
         calibration: Some(down_trim.report()),
         ..DirectionReport::default()
     };
@@ -129,7 +130,8 @@ fn counters_calibration_and_tracking_are_rendered_from_their_producers() {
          its time); not removed: 20.0 us".to_string(),
         format!("       {LINK}"),
         "  down forwarded 100 pkts / 150000 B, unroutable 1, lateness p50 12 us p99 81 us max 1234 us, \
-         normal priority (left SCHED_FIFO 2x: busy enough to starve the hosts)".to_string(),
+         normal priority at nice -20 with a 100 us slice (left SCHED_FIFO 2x: busy enough to \
+         starve the hosts)".to_string(),
         "       offload: 3 TSO super-packets cut into wire packets, 4 coalesced writes".to_string(),
         "       calibrated delay: configured 0.040 ms, applied 0.010 ms (path 30.0 us); release \
          lateness p50 2000.0 us of the last 10 packets, not taken out (a packet never leaves \
@@ -216,4 +218,37 @@ fn calibration_off_and_kernel_qdiscs_are_said() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn the_scheduling_says_how_a_demoted_thread_runs_and_why_not_promptly() {
+    let r = |realtime, normal_mode| DirectionReport {
+        realtime,
+        normal_mode,
+        demotions: 1,
+        ..DirectionReport::default()
+    };
+    let why = " (left SCHED_FIFO 1x: busy enough to starve the hosts)";
+    let cases = [
+        (r(true, NormalMode::Prompt), "SCHED_FIFO"),
+        (r(false, NormalMode::Plain), "normal priority"),
+        (
+            r(false, NormalMode::Prompt),
+            "normal priority at nice -20 with a 100 us slice",
+        ),
+        (
+            r(false, NormalMode::NoCustomSlice),
+            "normal priority (nice 0: no custom slices before Linux 6.12)",
+        ),
+        (
+            r(false, NormalMode::Refused),
+            "normal priority (nice 0: nice -20 refused)",
+        ),
+    ];
+    for (report, policy) in cases {
+        assert_eq!(scheduling(&report), format!("{policy}{why}"));
+    }
+    // A thread never demoted says only its policy.
+    let never = DirectionReport::default();
+    assert_eq!(scheduling(&never), "normal priority");
 }
