@@ -1,6 +1,6 @@
 //! Typed points: every point's `[lab]`, `[server]` and `[test]` (or `[client]`) options,
 //! placeholders filled in and swept values applied ([`matrix::argv`]), become the configs
-//! those commands take ([`LabSpec`], [`ServerConfig`], [`TestParams`] or [`ClientConfig`])
+//! those commands take ([`LabSpec`], [`ServerInvocation`], [`TestParams`] or [`ClientConfig`])
 //! through the commands' own flag definitions (`bloatlab_invoke`), when the file is
 //! checked and before anything runs.
 //!
@@ -13,10 +13,10 @@
 
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
-use bloatlab_engine::config::{ClientConfig, ServerConfig};
+use bloatlab_engine::config::ClientConfig;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
-use bloatlab_invoke::server::ServerArgs;
+use bloatlab_invoke::server::{ServerArgs, ServerInvocation};
 use bloatlab_invoke::test::{TestArgs, TestParams};
 use bloatlab_lab::LabSpec;
 use bloatlab_suite::TestName;
@@ -30,8 +30,8 @@ pub struct TypedPoint {
     pub point: Point,
     /// `lab up`'s spec.
     pub lab: LabSpec,
-    /// `server`'s config.
-    pub server: ServerConfig,
+    /// `server`'s command line, typed (its port is the runner's to set).
+    pub server: ServerInvocation,
     /// The load: a test of the suite or one `client` run.
     pub load: Load,
 }
@@ -240,8 +240,9 @@ pub fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
     })
 }
 
-/// `[server]`, as `bloatlab server` parses it.
-fn server(exp: &Experiment, p: &Point) -> Result<ServerConfig, PointError> {
+/// `[server]` of point `p`, as `bloatlab server` parses and resolves it (the port is
+/// the default; a runner sets its own).
+pub fn server(exp: &Experiment, p: &Point) -> Result<ServerInvocation, PointError> {
     let fallback = exp.server.first().map_or(0, |o| o.line);
     let o = Options::new(exp, p, Section::Server, fallback);
     o.refuse(&[
@@ -256,12 +257,22 @@ fn server(exp: &Experiment, p: &Point) -> Result<ServerConfig, PointError> {
             "the experiment waits until the server answers latency probes",
         ),
         (
+            "no-iperf",
+            "the experiment waits until the server answers latency probes",
+        ),
+        (
             "permit-key",
             "the experiment's readiness probe carries no key",
         ),
+        (
+            "near-congestion",
+            "a client option, which the server ignores",
+        ),
     ])?;
     let a: ServerArgs = o.parse("server", &[])?;
-    Ok(a.resolve())
+    // No key from this process's environment: the section has none (refused above).
+    a.resolve(None)
+        .map_err(|e| o.error(e.flags(), e.to_string()))
 }
 
 /// `[client]`, as `bloatlab client` parses and resolves it.
@@ -305,5 +316,7 @@ fn test(exp: &Experiment, p: &Point) -> Result<Load, PointError> {
     Ok(Load::Test { name: test, params })
 }
 
+#[cfg(test)]
+mod survival_tests;
 #[cfg(test)]
 mod tests;

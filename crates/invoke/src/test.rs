@@ -57,7 +57,7 @@ pub struct TestArgs {
     /// Or in $BLOATLAB_PERMIT_KEY. The test passes it to its `client` and `ping` children
     /// in that variable, never on their command lines.
     #[arg(long = "permit-key", value_parser = opts::permit_key,
-        env = "BLOATLAB_PERMIT_KEY",
+        env = opts::PERMIT_KEY_ENV,
         hide_env_values = true)]
     pub permit_key: Option<String>,
     /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
