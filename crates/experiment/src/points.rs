@@ -1,6 +1,6 @@
 //! Typed points: every point's `[lab]`, `[server]` and `[test]` (or `[client]`) options,
 //! placeholders filled in and swept values applied ([`matrix::argv`]), become the configs
-//! those commands take ([`LabSpec`], [`ServerInvocation`], [`TestParams`] or [`ClientConfig`])
+//! those commands take ([`LabSpec`], [`ServerInvocation`], [`TestInvocation`] or [`ClientConfig`])
 //! through the commands' own flag definitions (`bloatlab_invoke`), when the file is
 //! checked and before anything runs.
 //!
@@ -17,7 +17,7 @@ use bloatlab_engine::config::ClientConfig;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
 use bloatlab_invoke::server::{ServerArgs, ServerInvocation};
-use bloatlab_invoke::test::{TestArgs, TestParams};
+use bloatlab_invoke::test::{TestArgs, TestInvocation};
 use bloatlab_lab::LabSpec;
 use bloatlab_suite::TestName;
 use clap::error::{ContextKind, ContextValue};
@@ -39,12 +39,13 @@ pub struct TypedPoint {
 /// What a point runs against the server.
 #[derive(Debug)]
 pub enum Load {
-    /// `[test]`: `bloatlab test NAME` with these knobs.
+    /// `[test]`: `bloatlab test NAME` with these options.
     Test {
         /// The test.
         name: TestName,
-        /// Its knobs.
-        params: TestParams,
+        /// The run, against the lab's server (its port, results file and title are the
+        /// runner's to set).
+        run: Box<TestInvocation>,
     },
     /// `[client]`: one `bloatlab client` run.
     Client(Box<ClientConfig>),
@@ -309,11 +310,49 @@ fn test(exp: &Experiment, p: &Point) -> Result<Load, PointError> {
     let o = Options::new(exp, p, Section::Test, exp.test.1);
     let host = bloatlab_suite::session::server_addr().to_string();
     let a: TestArgs = o.parse("test", &[name, host])?;
-    let params = a.resolve();
-    bloatlab_suite::plan(test, &params).map_err(|e| o.error(&[e.flag()], e.to_string()))?;
+    bloatlab_suite::plan(test, &a.resolve()).map_err(|e| o.error(&[e.flag()], e.to_string()))?;
     let output = "the experiment chooses each run's results file";
-    o.refuse(&[("output", output), ("json", output)])?;
-    Ok(Load::Test { name: test, params })
+    o.refuse(&[
+        ("output", output),
+        ("json", output),
+        ("port", "the experiment chooses the port"),
+        (
+            "title",
+            "the experiment titles each run (its point and repetition)",
+        ),
+        ("permit-key", "the experiment's server takes no key"),
+        ("list", "the experiment runs the test"),
+        ("recover", "the experiment runs the test"),
+    ])?;
+    let run = a
+        .invocation()
+        .ok_or_else(|| o.error(&[], "not a run of the test".into()))?;
+    Ok(Load::Test {
+        name: test,
+        run: Box::new(run),
+    })
+}
+
+/// `[test]` of point `p` as the runner runs it: against the lab's server on `port`,
+/// writing `output`, titled `title`. `None` for a point with a `[client]` instead.
+pub fn test_run(
+    exp: &Experiment,
+    p: &Point,
+    port: u16,
+    output: std::path::PathBuf,
+    title: String,
+) -> Result<Option<TestInvocation>, PointError> {
+    if exp.client.is_some() {
+        return Ok(None);
+    }
+    let Load::Test { run, .. } = test(exp, p)? else {
+        return Ok(None);
+    };
+    let mut run = *run;
+    run.port = port;
+    run.output = Some(output);
+    run.title = Some(title);
+    Ok(Some(run))
 }
 
 #[cfg(test)]

@@ -467,19 +467,19 @@ fn run_test(
     results: &Path,
     stop: &AtomicBool,
 ) -> Result<bloatlab_results::ResultsFile, String> {
-    let server = session::server_addr().to_string();
-    let port = cfg.port.to_string();
     let results_s = results.to_string_lossy().into_owned();
     // A journal left by an earlier attempt at this run that was killed would make
     // `bloatlab test` refuse to start; the run is measured again, so it goes.
     let _ = bloatlab_suite::journal::remove(&bloatlab_suite::journal::path_for(results));
     let title = format!("{} {} rep {}", exp.name, r.point.label(), r.rep);
-    let test_args = matrix::argv(exp, Section::Test, &r.point);
-    let test_name = matrix::test_name(exp, &r.point);
-    let mut t: Vec<&str> = vec![
-        "test", &test_name, &server, "-p", &port, "-o", &results_s, "--title", &title,
-    ];
-    t.extend(test_args.iter().map(|(s, _)| s.as_str()));
+    // The point's typed `[test]` with the runner's port, file and title: the child's
+    // command line is its `to_argv` (checked before the first run).
+    let run = crate::points::test_run(exp, &r.point, cfg.port, results.to_path_buf(), title)
+        .map_err(|e| e.to_string())?
+        .ok_or("the point has no [test]")?;
+    let test_name = run.test.clone();
+    let argv = run.to_argv();
+    let t: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = lab
         .run_in("client", &t, stop)
         .map_err(|e| format!("test: {e}"))?;

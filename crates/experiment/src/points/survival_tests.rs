@@ -166,3 +166,91 @@ fn a_server_section_s_conflicts_name_their_key_and_line() {
     let e = runner_server("results-dir = \"/r\"").unwrap_err();
     assert_eq!(e.key.as_deref(), Some("results-dir"), "{e}");
 }
+
+/// The runner's run for a file whose `[test]` is `name` and `section`.
+fn runner_test(name: &str, section: &str) -> Result<TestInvocation, PointError> {
+    let exp = experiment(&format!("[test]\nname = \"{name}\"\n{section}\n"));
+    let point = crate::matrix::points(&exp).remove(0);
+    crate::points::test_run(&exp, &point, 5201, "/r/p001_r1.json".into(), "t".into())
+        .map(|r| r.expect("a [test] point"))
+}
+
+/// `(key, test, section with it, the same section without it)`.
+const TEST_SAMPLES: &[(&str, &str, &str, &str)] = &[
+    ("v6", "rrul46", "v6 = \"fd00:77::2\"", ""),
+    ("length", "rrul", "length = 5", ""),
+    ("idle", "rrul", "idle = 1", ""),
+    ("idle-before", "rrul", "idle-before = 2", ""),
+    ("idle-after", "rrul", "idle-after = 3", ""),
+    ("cc", "rrul", "cc = \"reno,bbr\"", ""),
+    ("markings", "rrul", "markings = \"ef,cs1\"", ""),
+    ("flows", "tcp_nup", "flows = 2", ""),
+    ("probe-interval", "rrul", "probe-interval = 0.2", ""),
+    ("sample-interval", "rrul", "sample-interval = 0.5", ""),
+    ("pulses", "one_vs_pulses", "pulses = 3", ""),
+    ("pulse-size", "one_vs_pulses", "pulse-size = \"64K\"", ""),
+    ("ecn", "rrul", "ecn = \"off\"", ""),
+    ("rpm-url", "rpm", "rpm-url = \"nq.example:4443\"", ""),
+    ("rpm-port", "rpm", "rpm-port = 9443", ""),
+    ("insecure", "rpm", "insecure = true", ""),
+    ("ca", "rpm", "ca = \"/etc/ca.pem\"", ""),
+    ("fingerprint", "rpm", "fingerprint = \"AB:CD\"", ""),
+    ("sequential", "rpm", "sequential = true", ""),
+    ("max-connections", "rpm", "max-connections = 4", ""),
+    ("rpm-interval", "rpm", "rpm-interval = \"1s\"", ""),
+    ("h1", "rpm", "h1 = true", ""),
+    ("no-preflight", "rrul", "no-preflight = true", ""),
+];
+
+/// Flags a `[test]` may not hold, with a value that parses.
+const TEST_REFUSED: &[(&str, &str)] = &[
+    ("port", "5002"),
+    ("json", "true"),
+    ("output", "\"x.json\""),
+    ("title", "\"mine\""),
+    ("permit-key", "\"abcd1234\""),
+    ("list", "true"),
+];
+
+#[test]
+fn every_option_a_test_section_can_hold_reaches_the_test_the_runner_starts() {
+    let cmd = TestArgs::augment_args(clap::Command::new("test"));
+    let mut seen = 0;
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        // `--recover` excludes a test's name: clap refuses it before the experiment does.
+        if long == "recover" {
+            assert!(runner_test("rrul", "recover = \"j\"").is_err());
+            continue;
+        }
+        if let Some((_, v)) = TEST_REFUSED.iter().find(|(k, _)| *k == long) {
+            let e = runner_test("rrul", &format!("{long} = {v}")).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(long), "{e}");
+            assert!(e.message.contains("leave it out"), "{e}");
+            continue;
+        }
+        let Some((_, name, with, without)) = TEST_SAMPLES.iter().find(|(k, ..)| *k == long) else {
+            panic!("--{long}: add a sample to TEST_SAMPLES (or refuse it in points::test)");
+        };
+        let typed = runner_test(name, with).unwrap_or_else(|e| panic!("--{long}: {e}"));
+        let base = runner_test(name, without).unwrap_or_else(|e| panic!("--{long}: {e}"));
+        assert_eq!((typed.port, typed.title.as_deref()), (5201, Some("t")));
+        assert_ne!(
+            typed, base,
+            "--{long} is lost between the file and the typed run"
+        );
+        let argv = typed.to_argv();
+        let m = cmd
+            .clone()
+            .try_get_matches_from(&argv)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        let back = TestArgs::from_arg_matches(&m).unwrap().invocation();
+        assert_eq!(
+            back.as_ref(),
+            Some(&typed),
+            "--{long} is lost between the typed run and its child: {argv:?}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, TEST_SAMPLES.len(), "a sample names no flag");
+}
