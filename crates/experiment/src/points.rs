@@ -1,6 +1,6 @@
 //! Typed points: every point's `[lab]`, `[server]` and `[test]` (or `[client]`) options,
 //! placeholders filled in and swept values applied ([`matrix::argv`]), become the configs
-//! those commands take ([`LabSpec`], [`ServerConfig`], [`TestParams`] or [`ClientConfig`])
+//! those commands take ([`LabSpec`], [`ServerInvocation`], [`TestInvocation`] or [`ClientConfig`])
 //! through the commands' own flag definitions (`bloatlab_invoke`), when the file is
 //! checked and before anything runs.
 //!
@@ -13,11 +13,11 @@
 
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
-use bloatlab_engine::config::{ClientConfig, ServerConfig};
+use bloatlab_engine::config::ClientConfig;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
-use bloatlab_invoke::server::ServerArgs;
-use bloatlab_invoke::test::{TestArgs, TestParams};
+use bloatlab_invoke::server::{ServerArgs, ServerInvocation};
+use bloatlab_invoke::test::{TestArgs, TestInvocation};
 use bloatlab_lab::LabSpec;
 use bloatlab_suite::TestName;
 use clap::error::{ContextKind, ContextValue};
@@ -30,8 +30,8 @@ pub struct TypedPoint {
     pub point: Point,
     /// `lab up`'s spec.
     pub lab: LabSpec,
-    /// `server`'s config.
-    pub server: ServerConfig,
+    /// `server`'s command line, typed (its port is the runner's to set).
+    pub server: ServerInvocation,
     /// The load: a test of the suite or one `client` run.
     pub load: Load,
 }
@@ -39,12 +39,13 @@ pub struct TypedPoint {
 /// What a point runs against the server.
 #[derive(Debug)]
 pub enum Load {
-    /// `[test]`: `bloatlab test NAME` with these knobs.
+    /// `[test]`: `bloatlab test NAME` with these options.
     Test {
         /// The test.
         name: TestName,
-        /// Its knobs.
-        params: TestParams,
+        /// The run, against the lab's server (its port, results file and title are the
+        /// runner's to set).
+        run: Box<TestInvocation>,
     },
     /// `[client]`: one `bloatlab client` run.
     Client(Box<ClientConfig>),
@@ -240,8 +241,9 @@ pub fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
     })
 }
 
-/// `[server]`, as `bloatlab server` parses it.
-fn server(exp: &Experiment, p: &Point) -> Result<ServerConfig, PointError> {
+/// `[server]` of point `p`, as `bloatlab server` parses and resolves it (the port is
+/// the default; a runner sets its own).
+pub fn server(exp: &Experiment, p: &Point) -> Result<ServerInvocation, PointError> {
     let fallback = exp.server.first().map_or(0, |o| o.line);
     let o = Options::new(exp, p, Section::Server, fallback);
     o.refuse(&[
@@ -256,12 +258,22 @@ fn server(exp: &Experiment, p: &Point) -> Result<ServerConfig, PointError> {
             "the experiment waits until the server answers latency probes",
         ),
         (
+            "no-iperf",
+            "the experiment waits until the server answers latency probes",
+        ),
+        (
             "permit-key",
             "the experiment's readiness probe carries no key",
         ),
+        (
+            "near-congestion",
+            "a client option, which the server ignores",
+        ),
     ])?;
     let a: ServerArgs = o.parse("server", &[])?;
-    Ok(a.resolve())
+    // No key from this process's environment: the section has none (refused above).
+    a.resolve(None)
+        .map_err(|e| o.error(e.flags(), e.to_string()))
 }
 
 /// `[client]`, as `bloatlab client` parses and resolves it.
@@ -298,12 +310,52 @@ fn test(exp: &Experiment, p: &Point) -> Result<Load, PointError> {
     let o = Options::new(exp, p, Section::Test, exp.test.1);
     let host = bloatlab_suite::session::server_addr().to_string();
     let a: TestArgs = o.parse("test", &[name, host])?;
-    let params = a.resolve();
-    bloatlab_suite::plan(test, &params).map_err(|e| o.error(&[e.flag()], e.to_string()))?;
+    bloatlab_suite::plan(test, &a.resolve()).map_err(|e| o.error(&[e.flag()], e.to_string()))?;
     let output = "the experiment chooses each run's results file";
-    o.refuse(&[("output", output), ("json", output)])?;
-    Ok(Load::Test { name: test, params })
+    o.refuse(&[
+        ("output", output),
+        ("json", output),
+        ("port", "the experiment chooses the port"),
+        (
+            "title",
+            "the experiment titles each run (its point and repetition)",
+        ),
+        ("permit-key", "the experiment's server takes no key"),
+        ("list", "the experiment runs the test"),
+        ("recover", "the experiment runs the test"),
+    ])?;
+    let run = a
+        .invocation()
+        .ok_or_else(|| o.error(&[], "not a run of the test".into()))?;
+    Ok(Load::Test {
+        name: test,
+        run: Box::new(run),
+    })
 }
 
+/// `[test]` of point `p` as the runner runs it: against the lab's server on `port`,
+/// writing `output`, titled `title`. `None` for a point with a `[client]` instead.
+pub fn test_run(
+    exp: &Experiment,
+    p: &Point,
+    port: u16,
+    output: std::path::PathBuf,
+    title: String,
+) -> Result<Option<TestInvocation>, PointError> {
+    if exp.client.is_some() {
+        return Ok(None);
+    }
+    let Load::Test { run, .. } = test(exp, p)? else {
+        return Ok(None);
+    };
+    let mut run = *run;
+    run.port = port;
+    run.output = Some(output);
+    run.title = Some(title);
+    Ok(Some(run))
+}
+
+#[cfg(test)]
+mod survival_tests;
 #[cfg(test)]
 mod tests;

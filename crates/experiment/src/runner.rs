@@ -372,10 +372,8 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
             .as_bytes(),
     )
     .map_err(|e| e.to_string())?;
-    let server_args = matrix::argv(exp, Section::Server, &r.point);
-    let server: Vec<&str> = server_args.iter().map(|(s, _)| s.as_str()).collect();
-    lab.start_server(cfg.port, &server, stop)
-        .map_err(|e| e.to_string())?;
+    let server = point_server(exp, &r.point, cfg.port).map_err(|e| e.to_string())?;
+    lab.start_server(&server, stop).map_err(|e| e.to_string())?;
     let sidecar = start_during(exp, cfg, r)?;
     let results = runs_dir(&cfg.out).join(format!("{}.json", r.name()));
     // A `bloatlab test` records the emulator's lateness per phase itself; a client run
@@ -413,6 +411,18 @@ fn run_one(exp: &Experiment, cfg: &RunnerConfig, r: &Run, stop: &AtomicBool) -> 
     let row_path = runs_dir(&cfg.out).join(format!("{}.row.json", r.name()));
     let bytes = serde_json::to_vec_pretty(&row).map_err(|e| e.to_string())?;
     write_file(&row_path, &bytes).map_err(|e| e.to_string())
+}
+
+/// The point's typed `[server]` on the runner's `port`: the lab session starts it from
+/// its `to_argv` (checked before the first run, as the lab's spec is).
+pub(crate) fn point_server(
+    exp: &Experiment,
+    point: &crate::matrix::Point,
+    port: u16,
+) -> Result<bloatlab_invoke::server::ServerInvocation, crate::points::PointError> {
+    let mut server = crate::points::server(exp, point)?;
+    server.engine.port = port;
+    Ok(server)
 }
 
 /// How long a sidecar gets to start (autorate: its responder, first probes and base rate)
@@ -457,19 +467,19 @@ fn run_test(
     results: &Path,
     stop: &AtomicBool,
 ) -> Result<bloatlab_results::ResultsFile, String> {
-    let server = session::server_addr().to_string();
-    let port = cfg.port.to_string();
     let results_s = results.to_string_lossy().into_owned();
     // A journal left by an earlier attempt at this run that was killed would make
     // `bloatlab test` refuse to start; the run is measured again, so it goes.
     let _ = bloatlab_suite::journal::remove(&bloatlab_suite::journal::path_for(results));
     let title = format!("{} {} rep {}", exp.name, r.point.label(), r.rep);
-    let test_args = matrix::argv(exp, Section::Test, &r.point);
-    let test_name = matrix::test_name(exp, &r.point);
-    let mut t: Vec<&str> = vec![
-        "test", &test_name, &server, "-p", &port, "-o", &results_s, "--title", &title,
-    ];
-    t.extend(test_args.iter().map(|(s, _)| s.as_str()));
+    // The point's typed `[test]` with the runner's port, file and title: the child's
+    // command line is its `to_argv` (checked before the first run).
+    let run = crate::points::test_run(exp, &r.point, cfg.port, results.to_path_buf(), title)
+        .map_err(|e| e.to_string())?
+        .ok_or("the point has no [test]")?;
+    let test_name = run.test.clone();
+    let argv = run.to_argv();
+    let t: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = lab
         .run_in("client", &t, stop)
         .map_err(|e| format!("test: {e}"))?;

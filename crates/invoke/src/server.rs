@@ -1,6 +1,7 @@
-//! `bloatlab server` (also `bloatlab -s`): iperf 2's server options, [`ServerArgs::resolve`]d
-//! into the engine's [`ServerConfig`], and the HTTP service's browser-test flags
-//! ([`BrowserArgs`], resolved by the binary, which checks the results directory).
+//! `bloatlab server` (also `bloatlab -s`): iperf 2's server options and the HTTP
+//! service's ([`BrowserArgs`] among them), [`ServerArgs::resolve`]d into one
+//! [`ServerInvocation`] (the engine's [`ServerConfig`] and the rest), and [`to_argv`]
+//! back (`invocation.rs`). The binary checks the results directory and generates a key.
 
 use crate::client::secs;
 use crate::common::CommonArgs;
@@ -111,7 +112,9 @@ pub struct ServerArgs {
     /// 4 to 128 characters; without =KEY a random key is generated and
     /// printed). Latency probes on the same port then need an HMAC of this key
     /// (`bloatlab ping --permit-key`).
-    /// Not available with -u, as in iperf 2.
+    /// Not available with -u, as in iperf 2. Or in $BLOATLAB_PERMIT_KEY (a TCP server
+    /// without --permit-key reads it, as `client` does; `bloatlab experiment` gives its
+    /// server the key there, off the command line).
     #[arg(long = "permit-key", num_args = 0..=1, require_equals = true,
           default_missing_value = "", value_parser = opts::server_permit_key)]
     pub permit_key: Option<String>,
@@ -124,11 +127,11 @@ pub struct ServerArgs {
     /// --tls-cert a self-signed certificate is made and its SHA-256 fingerprint printed.
     #[arg(long = "https", value_name = "PORT")]
     pub https: Option<u16>,
-    /// PEM certificate chain (leaf first) for --https.
-    #[arg(long = "tls-cert", value_name = "FILE", requires_all = ["https", "tls_key"])]
+    /// PEM certificate chain (leaf first) for --https (with --tls-key).
+    #[arg(long = "tls-cert", value_name = "FILE")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1) for --tls-cert.
-    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    #[arg(long = "tls-key", value_name = "FILE")]
     pub tls_key: Option<std::path::PathBuf>,
     /// Serve only --http / --https, not the iperf-compatible service.
     #[arg(long = "no-iperf")]
@@ -143,9 +146,9 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// Resolves the arguments into the engine's configuration (the checks that need
-    /// the machine, a results directory, a generated key, are the binary's).
-    pub fn resolve(&self) -> ServerConfig {
+    /// The engine's part of the command line, as given (the permit key from the flag
+    /// only; [`ServerArgs::resolve`] adds the environment's and checks the rest).
+    fn engine(&self) -> ServerConfig {
         ServerConfig {
             port: self.common.port,
             protocol: self.common.protocol(),
@@ -207,13 +210,10 @@ pub struct BrowserArgs {
     pub browser_max_result: Bytes,
 }
 
-/// The `bloatlab server` command line (after the program name) whose
-/// [`ServerArgs::resolve`] is `c` (its writers are the child's own: stdout, stderr).
-/// Every limit and timeout is written, so the child does not depend on the flags'
-/// defaults matching `ServerConfig::default()`; values are in plain units. A permit key
-/// is written as `--permit-key=KEY` (the server has no other way to take it; an empty
-/// key asks the child to generate one).
-pub fn to_argv(c: &ServerConfig) -> Vec<String> {
+/// `server` and the engine's options of `c` (all but the permit key): every limit and
+/// timeout is written, so the child does not depend on the flags' defaults matching
+/// `ServerConfig::default()`; values are in plain units.
+fn engine_argv(c: &ServerConfig) -> Vec<String> {
     let mut a = vec!["server".to_owned()];
     let mut opt = |flag: &str, value: String| a.push(format!("{flag}={value}"));
     opt("--port", c.port.to_string());
@@ -264,11 +264,6 @@ pub fn to_argv(c: &ServerConfig) -> Vec<String> {
         l.unverified_reverse_rate.0.to_string(),
     );
     opt("--unverified-reverse-time", secs(l.unverified_reverse_time));
-    match c.permit_key.as_deref() {
-        Some("") => a.push("--permit-key".into()),
-        Some(k) => a.push(format!("--permit-key={k}")),
-        None => {}
-    }
     let flags = [
         (c.format == OutputFormat::Json, "--json"),
         (c.protocol == Protocol::Udp, "--udp"),
@@ -282,6 +277,11 @@ pub fn to_argv(c: &ServerConfig) -> Vec<String> {
     crate::push_switches(&mut a, &flags);
     a
 }
+
+mod invocation;
+pub use invocation::{
+    HttpService, Https, ServerError, ServerInvocation, TlsFiles, child_env, to_argv,
+};
 
 #[cfg(test)]
 mod tests;

@@ -57,7 +57,7 @@ pub struct TestArgs {
     /// Or in $BLOATLAB_PERMIT_KEY. The test passes it to its `client` and `ping` children
     /// in that variable, never on their command lines.
     #[arg(long = "permit-key", value_parser = opts::permit_key,
-        env = "BLOATLAB_PERMIT_KEY",
+        env = opts::PERMIT_KEY_ENV,
         hide_env_values = true)]
     pub permit_key: Option<String>,
     /// Congestion control per TCP flow, comma-separated, cycled over the flows (e.g. bbr or reno,bbr).
@@ -256,8 +256,18 @@ impl TestArgs {
 /// left out. `ecn_mix` is written as `--ecn mix`; `--ecn on|off`, which leave the plan
 /// alone, are the caller's to add.
 pub fn to_argv(test: &str, host: &str, p: &TestParams) -> Vec<String> {
-    let d = TestParams::default();
     let mut a = vec!["test".to_owned(), test.to_owned(), host.to_owned()];
+    push_params(&mut a, p);
+    if p.ecn_mix {
+        a.extend(["--ecn".to_owned(), "mix".to_owned()]);
+    }
+    a
+}
+
+/// Appends the flags of `p` that differ from the defaults (all but `ecn_mix`, which is
+/// `--ecn`'s).
+fn push_params(a: &mut Vec<String>, p: &TestParams) {
+    let d = TestParams::default();
     let mut opt = |on: bool, flag: &str, value: String| {
         if on {
             a.extend([flag.to_owned(), value]);
@@ -302,9 +312,12 @@ pub fn to_argv(test: &str, host: &str, p: &TestParams) -> Vec<String> {
         "--pulse-size",
         p.pulse_size.0.to_string(),
     );
-    opt(p.ecn_mix, "--ecn", "mix".into());
-    a
 }
+
+mod invocation;
+mod rpm_options;
+pub use invocation::{TestInvocation, child_env};
+pub use rpm_options::RpmTestOptions;
 
 #[cfg(test)]
 mod tests;

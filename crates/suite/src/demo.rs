@@ -121,7 +121,10 @@ fn run_one(
     ));
     // Taken down (server first) when it drops, on every path out of here.
     let mut lab = LabSession::up(&cfg.exe, &cfg.lab, &up, stop)?;
-    lab.start_server(cfg.port, &[], stop)?;
+    lab.start_server(
+        &bloatlab_invoke::server::ServerInvocation::on_port(cfg.port),
+        stop,
+    )?;
     let path = cfg.out_dir.join(format!("demo-{label}.json"));
     let path_s = path.to_string_lossy().into_owned();
     let loaded = crate::driver::secs_arg(cfg.loaded);

@@ -31,6 +31,7 @@ use bloatlab_engine::config::{
     Amount as ClientAmount, ClientConfig, Direction as ClientDirection, OutputFormat,
 };
 use bloatlab_invoke::ping::{Limit, Mode, PingConfig};
+use bloatlab_invoke::test::RpmTestOptions;
 use bloatlab_stats::Direction;
 use bloatlab_units::Bytes;
 
@@ -58,17 +59,28 @@ pub struct Target {
     pub rpm: RpmClient,
 }
 
-/// The `rpm` test's `bloatlab rpm` child: its config URL and the options passed through.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The `rpm` test's `bloatlab rpm` child: its config URL and its typed options.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RpmClient {
     /// `--rpm-url`: a config URL or `HOST[:PORT]`, as `bloatlab rpm` takes it; `None` =
     /// `https://HOST:PORT/.well-known/nq` with the test's host and [`Self::port`].
     pub url: Option<String>,
     /// `--rpm-port`: the server's HTTPS port when `url` is not given.
     pub port: u16,
-    /// Options for `bloatlab rpm`, passed as given (trust, `--sequential`,
-    /// `--max-connections N`, `--interval D`, `--h1`); checked by `bloatlab test`.
-    pub options: Vec<String>,
+    /// The options the child runs with (trust, mode, protocol, MNP, ID), checked by
+    /// `bloatlab test`; its command line is [`bloatlab_invoke::rpm::to_argv`] of
+    /// [`RpmTestOptions::child`].
+    pub options: RpmTestOptions,
+}
+
+impl Default for RpmClient {
+    fn default() -> Self {
+        RpmClient {
+            url: None,
+            port: DEFAULT_RPM_PORT,
+            options: RpmTestOptions::default(),
+        }
+    }
 }
 
 /// `bloatlab server --https`'s port in the docs and the default of `--rpm-port`.
@@ -215,18 +227,36 @@ pub fn runner_args(target: &Target, runner: &Runner, sample_interval: Duration) 
         RunnerKind::Tcp(flow) => tcp_args(target, runner, flow, sample_interval),
         // The draft's run ends when its responsiveness is stable or, at the latest, when
         // the loaded phase does (`--duration`); its JSON is read by `crate::rpm`.
-        RunnerKind::Rpm => {
-            let mut a = vec![
-                "rpm".to_owned(),
-                target.rpm_url(),
-                "--json".into(),
-                "--duration".into(),
-                secs_arg(runner.stop.saturating_sub(runner.start)),
-            ];
-            a.extend(target.rpm.options.iter().cloned());
+        RunnerKind::Rpm => rpm_args(target, runner),
+        RunnerKind::Probe(p) => bloatlab_invoke::ping::to_argv(&probe_config(target, runner, p)),
+    }
+}
+
+/// The `rpm` runner's `bloatlab rpm` command line: [`bloatlab_invoke::rpm::to_argv`] of
+/// the target's options, for the loaded phase at most (at least 1 ms).
+fn rpm_args(target: &Target, runner: &Runner) -> Vec<String> {
+    let url = target.rpm_url();
+    let duration = runner
+        .stop
+        .saturating_sub(runner.start)
+        .max(Duration::from_millis(1));
+    match target.rpm.options.child(&url, duration) {
+        Ok(c) => bloatlab_invoke::rpm::to_argv(&c),
+        // `bloatlab test` checked `--rpm-url`; a default URL that does not read (a host
+        // name no URL can hold) goes as it is, for the child to refuse with its reason.
+        Err(_) => {
+            let ok = "https://localhost/.well-known/nq";
+            let mut a = target
+                .rpm
+                .options
+                .child(ok, duration)
+                .map(|c| bloatlab_invoke::rpm::to_argv(&c))
+                .unwrap_or_default();
+            if let Some(u) = a.get_mut(1) {
+                *u = url;
+            }
             a
         }
-        RunnerKind::Probe(p) => bloatlab_invoke::ping::to_argv(&probe_config(target, runner, p)),
     }
 }
 
@@ -824,14 +854,18 @@ mod tests {
             rpm: RpmClient {
                 url: None,
                 port: DEFAULT_RPM_PORT,
-                options: vec!["--insecure".into(), "--sequential".into()],
+                options: RpmTestOptions {
+                    trust: bloatlab_rpm::client::Trust::Insecure,
+                    mode: bloatlab_rpm::client::Mode::Sequential,
+                    ..RpmTestOptions::default()
+                },
             },
         };
         let r = p.rpm().unwrap();
         assert_eq!(
             runner_args(&t, r, Duration::from_millis(200)).join(" "),
-            "rpm https://10.77.0.2:8443/.well-known/nq --json --duration 12.500 --insecure \
-             --sequential"
+            "rpm https://10.77.0.2:8443/.well-known/nq --duration 12.5 --sequential --insecure \
+             --json"
         );
         // The key goes by environment, as to every other keyed runner.
         assert!(runner_keyed(r));

@@ -19,6 +19,7 @@
 //!   answer (polled every 300 ms, at most [`SERVER_WAIT`]).
 
 use bloatlab_invoke::ping::{Limit, PingConfig};
+use bloatlab_invoke::server::ServerInvocation;
 use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -69,7 +70,17 @@ pub fn run_quiet(exe: &Path, args: &[&str]) -> Result<Output, String> {
 /// Starts `exe ARGS` in the background in its own process group, output discarded; it is
 /// killed by PID when the returned guard drops.
 pub fn spawn_quiet(exe: &Path, args: &[&str]) -> Result<ChildGuard, String> {
-    crate::orphan::die_with_parent(&mut Command::new(exe))
+    spawn_quiet_with(exe, args, |c| c)
+}
+
+/// [`spawn_quiet`], with `setup` applied to the command first (its environment).
+fn spawn_quiet_with(
+    exe: &Path,
+    args: &[&str],
+    setup: impl FnOnce(&mut Command) -> &mut Command,
+) -> Result<ChildGuard, String> {
+    let mut cmd = Command::new(exe);
+    setup(crate::orphan::die_with_parent(&mut cmd))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -177,25 +188,30 @@ impl LabSession {
         v
     }
 
-    /// Starts `bloatlab server -p PORT ARGS` in host `server` (it also answers the UDP
-    /// latency probes on that port) and waits until it answers a probe.
+    /// Starts `server` in host `server` (its command line is
+    /// [`bloatlab_invoke::server::to_argv`], its permit key, if any, goes in
+    /// [`bloatlab_invoke::server::child_env`]'s variable, and an inherited one is
+    /// removed) and waits until it answers a latency probe on its port.
     pub fn start_server(
         &mut self,
-        port: u16,
-        args: &[&str],
+        server: &ServerInvocation,
         stop: &AtomicBool,
     ) -> Result<(), SessionError> {
-        let port_arg = port.to_string();
-        let mut server = vec!["server", "-p", &port_arg];
-        server.extend_from_slice(args);
-        let argv = self.exec_argv("server", &server);
+        let args = bloatlab_invoke::server::to_argv(server);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let argv = self.exec_argv("server", &args);
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let child = spawn_quiet(&self.exe, &argv).map_err(|detail| SessionError::Step {
+        let (var, key) = bloatlab_invoke::server::child_env(server);
+        let child = spawn_quiet_with(&self.exe, &argv, |c| match key {
+            Some(k) => c.env(var, k),
+            None => c.env_remove(var),
+        })
+        .map_err(|detail| SessionError::Step {
             step: "starting the server",
             detail,
         })?;
         self.server = Some(child);
-        self.wait_for_server(port, SERVER_WAIT, stop)
+        self.wait_for_server(server.engine.port, SERVER_WAIT, stop)
     }
 
     /// Probes the server from host `client` until it answers, for at most `limit`.

@@ -11,23 +11,12 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if args.near_congestion.is_some() {
         eprintln!("WARN: option of --near-congestion not supported on the server");
     }
-    if args.no_iperf && args.http.is_none() && args.https.is_none() {
-        return Err(crate::exit::usage(
-            "--no-iperf needs --http PORT or --https PORT (otherwise nothing would be served)",
-        ));
-    }
-    if args.browser.results_dir.is_some() && args.http.is_none() && args.https.is_none() {
-        return Err(crate::exit::usage(
-            "--results-dir needs --http PORT or --https PORT (it keeps the browser tests' results)",
-        ));
-    }
-    let mut cfg = args.resolve();
+    let env_key = super::opts::permit_key_env()?;
+    let mut server = args
+        .resolve(env_key)
+        .map_err(|e| crate::exit::usage(e.to_string()))?;
+    let cfg = &mut server.engine;
     if let Some(key) = &mut cfg.permit_key {
-        if cfg.protocol == Protocol::Udp {
-            return Err(crate::exit::usage(
-                "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
-            ));
-        }
         if key.is_empty() {
             *key = generate_key()?;
         }
@@ -39,10 +28,11 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
             eprintln!("{line}");
         }
     }
-    let http = super::server_http::start(&args, &cfg)?;
-    if args.no_iperf {
+    let http = super::server_http::start(&server)?;
+    let cfg = &server.engine;
+    if !server.iperf {
         if let Some(service) = http {
-            super::server_http::serve_until_interrupted(service, &cfg)?;
+            super::server_http::serve_until_interrupted(service, cfg)?;
         }
         return Ok(());
     }
@@ -50,12 +40,10 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
         Protocol::Tcp => {
             // The TCP server also answers latency probes on UDP at the same
             // port, so `bloatlab ping` and the test suites need one server.
-            let _probes = (!args.no_probes)
-                .then(|| start_probe_responder(&cfg))
-                .flatten();
-            Ok(bloatlab_engine::tcp::server::run(&cfg)?)
+            let _probes = server.probes.then(|| start_probe_responder(cfg)).flatten();
+            Ok(bloatlab_engine::tcp::server::run(cfg)?)
         }
-        Protocol::Udp => Ok(bloatlab_engine::udp::run_server(&cfg)?),
+        Protocol::Udp => Ok(bloatlab_engine::udp::run_server(cfg)?),
     }
 }
 
@@ -125,7 +113,9 @@ mod tests {
         let c = T::try_parse_from(["t", "-p", "5002", "-e", "-i", "1", "-1", "-V", "-l", "64K"])
             .unwrap()
             .a
-            .resolve();
+            .resolve(None)
+            .unwrap()
+            .engine;
         assert_eq!(c.port, 5002);
         assert!(c.enhanced && c.one_off && c.socket.ipv6);
         assert_eq!(c.interval, Some(Duration::from_secs(1)));
@@ -134,7 +124,12 @@ mod tests {
 
     #[test]
     fn caps_have_documented_defaults_and_parse_iperf_units() {
-        let c = T::try_parse_from(["t"]).unwrap().a.resolve();
+        let c = T::try_parse_from(["t"])
+            .unwrap()
+            .a
+            .resolve(None)
+            .unwrap()
+            .engine;
         assert_eq!(c.limits, ServerLimits::default());
         assert_eq!(c.idle_timeout, Duration::from_secs(120));
         assert_eq!(c.max_connections, 256);
@@ -166,7 +161,9 @@ mod tests {
         ])
         .unwrap()
         .a
-        .resolve();
+        .resolve(None)
+        .unwrap()
+        .engine;
         assert_eq!(c.limits.max_duration, Duration::from_secs(60));
         assert_eq!(c.limits.max_bytes, Bytes(1 << 30));
         assert_eq!(c.limits.max_streams, 4);
@@ -205,12 +202,14 @@ mod tests {
             .unwrap()
             .a;
         assert_eq!(a.tls_key.as_deref(), Some(std::path::Path::new("k")));
+        // The pairing rule is resolve's (typed errors naming the flag, exit status 2).
         for bad in [
             &["t", "--https", "1", "--tls-cert", "c"][..],
             &["t", "--https", "1", "--tls-key", "k"],
             &["t", "--tls-cert", "c", "--tls-key", "k"],
         ] {
-            assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
+            let e = T::try_parse_from(bad).unwrap().a.resolve(None).unwrap_err();
+            assert!(e.to_string().contains("--tls-"), "{bad:?}: {e}");
         }
     }
 

@@ -1,27 +1,18 @@
 //! `bloatlab server --results-dir DIR` and the `--browser-*` caps: the
-//! operator's record of browser tests (docs/browser.md), resolved into the
-//! HTTP service's [`RecordConfig`].
+//! operator's record of browser tests (docs/browser.md), resolved by
+//! `bloatlab_invoke::server` into the HTTP service's [`RecordConfig`]; the
+//! directory is checked here.
 
-use bloatlab_http::{RecordConfig, TestCaps};
+use bloatlab_http::RecordConfig;
 use std::path::Path;
-
-pub use bloatlab_invoke::server::BrowserArgs;
 
 /// The record's configuration; the results directory is checked now, so
 /// a wrong one is an error at start, not a lost result later.
-pub fn record_config(a: &BrowserArgs) -> anyhow::Result<RecordConfig> {
-    if let Some(dir) = &a.results_dir {
+pub fn record_config(r: &RecordConfig) -> anyhow::Result<RecordConfig> {
+    if let Some(dir) = &r.results_dir {
         check_dir(dir)?;
     }
-    Ok(RecordConfig {
-        results_dir: a.results_dir.clone(),
-        caps: TestCaps {
-            per_source_per_hour: a.browser_tests_per_hour,
-            concurrent: a.browser_max_tests,
-            max_duration: a.browser_max_duration,
-            max_result_bytes: a.browser_max_result.0,
-        },
-    })
+    Ok(r.clone())
 }
 
 /// The directory exists and a file can be made in it (and is removed).
@@ -41,6 +32,8 @@ fn check_dir(dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bloatlab_http::TestCaps;
+    use bloatlab_invoke::server::BrowserArgs;
     use clap::Parser;
     use std::time::Duration;
 
@@ -53,7 +46,7 @@ mod tests {
     #[test]
     fn browser_caps_default_and_parse() {
         let a = T::try_parse_from(["t"]).unwrap().b;
-        let c = record_config(&a).unwrap();
+        let c = record_config(&a.record()).unwrap();
         assert_eq!(c.caps, TestCaps::default());
         assert_eq!(c.caps.max_result_bytes, 1 << 20);
         assert_eq!(c.results_dir, None);
@@ -70,7 +63,7 @@ mod tests {
         ])
         .unwrap()
         .b;
-        let c = record_config(&a).unwrap().caps;
+        let c = record_config(&a.record()).unwrap().caps;
         assert_eq!(
             (
                 c.per_source_per_hour,
@@ -96,13 +89,13 @@ mod tests {
         let a = T::try_parse_from(["t", "--results-dir", d.path().to_str().unwrap()])
             .unwrap()
             .b;
-        record_config(&a).unwrap();
+        record_config(&a.record()).unwrap();
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
         let missing = d.path().join("missing");
         let a = T::try_parse_from(["t", "--results-dir", missing.to_str().unwrap()])
             .unwrap()
             .b;
-        let e = record_config(&a).unwrap_err().to_string();
+        let e = record_config(&a.record()).unwrap_err().to_string();
         assert!(e.contains("--results-dir") && e.contains("missing"), "{e}");
     }
 }

@@ -2,29 +2,30 @@
 //! the HTTP test service (crate `bloatlab-http`) and tells the operator
 //! where it listens and which certificate it serves.
 
-use super::server::ServerArgs;
 use bloatlab_engine::config::{OutputFormat, ServerConfig};
 use bloatlab_http::{Caps, HttpConfig, Service, TlsSource};
+use bloatlab_invoke::server::ServerInvocation;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Starts the HTTP service when --http or --https is given.
-pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Service>> {
-    if args.http.is_none() && args.https.is_none() {
+pub fn start(server: &ServerInvocation) -> anyhow::Result<Option<Service>> {
+    let Some(h) = &server.http else {
         return Ok(None);
-    }
+    };
+    let cfg = &server.engine;
     let ip = listen_ip(cfg);
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => TlsSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
+    let tls = match h.https.as_ref().and_then(|s| s.tls.as_ref()) {
+        Some(f) => TlsSource::Files {
+            cert: f.cert.clone(),
+            key: f.key.clone(),
         },
-        _ => TlsSource::SelfSigned {
+        None => TlsSource::SelfSigned {
             names: self_signed_names(ip),
         },
     };
     let service = bloatlab_http::start(HttpConfig {
-        http: args.http.map(|p| SocketAddr::new(ip, p)),
-        https: args.https.map(|p| SocketAddr::new(ip, p)),
+        http: h.http.map(|p| SocketAddr::new(ip, p)),
+        https: h.https.as_ref().map(|s| SocketAddr::new(ip, s.port)),
         tls,
         caps: Caps {
             max_connections: cfg.max_connections,
@@ -33,17 +34,13 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             idle_timeout: cfg.idle_timeout,
             // Not cfg.header_timeout: the iperf header's 4 s would cut TLS
             // handshakes through the loaded links RPM measures (docs/http.md).
-            deadlines: bloatlab_http::deadlines::Limits {
-                handshake_stall: args.handshake_timeout,
-                head_stall: args.http_header_timeout,
-                wait_max: args.http_wait_max,
-            },
+            deadlines: server.http_deadlines,
             download_rate: cfg.limits.send_budget(),
             upload_rate: cfg.limits.receive_budget(),
             max_bytes: cfg.limits.max_bytes,
         },
         permit_key: cfg.permit_key.clone(),
-        records: super::server_browser::record_config(&args.browser)?,
+        records: super::server_browser::record_config(&server.browser)?,
     })?;
     let mut lines = Vec::new();
     if let Some(a) = service.http_addr {
@@ -74,7 +71,7 @@ pub fn start(args: &ServerArgs, cfg: &ServerConfig) -> anyhow::Result<Option<Ser
             "HTTPS certificate ({kind}) SHA-256 fingerprint {fp}"
         ));
     }
-    if let Some(dir) = &args.browser.results_dir {
+    if let Some(dir) = &server.browser.results_dir {
         lines.push(format!(
             "Browser test results are kept in {} (shown at /result/ID)",
             dir.display()

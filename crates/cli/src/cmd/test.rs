@@ -16,60 +16,37 @@ use bloatlab_suite::{RpmClient, RunConfig, RunError, RunOutcome, Target, TestNam
 
 use crate::exit;
 
+use bloatlab_invoke::test::RpmTestOptions;
 /// The flags of `bloatlab test`, defined once in `bloatlab_invoke::test` (the experiment
 /// crate checks its points with them too).
-pub use bloatlab_invoke::test::{RpmTestArgs, TestArgs};
+pub use bloatlab_invoke::test::TestArgs;
+use bloatlab_rpm::client::Trust;
 
 /// The `bloatlab rpm` child's URL and options; exit 2 for a bad value, or for an
 /// option given to a test other than `rpm`.
-fn rpm_client(rpm: &RpmTestArgs, test: TestName) -> anyhow::Result<RpmClient> {
-    let mut options: Vec<String> = Vec::new();
-    let mut given: Vec<&str> = Vec::new();
-    let mut flag = |on: bool, name: &'static str| {
-        if on {
-            options.push(name.into());
-            given.push(name);
-        }
-    };
-    flag(rpm.insecure, "--insecure");
-    flag(rpm.sequential, "--sequential");
-    flag(rpm.h1, "--h1");
-    if let Some(ca) = &rpm.ca {
-        if !ca.is_file() {
+fn rpm_client(rpm: &RpmTestOptions, test: TestName) -> anyhow::Result<RpmClient> {
+    match &rpm.trust {
+        Trust::Ca(ca) if !ca.is_file() => {
             return Err(exit::usage(format!(
                 "--ca {}: no such file (a PEM file of CA certificates)",
                 ca.display()
             )));
         }
-        options.extend(["--ca".into(), ca.display().to_string()]);
-        given.push("--ca");
-    }
-    if let Some(fp) = &rpm.fingerprint {
-        bloatlab_rpm::client::tls::normalize_fingerprint(fp)
-            .map_err(|e| exit::usage(format!("--fingerprint: {e}")))?;
-        options.extend(["--fingerprint".into(), fp.clone()]);
-        given.push("--fingerprint");
-    }
-    if let Some(n) = rpm.max_connections {
-        options.extend(["--max-connections".into(), n.to_string()]);
-        given.push("--max-connections");
-    }
-    if let Some(d) = rpm.interval {
-        options.extend(["--interval".into(), format!("{}ms", d.as_millis().max(1))]);
-        given.push("--rpm-interval");
+        Trust::Fingerprint(fp) => {
+            bloatlab_rpm::client::tls::normalize_fingerprint(fp)
+                .map_err(|e| exit::usage(format!("--fingerprint: {e}")))?;
+        }
+        _ => {}
     }
     let url = match &rpm.url {
         Some(u) => {
-            given.push("--rpm-url");
             let uri = bloatlab_rpm::config::config_url(u)
                 .map_err(|e| exit::usage(format!("--rpm-url: {e}")))?;
             Some(uri.to_string())
         }
         None => None,
     };
-    if rpm.port.is_some() {
-        given.push("--rpm-port");
-    }
+    let given = rpm.given();
     if test != TestName::Rpm && !given.is_empty() {
         return Err(exit::usage(format!(
             "{} {} for the rpm test (the draft's responsiveness run); {test} does not run it",
@@ -80,7 +57,7 @@ fn rpm_client(rpm: &RpmTestArgs, test: TestName) -> anyhow::Result<RpmClient> {
     Ok(RpmClient {
         url,
         port: rpm.port.unwrap_or(bloatlab_suite::driver::DEFAULT_RPM_PORT),
-        options,
+        options: rpm.clone(),
     })
 }
 
@@ -108,11 +85,17 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if let Some(journal) = &args.recover {
         return recover(journal, args.output.as_deref(), args.json);
     }
-    let name = args.name.as_deref().unwrap_or_default();
-    let test: TestName = name
+    // Neither --list nor --recover: clap required NAME.
+    let Some(run) = args.invocation() else {
+        return Err(exit::usage(
+            "NAME is required (the test to run; --list shows them)",
+        ));
+    };
+    let test: TestName = run
+        .test
         .parse()
         .map_err(|e: bloatlab_suite::UnknownTest| exit::usage(e.to_string()))?;
-    let host = match &args.host {
+    let host = match &run.host {
         Some(h) => h.clone(),
         None => match bloatlab_lab::LabEnv::from_env().addr("server") {
             Some(addr) => addr.to_string(),
@@ -124,13 +107,12 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
             }
         },
     };
-    let params = args.resolve();
-    bloatlab_suite::plan(test, &params).map_err(|e| exit::usage(e.to_string()))?;
-    let rpm = rpm_client(&args.rpm, test)?;
-    let (host, host6) = endpoints(test, host, args.v6.as_deref())?;
+    bloatlab_suite::plan(test, &run.params).map_err(|e| exit::usage(e.to_string()))?;
+    let rpm = rpm_client(&run.rpm, test)?;
+    let (host, host6) = endpoints(test, host, run.v6.as_deref())?;
     // Check the output path before any traffic: an unwritable directory must not
     // cost a whole run (issue 11).
-    let path = args.output.clone().unwrap_or_else(|| default_output(test));
+    let path = run.output.clone().unwrap_or_else(|| default_output(test));
     check_writable(&path)?;
     // Inside a lab, a dead emulator ends the run before it starts (and after it ends).
     let lab = crate::cmd::inlab::InLab::start()?;
@@ -138,24 +120,24 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the bloatlab executable")?;
     let cfg = RunConfig {
         test,
-        params,
+        params: run.params.clone(),
         target: Target {
             exe,
             host,
             host6,
-            port: args.port,
-            permit_key: args.permit_key.clone(),
+            port: run.port,
+            permit_key: run.permit_key.clone(),
             ecn_fwmark: None,
             rpm,
         },
         command_line: redact_key(std::env::args()),
-        title: args.title.clone(),
-        preflight: !args.no_preflight,
+        title: run.title.clone(),
+        preflight: run.preflight,
         lab: bloatlab_suite::lab::LabContext::from_env(),
-        ecn: args.ecn,
+        ecn: run.ecn,
     };
     let stop = crate::cmd::stop_on_interrupt()?;
-    let show_progress = !args.json && std::io::stderr().is_terminal();
+    let show_progress = !run.json && std::io::stderr().is_terminal();
     let outcome =
         bloatlab_suite::run_journaled(&cfg, stop.flag(), Some(&mut journal), |now, total| {
             if show_progress {
@@ -176,7 +158,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     if show_progress {
         eprintln!();
     }
-    finish(&path, &outcome, args.json, Some(journal))?;
+    finish(&path, &outcome, run.json, Some(journal))?;
     lab.check()?;
     if outcome.interrupted() {
         return Err(anyhow::anyhow!(
@@ -515,13 +497,13 @@ mod tests {
     #[test]
     fn rpm_options_reach_the_drafts_client_and_only_the_rpm_test_takes_them() {
         let a = parse(&["rpm", "10.0.0.2"]).unwrap();
-        let c = rpm_client(&a.rpm, TestName::Rpm).unwrap();
+        let c = rpm_client(&a.rpm.resolve(), TestName::Rpm).unwrap();
         assert_eq!(
             c,
             RpmClient {
                 url: None,
                 port: 8443,
-                options: vec![]
+                options: RpmTestOptions::default()
             }
         );
         let a = parse(&[
@@ -538,15 +520,26 @@ mod tests {
             "--h1",
         ])
         .unwrap();
-        let c = rpm_client(&a.rpm, TestName::Rpm).unwrap();
+        let c = rpm_client(&a.rpm.resolve(), TestName::Rpm).unwrap();
         assert_eq!(c.port, 9443);
         assert_eq!(
-            c.options.join(" "),
-            "--insecure --sequential --h1 --max-connections 4 --interval 1000ms"
+            c.options,
+            RpmTestOptions {
+                url: None,
+                port: Some(9443),
+                trust: Trust::Insecure,
+                mode: bloatlab_rpm::client::Mode::Sequential,
+                protocol: bloatlab_rpm::client::Protocol::H1,
+                max_connections: Some(4),
+                interval: Some(Duration::from_secs(1)),
+            }
         );
         let a = parse(&["rpm", "h", "--rpm-url", "nq.example:4443"]).unwrap();
         assert_eq!(
-            rpm_client(&a.rpm, TestName::Rpm).unwrap().url.as_deref(),
+            rpm_client(&a.rpm.resolve(), TestName::Rpm)
+                .unwrap()
+                .url
+                .as_deref(),
             Some("https://nq.example:4443/.well-known/nq")
         );
         // Refused: both a URL and a port, two trusts, a bad fingerprint, a missing CA
@@ -555,7 +548,7 @@ mod tests {
         assert!(parse(&["rpm", "h", "--insecure", "--fingerprint", "AB"]).is_err());
         assert!(parse(&["rpm", "h", "--max-connections", "0"]).is_err());
         let client = |argv: &[&str], t| {
-            rpm_client(&parse(argv).unwrap().rpm, t)
+            rpm_client(&parse(argv).unwrap().rpm.resolve(), t)
                 .unwrap_err()
                 .to_string()
         };

@@ -273,3 +273,48 @@ fn a_rateless_lab_link_under_a_fast_flow_keeps_the_emulator_rss_bounded() {
          flight): {up}"
     );
 }
+
+// Issue 22: a program that starts a server (the lab session of `experiment`, `demo`,
+// `tune`) gives it the permit key in $BLOATLAB_PERMIT_KEY, not on its command line, which
+// /proc/PID/cmdline shows to every user. The server takes it from there: a test without
+// the key is refused, one with it runs.
+#[test]
+fn a_server_takes_its_permit_key_from_the_environment_off_its_command_line() {
+    let key = "h22s-env-key";
+    let port = free_port();
+    let p = port.to_string();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["server", "-p", &p])
+        .env("BLOATLAB_PERMIT_KEY", key);
+    let srv = Proc::start(format!("bloatlab server -p {p} (key in env)"), cmd);
+    srv.wait_listening(port, Listen::Tcp);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", srv.pid())).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains(key),
+        "the key is on the command line"
+    );
+    let client = |with: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(["client", "127.0.0.1", "-p", &p, "-t", "0.5"])
+            .stdin(Stdio::null())
+            .env_remove("BLOATLAB_PERMIT_KEY");
+        if let Some(k) = with {
+            c.env("BLOATLAB_PERMIT_KEY", k);
+        }
+        c.output().unwrap()
+    };
+    let refused = client(None);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("the server refused the test"),
+        "{}",
+        stderr(&refused)
+    );
+    let keyed = client(Some(key));
+    assert!(
+        keyed.status.success(),
+        "{}\n{}",
+        stderr(&keyed),
+        srv.transcript()
+    );
+}

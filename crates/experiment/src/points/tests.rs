@@ -13,12 +13,13 @@ fn points_become_the_commands_typed_configs() {
     assert_eq!(last.point.name(), "p004_r-11mbit_cc-bbr");
     let stages: Vec<&str> = last.lab.up.stages.iter().map(|s| s.text()).collect();
     assert_eq!(stages, ["rate=11mbit qdisc=fq_codel"]);
-    assert!(last.server.enhanced);
+    assert!(last.server.engine.enhanced);
     match &last.load {
-        Load::Test { name, params } => {
+        Load::Test { name, run } => {
             assert_eq!(*name, TestName::TcpUpload);
-            assert_eq!(params.loaded, std::time::Duration::from_secs(5));
-            assert_eq!(params.cc, ["bbr"]);
+            assert_eq!(run.params.loaded, std::time::Duration::from_secs(5));
+            assert_eq!(run.params.cc, ["bbr"]);
+            assert_eq!(run.test, "tcp_upload");
         }
         other => panic!("{other:?}"),
     }

@@ -168,8 +168,11 @@ pub fn run(
     let lab = match &cfg.place {
         Place::Lab(lab) => {
             let mut s = LabSession::existing(&cfg.exe, lab);
-            s.start_server(cfg.port, &[], stop)
-                .map_err(|e| TuneError::Setup(e.to_string()))?;
+            s.start_server(
+                &bloatlab_invoke::server::ServerInvocation::on_port(cfg.port),
+                stop,
+            )
+            .map_err(|e| TuneError::Setup(e.to_string()))?;
             Some(s)
         }
         Place::Server(_) => None,

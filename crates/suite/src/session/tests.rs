@@ -39,7 +39,7 @@ case "$1 $2" in
   "lab exec") shift 6 ;;
 esac
 case "$1" in
-  server) echo $$ > {d}/server.pid; exec sleep 30 ;;
+  server) echo "server key=${{BLOATLAB_PERMIT_KEY:-none}}" >> {d}/log; echo $$ > {d}/server.pid; exec sleep 30 ;;
   ping) [ -f {d}/ping.json ] && exec cat {d}/ping.json; exit 1 ;;
 esac
 exit 0
@@ -152,15 +152,31 @@ fn the_server_is_waited_for_and_killed_before_the_lab_goes_down() {
     f.answer_pings();
     let stop = AtomicBool::new(false);
     let mut s = LabSession::up(&f.exe, "l2", &[], &stop).unwrap();
-    s.start_server(5001, &["--fq-rate", "1"], &stop).unwrap();
+    let mut server = ServerInvocation::on_port(5001);
+    server.engine.enhanced = true;
+    server.engine.permit_key = Some("sekrit-key-1234".into());
+    s.start_server(&server, &stop).unwrap();
     let pid = f.server_pid();
     let exe = f.exe.display().to_string();
     let log = f.log();
     assert_eq!(log[0], "lab up l2");
+    // The typed server's command line; its key by environment only.
+    let argv = bloatlab_invoke::server::to_argv(&server).join(" ");
     assert!(
-        log.contains(&format!(
-            "lab exec l2 server -- {exe} server -p 5001 --fq-rate 1"
-        )),
+        argv.contains("--port=5001") && argv.contains("--enhanced"),
+        "{argv}"
+    );
+    assert!(
+        log.contains(&format!("lab exec l2 server -- {exe} {argv}")),
+        "{log:?}"
+    );
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("sekrit") && !l.starts_with("server key=")),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&"server key=sekrit-key-1234".to_owned()),
         "{log:?}"
     );
     assert!(
@@ -206,8 +222,15 @@ fn a_session_in_someone_else_s_lab_leaves_the_lab_up() {
     f.answer_pings();
     let stop = AtomicBool::new(false);
     let mut s = LabSession::existing(&f.exe, "theirs");
-    s.start_server(5001, &[], &stop).unwrap();
+    // A server without a key runs without the variable (an inherited one is removed).
+    s.start_server(&ServerInvocation::on_port(5001), &stop)
+        .unwrap();
     let pid = f.server_pid();
+    assert!(
+        f.log().contains(&"server key=none".to_owned()),
+        "{:?}",
+        f.log()
+    );
     drop(s);
     let log = f.log();
     assert!(!log.iter().any(|l| l.starts_with("lab down")), "{log:?}");
