@@ -94,9 +94,9 @@ pub fn permit_key_env() -> Result<Option<String>, crate::UsageError> {
     match std::env::var(PERMIT_KEY_ENV) {
         Ok(k) if !k.is_empty() => permit_key(&k)
             .map(Some)
-            .map_err(|e| crate::UsageError(format!("${PERMIT_KEY_ENV}: {e}"))),
+            .map_err(|e| crate::UsageError::new(format!("${PERMIT_KEY_ENV}: {e}"))),
         Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(crate::UsageError(format!(
+        Err(std::env::VarError::NotUnicode(_)) => Err(crate::UsageError::new(format!(
             "${PERMIT_KEY_ENV}: a permit key must be text (printable ASCII)"
         ))),
     }
