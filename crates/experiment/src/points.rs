@@ -2,7 +2,7 @@
 //! placeholders filled in and swept values applied ([`matrix::argv`]), become the configs
 //! those commands take ([`LabSpec`], [`ServerConfig`], [`TestParams`] or [`ClientConfig`])
 //! through the commands' own flag definitions (`bloatlab_invoke`), when the file is
-//! checked and before anything runs.
+//! checked and before anything runs; `[during]` too ([`crate::during`]).
 //!
 //! An error names the file, the line and the TOML key of the option at fault from the
 //! option's own record: for a flag clap refuses, clap's context says which argument
@@ -12,6 +12,7 @@
 //! `--len` is at `len`'s line). The flag then leads to the option's key and line in the
 //! point's option list. Nothing is recovered from a message's text.
 
+use crate::during::During;
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
 use bloatlab_engine::config::{ClientConfig, ServerConfig};
@@ -36,6 +37,8 @@ pub struct TypedPoint {
     pub server: ServerConfig,
     /// The load: a test of the suite or one `client` run.
     pub load: Load,
+    /// `[during]`'s sidecar, when the point has one.
+    pub during: Option<During>,
 }
 
 /// What a point runs against the server.
@@ -96,11 +99,13 @@ fn typed_point(exp: &Experiment, point: Point) -> Result<TypedPoint, PointError>
         Some((_, line)) => Load::Client(Box::new(client(exp, &point, *line)?)),
         None => test(exp, &point)?,
     };
+    let during = crate::during::of_point(exp, &point)?;
     Ok(TypedPoint {
         point,
         lab,
         server,
         load,
+        during,
     })
 }
 
