@@ -1,6 +1,11 @@
-//! Option value parsers of every command, with iperf 2's spellings (see
-//! `bloatlab_engine::suffix`): one function per kind of value. clap names the
-//! option in its error message and the binary exits with status 2.
+//! Option value parsers shared by the commands (`client`, `server`, `ping`,
+//! `test`, `rpm`), with iperf 2's spellings (see `bloatlab_engine::suffix`): one
+//! function per kind of value. A kind only one command reads is parsed beside its
+//! flags: `rpm`'s durations with units and percentages ([`crate::rpm::duration`],
+//! also `test --rpm-interval`'s, [`crate::rpm::percent`]), `ping`'s interval and
+//! loss bound, `test`'s markings and ECN mode, `lab up`'s tc-style values, and
+//! `autorate`'s times and rate pairs. clap names the option in its error message
+//! and the binary exits with status 2.
 
 use bloatlab_engine::config::OutputFormat;
 use bloatlab_engine::config::{BitRate, Bytes};
