@@ -16,10 +16,10 @@ use crate::during::During;
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
 use bloatlab_engine::config::{ClientConfig, ServerConfig};
+use bloatlab_invoke::UsageError;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
 use bloatlab_invoke::server::ServerArgs;
-use bloatlab_invoke::UsageError;
 use bloatlab_invoke::test::{TestArgs, TestParams};
 use bloatlab_lab::LabSpec;
 use bloatlab_suite::TestName;
@@ -243,7 +243,9 @@ pub(crate) fn with_aliases(cmd: &clap::Command, flags: &[&str]) -> Vec<String> {
     for f in flags {
         out.push((*f).to_owned());
         let long = f.strip_prefix("--");
-        let Some(arg) = cmd.get_arguments().find(|a| long.is_some() && a.get_long() == long)
+        let Some(arg) = cmd
+            .get_arguments()
+            .find(|a| long.is_some() && a.get_long() == long)
         else {
             continue;
         };

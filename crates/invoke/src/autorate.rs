@@ -258,7 +258,10 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, UsageError> {
             bloatlab_lab::names::validate(lab)
                 .map_err(|e| UsageError::about(&["--lab"], format!("--lab: {e}")))?;
             if a.stage.trim().is_empty() {
-                return usage(&["--stage"], "--stage: give a stage name or 1-based position");
+                return usage(
+                    &["--stage"],
+                    "--stage: give a stage name or 1-based position",
+                );
             }
             Place::Lab {
                 lab: lab.clone(),
@@ -330,7 +333,9 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, UsageError> {
             base: pick(base),
             max: pick(max),
         };
-        b.validate(d.name()).map(|()| b).map_err(|e| param_error(&e))
+        b.validate(d.name())
+            .map(|()| b)
+            .map_err(|e| param_error(&e))
     };
     let down = bounds(|p| p.0, Direction::Down)?;
     let up = bounds(|p| p.1, Direction::Up)?;

@@ -122,7 +122,9 @@ impl RpmArgs {
             probe_capacity: self.probe_capacity,
             ..Params::default()
         };
-        params.validate().map_err(|e| UsageError::new(e.to_string()))?;
+        params
+            .validate()
+            .map_err(|e| UsageError::new(e.to_string()))?;
         let mode = if self.sequential {
             Mode::Sequential
         } else if self.download_only {

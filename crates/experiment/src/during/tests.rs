@@ -39,7 +39,10 @@ fn a_point_s_sidecar_is_autorate_s_plan_started_on_the_run_s_lab() {
     assert_eq!(d.plan().up, None);
     // The run's lab and output file, written back from the plan (not the file's words).
     let argv = d.to_argv("ex42", Path::new("/r/p002.during.json"));
-    assert_eq!(argv[..5], ["autorate", "--lab", "ex42", "--stage", "shaper"]);
+    assert_eq!(
+        argv[..5],
+        ["autorate", "--lab", "ex42", "--stage", "shaper"]
+    );
     let back = reparse(&argv);
     let mut want = d.plan().clone();
     want.place = Place::Lab {

@@ -101,5 +101,9 @@ fn errors_carry_the_options_key_and_line() {
     );
     // An error about one flag.
     let e = check_text("[client]\nnotsent-lowat = \"5G\"\n").unwrap_err();
-    assert_eq!((e.line, e.key.as_deref()), (2, Some("notsent-lowat")), "{e}");
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (2, Some("notsent-lowat")),
+        "{e}"
+    );
 }

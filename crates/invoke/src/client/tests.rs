@@ -128,7 +128,10 @@ fn bad_values_name_the_option() {
 #[test]
 fn combinations_that_cannot_run_are_usage_errors() {
     for (args, lead) in [
-        (&["h", "-u", "--notsent-lowat", "16K"][..], "--notsent-lowat"),
+        (
+            &["h", "-u", "--notsent-lowat", "16K"][..],
+            "--notsent-lowat",
+        ),
         (&["h", "-u", "--abort-at-end"], "--abort-at-end"),
         (&["h", "-u", "--permit-key", "abcd"], "--permit-key"),
         (&["h", "-b", "1m", "--near-congestion"], "--near-congestion"),
