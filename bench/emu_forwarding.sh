@@ -36,7 +36,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 if [ -z "${NO_BUILD:-}" ]; then # NO_BUILD=1 reuses existing release binaries
     cargo build --release -q -p bloatlab --bin bloatlab --manifest-path "$ROOT/Cargo.toml"
-    cargo build --release -q -p bloatlab-lab --example tun_copy --manifest-path "$ROOT/Cargo.toml"
+    cargo build --release -q -p bloatlab-lab --features internals --example tun_copy --manifest-path "$ROOT/Cargo.toml"
 fi
 BL=$CARGO_TARGET_DIR/release/bloatlab
 FLOOR=$CARGO_TARGET_DIR/release/examples/tun_copy

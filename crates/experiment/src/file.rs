@@ -153,7 +153,7 @@ pub struct Experiment {
     pub server: Vec<Opt>,
     /// `[during] args`: a `bloatlab` command run beside each test (a sidecar, such as
     /// `autorate`), with the line of `args`; `None` without `[during]`. A point whose
-    /// substituted text is empty runs none ([`crate::matrix::during_argv`]).
+    /// substituted text is empty runs none; each point's is typed by [`crate::during`].
     pub during: Option<(String, usize)>,
     /// The swept parameters, in file order.
     pub matrix: Vec<Param>,

@@ -6,7 +6,8 @@
 //! * [`matrix`]: points (the cartesian product of the parameters), names, order with
 //!   repetitions, shards, and each point's `lab up` / `test` (or `client`) / `server` options.
 //! * [`points`]: those options typed ([`points::check`]) with the commands' own flags
-//!   (`bloatlab_invoke`), an error naming the option's TOML key and line.
+//!   (`bloatlab_invoke`), an error naming the option's TOML key and line; [`during`]: the
+//!   `[during]` sidecar typed the same way (`bloatlab autorate`'s plan).
 //! * [`runner`]: runs (or resumes) the experiment in labs through the `bloatlab` binary and
 //!   writes `DIR/runs/*`, `DIR/summary.csv`, `DIR/summary.json` and `DIR/report.html`;
 //!   [`runner::merge`] joins shard directories.
@@ -22,6 +23,7 @@
 
 pub mod builtin;
 pub mod completeness;
+pub mod during;
 pub mod file;
 pub mod html;
 pub mod matrix;

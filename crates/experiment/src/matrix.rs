@@ -201,21 +201,8 @@ pub fn test_name(exp: &Experiment, point: &Point) -> String {
     substitute(&exp.test.0, point)
 }
 
-/// The sidecar command of `point` (`[during] args`, docs/experiments.md): its words after
-/// the point's placeholders, `{lab}` and `{out}` are filled in, split on whitespace. Empty
-/// (no `[during]`, or the point's value leaves no word): no sidecar for this point.
-pub fn during_argv(exp: &Experiment, point: &Point, lab: &str, out: &str) -> Vec<String> {
-    let Some((args, _)) = &exp.during else {
-        return Vec::new();
-    };
-    let filled = substitute(args, point)
-        .replace("{lab}", lab)
-        .replace("{out}", out);
-    filled.split_whitespace().map(str::to_string).collect()
-}
-
 /// `{NAME}` replaced by the point's value of placeholder NAME.
-fn substitute(s: &str, point: &Point) -> String {
+pub(crate) fn substitute(s: &str, point: &Point) -> String {
     let mut out = s.to_string();
     for (k, v) in &point.params {
         out = out.replace(&format!("{{{k}}}"), &v.to_string());
@@ -466,38 +453,6 @@ weight = ["0.4", "0"]
         );
         assert_eq!(words(Section::Server), ["--enhanced", "--window=1M"]);
         assert!(words(Section::Test).is_empty());
-    }
-
-    #[test]
-    fn during_argv_fills_the_point_the_lab_and_the_output_and_may_be_empty() {
-        let t = r#"
-[lab]
-stage = "name=shaper rate={arm.rate} qdisc=fq_codel"
-[test]
-name = "rrul"
-[during]
-args = "{arm.during}"
-[matrix]
-arm = [{rate = "1gbit", during = ""},
-       {rate = "20mbit", during = "autorate --lab {lab} --stage shaper -o {out}"}]
-"#;
-        let e = parse("d", "d", t).unwrap();
-        let p = points(&e);
-        assert!(during_argv(&e, &p[0], "lab1", "o.json").is_empty());
-        assert_eq!(
-            during_argv(&e, &p[1], "lab1", "o.json"),
-            [
-                "autorate", "--lab", "lab1", "--stage", "shaper", "-o", "o.json"
-            ]
-        );
-        // Without [during], nothing.
-        let e = exp("sequential");
-        assert!(during_argv(&e, &points(&e)[0], "l", "o").is_empty());
-        // A placeholder [matrix] does not declare is refused, {lab} and {out} are not.
-        let bad = t.replace("{arm.during}", "autorate {nope} {lab} {out}");
-        let err = parse("d", "d", &bad).unwrap_err();
-        assert_eq!(err.key, "during.args", "{err}");
-        assert!(err.why.contains("{nope}"), "{err}");
     }
 
     #[test]

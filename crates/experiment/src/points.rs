@@ -2,18 +2,21 @@
 //! placeholders filled in and swept values applied ([`matrix::argv`]), become the configs
 //! those commands take ([`LabSpec`], [`ServerInvocation`], [`TestInvocation`] or [`ClientConfig`])
 //! through the commands' own flag definitions (`bloatlab_invoke`), when the file is
-//! checked and before anything runs.
+//! checked and before anything runs; `[during]` too ([`crate::during`]).
 //!
 //! An error names the file, the line and the TOML key of the option at fault from the
 //! option's own record: for a flag clap refuses, clap's context says which argument
 //! ([`ContextKind::InvalidArg`]); for a value that only fails once resolved, the error
-//! carries its flags ([`bloatlab_lab::SpecField`], [`bloatlab_suite::PlanError::flag`]).
-//! The flag then leads to the option's key and line in the point's option list. Nothing is
-//! recovered from a message's text.
+//! carries its flags ([`bloatlab_lab::SpecField`], [`bloatlab_suite::PlanError::flag`],
+//! [`bloatlab_invoke::UsageError::flags`]: `[client]`'s `--trip-times` with a short
+//! `--len` is at `len`'s line). The flag then leads to the option's key and line in the
+//! point's option list. Nothing is recovered from a message's text.
 
+use crate::during::During;
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
 use bloatlab_engine::config::ClientConfig;
+use bloatlab_invoke::UsageError;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
 use bloatlab_invoke::server::{ServerArgs, ServerInvocation};
@@ -34,6 +37,8 @@ pub struct TypedPoint {
     pub server: ServerInvocation,
     /// The load: a test of the suite or one `client` run.
     pub load: Load,
+    /// `[during]`'s sidecar, when the point has one.
+    pub during: Option<During>,
 }
 
 /// What a point runs against the server.
@@ -95,11 +100,13 @@ fn typed_point(exp: &Experiment, point: Point) -> Result<TypedPoint, PointError>
         Some((_, line)) => Load::Client(Box::new(client(exp, &point, *line)?)),
         None => test(exp, &point)?,
     };
+    let during = crate::during::of_point(exp, &point)?;
     Ok(TypedPoint {
         point,
         lab,
         server,
         load,
+        during,
     })
 }
 
@@ -133,9 +140,9 @@ impl<'a> Options<'a> {
             .collect()
     }
 
-    /// The error about the option that is one of `flags` (the longest when several are:
-    /// `--up-rate` rather than `--rate`), else about the section. The message's first
-    /// line is kept (clap's usage lines below it are for a command line, not a file).
+    /// The error about the first of `flags` that the section has (they come most at fault
+    /// first), else about the section. The message's first line is kept (clap's usage
+    /// lines below it are for a command line, not a file).
     fn error(&self, flags: &[&str], message: String) -> PointError {
         let first = message
             .lines()
@@ -143,12 +150,12 @@ impl<'a> Options<'a> {
             .unwrap_or(&message)
             .trim();
         let message = first.trim_start_matches("error: ").to_owned();
-        let at_fault = self
-            .words
-            .iter()
-            .map(|(w, l)| (w.split('=').next().unwrap_or(w), *l))
-            .filter(|(f, _)| flags.contains(f))
-            .max_by_key(|(f, _)| f.len());
+        let at_fault = flags.iter().find_map(|f| {
+            self.words
+                .iter()
+                .map(|(w, l)| (w.split('=').next().unwrap_or(w), *l))
+                .find(|(w, _)| w == f)
+        });
         let name = match self.section {
             Section::Lab => "lab",
             Section::Server => "server",
@@ -173,27 +180,18 @@ impl<'a> Options<'a> {
         }
     }
 
-    /// clap's refusal: the argument it names in its context (with the aliases the command
-    /// defines for it: a file may write `dscp` for `markings`), its message's first line.
+    /// clap's refusal: the argument it names in its context, its message's first line.
     fn clap_error(&self, cmd: &clap::Command, e: &clap::Error) -> PointError {
-        let flag = match e.get(ContextKind::InvalidArg) {
-            // `--down-loss <DOWN_LOSS>`, `--near-congestion[=<W>]`, `--bogus`: the flag is
-            // the leading name.
-            Some(ContextValue::String(arg)) => Some(
-                arg.chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-                    .collect::<String>(),
-            ),
-            _ => None,
-        };
-        let mut flags: Vec<String> = flag.iter().cloned().collect();
-        if let Some(long) = flag.as_deref().and_then(|f| f.strip_prefix("--")) {
-            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long));
-            let aliases = arg.and_then(|a| a.get_all_aliases()).unwrap_or_default();
-            flags.extend(aliases.iter().map(|a| format!("--{a}")));
-        }
+        let flags = clap_flags(cmd, e);
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         self.error(&flags, e.to_string())
+    }
+
+    /// A resolve error of command `A`, at the first of its flags the section has.
+    fn usage_error<A: Args>(&self, command: &'static str, e: &UsageError) -> PointError {
+        let flags = with_aliases(&A::augment_args(clap::Command::new(command)), &e.flags);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        self.error(&flags, e.message.clone())
     }
 
     /// Options the runner sets itself, or that would keep it from talking to the server.
@@ -224,6 +222,41 @@ impl<'a> Options<'a> {
     }
 }
 
+/// The argument clap names in its context (`--down-loss <DOWN_LOSS>`,
+/// `--near-congestion[=<W>]`, `--bogus`: the leading name), with its other names.
+pub(crate) fn clap_flags(cmd: &clap::Command, e: &clap::Error) -> Vec<String> {
+    match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => {
+            let flag: String = arg
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+                .collect();
+            with_aliases(cmd, &[flag.as_str()])
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// `flags` (`--long` names) in order, each followed by its other names in `cmd`: its
+/// aliases (a file may write `dscp` for `markings`) and its short form (`-o`).
+pub(crate) fn with_aliases(cmd: &clap::Command, flags: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in flags {
+        out.push((*f).to_owned());
+        let long = f.strip_prefix("--");
+        let Some(arg) = cmd
+            .get_arguments()
+            .find(|a| long.is_some() && a.get_long() == long)
+        else {
+            continue;
+        };
+        let aliases = arg.get_all_aliases().unwrap_or_default();
+        out.extend(aliases.iter().map(|a| format!("--{a}")));
+        out.extend(arg.get_short().map(|c| format!("-{c}")));
+    }
+    out
+}
+
 /// `[lab]` of point `p`, as `lab up` parses and checks it (without building anything).
 /// The spec is named `check`; a runner gives the lab its own name.
 pub fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
@@ -231,12 +264,14 @@ pub fn lab(exp: &Experiment, p: &Point) -> Result<LabSpec, PointError> {
     let o = Options::new(exp, p, Section::Lab, fallback);
     let a: UpArgs = o.parse("up", &["check".into()])?;
     a.resolve().map_err(|e| {
-        let flags: Vec<&str> = match &e {
+        let mut flags: Vec<&str> = match &e {
             bloatlab_lab::LabError::Spec { field, .. } => {
                 field.flags.iter().map(String::as_str).collect()
             }
             _ => Vec::new(),
         };
+        // The most specific first: `--up-rate` rather than `--rate`.
+        flags.sort_by_key(|f| std::cmp::Reverse(f.len()));
         o.error(&flags, e.to_string())
     })
 }
@@ -291,8 +326,10 @@ fn client(exp: &Experiment, p: &Point, section_line: usize) -> Result<ClientConf
     ])?;
     let host = bloatlab_suite::session::server_addr().to_string();
     let a: ClientArgs = o.parse("client", &[host])?;
-    // A resolve error spans options (`--trip-times` with a short `--len`): the section.
-    a.resolve(None).map_err(|e| o.error(&[], e.to_string()))
+    // A resolve error may span options (`--trip-times` with a short `--len`): it names
+    // them, the one to change first leading.
+    a.resolve(None)
+        .map_err(|e| o.usage_error::<ClientArgs>("client", &e))
 }
 
 /// `[test]`: the test's name and options, as `bloatlab test` checks them.

@@ -429,20 +429,21 @@ pub(crate) fn point_server(
 /// before the test starts; the test's own idle phase follows.
 const DURING_SETTLE: Duration = Duration::from_millis(1500);
 
-/// Starts the point's `[during]` command, if it has one: `bloatlab ARGS` on this host (a
-/// lab-aware command such as `autorate --lab {lab}` enters the lab itself), stderr to
+/// Starts the point's `[during]` command, if it has one: its typed plan written back as
+/// `bloatlab autorate ...` on this host (autorate enters the run's lab itself), stderr to
 /// `runs/RUN.during.log`, `{out}` = `runs/RUN.during.json`.
 fn start_during(
     exp: &Experiment,
     cfg: &RunnerConfig,
     r: &Run,
 ) -> Result<Option<crate::sidecar::Sidecar>, String> {
+    // Typed as when the file was checked; fails only if it changed since.
+    let Some(during) = crate::during::of_point(exp, &r.point).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
     let dir = runs_dir(&cfg.out);
     let out = dir.join(format!("{}.during.json", r.name()));
-    let args = matrix::during_argv(exp, &r.point, &cfg.lab, &out.to_string_lossy());
-    if args.is_empty() {
-        return Ok(None);
-    }
+    let args = during.to_argv(&cfg.lab, &out);
     let log = dir.join(format!("{}.during.log", r.name()));
     let mut s = crate::sidecar::Sidecar::start(&cfg.exe, &args, &log)?;
     std::thread::sleep(DURING_SETTLE);

@@ -180,24 +180,27 @@ pub struct Plan {
     pub output: Option<PathBuf>,
 }
 
-fn time(flag: &str, v: &str) -> Result<Duration, String> {
+/// A time flag's value (`flag` is its long name, `--delay-thr`).
+fn time(flag: &'static str, v: &str) -> Result<Duration, UsageError> {
+    let bad = |why: String| UsageError::about(&[flag], format!("{flag} {v:?}: {why}"));
     let d = match v.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
-        Ok(_) => return Err(format!("--{flag} {v:?}: not a time")),
-        Err(_) => bloatlab_emu::parse_time(v).map_err(|e| format!("--{flag} {v:?}: {e}"))?,
+        Ok(_) => return Err(bad("not a time".into())),
+        Err(_) => bloatlab_emu::parse_time(v).map_err(|e| bad(e.to_string()))?,
     };
     if d.is_zero() {
-        return Err(format!("--{flag} {v:?}: must be above zero"));
+        return Err(bad("must be above zero".into()));
     }
     Ok(d)
 }
 
 /// `RATE` or `DOWN/UP`: (down, up).
-fn rate_pair(flag: &str, v: &str) -> Result<(BitRate, BitRate), String> {
+fn rate_pair(flag: &'static str, v: &str) -> Result<(BitRate, BitRate), UsageError> {
+    let bad = |why: String| UsageError::about(&[flag], format!("{flag} {v:?}: {why}"));
     let one = |s: &str| {
-        let r = bloatlab_emu::parse_rate(s.trim()).map_err(|e| format!("--{flag} {v:?}: {e}"))?;
+        let r = bloatlab_emu::parse_rate(s.trim()).map_err(|e| bad(e.to_string()))?;
         if r.0 == 0 {
-            return Err(format!("--{flag} {v:?}: must be greater than zero"));
+            return Err(bad("must be greater than zero".into()));
         }
         Ok(r)
     };
@@ -214,16 +217,51 @@ impl AutorateArgs {
     /// Resolves the flags into a plan without touching anything; every error names its
     /// flag and value.
     pub fn resolve(&self) -> Result<Plan, UsageError> {
-        resolve_flags(self).map_err(UsageError)
+        resolve_flags(self)
     }
 }
 
-fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
+/// The flag of a [`Params`] or [`Bounds`] field that [`ParamError::field`] names: the
+/// field the user sets through it (`cut_min` follows `--cut-max`, `raise_full_delay`
+/// must stay under `--delay-thr`).
+///
+/// [`ParamError::field`]: bloatlab_autorate::ParamError
+fn field_flag(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "delay_thr" | "raise_full_delay" => "--delay-thr",
+        "bloat_refractory" => "--bloat-refractory",
+        "cut_full_delay" => "--cut-full-delay",
+        "bloat_window" => "--bloat-window",
+        "bloat_count" => "--bloat-count",
+        "cut_max" | "cut_min" => "--cut-max",
+        "cut_achieved" => "--cut-achieved",
+        "raise_max" => "--raise-max",
+        "high_load" => "--high-load",
+        "decay_step" => "--decay-step",
+        "decay_refractory" => "--decay-every",
+        "min" => "--min",
+        "base" => "--base",
+        "max" => "--max",
+        _ => return None,
+    })
+}
+
+fn param_error(e: &bloatlab_autorate::ParamError) -> UsageError {
+    let flags: Vec<&'static str> = field_flag(e.field).into_iter().collect();
+    UsageError::about(&flags, e.to_string())
+}
+
+fn resolve_flags(a: &AutorateArgs) -> Result<Plan, UsageError> {
+    let usage = |flags: &[&'static str], m: &str| Err(UsageError::about(flags, m));
     let place = match (&a.lab, &a.set_rate_cmd, &a.iface) {
         (Some(lab), _, _) => {
-            bloatlab_lab::names::validate(lab).map_err(|e| format!("--lab: {e}"))?;
+            bloatlab_lab::names::validate(lab)
+                .map_err(|e| UsageError::about(&["--lab"], format!("--lab: {e}")))?;
             if a.stage.trim().is_empty() {
-                return Err("--stage: give a stage name or 1-based position".into());
+                return usage(
+                    &["--stage"],
+                    "--stage: give a stage name or 1-based position",
+                );
             }
             Place::Lab {
                 lab: lab.clone(),
@@ -231,43 +269,50 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
             }
         }
         (None, Some(t), Some(iface)) => {
-            check_template(t)?;
+            check_template(t).map_err(|m| UsageError::about(&["--set-rate-cmd"], m))?;
             Place::Command {
                 template: t.clone(),
                 iface: iface.clone(),
             }
         }
         (None, None, Some(_)) => {
-            return Err("--iface: give --set-rate-cmd too (where the rates go)".into());
+            return usage(
+                &["--iface", "--set-rate-cmd"],
+                "--iface: give --set-rate-cmd too (where the rates go)",
+            );
         }
         _ => {
-            return Err(
-                "give --lab NAME [--stage STAGE], or --set-rate-cmd CMD with --iface IF".into(),
+            return usage(
+                &["--lab", "--set-rate-cmd", "--iface"],
+                "give --lab NAME [--stage STAGE], or --set-rate-cmd CMD with --iface IF",
             );
         }
     };
     if matches!(place, Place::Command { .. }) && a.reflectors.is_empty() {
-        return Err(
-            "--reflector: give at least one (a `bloatlab server`, or any host with --icmp)".into(),
+        return usage(
+            &["--reflector"],
+            "--reflector: give at least one (a `bloatlab server`, or any host with --icmp)",
         );
     }
     let params = Params {
-        delay_thr: time("delay-thr", &a.delay_thr)?,
+        delay_thr: time("--delay-thr", &a.delay_thr)?,
         bloat_count: a.bloat_count,
         bloat_window: a.bloat_window,
-        cut_full_delay: time("cut-full-delay", &a.cut_full_delay)?,
+        cut_full_delay: time("--cut-full-delay", &a.cut_full_delay)?,
         cut_max: a.cut_max,
         raise_max: a.raise_max,
         high_load: a.high_load,
         decay_step: a.decay_step,
-        decay_refractory: time("decay-every", &a.decay_every)?,
-        bloat_refractory: time("bloat-refractory", &a.bloat_refractory)?,
+        decay_refractory: time("--decay-every", &a.decay_every)?,
+        bloat_refractory: time("--bloat-refractory", &a.bloat_refractory)?,
         cut_achieved: match a.cut_achieved.trim() {
             "off" => None,
-            v => Some(
-                v.parse::<f64>()
-                    .map_err(|_| format!("--cut-achieved {v:?}: a share (0 to 1) or off"))?,
-            ),
+            v => Some(v.parse::<f64>().map_err(|_| {
+                UsageError::about(
+                    &["--cut-achieved"],
+                    format!("--cut-achieved {v:?}: a share (0 to 1) or off"),
+                )
+            })?),
         },
         ..Params::default()
     };
@@ -276,11 +321,11 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
         cut_min: params.cut_min.max(params.cut_max),
         ..params
     };
-    params.validate().map_err(|e| e.to_string())?;
+    params.validate().map_err(|e| param_error(&e))?;
     let (min, base, max) = (
-        rate_pair("min", &a.min)?,
-        rate_pair("base", &a.base)?,
-        rate_pair("max", &a.max)?,
+        rate_pair("--min", &a.min)?,
+        rate_pair("--base", &a.base)?,
+        rate_pair("--max", &a.max)?,
     );
     let bounds = |pick: fn((BitRate, BitRate)) -> BitRate, d: Direction| {
         let b = Bounds {
@@ -288,7 +333,9 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
             base: pick(base),
             max: pick(max),
         };
-        b.validate(d.name()).map(|()| b).map_err(|e| e.to_string())
+        b.validate(d.name())
+            .map(|()| b)
+            .map_err(|e| param_error(&e))
     };
     let down = bounds(|p| p.0, Direction::Down)?;
     let up = bounds(|p| p.1, Direction::Up)?;
@@ -297,28 +344,27 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
         Which::Up => (None, Some(up)),
         Which::Both => (Some(down), Some(up)),
     };
-    let interval = time("interval", &a.interval)?;
+    let interval = time("--interval", &a.interval)?;
     if interval < Duration::from_millis(10) || interval > Duration::from_secs(10) {
-        return Err(format!("--interval {}: must be 10ms to 10s", a.interval));
+        let m = format!("--interval {}: must be 10ms to 10s", a.interval);
+        return usage(&["--interval"], &m);
     }
-    let load_interval = time("load-interval", &a.load_interval)?;
+    let load_interval = time("--load-interval", &a.load_interval)?;
     if load_interval < Duration::from_millis(50) || load_interval > Duration::from_secs(10) {
-        return Err(format!(
-            "--load-interval {}: must be 50ms to 10s",
-            a.load_interval
-        ));
+        let m = format!("--load-interval {}: must be 50ms to 10s", a.load_interval);
+        return usage(&["--load-interval"], &m);
     }
     let duration = a
         .duration
         .as_deref()
-        .map(|v| time("duration", v))
+        .map(|v| time("--duration", v))
         .transpose()?;
     let emit_iface = a
         .emit_iface
         .clone()
         .or_else(|| a.iface.clone())
         .unwrap_or_else(|| "eth0".into());
-    check_iface_name(&emit_iface)?;
+    check_iface_name(&emit_iface).map_err(|m| UsageError::about(&["--emit-iface"], m))?;
     Ok(Plan {
         place,
         params,
@@ -329,7 +375,7 @@ fn resolve_flags(a: &AutorateArgs) -> Result<Plan, String> {
         interval,
         load_interval,
         duration,
-        emit: formats(&a.emit)?,
+        emit: formats(&a.emit).map_err(|m| UsageError::about(&["--emit"], m))?,
         port: a.port,
         output: a.output.clone(),
         emit_iface,

@@ -79,7 +79,7 @@ impl ClientArgs {
     /// permit key from [`opts::PERMIT_KEY_ENV`] (already checked, `None` when unset),
     /// used when `--permit-key` is absent on a TCP test.
     pub fn resolve(&self, env_key: Option<String>) -> Result<ClientConfig, UsageError> {
-        let usage = |m: &str| Err(UsageError(m.to_owned()));
+        let usage = |flags: &[&'static str], m: &str| Err(UsageError::about(flags, m));
         let mut c = ClientConfig::new(self.host.clone());
         let common = &self.common;
         c.port = common.port;
@@ -114,10 +114,19 @@ impl ClientArgs {
         c.notsent_lowat = self.notsent_lowat;
         c.abort_at_end = self.abort_at_end;
         if (c.notsent_lowat.is_some() || c.abort_at_end) && common.udp {
-            return usage("--notsent-lowat and --abort-at-end are TCP options (not with -u/--udp)");
+            let given = [
+                (c.notsent_lowat.is_some(), "--notsent-lowat"),
+                (c.abort_at_end, "--abort-at-end"),
+                (true, "--udp"),
+            ];
+            let flags: Vec<&'static str> = given.iter().filter(|g| g.0).map(|g| g.1).collect();
+            return usage(
+                &flags,
+                "--notsent-lowat and --abort-at-end are TCP options (not with -u/--udp)",
+            );
         }
         if c.notsent_lowat.is_some_and(|b| b.0 > u64::from(u32::MAX)) {
-            return usage("--notsent-lowat must be below 4G");
+            return usage(&["--notsent-lowat"], "--notsent-lowat must be below 4G");
         }
         c.permit_key = match &self.permit_key {
             Some(k) => Some(k.clone()),
@@ -127,14 +136,19 @@ impl ClientArgs {
         };
         if c.permit_key.is_some() && common.udp {
             return usage(
+                &["--permit-key", "--udp"],
                 "--permit-key is not supported with -u/--udp (as in iperf 2: the key is a TCP header field)",
             );
         }
         if c.near_congestion.is_some() && (common.udp || self.bandwidth.is_some()) {
-            return usage("--near-congestion cannot be combined with -u/--udp or -b/--bandwidth");
+            return usage(
+                &["--near-congestion", "--bandwidth", "--udp"],
+                "--near-congestion cannot be combined with -u/--udp or -b/--bandwidth",
+            );
         }
         if c.trip_times && c.protocol == Protocol::Tcp && c.effective_len().0 < 92 {
             return usage(
+                &["--len", "--trip-times"],
                 "-l/--len must be at least 92 bytes with --trip-times (the burst header)",
             );
         }

@@ -11,9 +11,9 @@
 //!    that acts on them takes ([`bloatlab_engine::config::ClientConfig`],
 //!    [`test::TestParams`], [`bloatlab_engine::config::ServerConfig`],
 //!    [`bloatlab_lab::LabSpec`]),
-//!    with the checks that span several flags. Errors are [`UsageError`]s (`lab up`'s
-//!    are the lab's `LabError::Spec`, which names its flags),
-//!    which the binary maps to exit status 2.
+//!    with the checks that span several flags. Errors are [`UsageError`]s naming
+//!    their flags (`lab up`'s are the lab's `LabError::Spec`, which names its flags
+//!    too), which the binary maps to exit status 2.
 //! 3. **`to_argv()`**, the inverse, for the child processes that
 //!    `bloatlab test` and `bloatlab experiment` start (they stay processes:
 //!    `bloatlab_suite::driver` says why). For every config `x` that
@@ -38,10 +38,38 @@ pub mod server;
 pub mod test;
 
 /// A command line that parsed but asks for something impossible (options that
-/// exclude each other, a value out of range for this combination).
+/// exclude each other, a value out of range for this combination). It names the
+/// flags it is about, so a caller that took the flags from somewhere else (an
+/// experiment file's TOML keys) can point at the right one without reading the
+/// message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+#[error("{message}")]
+pub struct UsageError {
+    /// What is wrong, as the command says it.
+    pub message: String,
+    /// The flags at fault by their long names (`--len`), the one to change first
+    /// (`--len` of "-l/--len must be at least 92 bytes with --trip-times") leading.
+    /// Empty when no flag is (a missing HOST, an environment variable).
+    pub flags: Vec<&'static str>,
+}
+
+impl UsageError {
+    /// An error about no flag in particular.
+    pub fn new(message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            flags: Vec::new(),
+        }
+    }
+
+    /// An error about `flags` (long names, the one to change first leading).
+    pub fn about(flags: &[&'static str], message: impl Into<String>) -> UsageError {
+        UsageError {
+            message: message.into(),
+            flags: flags.to_vec(),
+        }
+    }
+}
 
 /// Appends to `argv` the flag of every `(on, flag)` pair that is on, in order: the
 /// switches of a `to_argv()` (flags that take no value).

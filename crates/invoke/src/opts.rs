@@ -1,6 +1,11 @@
-//! Option value parsers of every command, with iperf 2's spellings (see
-//! `bloatlab_engine::suffix`): one function per kind of value. clap names the
-//! option in its error message and the binary exits with status 2.
+//! Option value parsers shared by the commands (`client`, `server`, `ping`,
+//! `test`, `rpm`), with iperf 2's spellings (see `bloatlab_engine::suffix`): one
+//! function per kind of value. A kind only one command reads is parsed beside its
+//! flags: `rpm`'s durations with units and percentages ([`crate::rpm::duration`],
+//! also `test --rpm-interval`'s, [`crate::rpm::percent`]), `ping`'s interval and
+//! loss bound, `test`'s markings and ECN mode, `lab up`'s tc-style values, and
+//! `autorate`'s times and rate pairs. clap names the option in its error message
+//! and the binary exits with status 2.
 
 use bloatlab_engine::config::OutputFormat;
 use bloatlab_engine::config::{BitRate, Bytes};
@@ -94,9 +99,9 @@ pub fn permit_key_env() -> Result<Option<String>, crate::UsageError> {
     match std::env::var(PERMIT_KEY_ENV) {
         Ok(k) if !k.is_empty() => permit_key(&k)
             .map(Some)
-            .map_err(|e| crate::UsageError(format!("${PERMIT_KEY_ENV}: {e}"))),
+            .map_err(|e| crate::UsageError::new(format!("${PERMIT_KEY_ENV}: {e}"))),
         Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(crate::UsageError(format!(
+        Err(std::env::VarError::NotUnicode(_)) => Err(crate::UsageError::new(format!(
             "${PERMIT_KEY_ENV}: a permit key must be text (printable ASCII)"
         ))),
     }

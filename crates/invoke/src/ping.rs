@@ -200,7 +200,7 @@ impl PingArgs {
             return Ok(Ping::Serve { bind, permit_key });
         }
         let Some(host) = &self.host else {
-            return Err(UsageError("a HOST to probe is required".into()));
+            return Err(UsageError::new("a HOST to probe is required"));
         };
         let mut c = PingConfig::new(host.clone());
         c.port = self.port;

@@ -111,7 +111,7 @@ impl RpmArgs {
     /// [`Params::validate`]) and the trust. `env_key` is the checked key from
     /// [`opts::PERMIT_KEY_ENV`], used when `--permit-key` is absent.
     pub fn resolve(&self, env_key: Option<String>) -> Result<RpmConfig, UsageError> {
-        let config_url = bloatlab_rpm::config::config_url(&self.url).map_err(UsageError)?;
+        let config_url = bloatlab_rpm::config::config_url(&self.url).map_err(UsageError::new)?;
         let params = Params {
             mad: usize::from(self.mad),
             interval: self.interval,
@@ -122,7 +122,9 @@ impl RpmArgs {
             probe_capacity: self.probe_capacity,
             ..Params::default()
         };
-        params.validate().map_err(|e| UsageError(e.to_string()))?;
+        params
+            .validate()
+            .map_err(|e| UsageError::new(e.to_string()))?;
         let mode = if self.sequential {
             Mode::Sequential
         } else if self.download_only {
@@ -138,7 +140,7 @@ impl RpmArgs {
             Trust::Ca(ca.clone())
         } else if let Some(fp) = &self.fingerprint {
             bloatlab_rpm::client::tls::normalize_fingerprint(fp)
-                .map_err(|e| UsageError(e.to_string()))?;
+                .map_err(|e| UsageError::new(e.to_string()))?;
             Trust::Fingerprint(fp.clone())
         } else {
             Trust::System

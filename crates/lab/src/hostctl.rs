@@ -15,15 +15,15 @@ use crate::sysctl;
 use std::collections::BTreeMap;
 
 /// The sysctl behind a host's ECN setting.
-pub const TCP_ECN: &str = "net.ipv4.tcp_ecn";
+pub(crate) const TCP_ECN: &str = "net.ipv4.tcp_ecn";
 
 /// `tcp_ecn` value for a host with ECN on / off.
-pub fn ecn_value(on: bool) -> &'static str {
+pub(crate) fn ecn_value(on: bool) -> &'static str {
     if on { "1" } else { "2" }
 }
 
 /// Parses `HOST=on|off` (or `all=on|off`) against the lab's hosts.
-pub fn parse_ecn_setting(st: &LabState, v: &str) -> Result<Vec<(String, bool)>> {
+pub(crate) fn parse_ecn_setting(st: &LabState, v: &str) -> Result<Vec<(String, bool)>> {
     let bad = |why: String| LabError::Spec {
         field: crate::error::SpecField::flag("--ecn"),
         value: v.to_string(),

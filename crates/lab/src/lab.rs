@@ -5,7 +5,7 @@
 //! Dropping a [`Lab`] stops the forwarding threads, closes the TUN fds
 //! (non-persistent TUNs vanish with them), then removes the namespaces, in
 //! that order: a namespace whose TUN fd is still open outlives its name
-//! (emulation.md 4.1). [`remove_by_name`] cleans up after a crash.
+//! (emulation.md 4.1). `remove_by_name` (crate-private, behind `lab down`) cleans up after a crash.
 
 use crate::driver::Emulator;
 use crate::driver::calibrate::Calibrated;
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 /// TUN transmit ring length. Small on purpose: the ring is a queue in
 /// front of the emulated one that the AQM cannot see (emulation.md 4.1);
 /// drops in it are reported as overload.
-pub const TUN_TXQLEN: u32 = 500;
+pub(crate) const TUN_TXQLEN: u32 = 500;
 
 /// A host's live objects.
 #[derive(Debug)]
@@ -375,7 +375,7 @@ impl Lab {
     }
 
     /// False when a forwarding thread died.
-    pub fn healthy(&self) -> bool {
+    pub(crate) fn healthy(&self) -> bool {
         self.emulator.as_ref().is_none_or(|e| e.healthy())
     }
 
@@ -439,7 +439,7 @@ impl Lab {
     /// increase) when TUN rings drop packets.
     /// Writes the counters file (`lab status` reads it). Called once before the lab reports
     /// ready, so a caller that goes on at once (`lab up && bloatlab tune ...`) finds it.
-    pub fn publish_status(&mut self, dir: &StateDir) {
+    pub(crate) fn publish_status(&mut self, dir: &StateDir) {
         let st = self.status();
         write_status(dir, &self.spec.name, &st);
     }
@@ -485,7 +485,7 @@ impl Lab {
 /// rewritten; also after every `lab set`. Ten times a second: autorate cuts on 25-ms probes,
 /// and a load read up to half a second late (the period was 500 ms) still showed the rate
 /// of before a line's step when the step's first cut was decided (docs/autorate.md).
-pub const STATUS_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 impl Drop for Lab {
     fn drop(&mut self) {
@@ -506,7 +506,7 @@ impl Drop for Lab {
 /// Removes every namespace lab `name` may have left behind: those listed
 /// in its state file and any `/run/netns` entry matching the lab's exact
 /// naming scheme. Returns the namespaces removed.
-pub fn remove_by_name(name: &str, listed: &[String]) -> Result<Vec<String>> {
+pub(crate) fn remove_by_name(name: &str, listed: &[String]) -> Result<Vec<String>> {
     names::validate(name)?;
     let mut removed = Vec::new();
     let mut candidates: Vec<String> = listed
@@ -551,7 +551,7 @@ const CAP_SYS_ADMIN: u32 = 21;
 
 /// Fails with [`LabError::Privilege`] unless the process has CAP_NET_ADMIN
 /// and CAP_SYS_ADMIN (netns mounts and `setns` need the latter).
-pub fn check_privilege(what: &'static str) -> Result<()> {
+pub(crate) fn check_privilege(what: &'static str) -> Result<()> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let caps = status
         .lines()

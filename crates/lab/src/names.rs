@@ -9,7 +9,7 @@ pub const PREFIX: &str = "bl-";
 
 /// Longest lab name. Keeps `bl-NAME-client99` readable and leaves room in
 /// interface names derived from it.
-pub const MAX_NAME: usize = 16;
+pub(crate) const MAX_NAME: usize = 16;
 
 /// Checks a lab name: 1-16 characters of `a-z0-9-`, starting with a letter
 /// or digit. The restriction keeps names safe in paths and interface names.
@@ -47,7 +47,7 @@ pub fn netns(lab: &str, host: &str) -> String {
 /// `bl-LAB-` followed by a host name of the lab's vocabulary
 /// (`client`, `clientN`, `server`, `peer`, `router`). Used by `lab down` to
 /// remove leftovers by exact name after a crash.
-pub fn is_lab_netns(lab: &str, ns: &str) -> bool {
+pub(crate) fn is_lab_netns(lab: &str, ns: &str) -> bool {
     let Some(host) = ns
         .strip_prefix(PREFIX)
         .and_then(|rest| rest.strip_prefix(lab))
@@ -59,10 +59,10 @@ pub fn is_lab_netns(lab: &str, ns: &str) -> bool {
 }
 
 /// Name of the middle namespace of the kernel backend.
-pub const ROUTER: &str = "router";
+pub(crate) const ROUTER: &str = "router";
 
 /// True for the host names a topology can contain.
-pub fn is_host_name(host: &str) -> bool {
+pub(crate) fn is_host_name(host: &str) -> bool {
     if host == "client" || host == "server" || host == "peer" {
         return true;
     }

@@ -15,7 +15,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// Directory of named namespaces, shared with `ip netns`.
-pub const NETNS_DIR: &str = "/run/netns";
+pub(crate) const NETNS_DIR: &str = "/run/netns";
 
 /// Path of a named namespace.
 pub fn path(name: &str) -> PathBuf {
@@ -90,7 +90,7 @@ pub fn create(name: &str) -> Result<()> {
 
 /// Removes the named namespace `name` (unmount, then unlink). Missing
 /// namespaces are not an error, so teardown can be repeated.
-pub fn delete(name: &str) -> Result<()> {
+pub(crate) fn delete(name: &str) -> Result<()> {
     let p = path(name);
     if let Err(err) = sys::umount_detach(&p) {
         // EINVAL: not mounted (half-created); ENOENT: already gone.
@@ -126,7 +126,7 @@ pub fn list() -> Vec<String> {
 /// Processes (PID, command name) whose network namespace is `name`: read
 /// from `/proc/*/ns/net`, which names a namespace by inode. Read-only; used
 /// to tell the user what keeps a removed namespace alive.
-pub fn processes_in(name: &str) -> Vec<(u32, String)> {
+pub(crate) fn processes_in(name: &str) -> Vec<(u32, String)> {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::metadata(path(name)) else {
         return Vec::new();

@@ -10,7 +10,7 @@
 //! (a fixed rate), or with `"key": "rate"|"delay", "value": "SPELLING"`
 //! (`schedule:...`, `trace:/abs/path`, `40ms`), which the daemon parses;
 //! the daemon looks for requests every 50 ms, hands each change to the
-//! direction's forwarding thread ([`crate::driver::Emulator::set_stage_rate`]),
+//! direction's forwarding thread ([`crate::driver::Emulator::set_stage`]),
 //! removes the request, rewrites its status file and writes `ID.reply.json`, `{"ok": true, "stages":
 //! ["up/1"]}` or `{"ok": false, "error": "..."}`. The caller waits for the
 //! reply and removes it. Changes of one request apply in order; a failed one

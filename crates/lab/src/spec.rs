@@ -29,7 +29,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 /// Most client hosts a lab can have.
-pub const MAX_CLIENTS: u32 = 64;
+pub(crate) const MAX_CLIENTS: u32 = 64;
 
 /// How the link is emulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -324,14 +324,14 @@ pub struct Host {
 }
 
 /// The lab's private subnet; it exists only inside lab namespaces.
-pub const SUBNET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 0);
-/// Prefix length of [`SUBNET`].
+pub(crate) const SUBNET: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 0);
+/// Prefix length of the lab's subnet (10.77.0.0).
 pub const PREFIX_LEN: u8 = 24;
 /// The lab's private IPv6 subnet (RFC 4193 unique local addresses), also
 /// only inside lab namespaces.
-pub const SUBNET6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0);
-/// Prefix length of [`SUBNET6`].
-pub const PREFIX_LEN6: u8 = 64;
+pub(crate) const SUBNET6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0);
+/// Prefix length of the lab's IPv6 subnet (fd00:77::).
+pub(crate) const PREFIX_LEN6: u8 = 64;
 
 fn unspecified6() -> Ipv6Addr {
     Ipv6Addr::UNSPECIFIED

@@ -66,7 +66,7 @@ pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>
 const PATH_LIMIT: u32 = 1_000_000;
 
 /// Builds the chain of one direction.
-pub fn build_chain(
+pub(crate) fn build_chain(
     dir: &str,
     stages: &[StageConfig],
     seed: u64,

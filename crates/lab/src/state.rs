@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Default directory of state files.
-pub const STATE_DIR: &str = "/run/bloatlab";
+pub(crate) const STATE_DIR: &str = "/run/bloatlab";
 
 /// Current schema version of the state file.
 pub const VERSION: u32 = 1;
@@ -145,7 +145,7 @@ fn is_zombie(pid: u32) -> bool {
 }
 
 /// Start time of process `pid` in clock ticks since boot, if it exists.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces and ')', so split after
     // the last ')'. Field 22 (starttime) is then the 20th field.
@@ -254,7 +254,7 @@ impl StateDir {
     /// Records that process `pid` (about to become a `lab exec` command)
     /// runs inside lab `name`: file `NAME.exec/PID` holding its start time,
     /// so `lab down` can later tell it from a reused PID.
-    pub fn register_exec(&self, name: &str, pid: u32) -> Result<()> {
+    pub(crate) fn register_exec(&self, name: &str, pid: u32) -> Result<()> {
         let d = self.exec_dir(name);
         std::fs::create_dir_all(&d)
             .map_err(|e| LabError::io(format!("mkdir {}", d.display()), e))?;
@@ -267,7 +267,7 @@ impl StateDir {
 
     /// `lab exec` processes of lab `name` that still run: recorded PIDs whose
     /// start time still matches (a PID reused by another process is not).
-    pub fn exec_processes(&self, name: &str) -> Vec<u32> {
+    pub(crate) fn exec_processes(&self, name: &str) -> Vec<u32> {
         let Ok(dir) = std::fs::read_dir(self.exec_dir(name)) else {
             return Vec::new();
         };
@@ -289,7 +289,7 @@ impl StateDir {
 
     /// Directory `NAME.ctl/` of rate-change requests and replies
     /// (`lab set --stage-rate`, see [`crate::ratectl`]).
-    pub fn ctl_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn ctl_dir(&self, name: &str) -> PathBuf {
         self.0.join(format!("{name}.ctl"))
     }
 

@@ -31,7 +31,6 @@ pub enum Offload {
 #[derive(Debug)]
 pub struct Tun {
     fd: OwnedFd,
-    name: String,
 }
 
 impl Tun {
@@ -58,15 +57,7 @@ impl Tun {
             bloatlab_os::tun::set_offload(&fd, TUN_F_CSUM_TSO)
                 .map_err(|e| LabError::io(format!("TUNSETOFFLOAD {name}"), e))?;
         }
-        Ok(Tun {
-            fd,
-            name: name.to_string(),
-        })
-    }
-
-    /// The device name.
-    pub fn name(&self) -> &str {
-        &self.name
+        Ok(Tun { fd })
     }
 
     /// The file descriptor (non-blocking).

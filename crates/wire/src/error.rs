@@ -64,3 +64,24 @@ pub(crate) fn need(buf: &[u8], needed: usize) -> Result<(), WireError> {
         Ok(())
     }
 }
+
+/// Checks a header whose length is a field of its own (IPv4's IHL, TCP's data offset):
+/// `buf` holds the fixed part (`min` bytes), the field says at least `min`
+/// (`BadLength` naming `field`, in its 32-bit words), and `buf` holds the whole header.
+/// `header_len` is the field's value in bytes, read before the first check (a view
+/// reads 0 past the end of a short buffer).
+pub(crate) fn need_header(
+    buf: &[u8],
+    min: usize,
+    header_len: usize,
+    field: &'static str,
+) -> Result<(), WireError> {
+    need(buf, min)?;
+    if header_len < min {
+        return Err(WireError::BadLength {
+            field,
+            value: header_len as u64 / 4,
+        });
+    }
+    need(buf, header_len)
+}

@@ -205,7 +205,7 @@ fn setup(plan: &Plan, port: u16) -> anyhow::Result<Setup> {
 
 /// Runs `bloatlab autorate`.
 pub fn run(a: AutorateArgs) -> anyhow::Result<()> {
-    let plan = a.resolve().map_err(|e| exit::usage(e.0))?;
+    let plan = a.resolve().map_err(|e| exit::usage(e.message))?;
     if let Some(f) = &plan.output {
         let parent = f.parent().filter(|p| !p.as_os_str().is_empty());
         if parent.is_some_and(|p| !p.is_dir()) {

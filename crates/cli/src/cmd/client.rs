@@ -28,7 +28,7 @@ fn interrupted(stop: &bloatlab_os::StopToken) -> anyhow::Result<()> {
 pub fn run(args: ClientArgs) -> anyhow::Result<()> {
     let mut cfg = args
         .resolve(super::opts::permit_key_env()?)
-        .map_err(|e| crate::exit::usage(e.0))?;
+        .map_err(|e| crate::exit::usage(e.message))?;
     let lab = crate::cmd::inlab::InLab::start()?;
     // SIGINT/SIGTERM ask the engine to stop: it ends the test early, shuts the connection
     // down and prints the final report with what was measured.

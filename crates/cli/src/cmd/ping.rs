@@ -79,7 +79,7 @@ pub fn run(args: PingArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    match args.resolve(env_key).map_err(|e| exit::usage(e.0))? {
+    match args.resolve(env_key).map_err(|e| exit::usage(e.message))? {
         Ping::Serve { bind, permit_key } => serve(bind, permit_key.as_deref()),
         Ping::Probe(c) => probe(&c),
     }

@@ -193,7 +193,7 @@ pub fn run(args: RpmArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let cfg = args.resolve(env_key).map_err(|e| exit::usage(e.0))?;
+    let cfg = args.resolve(env_key).map_err(|e| exit::usage(e.message))?;
     let opts = &cfg.options;
     let lab = crate::cmd::inlab::InLab::start()?;
     let lab_ctx = bloatlab_suite::lab::LabContext::from_env();

@@ -218,6 +218,11 @@ fn bad_files_name_key_and_line_and_start_nothing() {
             "[lab]\nstage = [\"rate=9mbit\"]\ndelay = \"5ms\"\nup-limit = \"10p\"\n[test]\nname = \"tcp_upload\"\n",
             "bad.toml:4: [lab] of point p001 ((single point)): invalid --limit/--up-limit \"10p\": conflicts with --stage/--up-stage",
         ),
+        // A [client] error spanning options is at the line of the one it names first.
+        (
+            "[server]\nenhanced = true\n[client]\ntrip-times = true\nlen = 50\n",
+            "bad.toml:5: [client] of point p001 ((single point)): -l/--len must be at least 92 bytes with --trip-times",
+        ),
         // A bad [quick] is refused without --quick too.
         (
             "[test]\nname = \"tcp_upload\"\n[quick]\nlenght = 5\n",

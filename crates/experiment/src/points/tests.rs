@@ -81,9 +81,30 @@ fn errors_carry_the_options_key_and_line() {
         (3, Some("near-congestion")),
         "{e}"
     );
-    // A client error that spans options: the section's line.
+    // A client error that spans options: the line of the one it names first (`len`),
+    // whichever order the file gives them in, swept or not.
     let e = check_text("[server]\nenhanced = true\n[client]\ntrip-times = true\nlen = 50\n")
         .unwrap_err();
-    assert_eq!((e.line, e.key.as_deref()), (3, None), "{e}");
+    assert_eq!((e.line, e.key.as_deref()), (5, Some("len")), "{e}");
     assert!(e.message.contains("92 bytes"), "{e}");
+    let e = check_text("[client]\nlen = 50\ntime = 1\ntrip-times = true\n").unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (2, Some("len")), "{e}");
+    let e = check_text("[client]\ntrip-times = true\n[matrix]\n\"client.len\" = [100, 50]\n")
+        .unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (4, Some("len")), "{e}");
+    assert!(e.context.contains("p002"), "{e}");
+    // The other flag when only it is in the file, by the name the file uses.
+    let e = check_text("[client]\nbandwidth = \"1m\"\nnear-congestion = 0.5\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (3, Some("near-congestion")),
+        "{e}"
+    );
+    // An error about one flag.
+    let e = check_text("[client]\nnotsent-lowat = \"5G\"\n").unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (2, Some("notsent-lowat")),
+        "{e}"
+    );
 }

@@ -15,7 +15,16 @@ fn resolved(argv: &[&str]) -> Result<Plan, String> {
         .try_get_matches_from(v)
         .map_err(|e| e.to_string())?;
     let c = Cli::from_arg_matches(&m).map_err(|e| e.to_string())?;
-    c.a.resolve().map_err(|e| e.0)
+    c.a.resolve().map_err(|e| {
+        // The flag the message leads with is the one the error names first: a caller
+        // (an experiment's `[during]`) finds the option at fault from `flags`.
+        let lead = e.message.split([' ', ':']).next().unwrap_or_default();
+        if lead.starts_with("--") {
+            assert_eq!(e.flags.first().copied(), Some(lead), "{e}");
+        }
+        assert!(!e.flags.is_empty(), "no flag named: {e}");
+        e.message
+    })
 }
 
 const RATES: [&str; 6] = ["--min", "2mbit", "--base", "10mbit", "--max", "20mbit"];

@@ -123,18 +123,38 @@ fn bad_values_name_the_option() {
     assert!(e.contains("--parallel"), "{e}");
 }
 
+/// Each error names its flags, the one to change first leading (an experiment file
+/// points at that option's line from them).
 #[test]
 fn combinations_that_cannot_run_are_usage_errors() {
-    for args in [
-        &["h", "-u", "--notsent-lowat", "16K"][..],
-        &["h", "-u", "--abort-at-end"],
-        &["h", "-u", "--permit-key", "abcd"],
-        &["h", "-b", "1m", "--near-congestion"],
-        &["h", "--trip-times", "-l", "91"],
-        &["h", "--notsent-lowat", "5G"],
+    for (args, lead) in [
+        (
+            &["h", "-u", "--notsent-lowat", "16K"][..],
+            "--notsent-lowat",
+        ),
+        (&["h", "-u", "--abort-at-end"], "--abort-at-end"),
+        (&["h", "-u", "--permit-key", "abcd"], "--permit-key"),
+        (&["h", "-b", "1m", "--near-congestion"], "--near-congestion"),
+        (&["h", "--trip-times", "-l", "91"], "--len"),
+        (&["h", "--notsent-lowat", "5G"], "--notsent-lowat"),
     ] {
-        assert!(parse(args).unwrap().resolve(None).is_err(), "{args:?}");
+        let e = parse(args).unwrap().resolve(None).unwrap_err();
+        assert_eq!(e.flags.first().copied(), Some(lead), "{args:?}: {e}");
+        // Every flag given that the message names is among the error's flags.
+        for a in args.iter().filter(|a| a.starts_with("--")) {
+            assert!(e.flags.contains(a), "{args:?}: {a} not in {:?}", e.flags);
+        }
     }
+    let e = parse(&["h", "--trip-times", "-l", "91"])
+        .unwrap()
+        .resolve(None)
+        .unwrap_err();
+    assert_eq!(e.flags, ["--len", "--trip-times"]);
+    // Display is the message alone, as before the flags were carried.
+    assert_eq!(
+        e.to_string(),
+        "-l/--len must be at least 92 bytes with --trip-times (the burst header)"
+    );
 }
 
 #[test]

@@ -118,7 +118,7 @@ fn warn_about_stragglers(namespaces: &[String], warnings: &mut dyn Write) {
 /// Ends the commands `lab exec` started in lab `name` (SIGTERM, SIGKILL
 /// after 2 s), by their recorded PIDs only: not their children, which may
 /// have left for other process groups. Returns how many there were.
-pub fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
+pub(crate) fn stop_exec_processes(dir: &StateDir, name: &str) -> usize {
     // PIDs verified by their start times (exec_processes lists only live ones).
     let pids = dir.exec_processes(name);
     let killed = stop_pids(&pids, libc::SIGTERM, EXEC_GRACE, |pid| {

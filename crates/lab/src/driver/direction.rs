@@ -52,7 +52,7 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// The fds of one direction. The caller keeps the devices open until the
 /// thread has been joined.
 #[derive(Debug, Clone)]
-pub struct DirectionIo {
+pub(crate) struct DirectionIo {
     /// `up` or `down`.
     pub name: String,
     /// TUN fds packets come from.
@@ -139,7 +139,7 @@ fn ip_dst(pkt: &[u8]) -> Option<IpAddr> {
 /// How a forwarding thread waits and is scheduled (`lab up --spin`,
 /// `--no-realtime`).
 #[derive(Debug, Clone, Copy)]
-pub struct Scheduling {
+pub(crate) struct Scheduling {
     /// Longest busy-wait before a release (wake.rs).
     pub spin: Duration,
     /// Ask for SCHED_FIFO (priority.rs decides when to keep it).
@@ -147,7 +147,7 @@ pub struct Scheduling {
 }
 
 /// Runs one direction until `stop` is set.
-pub fn run(
+pub(crate) fn run(
     io: &DirectionIo,
     mut link: Box<dyn LinkModel>,
     clock: Clock,

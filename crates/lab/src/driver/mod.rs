@@ -1,9 +1,10 @@
 //! The emulator driver: one forwarding thread per direction over TUN fds,
 //! each with its own link model. Threads publish counters a few times a
-//! second; [`Emulator::reports`] collects them for `lab status`.
+//! second; `Emulator::reports` collects them for `lab status`.
 
 // `direction` and `histogram` hold the report types `lab status` and the
-// suite read; `timing` is public for the tun_copy bench floor (examples/).
+// suite read; `timing` is public only with the `internals` feature, for the
+// tun_copy bench floor (examples/).
 pub(crate) mod calibrate;
 #[cfg(test)]
 mod calibration_sim;
@@ -13,7 +14,10 @@ pub(crate) mod host_track;
 pub(crate) mod idle_probe;
 pub(crate) mod path_probe;
 pub(crate) mod priority;
+#[cfg(feature = "internals")]
 pub mod timing;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod timing;
 pub(crate) mod wake;
 
 use crate::model::LinkModel;
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 /// Running forwarding threads. Dropping it stops and joins them; the fds
 /// they use must stay open until then.
 #[derive(Debug)]
-pub struct Emulator {
+pub(crate) struct Emulator {
     stop: Arc<AtomicBool>,
     threads: Vec<Thread>,
 }
@@ -43,7 +47,7 @@ type Thread = (
 /// `--stage-delay`), with where to send the outcome (the stage's name, or
 /// why not).
 #[derive(Debug)]
-pub struct RateChange {
+pub(crate) struct RateChange {
     /// Stage name or 1-based position.
     pub stage: String,
     /// The new rate (fixed, schedule or trace) or delay.
@@ -56,7 +60,7 @@ pub struct RateChange {
 /// every loop iteration (at least every 50 ms, its idle cap) and takes the
 /// lock only when something is waiting, so the packet path stays lock-free.
 #[derive(Debug, Default)]
-pub struct Inbox {
+pub(crate) struct Inbox {
     pending: AtomicBool,
     queue: Mutex<Vec<RateChange>>,
 }
@@ -150,20 +154,6 @@ impl Emulator {
     /// True when every thread still runs.
     pub fn healthy(&self) -> bool {
         self.threads.iter().all(|(_, h, _, _)| !h.is_finished())
-    }
-
-    /// Changes the rate of a stage of direction `dir` (`up`, `down`) and
-    /// waits (at most `timeout`) for its thread to apply it. Returns the
-    /// stage's name.
-    pub fn set_stage_rate(
-        &self,
-        dir: &str,
-        stage: &str,
-        rate: Option<bloatlab_units::BitRate>,
-        timeout: Duration,
-    ) -> Result<String, String> {
-        let setting = bloatlab_emu::StageSetting::Rate(rate, None);
-        self.set_stage(dir, stage, setting, timeout)
     }
 
     /// Applies `setting` (a rate, schedule, trace or delay) to a stage of

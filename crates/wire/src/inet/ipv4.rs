@@ -2,7 +2,7 @@
 
 use crate::WireError;
 use crate::checksum;
-use crate::error::need;
+use crate::error::need_header;
 use crate::field::{Field, get_u8, get_u16, get_u32, set_u8, set_u16};
 use crate::view::view_struct;
 use std::net::Ipv4Addr;
@@ -50,16 +50,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// header it announces. The total length field is not checked against
     /// the buffer (a caller that cares compares [`Self::total_len`]).
     pub fn check_len(&self) -> Result<(), WireError> {
-        let b = self.buffer.as_ref();
-        need(b, MIN_HEADER_LEN)?;
-        let hl = self.header_len();
-        if hl < MIN_HEADER_LEN {
-            return Err(WireError::BadLength {
-                field: "ipv4.ihl",
-                value: hl as u64 / 4,
-            });
-        }
-        need(b, hl)
+        need_header(
+            self.buffer.as_ref(),
+            MIN_HEADER_LEN,
+            self.header_len(),
+            "ipv4.ihl",
+        )
     }
 
     /// The version nibble (4 for a packet this view fits).

@@ -2,7 +2,7 @@
 
 use crate::WireError;
 use crate::checksum;
-use crate::error::need;
+use crate::error::need_header;
 use crate::field::{Field, get_u8, get_u16, get_u32, set_u8, set_u16, set_u32};
 use crate::view::view_struct;
 
@@ -59,16 +59,12 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Needs the fixed header, a data offset of at least 5 words, and the
     /// whole header it announces.
     pub fn check_len(&self) -> Result<(), WireError> {
-        let b = self.buffer.as_ref();
-        need(b, MIN_HEADER_LEN)?;
-        let hl = self.header_len();
-        if hl < MIN_HEADER_LEN {
-            return Err(WireError::BadLength {
-                field: "tcp.data_offset",
-                value: hl as u64 / 4,
-            });
-        }
-        need(b, hl)
+        need_header(
+            self.buffer.as_ref(),
+            MIN_HEADER_LEN,
+            self.header_len(),
+            "tcp.data_offset",
+        )
     }
 
     /// Source port.
