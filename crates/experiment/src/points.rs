@@ -15,7 +15,7 @@
 use crate::during::During;
 use crate::file::Experiment;
 use crate::matrix::{self, Point, Section};
-use bloatlab_engine::config::ClientConfig;
+use bloatlab_engine::config::{ClientConfig, OutputFormat};
 use bloatlab_invoke::UsageError;
 use bloatlab_invoke::client::ClientArgs;
 use bloatlab_invoke::lab::UpArgs;
@@ -323,6 +323,11 @@ fn client(exp: &Experiment, p: &Point, section_line: usize) -> Result<ClientConf
             "udp",
             "experiments run TCP clients (UDP runs are not supported yet)",
         ),
+        ("permit-key", "the experiment's server runs without a key"),
+        (
+            "ipv6_domain",
+            "the lab's server is reached at its IPv4 address",
+        ),
     ])?;
     let host = bloatlab_suite::session::server_addr().to_string();
     let a: ClientArgs = o.parse("client", &[host])?;
@@ -392,6 +397,24 @@ pub fn test_run(
     Ok(Some(run))
 }
 
+/// `[client]` of point `p` as the runner runs it: against the lab's server on `port`, one
+/// `--json` document on stdout (the runner reads it). `None` for a point with a `[test]`.
+pub fn client_run(
+    exp: &Experiment,
+    p: &Point,
+    port: u16,
+) -> Result<Option<ClientConfig>, PointError> {
+    let Some((_, line)) = &exp.client else {
+        return Ok(None);
+    };
+    let mut c = client(exp, p, *line)?;
+    c.port = port;
+    c.format = OutputFormat::Json;
+    Ok(Some(c))
+}
+
+#[cfg(test)]
+mod client_survival_tests;
 #[cfg(test)]
 mod survival_tests;
 #[cfg(test)]

@@ -25,7 +25,7 @@
 
 use crate::completeness::{self, Planned};
 use crate::file::Experiment;
-use crate::matrix::{self, Run, Section, Shard};
+use crate::matrix::{self, Run, Shard};
 use crate::summary::{self, Row};
 use crate::verdict::{self, Judgement};
 use bloatlab_suite::session::{self, LabSession};
@@ -507,11 +507,13 @@ fn run_client(
     results: &Path,
     stop: &AtomicBool,
 ) -> Result<bloatlab_metrics::json::Document, String> {
-    let server = session::server_addr().to_string();
-    let port = cfg.port.to_string();
-    let args = matrix::argv(exp, Section::Client, &r.point);
-    let mut c: Vec<&str> = vec!["client", &server, "-p", &port, "--json"];
-    c.extend(args.iter().map(|(s, _)| s.as_str()));
+    // The point's typed `[client]` with the runner's port and `--json`: the child's
+    // command line is its `to_argv` (checked before the first run).
+    let client = crate::points::client_run(exp, &r.point, cfg.port)
+        .map_err(|e| e.to_string())?
+        .ok_or("the point has no [client]")?;
+    let argv = bloatlab_invoke::client::to_argv(&client);
+    let c: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = lab
         .run_in("client", &c, stop)
         .map_err(|e| format!("client: {e}"))?;

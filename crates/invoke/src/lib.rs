@@ -9,11 +9,13 @@
 //!    ([`bloatlab_units::CongestionControl::new`]).
 //! 2. **`resolve()`**: the parsed flags become the typed config the code
 //!    that acts on them takes ([`bloatlab_engine::config::ClientConfig`],
-//!    [`test::TestParams`], [`bloatlab_engine::config::ServerConfig`],
-//!    [`bloatlab_lab::LabSpec`]),
+//!    [`test::TestInvocation`] around [`test::TestParams`],
+//!    [`server::ServerInvocation`] around [`bloatlab_engine::config::ServerConfig`],
+//!    [`bloatlab_lab::LabSpec`], [`ping`]'s and [`rpm`]'s configs, [`autorate`]'s plan),
 //!    with the checks that span several flags. Errors are [`UsageError`]s naming
-//!    their flags (`lab up`'s are the lab's `LabError::Spec`, which names its flags
-//!    too), which the binary maps to exit status 2.
+//!    their flags (`lab up`'s are the lab's `LabError::Spec`, `server`'s a
+//!    [`server::ServerError`], both naming their flags too), which the binary maps to
+//!    exit status 2.
 //! 3. **`to_argv()`**, the inverse, for the child processes that
 //!    `bloatlab test` and `bloatlab experiment` start (they stay processes:
 //!    `bloatlab_suite::driver` says why). For every config `x` that
