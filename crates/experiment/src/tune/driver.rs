@@ -302,8 +302,8 @@ fn measure_once(
         Place::Lab(_) => session::server_addr().to_string(),
         Place::Server(addr) => addr.clone(),
     };
-    let mut argv: Vec<String> = vec!["test".into(), dir.test().into(), host];
-    argv.extend(measure::test_args(&cfg.load, cfg.port, &out_s, &title));
+    let run = measure::test_run(&cfg.load, dir, &host, cfg.port, &out, &title);
+    let argv = run.to_argv();
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
     let o = match lab {
         Some(lab) => lab.run_in("client", &args, stop)?,

@@ -8,8 +8,10 @@
 //! direction.
 
 use super::search::Measurement;
+use bloatlab_invoke::test::TestInvocation;
 use bloatlab_results::ResultsFile;
 use bloatlab_results::schema::DelayKindRecord;
+use std::path::Path;
 use std::time::Duration;
 
 /// Which way the load goes (and which shaper is tuned).
@@ -51,26 +53,26 @@ pub struct Load {
     pub cc: bloatlab_units::CongestionControl,
 }
 
-/// The `bloatlab test` arguments after `test NAME HOST` (port and output included).
-pub fn test_args(t: &Load, port: u16, output: &str, title: &str) -> Vec<String> {
-    let secs = |d: Duration| format!("{}", d.as_secs_f64());
-    vec![
-        "-p".into(),
-        port.to_string(),
-        "-o".into(),
-        output.into(),
-        "--title".into(),
-        title.into(),
-        "-l".into(),
-        secs(t.load),
-        "--idle-before".into(),
-        secs(t.idle),
-        // A short recovery phase: the queues drain before the next rate is set.
-        "--idle-after".into(),
-        "1".into(),
-        "--cc".into(),
-        t.cc.to_string(),
-    ]
+/// The `bloatlab test` run of one load in direction `dir` against `host:port`, writing
+/// `output` (its command line is [`TestInvocation::to_argv`]).
+pub fn test_run(
+    t: &Load,
+    dir: Direction,
+    host: &str,
+    port: u16,
+    output: &Path,
+    title: &str,
+) -> TestInvocation {
+    let mut run = TestInvocation::new(dir.test(), Some(host));
+    run.port = port;
+    run.output = Some(output.to_path_buf());
+    run.title = Some(title.to_owned());
+    run.params.loaded = t.load;
+    run.params.idle_before = t.idle;
+    // A short recovery phase: the queues drain before the next rate is set.
+    run.params.idle_after = Duration::from_secs(1);
+    run.params.cc = vec![t.cc.clone()];
+    run
 }
 
 /// Why a results file gives no measurement.
@@ -196,20 +198,22 @@ mod tests {
     fn the_test_loads_the_tuned_direction() {
         assert_eq!(Direction::Up.test(), "tcp_upload");
         assert_eq!(Direction::Down.test(), "tcp_download");
-        let a = test_args(
-            &Load {
-                load: Duration::from_millis(4500),
-                idle: Duration::from_secs(2),
-                cc: bloatlab_units::CongestionControl::new("cubic").unwrap(),
-            },
-            5001,
-            "/tmp/x.json",
-            "t",
-        );
-        let s = a.join(" ");
-        assert!(
-            s.contains("-l 4.5") && s.contains("--idle-before 2") && s.contains("--cc cubic"),
-            "{s}"
-        );
+        let load = Load {
+            load: Duration::from_millis(4500),
+            idle: Duration::from_secs(2),
+            cc: bloatlab_units::CongestionControl::new("cubic").unwrap(),
+        };
+        let out = Path::new("/tmp/x.json");
+        let run = test_run(&load, Direction::Up, "10.77.0.2", 5001, out, "t");
+        let p = &run.params;
+        assert_eq!(run.test, "tcp_upload");
+        assert_eq!(run.output.as_deref(), Some(out));
+        assert_eq!((p.loaded, p.idle_before), (load.load, load.idle));
+        assert_eq!(p.idle_after, Duration::from_secs(1));
+        assert_eq!(p.cc, std::slice::from_ref(&load.cc));
+        // What the child is given reads back as the same run.
+        let s = run.to_argv().join(" ");
+        assert!(s.starts_with("test tcp_upload 10.77.0.2 "), "{s}");
+        assert!(s.contains("/tmp/x.json") && s.contains("cubic"), "{s}");
     }
 }
