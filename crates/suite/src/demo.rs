@@ -27,8 +27,10 @@ pub struct DemoConfig {
     pub rate: String,
     /// One-way delay, tc spelling (RTT = 2x).
     pub delay: String,
-    /// Deep FIFO limit, tc spelling.
-    pub fifo_limit: String,
+    /// The two labs, checked before anything starts: the same link with a deep FIFO
+    /// (`--fifo-limit`) and with FQ-CoDel. Named `lab`; `lab up` gets them written back
+    /// ([`bloatlab_invoke::lab::to_argv`]).
+    pub labs: DemoLabs,
     /// Loaded seconds of each RRUL run.
     pub loaded: Duration,
     /// Idle seconds before and after.
@@ -37,6 +39,15 @@ pub struct DemoConfig {
     pub port: u16,
     /// Where results and the report go.
     pub out_dir: PathBuf,
+}
+
+/// The demo's two labs.
+#[derive(Debug, Clone)]
+pub struct DemoLabs {
+    /// The deep FIFO.
+    pub fifo: bloatlab_lab::LabSpec,
+    /// FQ-CoDel on the same link.
+    pub fq_codel: bloatlab_lab::LabSpec,
 }
 
 /// Why the demo failed.
@@ -101,23 +112,24 @@ fn check_stop(stop: &AtomicBool) -> Result<(), DemoError> {
     }
 }
 
-/// Runs one RRUL in a fresh lab with `qdisc_args`.
+/// Runs one RRUL in a fresh lab `spec`.
 fn run_one(
     cfg: &DemoConfig,
     label: &str,
-    qdisc_args: &[&str],
+    spec: &bloatlab_lab::LabSpec,
     stop: &AtomicBool,
     say: &mut dyn FnMut(&str),
 ) -> Result<DemoRun, DemoError> {
-    let mut up = vec!["--rate", &cfg.rate, "--delay", &cfg.delay];
-    up.extend_from_slice(qdisc_args);
+    // `lab up NAME OPTIONS...`: the session names the lab.
+    let argv = bloatlab_invoke::lab::to_argv(spec);
+    let up: Vec<&str> = argv.iter().skip(3).map(String::as_str).collect();
     say(&format!(
         "building lab {} ({} {}, {} one way, {})",
         cfg.lab,
         label,
         cfg.rate,
         cfg.delay,
-        qdisc_args.join(" ")
+        up.join(" ")
     ));
     // Taken down (server first) when it drops, on every path out of here.
     let mut lab = LabSession::up(&cfg.exe, &cfg.lab, &up, stop)?;
@@ -179,14 +191,8 @@ pub fn run_demo(
 ) -> Result<DemoOutcome, DemoError> {
     std::fs::create_dir_all(&cfg.out_dir)
         .map_err(|e| step(format!("creating {}", cfg.out_dir.display()), e.to_string()))?;
-    let fifo = run_one(
-        cfg,
-        "fifo",
-        &["--qdisc", "fifo", "--limit", &cfg.fifo_limit],
-        stop,
-        say,
-    )?;
-    let fq = run_one(cfg, "fq_codel", &["--qdisc", "fq_codel"], stop, say)?;
+    let fifo = run_one(cfg, "fifo", &cfg.labs.fifo, stop, say)?;
+    let fq = run_one(cfg, "fq_codel", &cfg.labs.fq_codel, stop, say)?;
     let html_path = cfg.out_dir.join("demo.html");
     let html = {
         let a = fifo.path.to_string_lossy().into_owned();

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use bloatlab_suite::demo::{DemoConfig, DemoError, run_demo, side_by_side};
+use bloatlab_invoke::lab::UpArgs;
+use bloatlab_lab::LabSpec;
+use bloatlab_suite::demo::{DemoConfig, DemoError, DemoLabs, run_demo, side_by_side};
+use clap::{Args, FromArgMatches};
 
 use crate::cmd::opts;
 use crate::exit;
@@ -37,6 +40,32 @@ pub struct DemoArgs {
     pub lab: Option<String>,
 }
 
+/// The demo's two labs as `lab up` resolves them, before anything starts: a bad `--rate`,
+/// `--delay` or `--fifo-limit` is a usage error naming the demo's flag.
+fn demo_labs(name: &str, a: &DemoArgs) -> anyhow::Result<DemoLabs> {
+    let spec = |qdisc: &[&str]| -> Result<LabSpec, String> {
+        let mut argv = vec!["up", name, "--rate", &a.rate, "--delay", &a.delay];
+        argv.extend_from_slice(qdisc);
+        UpArgs::augment_args(clap::Command::new("up"))
+            .try_get_matches_from(argv)
+            .and_then(|m| UpArgs::from_arg_matches(&m))
+            .map_err(|e| {
+                // clap's own sentence ("invalid value 'x' for '--rate <RATE>': why"),
+                // without its "error: " prefix and usage lines.
+                let text = e.to_string();
+                let line = text.lines().next().unwrap_or_default();
+                line.strip_prefix("error: ").unwrap_or(line).to_owned()
+            })?
+            .resolve()
+            .map_err(|e| e.to_string())
+    };
+    // The FQ-CoDel lab has no --limit: when only the FIFO's fails, the limit is at fault.
+    let fq_codel = spec(&["--qdisc", "fq_codel"]).map_err(|e| exit::usage(format!("demo: {e}")))?;
+    let fifo = spec(&["--qdisc", "fifo", "--limit", &a.fifo_limit])
+        .map_err(|e| exit::usage(format!("demo: --fifo-limit {}: {e}", a.fifo_limit)))?;
+    Ok(DemoLabs { fifo, fq_codel })
+}
+
 /// Runs `bloatlab demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stop = crate::cmd::stop_on_interrupt()?;
@@ -54,15 +83,16 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             .to_string();
         PathBuf::from(format!("bloatlab-demo-{now}"))
     });
+    let lab = args
+        .lab
+        .clone()
+        .unwrap_or_else(|| format!("demo-{}", std::process::id()));
     let cfg = DemoConfig {
         exe: std::env::current_exe().context("cannot find the bloatlab executable")?,
-        lab: args
-            .lab
-            .clone()
-            .unwrap_or_else(|| format!("demo-{}", std::process::id())),
+        labs: demo_labs(&lab, &args)?,
+        lab,
         rate: args.rate.clone(),
         delay: args.delay.clone(),
-        fifo_limit: args.fifo_limit.clone(),
         loaded: args.length,
         idle: args.idle,
         port: 5001,

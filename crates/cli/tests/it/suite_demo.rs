@@ -98,3 +98,34 @@ fn short_demo_compares_fifo_and_fq_codel_and_leaves_nothing() {
         "fifo loaded median {fifo} ns vs fq_codel {fq} ns"
     );
 }
+
+/// A bad link value is refused before anything starts: exit 2, the demo's own flag named,
+/// no lab, no output directory.
+#[test]
+fn demo_bad_link_values_are_refused_before_a_lab_exists() {
+    if !tier::root("demo_bad_link_values_are_refused_before_a_lab_exists") {
+        return;
+    }
+    let lab = format!("sb{}", std::process::id());
+    let tmp = tempdir();
+    let dir = tmp.path().join("demo");
+    for (args, named) in [
+        (["--rate", "0mbit"], "--rate"),
+        (["--delay", "soon"], "--delay"),
+        (["--fifo-limit", "0p"], "--fifo-limit"),
+    ] {
+        let out = Command::new(crate::harness::BIN)
+            .args(["demo", "-l", "1", "--lab", &lab, "-o"])
+            .arg(&dir)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let se = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {se}");
+        assert!(se.contains(named) && se.contains(args[1]), "{args:?}: {se}");
+        assert!(!se.contains("building lab"), "{args:?}: {se}");
+        assert!(leftover_namespaces(&lab).is_empty(), "{args:?}");
+        assert!(!dir.exists(), "{args:?}: {} was written", dir.display());
+    }
+}
