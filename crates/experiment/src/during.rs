@@ -87,6 +87,25 @@ fn words(exp: &Experiment, point: &Point, args: &str, line: usize) -> Vec<Word> 
 /// `[during]` of `point`, typed; `None` when the point has none (no `[during]`, or its
 /// words come out empty).
 pub fn of_point(exp: &Experiment, point: &Point) -> Result<Option<During>, PointError> {
+    resolve(exp, point, None)
+}
+
+/// [`of_point`], and its `--stage` found in the point's lab `lab` for every direction it
+/// controls (as autorate will look it up when it starts), so a stage the lab does not have
+/// is refused with the file, not when the run starts.
+pub fn of_point_in(
+    exp: &Experiment,
+    point: &Point,
+    lab: &bloatlab_lab::LabSpec,
+) -> Result<Option<During>, PointError> {
+    resolve(exp, point, Some(lab))
+}
+
+fn resolve(
+    exp: &Experiment,
+    point: &Point,
+    lab: Option<&bloatlab_lab::LabSpec>,
+) -> Result<Option<During>, PointError> {
     let Some((args, args_line)) = &exp.during else {
         return Ok(None);
     };
@@ -167,6 +186,14 @@ pub fn of_point(exp: &Experiment, point: &Point) -> Result<Option<During>, Point
     let plan = a
         .resolve()
         .map_err(|e| error(&names(&e.flags), &e.message))?;
+    if let (Some(spec), Place::Lab { stage, .. }) = (lab, &plan.place) {
+        for (dir, controlled) in [("down", plan.down.is_some()), ("up", plan.up.is_some())] {
+            if controlled {
+                bloatlab_lab::stages::controllable_stage(spec, dir, stage)
+                    .map_err(|m| error(&names(&["--stage"]), &m))?;
+            }
+        }
+    }
     Ok(Some(During { plan, output }))
 }
 

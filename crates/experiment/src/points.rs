@@ -100,7 +100,7 @@ fn typed_point(exp: &Experiment, point: Point) -> Result<TypedPoint, PointError>
         Some((_, line)) => Load::Client(Box::new(client(exp, &point, *line)?)),
         None => test(exp, &point)?,
     };
-    let during = crate::during::of_point(exp, &point)?;
+    let during = crate::during::of_point_in(exp, &point, &lab)?;
     Ok(TypedPoint {
         point,
         lab,

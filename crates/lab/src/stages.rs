@@ -25,6 +25,47 @@ fn stage_error(dir: &str, text: &str, e: StageError) -> LabError {
     }
 }
 
+/// Stage `stage` (its name or 1-based position; `path`, the stage `--delay` adds, is not
+/// counted: it has no rate to control) of direction `dir` (`up`/`down`) of lab `spec`, as
+/// `bloatlab autorate --lab NAME --stage STAGE` finds it. The error names `--stage` and
+/// lists the stages there are.
+pub fn controllable_stage(
+    spec: &crate::spec::LabSpec,
+    dir: &str,
+    stage: &str,
+) -> std::result::Result<StageConfig, String> {
+    let link = if dir == "up" { &spec.up } else { &spec.down };
+    let stages: Vec<StageConfig> = stage_configs(dir, link)
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s.name != "path")
+        .collect();
+    if stages.is_empty() {
+        return Err(format!(
+            "--stage {stage}: the {dir} direction of lab {} has no stages (lab up --stage ...)",
+            spec.name
+        ));
+    }
+    let by_position = stage
+        .parse::<usize>()
+        .ok()
+        .filter(|k| (1..=stages.len()).contains(k))
+        .map(|k| k - 1);
+    let at = stages.iter().position(|s| s.name == stage).or(by_position);
+    match at {
+        Some(i) => Ok(stages[i].clone()),
+        None => {
+            let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+            Err(format!(
+                "--stage {stage:?}: the {dir} direction of lab {} has no such stage (stages: {})",
+                spec.name,
+                names.join(", ")
+            ))
+        }
+    }
+}
+
 /// The stages of one direction, `path` included, or `None` when the
 /// direction is a single link.
 pub fn stage_configs(dir: &str, s: &LinkSpec) -> Result<Option<Vec<StageConfig>>> {

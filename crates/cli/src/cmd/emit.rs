@@ -15,40 +15,7 @@ pub fn lab_stage(
     dir: &str,
     stage: &str,
 ) -> Result<(String, Option<Framing>), String> {
-    let link = if dir == "up" {
-        &report.spec.up
-    } else {
-        &report.spec.down
-    };
-    let stages: Vec<_> = bloatlab_lab::stages::stage_configs(dir, link)
-        .map_err(|e| e.to_string())?
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|s| s.name != "path")
-        .collect();
-    if stages.is_empty() {
-        return Err(format!(
-            "--stage {stage}: the {dir} direction of lab {} has no stages (lab up --stage ...)",
-            report.name
-        ));
-    }
-    let by_position = stage
-        .parse::<usize>()
-        .ok()
-        .filter(|k| (1..=stages.len()).contains(k))
-        .map(|k| &stages[k - 1]);
-    let s = stages
-        .iter()
-        .find(|s| s.name == stage)
-        .or(by_position)
-        .ok_or_else(|| {
-            let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
-            format!(
-                "--stage {stage:?}: the {dir} direction of lab {} has no such stage (stages: {})",
-                report.name,
-                names.join(", ")
-            )
-        })?;
+    let s = bloatlab_lab::stages::controllable_stage(&report.spec, dir, stage)?;
     let o = s.link.overhead;
     let cells = match o.framing {
         bloatlab_emu::Framing::None => Cells::None,

@@ -117,3 +117,25 @@ fn the_builtin_variable_link_checks_with_its_autorate_arm_typed() {
     assert_eq!(d.plan().interval, std::time::Duration::from_millis(25));
     assert!(d.output);
 }
+
+/// A `--stage` the point's lab does not have (or a lab without stages) is refused when the
+/// file is checked, at the line of the word, naming the stages there are; a stage by its
+/// 1-based position is found as autorate finds it.
+#[test]
+fn a_stage_the_lab_does_not_have_is_refused_at_check_time() {
+    let e = check(&exp(&ARMS.replace("--stage shaper", "--stage modem"))).unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (8, Some("arm")), "{e}");
+    assert!(
+        e.message.contains("\"modem\"") && e.message.contains("stages: shaper"),
+        "{e}"
+    );
+    // The stage is the down direction's: a lab whose stages are all upstream has none there.
+    let up_only = ARMS.replace("down-stage", "up-stage");
+    let e = check(&exp(&up_only)).unwrap_err();
+    assert!(
+        e.message.contains("down direction") && e.message.contains("no stages"),
+        "{e}"
+    );
+    assert!(check(&exp(&ARMS.replace("--stage shaper", "--stage 1"))).is_ok());
+    assert!(check(&exp(&ARMS.replace("--stage shaper", "--stage 2"))).is_err());
+}
