@@ -146,6 +146,29 @@ pub fn set_autogroup_nice(nice: i32) -> std::io::Result<()> {
     std::fs::write("/proc/self/autogroup", nice.to_string())
 }
 
+/// Whether the calling process leads its own session (`setsid`, as the lab daemon does):
+/// then its autogroup holds only it, and [`set_autogroup_nice`] changes nothing else. A
+/// process in its caller's session (`lab up --foreground` in a terminal) would renice the
+/// whole terminal session, for as long as that lives. Read from `/proc/self/stat` (field 6,
+/// the session ID); `false` if it cannot be read.
+pub fn leads_own_session() -> bool {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| session_of(&s))
+        .is_some_and(|sid| sid == std::process::id())
+}
+
+/// The session ID in a `/proc/PID/stat` line: the 4th field after the command's closing
+/// parenthesis (the command may itself hold spaces and parentheses).
+fn session_of(stat: &str) -> Option<u32> {
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
 /// The calling process's autogroup nice value, or `None` without
 /// `/proc/self/autogroup` (a kernel without CONFIG_SCHED_AUTOGROUP).
 pub fn autogroup_nice() -> Option<i32> {
@@ -187,6 +210,16 @@ mod tests {
         std::thread::spawn(|| assert!(set_normal_priority()))
             .join()
             .unwrap();
+    }
+
+    #[test]
+    fn the_session_is_read_from_the_stat_line() {
+        let line = "4242 (a b) c)) S 1 4242 4240 0 -1 4194560 93 0 0 0";
+        assert_eq!(session_of(line), Some(4240));
+        assert_eq!(session_of("4242 (x) S 1"), None);
+        assert_eq!(session_of("garbage"), None);
+        // A test runs in its runner's session, which it does not lead.
+        assert!(!leads_own_session());
     }
 
     #[test]

@@ -40,8 +40,12 @@ pub fn prompt_normal() -> super::priority::NormalMode {
             // lab daemon's own session, with autogroups on): the group has
             // to weigh as much against the hosts' and other sessions'
             // groups, or a busy machine still makes the thread wait ms
-            // (docs/benchmarks.md, 7 December 04:49). Best effort.
-            if let Err(e) = bloatlab_os::thread::set_autogroup_nice(DEMOTED_NICE) {
+            // (docs/benchmarks.md, 7 December 04:49). Best effort, and only
+            // in the daemon's own session: `lab up --foreground` runs in the
+            // caller's, whose shell and commands must keep their priority.
+            if !bloatlab_os::thread::leads_own_session() {
+                tracing::debug!("not a session leader: the autogroup's nice value is left alone");
+            } else if let Err(e) = bloatlab_os::thread::set_autogroup_nice(DEMOTED_NICE) {
                 tracing::debug!("autogroup nice {DEMOTED_NICE}: {e}");
             }
             NormalMode::Prompt
