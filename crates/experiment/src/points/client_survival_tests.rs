@@ -84,33 +84,17 @@ const CLIENT_REFUSED: &[(&str, &str)] = &[
 
 #[test]
 fn every_option_a_client_section_can_hold_reaches_the_client_the_runner_starts() {
-    let mut seen = 0;
-    let cmd = ClientArgs::augment_args(clap::Command::new("client"));
-    for arg in cmd.get_arguments() {
-        let Some(long) = arg.get_long() else { continue };
-        if let Some((_, v)) = CLIENT_REFUSED.iter().find(|(k, _)| *k == long) {
-            let e = runner_client(&format!("{long} = {v}")).unwrap_err();
-            assert_eq!(e.key.as_deref(), Some(long), "{e}");
-            continue;
-        }
-        let Some((_, with, without)) = CLIENT_SAMPLES.iter().find(|(k, _, _)| *k == long) else {
-            panic!("--{long}: add a sample to CLIENT_SAMPLES (or refuse it in points::client)");
-        };
-        let typed = runner_client(with).unwrap_or_else(|e| panic!("--{long}: {e}"));
-        let base = runner_client(without).unwrap_or_else(|e| panic!("--{long}: {e}"));
-        assert_eq!((typed.port, typed.format), (5201, OutputFormat::Json));
-        assert_ne!(
-            same_own(typed.clone(), &base),
-            base,
-            "--{long} is lost between the file and the typed client"
-        );
-        assert_eq!(
-            same_own(child_client(&typed), &typed),
-            typed,
-            "--{long} is lost between the typed client and its child: {:?}",
-            to_argv(&typed)
-        );
-        seen += 1;
-    }
-    assert_eq!(seen, CLIENT_SAMPLES.len(), "a sample names no flag");
+    let like = runner_client("").unwrap();
+    super::survival_tests::each_flag_survives(
+        &ClientArgs::augment_args(clap::Command::new("client")),
+        CLIENT_REFUSED,
+        CLIENT_SAMPLES,
+        |section| {
+            runner_client(section).inspect(|c| {
+                assert_eq!((c.port, c.format), (5201, OutputFormat::Json), "{section}");
+            })
+        },
+        |c| (child_client(c), to_argv(c)),
+        |c| same_own(c, &like),
+    );
 }

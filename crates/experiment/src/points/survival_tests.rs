@@ -123,39 +123,61 @@ const SERVER_REFUSED: &[(&str, &str)] = &[
     ("near-congestion", "0.5"),
 ];
 
-#[test]
-fn every_option_a_server_section_can_hold_reaches_the_server_the_runner_starts() {
-    let cmd = ServerArgs::augment_args(clap::Command::new("server"));
-    let w = &Out::stdout();
+/// The survival check of one section kind. Every long flag of `cmd` is either refused
+/// (`refused`: the error names its key and says to leave it out) or has a sample in
+/// `samples` whose typed value (`typed`; `own` makes the process-own parts, writers and stop
+/// token, compare equal) differs from the same section without it and comes back unchanged
+/// from the child's command line (`child`). Every sample must name a flag.
+pub(super) fn each_flag_survives<T: Clone + PartialEq + std::fmt::Debug>(
+    cmd: &clap::Command,
+    refused: &[(&str, &str)],
+    samples: &[(&str, &str, &str)],
+    typed: impl Fn(&str) -> Result<T, PointError>,
+    child: impl Fn(&T) -> (T, Vec<String>),
+    own: impl Fn(T) -> T,
+) {
+    let section = cmd.get_name();
     let mut seen = 0;
     for arg in cmd.get_arguments() {
         let Some(long) = arg.get_long() else { continue };
-        if let Some((_, v)) = SERVER_REFUSED.iter().find(|(k, _)| *k == long) {
-            let e = runner_server(&format!("{long} = {v}")).unwrap_err();
+        if let Some((_, v)) = refused.iter().find(|(k, _)| *k == long) {
+            let e = typed(&format!("{long} = {v}")).unwrap_err();
             assert_eq!(e.key.as_deref(), Some(long), "{e}");
             assert!(e.message.contains("leave it out"), "{e}");
             continue;
         }
-        let Some((_, with, without)) = SERVER_SAMPLES.iter().find(|(k, _, _)| *k == long) else {
-            panic!("--{long}: add a sample to SERVER_SAMPLES (or refuse it in points::server)");
+        let Some((_, with, without)) = samples.iter().find(|(k, _, _)| *k == long) else {
+            panic!("--{long}: add a sample for [{section}] (or refuse it in points::{section})");
         };
-        let typed = runner_server(with).unwrap_or_else(|e| panic!("--{long}: {e}"));
-        let base = runner_server(without).unwrap_or_else(|e| panic!("--{long}: {e}"));
-        assert_eq!(typed.engine.port, 5201);
+        let t = typed(with).unwrap_or_else(|e| panic!("--{long}: {e}"));
+        let base = typed(without).unwrap_or_else(|e| panic!("--{long}: {e}"));
         assert_ne!(
-            same_writers(typed.clone(), w),
-            same_writers(base, w),
-            "--{long} is lost between the file and the typed server"
+            own(t.clone()),
+            own(base),
+            "--{long} is lost between the file and the typed [{section}]"
         );
+        let (back, argv) = child(&t);
         assert_eq!(
-            same_writers(child_server(&typed), w),
-            same_writers(typed.clone(), w),
-            "--{long} is lost between the typed server and its child: {:?}",
-            to_argv(&typed)
+            own(back),
+            own(t),
+            "--{long} is lost between the typed [{section}] and its child: {argv:?}"
         );
         seen += 1;
     }
-    assert_eq!(seen, SERVER_SAMPLES.len(), "a sample names no flag");
+    assert_eq!(seen, samples.len(), "a sample names no flag");
+}
+
+#[test]
+fn every_option_a_server_section_can_hold_reaches_the_server_the_runner_starts() {
+    let w = &Out::stdout();
+    each_flag_survives(
+        &ServerArgs::augment_args(clap::Command::new("server")),
+        SERVER_REFUSED,
+        SERVER_SAMPLES,
+        |section| runner_server(section).inspect(|s| assert_eq!(s.engine.port, 5201, "{section}")),
+        |s| (child_server(s), to_argv(s)),
+        |s| same_writers(s, w),
+    );
 }
 
 #[test]
